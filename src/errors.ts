@@ -1,0 +1,94 @@
+/**
+ * Typed errors thrown anywhere in the service. The HTTP layer turns them into the OpenAI error body
+ * in exactly one place (src/server/errors.ts); nothing else formats errors for the wire.
+ */
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "permission_error"
+  | "not_found_error"
+  | "rate_limit_error"
+  | "insufficient_quota"
+  | "server_error";
+
+export class ServiceError extends Error {
+  constructor(
+    readonly status: number,
+    readonly type: ErrorType,
+    message: string,
+    readonly code: string | null = null,
+    readonly param: string | null = null,
+    /** Extra response headers, e.g. Retry-After. */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class InvalidRequest extends ServiceError {
+  constructor(message: string, param: string | null = null, code: string | null = null) {
+    super(400, "invalid_request_error", message, code, param);
+  }
+}
+
+export class Unauthorized extends ServiceError {
+  constructor(message = "Invalid or missing API key. Send 'Authorization: Bearer <API_KEY>'.") {
+    super(401, "authentication_error", message, "invalid_api_key");
+  }
+}
+
+export class Forbidden extends ServiceError {
+  constructor(message: string, code: string | null = null) {
+    super(403, "permission_error", message, code);
+  }
+}
+
+export class ModelNotFound extends ServiceError {
+  constructor(model: string) {
+    super(404, "invalid_request_error", `The model '${model}' does not exist or you do not have access to it.`, "model_not_found", "model");
+  }
+}
+
+export class NotFound extends ServiceError {
+  constructor(message: string) {
+    super(404, "not_found_error", message, "not_found");
+  }
+}
+
+export class ContextLengthExceeded extends ServiceError {
+  constructor(contextLength: number, promptTokens: number, maxTokens: number) {
+    super(
+      400,
+      "invalid_request_error",
+      `This model's maximum context length is ${contextLength} tokens. However, you requested ${promptTokens + maxTokens} tokens ` +
+        `(${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+      "context_length_exceeded",
+      "messages",
+    );
+  }
+}
+
+export class PayloadTooLarge extends ServiceError {
+  constructor(limitBytes: number) {
+    super(413, "invalid_request_error", `Request body is larger than the limit of ${limitBytes} bytes.`, "request_too_large");
+  }
+}
+
+export class RateLimited extends ServiceError {
+  constructor(message: string, retryAfterSeconds: number, code = "rate_limit_exceeded") {
+    super(429, "rate_limit_error", message, code, null, { "retry-after": String(Math.max(1, Math.ceil(retryAfterSeconds))) });
+  }
+}
+
+export class InsufficientQuota extends ServiceError {
+  constructor(message: string) {
+    super(402, "insufficient_quota", message, "insufficient_quota");
+  }
+}
+
+export class CapacityUnavailable extends ServiceError {
+  constructor(message: string, retryAfterSeconds = 1) {
+    super(503, "server_error", message, "capacity_unavailable", null, { "retry-after": String(retryAfterSeconds) });
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * Effective per-1M-token prices: list price × (1 − discount/100) × tier multiplier, exact.
+ * Only multiplications are used (discount/100 is ×0.01), so no rounding ever happens.
+ */
+import type { ModelPricing, ServiceTier, TokenPrices } from "../catalog/types.js";
+import { Dec, parseNonNegative, toText, type Decimal } from "./decimal.js";
+
+/** What a client may send as `service_tier` (null/absent mean the same as "auto"). */
+export type RequestedTier = "auto" | "default" | "priority" | "flex";
+
+const PRICE_KEYS = ["input", "output", "cached_input"] as const;
+const ONE = Dec("1");
+const HUNDRED = Dec("100");
+const PERCENT = Dec("0.01");
+
+/** The discount factor (1 − discount/100); throws unless 0 ≤ discount ≤ 100. */
+function discountFactor(pricing: ModelPricing): Decimal {
+  if (pricing.discount_percent === undefined) return ONE;
+  const pct = parseNonNegative(pricing.discount_percent, "pricing.discount_percent");
+  if (pct.gt(HUNDRED)) {
+    throw new RangeError(`pricing.discount_percent must be at most 100, got "${pricing.discount_percent}"`);
+  }
+  return ONE.minus(pct.times(PERCENT));
+}
+
+/** The multiplier of a tier against standard, or undefined when the model does not offer the tier. */
+export function tierMultiplier(pricing: ModelPricing, tier: ServiceTier): string | undefined {
+  if (tier === "default") return "1";
+  const raw = pricing.tiers?.[tier];
+  if (raw === undefined) return undefined;
+  return toText(parseNonNegative(raw, `pricing.tiers.${tier}`));
+}
+
+/** Tiers the model offers, "default" always first, then "priority", "flex" when present. */
+export function supportedTiers(pricing: ModelPricing): ServiceTier[] {
+  const tiers: ServiceTier[] = ["default"];
+  if (pricing.tiers?.priority !== undefined) tiers.push("priority");
+  if (pricing.tiers?.flex !== undefined) tiers.push("flex");
+  return tiers;
+}
+
+/**
+ * The tier a request is served (and billed, and echoed) at: "auto", null or absent → "default";
+ * a tier the model does not offer → "default".
+ */
+export function resolveTier(pricing: ModelPricing, requested: RequestedTier | null | undefined): ServiceTier {
+  if (requested === "priority" || requested === "flex") {
+    return pricing.tiers?.[requested] !== undefined ? requested : "default";
+  }
+  return "default";
+}
+
+/** Exact effective prices (USD per 1M tokens) at a tier; throws if the model does not offer the tier. */
+export function effectivePrices(pricing: ModelPricing, tier: ServiceTier): TokenPrices {
+  const multiplier = tierMultiplier(pricing, tier);
+  if (multiplier === undefined) {
+    throw new RangeError(`service tier "${tier}" is not supported by this model`);
+  }
+  const factor = discountFactor(pricing).times(Dec(multiplier));
+  const out = {} as TokenPrices;
+  for (const key of PRICE_KEYS) {
+    out[key] = toText(parseNonNegative(pricing[key], `pricing.${key}`).times(factor));
+  }
+  return out;
+}

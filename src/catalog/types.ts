@@ -32,4 +32,9 @@ export interface CatalogEntry {
   created: number;
   /** Whether the model may run as a private dedicated endpoint. */
   dedicated?: boolean;
+  /**
+   * A Jinja chat template file for a GGUF that carries none (base models, some conversions);
+   * relative to the catalog file. The GGUF's own template always wins when it has one.
+   */
+  fallback_chat_template?: string;
 }

@@ -1,0 +1,75 @@
+/**
+ * The manifest written next to each pulled GGUF (`<file>.gguf.json`). It records which catalog source the file
+ * came from and the hash it had when verified, so a later start can check the cache without the network.
+ */
+import { readdir, readFile, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { sha256File } from "./hash.js";
+import { removeQuietly, writeFileAtomic } from "./temp.js";
+
+export interface PullManifest {
+  source: string;
+  sha256: string;
+  bytes: number;
+}
+
+export function manifestPathFor(ggufPath: string): string {
+  return `${ggufPath}.json`;
+}
+
+export async function writeManifest(ggufPath: string, manifest: PullManifest): Promise<void> {
+  await writeFileAtomic(manifestPathFor(ggufPath), `${JSON.stringify(manifest, null, 2)}\n`);
+}
+
+async function readManifest(path: string): Promise<PullManifest | null> {
+  try {
+    const parsed = JSON.parse(await readFile(path, "utf8")) as Partial<PullManifest>;
+    if (typeof parsed.source !== "string" || typeof parsed.sha256 !== "string" || typeof parsed.bytes !== "number") return null;
+    return { source: parsed.source, sha256: parsed.sha256, bytes: parsed.bytes };
+  } catch {
+    return null;
+  }
+}
+
+interface ManifestedFile {
+  path: string;
+  manifestPath: string;
+  manifest: PullManifest;
+}
+
+/** Every GGUF in `modelDir` whose manifest says it came from `source` (normally one). */
+async function manifestedFiles(modelDir: string, source: string): Promise<ManifestedFile[]> {
+  const names = await readdir(modelDir).catch(() => [] as string[]);
+  const found: ManifestedFile[] = [];
+  for (const name of names.filter((n) => n.endsWith(".gguf.json")).sort()) {
+    const manifestPath = join(modelDir, name);
+    const manifest = await readManifest(manifestPath);
+    if (manifest?.source === source) found.push({ path: manifestPath.slice(0, -".json".length), manifestPath, manifest });
+  }
+  return found;
+}
+
+async function sizeOf(path: string): Promise<number> {
+  return stat(path).then((s) => s.size, () => -1);
+}
+
+/** The GGUF pulled for `source`, judged by size only: cheap enough for listings, not a verification. */
+export async function findManifestedFile(modelDir: string, source: string): Promise<{ path: string; manifest: PullManifest } | null> {
+  for (const file of await manifestedFiles(modelDir, source)) {
+    if ((await sizeOf(file.path)) === file.manifest.bytes) return file;
+  }
+  return null;
+}
+
+/**
+ * The GGUF pulled for `source`, re-hashed against its manifest. A file that fails (truncated, corrupted)
+ * is deleted together with its manifest, so the caller pulls it again.
+ */
+export async function findVerifiedFile(modelDir: string, source: string): Promise<{ path: string; manifest: PullManifest } | null> {
+  for (const file of await manifestedFiles(modelDir, source)) {
+    if ((await sizeOf(file.path)) === file.manifest.bytes && (await sha256File(file.path)) === file.manifest.sha256) return file;
+    await removeQuietly(file.path);
+    await removeQuietly(file.manifestPath);
+  }
+  return null;
+}

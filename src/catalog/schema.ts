@@ -1,0 +1,57 @@
+/**
+ * The zod schema of a catalog file. Prices and multipliers stay decimal strings end to end: a float would
+ * silently turn "0.1" into 0.1000000000000000055..., and billing must be exact.
+ */
+import Big from "big.js";
+import { z } from "zod";
+import type { CatalogEntry } from "./types.js";
+import { parseSource } from "./source.js";
+
+const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
+const DECIMAL = /^\d+(\.\d+)?$/;
+export const CAPABILITY_TAGS = ["JSON", "Function", "Multimodal"] as const;
+
+function decimalString(example: string) {
+  const message = `must be a decimal string such as "${example}" (quoted, never a JSON number)`;
+  return z.string({ error: message }).regex(DECIMAL, { error: message });
+}
+
+const pricingSchema = z.strictObject({
+  input: decimalString("0.02"),
+  output: decimalString("0.06"),
+  cached_input: decimalString("0.01"),
+  discount_percent: decimalString("10")
+    .refine((value) => new Big(value).lte(100), { error: "must be between 0 and 100" })
+    .optional(),
+  tiers: z
+    .strictObject({
+      priority: decimalString("1.5").optional(),
+      flex: decimalString("0.8").optional(),
+    })
+    .optional(),
+});
+
+export const catalogEntrySchema = z.strictObject({
+  id: z.string({ error: "must be a string" }).regex(MODEL_ID, { error: "must look like '<owner>/<model_name>'" }),
+  source: z
+    .string({ error: "must be a string" })
+    .refine((value) => parseSource(value) !== null, { error: "must be 'pypi:<package>==<version>' or 'file:<path to .gguf>'" }),
+  context_length: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).positive({ error: "must be positive" }),
+  precision: z.string({ error: "must be a string" }).min(1, { error: "must not be empty" }),
+  tags: z
+    .array(z.enum(CAPABILITY_TAGS, { error: `must be one of ${CAPABILITY_TAGS.join(", ")}` }), { error: "must be an array" })
+    .refine((tags) => new Set(tags).size === tags.length, { error: "must not repeat a tag" }),
+  pricing: pricingSchema,
+  created: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).nonnegative({ error: "must not be negative" }),
+  dedicated: z.boolean({ error: "must be true or false" }).optional(),
+  fallback_chat_template: z.string({ error: "must be a path to a Jinja template file" }).min(1).optional(),
+});
+
+export const catalogFileSchema = z.strictObject({
+  models: z.array(catalogEntrySchema, { error: "must be an array of model entries" }),
+});
+
+// Fails to compile if the schema and the hand-written CatalogEntry type drift apart.
+type SchemaEntry = z.infer<typeof catalogEntrySchema>;
+const _schemaMatchesType: [SchemaEntry extends CatalogEntry ? true : false, CatalogEntry extends SchemaEntry ? true : false] = [true, true];
+void _schemaMatchesType;

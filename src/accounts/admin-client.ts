@@ -1,0 +1,52 @@
+import { ServiceError, type ErrorType } from "../errors.js";
+import { fromWireCreatedKey, fromWireKey, type WireCreatedKey, type WireKey } from "./admin-wire.js";
+import type { KeyAdmin } from "./key-admin.js";
+import type { LocalServer } from "./local-server.js";
+
+/** KeyAdmin over a running server's admin API, for when that server holds the database. */
+export function httpKeyAdmin(server: LocalServer): KeyAdmin {
+  const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
+    const headers: Record<string, string> = { authorization: `Bearer ${server.adminToken}` };
+    if (body !== undefined) headers["content-type"] = "application/json";
+    let response: Response;
+    try {
+      response = await fetch(new URL(path, server.url), { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    } catch (error) {
+      throw new Error(`The Switchyard server at ${server.url} is running but did not answer (${(error as Error).message}).`);
+    }
+    const payload = (await response.json().catch(() => null)) as unknown;
+    if (!response.ok) throw errorFromResponse(response.status, payload);
+    return payload as T;
+  };
+
+  return {
+    async createKey(input) {
+      const created = await call<WireCreatedKey>("POST", "/admin/v1/keys", {
+        account: input.account,
+        name: input.name,
+        expires_at: input.expiresAt?.toISOString(),
+        allowed_models: input.allowedModels,
+      });
+      return fromWireCreatedKey(created);
+    },
+    async listKeys(filter = {}) {
+      const query = filter.account === undefined ? "" : `?account=${encodeURIComponent(filter.account)}`;
+      const list = await call<{ data: WireKey[] }>("GET", `/admin/v1/keys${query}`);
+      return list.data.map(fromWireKey);
+    },
+    async revokeKey(id) {
+      await call("DELETE", `/admin/v1/keys/${encodeURIComponent(id)}`);
+    },
+    async close() {},
+  };
+}
+
+/** Rebuilds the server's typed error from its OpenAI-shaped body, so callers see the same error either way. */
+function errorFromResponse(status: number, payload: unknown): ServiceError {
+  const error = (payload as { error?: { message?: unknown; type?: unknown; code?: unknown; param?: unknown } } | null)?.error;
+  const message = typeof error?.message === "string" ? error.message : `The server answered HTTP ${status}.`;
+  const type = (typeof error?.type === "string" ? error.type : "server_error") as ErrorType;
+  const code = typeof error?.code === "string" ? error.code : null;
+  const param = typeof error?.param === "string" ? error.param : null;
+  return new ServiceError(status, type, message, code, param);
+}

@@ -1,0 +1,85 @@
+import type { Account, CreatedKey, KeyInfo } from "./store.js";
+
+/**
+ * The admin API's JSON shapes, in the OpenAI style (snake_case, unix-second timestamps). Shared by
+ * the routes that produce them and the CLI that reads them back, so both sides agree by construction.
+ */
+export interface WireKey {
+  object: "api_key";
+  id: string;
+  account: string;
+  name: string | null;
+  prefix: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+  last_used_at: number | null;
+  allowed_models: string[] | null;
+}
+
+export interface WireCreatedKey extends WireKey {
+  key: string;
+}
+
+export interface WireAccount {
+  object: "account";
+  id: string;
+  name: string;
+  disabled: boolean;
+  created_at: number;
+}
+
+export interface WireRevokedKey {
+  id: string;
+  object: "api_key";
+  revoked: true;
+}
+
+export function toWireKey(info: KeyInfo): WireKey {
+  return {
+    object: "api_key",
+    id: info.id,
+    account: info.account,
+    name: info.name,
+    prefix: info.prefix,
+    created_at: toUnixSeconds(info.createdAt),
+    expires_at: info.expiresAt ? toUnixSeconds(info.expiresAt) : null,
+    revoked_at: info.revokedAt ? toUnixSeconds(info.revokedAt) : null,
+    last_used_at: info.lastUsedAt ? toUnixSeconds(info.lastUsedAt) : null,
+    allowed_models: info.allowedModels,
+  };
+}
+
+export function toWireCreatedKey(created: CreatedKey): WireCreatedKey {
+  return { ...toWireKey(created), key: created.key };
+}
+
+export function toWireAccount(account: Account): WireAccount {
+  return { object: "account", id: account.id, name: account.name, disabled: account.disabled, created_at: toUnixSeconds(account.createdAt) };
+}
+
+export function fromWireKey(wire: WireKey): KeyInfo {
+  return {
+    id: wire.id,
+    account: wire.account,
+    name: wire.name,
+    prefix: wire.prefix,
+    createdAt: fromUnixSeconds(wire.created_at),
+    expiresAt: wire.expires_at === null ? null : fromUnixSeconds(wire.expires_at),
+    revokedAt: wire.revoked_at === null ? null : fromUnixSeconds(wire.revoked_at),
+    lastUsedAt: wire.last_used_at === null ? null : fromUnixSeconds(wire.last_used_at),
+    allowedModels: wire.allowed_models,
+  };
+}
+
+export function fromWireCreatedKey(wire: WireCreatedKey): CreatedKey {
+  return { ...fromWireKey(wire), key: wire.key };
+}
+
+function toUnixSeconds(date: Date): number {
+  return Math.floor(date.getTime() / 1000);
+}
+
+function fromUnixSeconds(seconds: number): Date {
+  return new Date(seconds * 1000);
+}

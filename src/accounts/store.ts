@@ -1,0 +1,237 @@
+import { InvalidRequest } from "../errors.js";
+import type { Database } from "../storage/database.js";
+import { generateApiKey, hashApiKey, hashesEqual, looksLikeApiKey } from "./api-key.js";
+import { newId } from "./ids.js";
+
+export interface Account {
+  id: string;
+  name: string;
+  disabled: boolean;
+  createdAt: Date;
+}
+
+/** What listings show about a key: never its hash, never the key itself. */
+export interface KeyInfo {
+  id: string;
+  account: string;
+  name: string | null;
+  prefix: string;
+  createdAt: Date;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+  lastUsedAt: Date | null;
+  /** null: every model. */
+  allowedModels: string[] | null;
+}
+
+export interface CreatedKey extends KeyInfo {
+  /** The plaintext key. Returned once, at creation; only its hash is stored. */
+  key: string;
+}
+
+export interface CreateKeyInput {
+  /** Account name; the account is created if it does not exist yet. */
+  account: string;
+  name?: string;
+  expiresAt?: Date;
+  /** Omit for every model. */
+  allowedModels?: string[];
+}
+
+/** Who is calling, once a bearer token has been accepted. */
+export interface Principal {
+  accountId: string;
+  accountName: string;
+  keyId: string;
+  allowedModels: string[] | null;
+}
+
+interface AccountRow {
+  id: string;
+  name: string;
+  disabled: boolean;
+  created_at: Date;
+}
+
+interface KeyRow {
+  id: string;
+  account_name: string;
+  name: string | null;
+  prefix: string;
+  created_at: Date;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+  allowed_models: string[] | null;
+}
+
+const MAX_NAME_LENGTH = 200;
+
+export async function createAccount(db: Database, name: string): Promise<Account> {
+  const rows = await db.query<AccountRow>(
+    "INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING *",
+    [newId("acct"), validAccountName(name)],
+  );
+  const row = rows[0];
+  if (!row) throw new InvalidRequest(`An account named '${name}' already exists.`, "name", "account_exists");
+  return toAccount(row);
+}
+
+export async function findOrCreateAccount(db: Database, name: string): Promise<Account> {
+  const accountName = validAccountName(name);
+  // ON CONFLICT DO NOTHING makes a concurrent creator wait for the other insert instead of failing.
+  const inserted = await db.query<AccountRow>(
+    "INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING *",
+    [newId("acct"), accountName],
+  );
+  const row = inserted[0] ?? (await db.query<AccountRow>("SELECT * FROM accounts WHERE name = $1", [accountName]))[0];
+  if (!row) throw new Error(`Account '${accountName}' vanished while being created.`);
+  return toAccount(row);
+}
+
+export async function findAccount(db: Database, name: string): Promise<Account | null> {
+  const rows = await db.query<AccountRow>("SELECT * FROM accounts WHERE name = $1", [name]);
+  return rows[0] ? toAccount(rows[0]) : null;
+}
+
+/** Returns the updated account, or null when there is no account with that name. */
+export async function setAccountDisabled(db: Database, name: string, disabled: boolean): Promise<Account | null> {
+  const rows = await db.query<AccountRow>("UPDATE accounts SET disabled = $2 WHERE name = $1 RETURNING *", [name, disabled]);
+  return rows[0] ? toAccount(rows[0]) : null;
+}
+
+export async function createKey(db: Database, input: CreateKeyInput): Promise<CreatedKey> {
+  const name = optionalKeyName(input.name);
+  const allowedModels = input.allowedModels === undefined ? null : validModelList(input.allowedModels);
+  if (input.expiresAt !== undefined && Number.isNaN(input.expiresAt.getTime())) {
+    throw new InvalidRequest("expires_at is not a valid date.", "expires_at");
+  }
+
+  return db.transaction(async (tx) => {
+    const account = await findOrCreateAccount(tx, input.account);
+    const generated = generateApiKey();
+    const rows = await tx.query<Omit<KeyRow, "account_name">>(
+      `INSERT INTO api_keys (id, account_id, name, prefix, secret_hash, expires_at, allowed_models)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
+       RETURNING id, name, prefix, created_at, expires_at, revoked_at, last_used_at, allowed_models`,
+      [newId("key"), account.id, name, generated.prefix, generated.secretHash, input.expiresAt ?? null, allowedModels],
+    );
+    const row = rows[0];
+    if (!row) throw new Error("Inserting the API key returned no row.");
+    return { ...toKeyInfo({ ...row, account_name: account.name }), key: generated.key };
+  });
+}
+
+export async function listKeys(db: Database, filter: { account?: string } = {}): Promise<KeyInfo[]> {
+  const rows = await db.query<KeyRow>(
+    `SELECT k.id, a.name AS account_name, k.name, k.prefix, k.created_at, k.expires_at, k.revoked_at,
+            k.last_used_at, k.allowed_models
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+      WHERE $1::text IS NULL OR a.name = $1::text
+      ORDER BY k.created_at, k.id`,
+    [filter.account ?? null],
+  );
+  return rows.map(toKeyInfo);
+}
+
+/**
+ * Revokes a key; revoking it again keeps the first revocation time. Returns false when no key has
+ * that id.
+ */
+export async function revokeKey(db: Database, id: string): Promise<boolean> {
+  const rows = await db.query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id", [id]);
+  return rows.length > 0;
+}
+
+/** Keys that would authenticate right now: not revoked, not expired, account enabled. */
+export async function countActiveKeys(db: Database): Promise<number> {
+  const rows = await db.query<{ count: string }>(
+    `SELECT count(*) AS count
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+      WHERE k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT a.disabled`,
+  );
+  return Number(rows[0]?.count ?? 0);
+}
+
+/**
+ * The principal behind a bearer token, or null when the key is unknown, revoked, expired, or its
+ * account is disabled. Callers turn null into one uniform 401, so nobody can probe which it was.
+ */
+export async function authenticate(db: Database, bearerToken: string): Promise<Principal | null> {
+  if (!looksLikeApiKey(bearerToken)) return null;
+  const presentedHash = hashApiKey(bearerToken);
+
+  const rows = await db.query<{
+    key_id: string;
+    secret_hash: string;
+    account_id: string;
+    account_name: string;
+    allowed_models: string[] | null;
+    usable: boolean;
+    touch_due: boolean;
+  }>(
+    `SELECT k.id AS key_id, k.secret_hash, a.id AS account_id, a.name AS account_name, k.allowed_models,
+            (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT a.disabled) AS usable,
+            (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS touch_due
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+      WHERE k.secret_hash = $1`,
+    [presentedHash],
+  );
+  const row = rows[0];
+  // The index lookup found the row; the constant-time comparison is what actually accepts it.
+  if (!row || !hashesEqual(row.secret_hash, presentedHash) || !row.usable) return null;
+
+  if (row.touch_due) {
+    // last_used_at is coarse on purpose: one write per key per minute, not one per request.
+    await db.query(
+      "UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+      [row.key_id],
+    );
+  }
+
+  return { accountId: row.account_id, accountName: row.account_name, keyId: row.key_id, allowedModels: row.allowed_models };
+}
+
+function toAccount(row: AccountRow): Account {
+  return { id: row.id, name: row.name, disabled: row.disabled, createdAt: row.created_at };
+}
+
+function toKeyInfo(row: KeyRow): KeyInfo {
+  return {
+    id: row.id,
+    account: row.account_name,
+    name: row.name,
+    prefix: row.prefix,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    revokedAt: row.revoked_at,
+    lastUsedAt: row.last_used_at,
+    allowedModels: row.allowed_models,
+  };
+}
+
+function validAccountName(name: string): string {
+  const trimmed = name.trim();
+  // Names appear in URLs and CLI tables: printable, no whitespace.
+  if (trimmed === "" || trimmed.length > MAX_NAME_LENGTH || /[\s\p{Cc}]/u.test(trimmed)) {
+    throw new InvalidRequest(`Account names must be 1-${MAX_NAME_LENGTH} printable characters without spaces.`, "account", "invalid_account_name");
+  }
+  return trimmed;
+}
+
+function optionalKeyName(name: string | undefined): string | null {
+  if (name === undefined) return null;
+  const trimmed = name.trim();
+  if (trimmed.length > MAX_NAME_LENGTH || /\p{Cc}/u.test(trimmed)) {
+    throw new InvalidRequest(`Key names must be at most ${MAX_NAME_LENGTH} printable characters.`, "name");
+  }
+  return trimmed === "" ? null : trimmed;
+}
+
+function validModelList(models: string[]): string[] {
+  const cleaned = [...new Set(models.map((model) => model.trim()).filter((model) => model !== ""))];
+  if (cleaned.length === 0) {
+    throw new InvalidRequest("allowed_models must name at least one model; omit it to allow every model.", "allowed_models");
+  }
+  return cleaned;
+}

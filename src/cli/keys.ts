@@ -1,0 +1,117 @@
+import { Command, InvalidArgumentError } from "commander";
+import { toWireKey } from "../accounts/admin-wire.js";
+import { openKeyAdmin, type KeyAdmin } from "../accounts/key-admin.js";
+import type { CreatedKey, KeyInfo } from "../accounts/store.js";
+import { resolveDataDir } from "../config/paths.js";
+
+export interface KeysCommandOptions {
+  /** Where output goes; tests pass a collector. Defaults to process.stdout. */
+  stdout?: { write(text: string): unknown };
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** `switchyard keys create|list|revoke`: works whether or not a server runs on the same data dir. */
+export function keysCommand(options: KeysCommandOptions = {}): Command {
+  const stdout = options.stdout ?? process.stdout;
+  const print = (line = "") => stdout.write(`${line}\n`);
+
+  const keys = new Command("keys").description("Create, list and revoke API keys");
+
+  keys
+    .command("create")
+    .description("Create an API key; the key is printed once, alone on the last line")
+    .requiredOption("--account <name>", "account the key belongs to (created if missing)")
+    .option("--name <name>", "a label for the key")
+    .option("--expires-in-days <days>", "expire the key after this many days", parsePositiveNumber)
+    .option("--models <list>", "comma-separated models the key may use (default: all)", parseModelList)
+    .option("--data-dir <dir>", "data directory (default: SWITCHYARD_DATA_DIR or ~/.local/share/switchyard)")
+    .action(async (opts: { account: string; name?: string; expiresInDays?: number; models?: string[]; dataDir?: string }) => {
+      const created = await withKeyAdmin(opts.dataDir, (admin) =>
+        admin.createKey({
+          account: opts.account,
+          name: opts.name,
+          expiresAt: opts.expiresInDays === undefined ? undefined : new Date(Date.now() + opts.expiresInDays * DAY_MS),
+          allowedModels: opts.models,
+        }),
+      );
+      printCreated(print, created);
+    });
+
+  keys
+    .command("list")
+    .description("List API keys (never shows the keys themselves)")
+    .option("--account <name>", "only this account's keys")
+    .option("--json", "print JSON instead of a table")
+    .option("--data-dir <dir>", "data directory (default: SWITCHYARD_DATA_DIR or ~/.local/share/switchyard)")
+    .action(async (opts: { account?: string; json?: boolean; dataDir?: string }) => {
+      const list = await withKeyAdmin(opts.dataDir, (admin) => admin.listKeys({ account: opts.account }));
+      if (opts.json) print(JSON.stringify(list.map(toWireKey), null, 2));
+      else print(formatKeyTable(list));
+    });
+
+  keys
+    .command("revoke")
+    .description("Revoke an API key by id")
+    .argument("<id>", "key id, e.g. key_…")
+    .option("--data-dir <dir>", "data directory (default: SWITCHYARD_DATA_DIR or ~/.local/share/switchyard)")
+    .action(async (id: string, opts: { dataDir?: string }) => {
+      await withKeyAdmin(opts.dataDir, (admin) => admin.revokeKey(id));
+      print(`Revoked ${id}.`);
+    });
+
+  return keys;
+}
+
+async function withKeyAdmin<T>(dataDirFlag: string | undefined, work: (admin: KeyAdmin) => Promise<T>): Promise<T> {
+  const admin = await openKeyAdmin(resolveDataDir(dataDirFlag));
+  try {
+    return await work(admin);
+  } finally {
+    await admin.close();
+  }
+}
+
+function printCreated(print: (line?: string) => void, created: CreatedKey): void {
+  print(`Created API key ${created.id} for account '${created.account}'.`);
+  if (created.name) print(`  name:    ${created.name}`);
+  print(`  expires: ${created.expiresAt ? created.expiresAt.toISOString() : "never"}`);
+  print(`  models:  ${created.allowedModels ? created.allowedModels.join(", ") : "all"}`);
+  print("Store the key now; it cannot be shown again:");
+  // Alone on the last line, so `... | tail -n 1` captures exactly the key.
+  print(created.key);
+}
+
+export function formatKeyTable(list: KeyInfo[]): string {
+  const header = ["ID", "ACCOUNT", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED"];
+  const rows = list.map((key) => [
+    key.id,
+    key.account,
+    key.name ?? "-",
+    `${key.prefix}…`,
+    formatDate(key.createdAt),
+    formatDate(key.expiresAt),
+    formatDate(key.revokedAt),
+    formatDate(key.lastUsedAt),
+  ]);
+  if (rows.length === 0) return "No API keys.";
+  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]?.length ?? 0)));
+  return [header, ...rows].map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join("  ").trimEnd()).join("\n");
+}
+
+/** Minute precision in UTC: enough to read, and the same on every machine. */
+function formatDate(date: Date | null): string {
+  return date ? `${date.toISOString().slice(0, 16).replace("T", " ")}Z` : "-";
+}
+
+function parsePositiveNumber(value: string): number {
+  const days = Number(value);
+  if (!Number.isFinite(days) || days <= 0) throw new InvalidArgumentError("Expected a positive number of days.");
+  return days;
+}
+
+function parseModelList(value: string): string[] {
+  const models = value.split(",").map((model) => model.trim()).filter((model) => model !== "");
+  if (models.length === 0) throw new InvalidArgumentError("Expected at least one model name.");
+  return models;
+}

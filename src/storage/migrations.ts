@@ -1,0 +1,96 @@
+import type { Database } from "./database.js";
+
+export interface Migration {
+  /** Strictly increasing; never renumber or edit a migration that has shipped, add a new one. */
+  id: number;
+  name: string;
+  /** May hold several statements; runs in one transaction together with its bookkeeping row. */
+  sql: string;
+}
+
+/** Append new migrations at the end, with the next id. */
+export const migrations: Migration[] = [
+  {
+    id: 1,
+    name: "accounts and api keys",
+    sql: `
+      CREATE TABLE accounts (
+        id          text PRIMARY KEY,
+        name        text NOT NULL UNIQUE,
+        disabled    boolean NOT NULL DEFAULT false,
+        created_at  timestamptz NOT NULL DEFAULT now()
+      );
+
+      CREATE TABLE api_keys (
+        id              text PRIMARY KEY,
+        account_id      text NOT NULL REFERENCES accounts (id),
+        name            text,
+        prefix          text NOT NULL,
+        secret_hash     text NOT NULL UNIQUE,
+        created_at      timestamptz NOT NULL DEFAULT now(),
+        expires_at      timestamptz,
+        revoked_at      timestamptz,
+        allowed_models  text[],
+        last_used_at    timestamptz
+      );
+
+      CREATE INDEX api_keys_account_id_idx ON api_keys (account_id);
+    `,
+  },
+];
+
+/**
+ * Any fixed number works; it only has to be the same in every Switchyard process sharing a
+ * PostgreSQL database, and unlikely to collide with another application's advisory locks.
+ */
+const MIGRATION_LOCK_KEY = 7_304_117_652_019_241n;
+
+/**
+ * Applies every migration not yet recorded in schema_migrations, in id order, each in its own
+ * transaction. On PostgreSQL each transaction first takes an advisory lock, so two processes
+ * starting at once apply each migration exactly once (the second waits, then sees it recorded).
+ * Returns the ids applied by this call.
+ */
+export async function migrate(db: Database, list: readonly Migration[] = migrations): Promise<number[]> {
+  assertOrdered(list);
+
+  await db.transaction(async (tx) => {
+    await lockMigrations(tx);
+    await tx.query(`
+      CREATE TABLE IF NOT EXISTS schema_migrations (
+        id          integer PRIMARY KEY,
+        name        text NOT NULL,
+        applied_at  timestamptz NOT NULL DEFAULT now()
+      )
+    `);
+  });
+
+  const applied: number[] = [];
+  for (const migration of list) {
+    const appliedNow = await db.transaction(async (tx) => {
+      await lockMigrations(tx);
+      const existing = await tx.query("SELECT 1 FROM schema_migrations WHERE id = $1", [migration.id]);
+      if (existing.length > 0) return false;
+      await tx.query(migration.sql);
+      await tx.query("INSERT INTO schema_migrations (id, name) VALUES ($1, $2)", [migration.id, migration.name]);
+      return true;
+    });
+    if (appliedNow) applied.push(migration.id);
+  }
+  return applied;
+}
+
+async function lockMigrations(tx: Database): Promise<void> {
+  // PGlite has a single connection and a single process: nothing to race against.
+  if (tx.kind !== "postgres") return;
+  await tx.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_KEY.toString()]);
+}
+
+function assertOrdered(list: readonly Migration[]): void {
+  list.forEach((migration, index) => {
+    const previous = list[index - 1];
+    if (!Number.isInteger(migration.id) || migration.id < 1 || (previous && migration.id <= previous.id)) {
+      throw new Error(`Migration ids must be positive integers in strictly increasing order; check migration ${migration.id} (${migration.name}).`);
+    }
+  });
+}

@@ -1,0 +1,28 @@
+import { join } from "node:path";
+import type { Database } from "./database.js";
+import { migrate } from "./migrations.js";
+import { openPglite } from "./pglite.js";
+import { openPostgres } from "./postgres.js";
+
+export interface OpenDatabaseOptions {
+  dataDir: string;
+  /** A PostgreSQL URL; falls back to SWITCHYARD_DATABASE_URL, then to embedded PGlite. */
+  url?: string;
+}
+
+/** The service's database, migrated and ready: PostgreSQL when a URL is configured, else PGlite under `<dataDir>/db`. */
+export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
+  const url = options.url ?? nonEmpty(process.env.SWITCHYARD_DATABASE_URL);
+  const db = url ? await openPostgres(url) : await openPglite(join(options.dataDir, "db"));
+  try {
+    await migrate(db);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+  return db;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value && value.trim() !== "" ? value : undefined;
+}

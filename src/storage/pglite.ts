@@ -1,0 +1,74 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { mkdir } from "node:fs/promises";
+import { PGlite, types, type Transaction } from "@electric-sql/pglite";
+import type { Database } from "./database.js";
+import { SerialQueue } from "./serial-queue.js";
+import { transactionHandle } from "./scoped-transaction.js";
+
+/**
+ * BIGINT and NUMERIC come back as strings, as they do from `pg`: money and token counts are never
+ * floats in this project, and both backends must hand callers the same types.
+ */
+const pgliteParsers = {
+  [types.INT8]: (value: string) => value,
+  [types.NUMERIC]: (value: string) => value,
+};
+
+/**
+ * Embedded PostgreSQL (PGlite) persisted in `dir`. Only one process may open a given dir at a time.
+ *
+ * PGlite is a single connection, so every top-level statement and every whole transaction runs
+ * through one FIFO queue. A query without params (or with an empty array) uses the simple protocol,
+ * as `pg` does, so it may hold several statements; the rows returned are the last statement's.
+ */
+export async function openPglite(dir: string): Promise<Database> {
+  await mkdir(dir, { recursive: true });
+  const pglite = await PGlite.create(dir, { parsers: pgliteParsers });
+  const queue = new SerialQueue();
+  // Marks async work that runs inside one of this database's transactions. Reaching for the outer
+  // handle from there would wait behind the very transaction that is waiting on it: a silent hang.
+  // Work merely started from inside a transaction (a timer, say) may use the outer handle once the
+  // transaction is over, hence the flag rather than mere presence of the store.
+  const insideTransaction = new AsyncLocalStorage<{ active: boolean }>();
+
+  const assertNotInsideTransaction = () => {
+    if (insideTransaction.getStore()?.active) {
+      throw new Error("Use the transaction's own Database handle inside transaction(); the outer one would deadlock on PGlite.");
+    }
+  };
+
+  return {
+    kind: "pglite",
+    async query<Row>(sql: string, params?: unknown[]) {
+      assertNotInsideTransaction();
+      return (await queue.run(() => runStatement(pglite, sql, params))) as Row[];
+    },
+    async transaction<T>(fn: (tx: Database) => Promise<T>): Promise<T> {
+      assertNotInsideTransaction();
+      return queue.run(() =>
+        pglite.transaction(async (pgliteTx) => {
+          const handle = transactionHandle("pglite", (sql, params) => runStatement(pgliteTx, sql, params));
+          const scope = { active: true };
+          try {
+            return await insideTransaction.run(scope, () => fn(handle.db));
+          } finally {
+            scope.active = false;
+            handle.finish();
+          }
+        }),
+      );
+    },
+    async close() {
+      // Queued behind in-flight work, so nothing is cut off halfway.
+      await queue.run(() => pglite.close());
+    },
+  };
+}
+
+async function runStatement(target: PGlite | Transaction, sql: string, params?: unknown[]): Promise<Record<string, unknown>[]> {
+  if (params && params.length > 0) {
+    return (await target.query<Record<string, unknown>>(sql, params)).rows;
+  }
+  const results = await target.exec(sql);
+  return (results.at(-1)?.rows ?? []) as Record<string, unknown>[];
+}

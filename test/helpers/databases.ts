@@ -1,0 +1,163 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe } from "node:test";
+import pg from "pg";
+import type { Database } from "../../src/storage/database.js";
+import { migrate } from "../../src/storage/migrations.js";
+import { openPglite } from "../../src/storage/pglite.js";
+import { openPostgres } from "../../src/storage/postgres.js";
+
+/**
+ * Every storage-backed test runs against both backends: embedded PGlite in a temp dir, and a fresh
+ * throwaway database on the real PostgreSQL. PostgreSQL being down is a failure, never a skip.
+ */
+export type DatabaseKind = Database["kind"];
+export const DATABASE_KINDS: readonly DatabaseKind[] = ["pglite", "postgres"];
+
+/** A server the tests may create and drop databases on. */
+export const POSTGRES_ADMIN_URL = process.env.SWITCHYARD_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+export interface TestDatabase {
+  kind: DatabaseKind;
+  db: Database;
+  /** PostgreSQL only: the URL of this test database, to open more connections to it. */
+  url?: string;
+  /** PGlite only: the directory it lives in. */
+  dataDir?: string;
+  /** Closes the database and deletes it (temp dir removed / database dropped). */
+  dispose(): Promise<void>;
+}
+
+export interface CreateTestDatabaseOptions {
+  /** Apply the service's migrations first (default true). */
+  migrate?: boolean;
+}
+
+export async function createTestDatabase(kind: DatabaseKind, options: CreateTestDatabaseOptions = {}): Promise<TestDatabase> {
+  const created = kind === "pglite" ? await createPgliteDatabase() : await createPostgresDatabase();
+  if (options.migrate ?? true) {
+    try {
+      await migrate(created.db);
+    } catch (error) {
+      await created.dispose();
+      throw error;
+    }
+  }
+  return created;
+}
+
+/** What a suite body sees. Safe to destructure: `db` forwards to the suite's database once before() has opened it. */
+export interface DatabaseSuiteContext {
+  readonly kind: DatabaseKind;
+  readonly db: Database;
+  /** The underlying test database (url / dataDir); only inside tests and hooks. */
+  readonly database: TestDatabase;
+}
+
+/**
+ * Defines the suite once per backend, as `describe("<name> [pglite]")` and `[postgres]`, each with
+ * its own fresh database shared by the tests inside it.
+ */
+export function forEachDatabase(name: string, defineTests: (context: DatabaseSuiteContext) => void, options: CreateTestDatabaseOptions = {}): void {
+  for (const kind of DATABASE_KINDS) {
+    describe(`${name} [${kind}]`, () => {
+      let opened: TestDatabase | undefined;
+      const current = (): TestDatabase => {
+        if (!opened) throw new Error(`The ${kind} test database is not open yet: use it inside tests or hooks.`);
+        return opened;
+      };
+      const db: Database = {
+        kind,
+        query: (sql, params) => current().db.query(sql, params),
+        transaction: (fn) => current().db.transaction(fn),
+        close: () => current().db.close(),
+      };
+      before(async () => {
+        opened = await createTestDatabase(kind, options);
+      });
+      after(async () => {
+        await opened?.dispose();
+      });
+      defineTests({
+        kind,
+        db,
+        get database() {
+          return current();
+        },
+      });
+    });
+  }
+}
+
+async function createPgliteDatabase(): Promise<TestDatabase> {
+  const dataDir = await mkdtemp(join(tmpdir(), "switchyard-pglite-"));
+  const db = await openPglite(dataDir);
+  return {
+    kind: "pglite",
+    db,
+    dataDir,
+    async dispose() {
+      await db.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function createPostgresDatabase(): Promise<TestDatabase> {
+  const name = `switchyard_test_${randomBytes(6).toString("hex")}`;
+  await withAdminClient((client) => client.query(`CREATE DATABASE ${name}`));
+  const url = databaseUrl(name);
+  let db: Database;
+  try {
+    db = await openPostgres(url);
+  } catch (error) {
+    await dropPostgresDatabase(name);
+    throw error;
+  }
+  return {
+    kind: "postgres",
+    db,
+    url,
+    async dispose() {
+      await db.close();
+      await dropPostgresDatabase(name);
+    },
+  };
+}
+
+async function dropPostgresDatabase(name: string): Promise<void> {
+  // FORCE ends connections a failed test may have left open (PostgreSQL 13+).
+  await withAdminClient((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+}
+
+async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
+  try {
+    await client.connect();
+  } catch (error) {
+    throw new Error(
+      `PostgreSQL is required for these tests but ${redact(POSTGRES_ADMIN_URL)} is unreachable (${(error as Error).message}). ` +
+        "Start it with `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, " +
+        "or point SWITCHYARD_TEST_POSTGRES_URL at a server where the tests may create databases.",
+    );
+  }
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+function databaseUrl(database: string): string {
+  const url = new URL(POSTGRES_ADMIN_URL);
+  url.pathname = `/${database}`;
+  return url.toString();
+}
+
+function redact(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password) parsed.password = "***";
+  return parsed.toString();
+}

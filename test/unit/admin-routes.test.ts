@@ -1,0 +1,112 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import type { FastifyInstance } from "fastify";
+import { authenticate } from "../../src/accounts/store.js";
+import { generateAdminToken } from "../../src/accounts/local-server.js";
+import { startAdminServer } from "../helpers/admin-server.js";
+import { forEachDatabase } from "../helpers/databases.js";
+
+forEachDatabase("admin routes", ({ db }) => {
+  const adminToken = generateAdminToken();
+  let app: FastifyInstance;
+  let baseUrl: string;
+
+  before(async () => {
+    ({ app, url: baseUrl } = await startAdminServer(db, adminToken));
+  });
+  after(async () => {
+    await app.close();
+  });
+
+  const call = async (method: string, path: string, body?: unknown, token: string | null = adminToken) => {
+    const headers: Record<string, string> = {};
+    if (token !== null) headers.authorization = `Bearer ${token}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const response = await fetch(baseUrl + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+
+  test("POST /admin/v1/keys creates a key that authenticates", async () => {
+    const expiresAt = Math.floor(Date.now() / 1000) + 3600;
+    const { status, body } = await call("POST", "/admin/v1/keys", { account: "acme", name: "ci", expires_at: expiresAt, allowed_models: ["qwen"] });
+    assert.equal(status, 201);
+    assert.equal(body.object, "api_key");
+    assert.match(body.id, /^key_/);
+    assert.match(body.key, /^sk-sy-/);
+    assert.ok(body.key.startsWith(body.prefix));
+    assert.equal(body.account, "acme");
+    assert.equal(body.name, "ci");
+    assert.equal(body.expires_at, expiresAt);
+    assert.deepEqual(body.allowed_models, ["qwen"]);
+    assert.equal(typeof body.created_at, "number");
+    assert.equal((await authenticate(db, body.key))?.accountName, "acme");
+  });
+
+  test("expires_at may be an ISO date; a past or bad one is a 400", async () => {
+    const iso = new Date(Date.now() + 86_400_000).toISOString();
+    const ok = await call("POST", "/admin/v1/keys", { account: "acme", expires_at: iso });
+    assert.equal(ok.status, 201);
+    assert.equal(ok.body.expires_at, Math.floor(Date.parse(iso) / 1000));
+    const past = await call("POST", "/admin/v1/keys", { account: "acme", expires_at: "2000-01-01T00:00:00Z" });
+    assert.equal(past.status, 400);
+    assert.equal(past.body.error.param, "expires_at");
+    const bad = await call("POST", "/admin/v1/keys", { account: "acme", expires_at: "soon" });
+    assert.equal(bad.status, 400);
+  });
+
+  test("a body without an account is a 400 naming the param", async () => {
+    const { status, body } = await call("POST", "/admin/v1/keys", { name: "orphan" });
+    assert.equal(status, 400);
+    assert.equal(body.error.type, "invalid_request_error");
+    assert.equal(body.error.param, "account");
+  });
+
+  test("GET /admin/v1/keys lists keys without secrets, filtered by account", async () => {
+    const created = (await call("POST", "/admin/v1/keys", { account: "listed" })).body;
+    const { status, body } = await call("GET", "/admin/v1/keys?account=listed");
+    assert.equal(status, 200);
+    assert.equal(body.object, "list");
+    assert.deepEqual(body.data.map((key: { id: string }) => key.id), [created.id]);
+    assert.equal(body.data[0].key, undefined);
+    assert.ok(!JSON.stringify(body).includes(created.key));
+    const all = await call("GET", "/admin/v1/keys");
+    assert.ok(all.body.data.length > 1);
+  });
+
+  test("DELETE /admin/v1/keys/:id revokes; an unknown id is a 404", async () => {
+    const created = (await call("POST", "/admin/v1/keys", { account: "revoked" })).body;
+    const { status, body } = await call("DELETE", `/admin/v1/keys/${created.id}`);
+    assert.equal(status, 200);
+    assert.deepEqual(body, { id: created.id, object: "api_key", revoked: true });
+    assert.equal(await authenticate(db, created.key), null);
+    const listed = (await call("GET", "/admin/v1/keys?account=revoked")).body.data[0];
+    assert.equal(typeof listed.revoked_at, "number");
+    const missing = await call("DELETE", "/admin/v1/keys/key_nope");
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body.error.type, "not_found_error");
+  });
+
+  test("accounts can be disabled and enabled; an unknown account is a 404", async () => {
+    const created = (await call("POST", "/admin/v1/keys", { account: "toggled" })).body;
+    const disabled = await call("POST", "/admin/v1/accounts/toggled/disable");
+    assert.equal(disabled.status, 200);
+    assert.equal(disabled.body.object, "account");
+    assert.equal(disabled.body.disabled, true);
+    assert.equal(await authenticate(db, created.key), null);
+    const enabled = await call("POST", "/admin/v1/accounts/toggled/enable");
+    assert.equal(enabled.body.disabled, false);
+    assert.ok(await authenticate(db, created.key));
+    assert.equal((await call("POST", "/admin/v1/accounts/ghost/disable")).status, 404);
+  });
+
+  test("a wrong or missing admin token is a 401, and an API key is not an admin token", async () => {
+    for (const token of ["wrong", null, adminToken + "x", ""]) {
+      const { status, body } = await call("GET", "/admin/v1/keys", undefined, token);
+      assert.equal(status, 401);
+      assert.equal(body.error.type, "authentication_error");
+    }
+    const apiKey = (await call("POST", "/admin/v1/keys", { account: "acme" })).body.key;
+    assert.equal((await call("POST", "/admin/v1/keys", { account: "sneaky" }, apiKey)).status, 401);
+    assert.equal((await call("DELETE", "/admin/v1/keys/key_x", undefined, "wrong")).status, 401);
+  });
+});

@@ -1,0 +1,141 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, writeFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, afterEach, before, beforeEach, describe, test } from "node:test";
+import type { FastifyInstance } from "fastify";
+import { generateAdminToken, removeServerFile, serverFilePath, writeServerFile } from "../../src/accounts/local-server.js";
+import { authenticate } from "../../src/accounts/store.js";
+import { keysCommand } from "../../src/cli/keys.js";
+import type { Database } from "../../src/storage/database.js";
+import { openDatabase } from "../../src/storage/open.js";
+import { startAdminServer } from "../helpers/admin-server.js";
+
+/** Runs `switchyard keys ...args` in-process and returns its stdout lines. */
+async function runKeys(...args: string[]): Promise<string[]> {
+  let output = "";
+  await keysCommand({ stdout: { write: (text: string) => (output += text) } }).parseAsync(args, { from: "user" });
+  return output.trimEnd().split("\n");
+}
+
+// These tests exercise the embedded database; a PostgreSQL URL in the environment would bypass it.
+const savedDatabaseUrl = process.env.SWITCHYARD_DATABASE_URL;
+before(() => {
+  delete process.env.SWITCHYARD_DATABASE_URL;
+});
+after(() => {
+  if (savedDatabaseUrl !== undefined) process.env.SWITCHYARD_DATABASE_URL = savedDatabaseUrl;
+});
+
+let dataDir: string;
+beforeEach(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), "switchyard-cli-"));
+});
+afterEach(async () => {
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+describe("keys CLI without a server (opens the database itself)", () => {
+  test("create prints the key alone on the last line; list shows it; revoke revokes it", async () => {
+    const created = await runKeys("create", "--account", "acme", "--name", "laptop", "--expires-in-days", "30", "--models", "qwen, llama", "--data-dir", dataDir);
+    const key = created.at(-1)!;
+    assert.match(key, /^sk-sy-[A-Za-z0-9_-]{43}$/);
+    assert.ok(created.length > 1, "a summary comes before the key");
+    assert.ok(created.slice(0, -1).every((line) => !line.includes(key)), "the key is printed only once");
+    const id = /key_[A-Za-z0-9_-]+/.exec(created.join("\n"))![0];
+
+    const table = (await runKeys("list", "--data-dir", dataDir)).join("\n");
+    assert.match(table, /^ID\s+ACCOUNT\s+NAME\s+PREFIX\s+CREATED\s+EXPIRES\s+REVOKED\s+LAST USED/);
+    assert.ok(table.includes(id) && table.includes("acme") && table.includes("laptop") && table.includes(key.slice(0, 12)));
+    assert.ok(!table.includes(key));
+
+    const json = JSON.parse((await runKeys("list", "--json", "--account", "acme", "--data-dir", dataDir)).join("\n"));
+    assert.equal(json.length, 1);
+    assert.equal(json[0].id, id);
+    assert.deepEqual(json[0].allowed_models, ["qwen", "llama"]);
+    assert.equal(json[0].revoked_at, null);
+    assert.ok(json[0].expires_at > Date.now() / 1000 + 29 * 86_400);
+
+    assert.deepEqual(await runKeys("revoke", id, "--data-dir", dataDir), [`Revoked ${id}.`]);
+    const afterRevoke = JSON.parse((await runKeys("list", "--json", "--data-dir", dataDir)).join("\n"));
+    assert.equal(typeof afterRevoke[0].revoked_at, "number");
+
+    const db = await openDatabase({ dataDir });
+    try {
+      assert.equal(await authenticate(db, key), null);
+    } finally {
+      await db.close();
+    }
+  });
+
+  test("SWITCHYARD_DATA_DIR is the default data dir", async () => {
+    const saved = process.env.SWITCHYARD_DATA_DIR;
+    process.env.SWITCHYARD_DATA_DIR = dataDir;
+    try {
+      await runKeys("create", "--account", "env-default");
+      assert.ok(existsSync(join(dataDir, "db")));
+      assert.ok((await runKeys("list")).join("\n").includes("env-default"));
+    } finally {
+      if (saved === undefined) delete process.env.SWITCHYARD_DATA_DIR;
+      else process.env.SWITCHYARD_DATA_DIR = saved;
+    }
+  });
+
+  test("revoking an unknown id fails", async () => {
+    await assert.rejects(runKeys("revoke", "key_nope", "--data-dir", dataDir), /No API key with id 'key_nope'/);
+  });
+
+  test("a stale server.json is ignored", async () => {
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid!;
+    writeFileSync(serverFilePath(dataDir), JSON.stringify({ pid: dead, url: "http://127.0.0.1:9", adminToken: "stale" }));
+    const created = await runKeys("create", "--account", "stale", "--data-dir", dataDir);
+    assert.match(created.at(-1)!, /^sk-sy-/);
+  });
+});
+
+describe("keys CLI with a live server on the same data dir (goes through the admin API)", () => {
+  let serverDb: Database;
+  let app: FastifyInstance;
+  let requests: string[];
+
+  beforeEach(async () => {
+    // The server holds the PGlite directory open, as `switchyard serve` would.
+    serverDb = await openDatabase({ dataDir });
+    const adminToken = generateAdminToken();
+    const started = await startAdminServer(serverDb, adminToken);
+    ({ app, requests } = started);
+    writeServerFile(dataDir, { url: started.url, adminToken });
+  });
+  afterEach(async () => {
+    removeServerFile(dataDir);
+    await app.close();
+    await serverDb.close();
+  });
+
+  test("create, list and revoke all work over HTTP", async () => {
+    const created = await runKeys("create", "--account", "served", "--models", "qwen", "--expires-in-days", "1", "--data-dir", dataDir);
+    const key = created.at(-1)!;
+    assert.match(key, /^sk-sy-/);
+    const principal = await authenticate(serverDb, key);
+    assert.equal(principal?.accountName, "served");
+    assert.deepEqual(principal?.allowedModels, ["qwen"]);
+
+    const table = (await runKeys("list", "--account", "served", "--data-dir", dataDir)).join("\n");
+    assert.ok(table.includes(principal!.keyId));
+
+    assert.deepEqual(await runKeys("revoke", principal!.keyId, "--data-dir", dataDir), [`Revoked ${principal!.keyId}.`]);
+    assert.equal(await authenticate(serverDb, key), null);
+
+    assert.deepEqual(requests, ["POST /admin/v1/keys", "GET /admin/v1/keys?account=served", `DELETE /admin/v1/keys/${principal!.keyId}`]);
+  });
+
+  test("server errors come back as the same typed errors", async () => {
+    await assert.rejects(runKeys("revoke", "key_nope", "--data-dir", dataDir), (error: unknown) => {
+      assert.equal((error as { status?: number }).status, 404);
+      assert.match((error as Error).message, /No API key with id 'key_nope'/);
+      return true;
+    });
+  });
+});

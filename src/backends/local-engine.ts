@@ -1,0 +1,36 @@
+import { QueueFullError } from "../engine/admission.js";
+import { PromptTemplateError } from "../engine/chat-template.js";
+import { loadModelHost, type ModelHostOptions } from "../engine/model-host.js";
+import type { EngineEvent, Token } from "../engine/types.js";
+import { BackendBusy, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
+
+interface LocalPrompt extends PreparedPrompt {
+  tokens: Token[];
+}
+
+/** The embedded llama.cpp engine behind the Backend seam: engine errors become backend errors. */
+export async function createLocalEngineBackend(options: ModelHostOptions): Promise<Backend<LocalPrompt>> {
+  const host = await loadModelHost(options);
+  return {
+    contextWindow: host.contextWindow,
+    async prepare(messages) {
+      try {
+        const tokens = host.tokenizeChat(messages);
+        return { tokens, tokenCount: tokens.length };
+      } catch (error) {
+        if (error instanceof PromptTemplateError) throw new PromptRejected(error.message);
+        throw error;
+      }
+    },
+    async *generate(prompt, params, signal): AsyncGenerator<EngineEvent> {
+      try {
+        yield* host.generate({ promptTokens: prompt.tokens, ...params }, signal);
+      } catch (error) {
+        if (error instanceof QueueFullError) throw new BackendBusy(error.message);
+        throw error;
+      }
+    },
+    stats: () => host.stats(),
+    close: () => host.close(),
+  };
+}

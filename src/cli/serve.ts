@@ -1,0 +1,114 @@
+import { readFile } from "node:fs/promises";
+import { Command } from "commander";
+import { createLocalEngineBackend } from "../backends/local-engine.js";
+import { loadCatalog } from "../catalog/load.js";
+import { ensureModels } from "../catalog/pull.js";
+import type { CatalogEntry } from "../catalog/types.js";
+import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
+import { loadSettings, type Settings } from "../config/settings.js";
+import { authenticate, countActiveKeys, createKey, findOrCreateAccount } from "../accounts/store.js";
+import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
+import { adminRoutes } from "../server/routes/admin.js";
+import { buildApp } from "../server/app.js";
+import { createChatService } from "../serving/chat-service.js";
+import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
+import { openDatabase } from "../storage/open.js";
+import type { Database } from "../storage/database.js";
+
+interface ServeFlags {
+  host?: string;
+  port?: string;
+  dataDir?: string;
+  models?: string;
+  catalog?: string;
+}
+
+export function serveCommand(): Command {
+  return new Command("serve")
+    .description("Pull the catalog's models if needed and serve the chat-completions API")
+    .option("--host <host>", "address to listen on (SWITCHYARD_HOST)", undefined)
+    .option("--port <port>", "port to listen on (SWITCHYARD_PORT)", undefined)
+    .option("--data-dir <dir>", "where this server keeps its database (SWITCHYARD_DATA_DIR)")
+    .option("--models <ids>", "comma-separated catalog ids to serve (SWITCHYARD_MODELS); default all")
+    .option("--catalog <file>", "an extra catalog file of your own models (SWITCHYARD_CATALOG)")
+    .action(async (flags: ServeFlags) => {
+      await serve(flags);
+    });
+}
+
+async function serve(flags: ServeFlags): Promise<void> {
+  const settings = loadSettings(flags);
+  const dataDir = resolveDataDir(flags.dataDir);
+  const catalog = selectModels(await loadCatalog({ extraCatalogPath: flags.catalog }), settings.models);
+  const db = await openDatabase({ dataDir, url: settings.databaseUrl });
+  await ensureFirstKey(db);
+
+  const registry = createModelRegistry(catalog);
+  const app = buildApp({
+    chat: createChatService(registry),
+    registry,
+    authenticate: (token) => authenticate(db, token),
+    bodyLimit: settings.bodyLimit,
+    logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
+  });
+  const adminToken = settings.adminKey ?? generateAdminToken();
+  await app.register(adminRoutes, { db, adminToken });
+  const address = await app.listen({ host: settings.host, port: settings.port });
+  writeServerFile(dataDir, { url: address, adminToken });
+
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    removeServerFile(dataDir);
+    await app.close();
+    await registry.closeAll();
+    await db.close();
+    process.exit(0);
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+
+  await loadModels(catalog, registry, settings);
+  app.log.info(`serving ${catalog.map((m) => m.id).join(", ")} on ${address}/v1/compat`);
+}
+
+function selectModels(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
+  if (ids.length === 0) return catalog;
+  const unknown = ids.filter((id) => !catalog.some((m) => m.id === id));
+  if (unknown.length > 0) throw new Error(`Not in the catalog: ${unknown.join(", ")}`);
+  return catalog.filter((m) => ids.includes(m.id));
+}
+
+/** A fresh install gets one key for the `default` account, shown once; only its hash is stored. */
+async function ensureFirstKey(db: Database): Promise<void> {
+  if ((await countActiveKeys(db)) > 0) return;
+  await findOrCreateAccount(db, "default");
+  const created = await createKey(db, { account: "default", name: "first key" });
+  process.stdout.write(
+    `\nCreated an API key for account 'default'. It is shown only this once; store it now:\n\n    ${created.key}\n\n` +
+      `Create more with 'switchyard keys create --account NAME'.\n\n`,
+  );
+}
+
+async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
+  const pulled = await ensureModels(catalog, { modelsDir: resolveModelsDir(), progress: true });
+  for (const entry of catalog) {
+    const file = pulled.find((p) => p.id === entry.id);
+    try {
+      if (!file) throw new Error("the model file was not pulled");
+      const backend = await createLocalEngineBackend({
+        modelPath: file.path,
+        sequences: settings.parallel,
+        contextWindow: Math.min(entry.context_length, settings.maxContext),
+        fallbackChatTemplate: entry.fallback_chat_template ? await readFile(entry.fallback_chat_template, "utf8") : undefined,
+        threads: settings.threads || undefined,
+        maxWaiting: settings.maxWaiting,
+      });
+      registry.ready(entry.id, backend);
+    } catch (error) {
+      registry.failed(entry.id, (error as Error).message);
+      process.stderr.write(`failed to load ${entry.id}: ${(error as Error).message}\n`);
+    }
+  }
+}

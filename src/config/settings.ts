@@ -1,0 +1,54 @@
+import { z } from "zod";
+
+/**
+ * Server settings, from flags over environment over defaults, validated once at start.
+ * Every knob is data here; nothing else in the code reads process.env for serving.
+ */
+const settingsSchema = z.object({
+  host: z.string().min(1),
+  port: z.coerce.number().int().min(0).max(65535),
+  /** Largest request body accepted, in bytes (413 beyond). */
+  bodyLimit: z.coerce.number().int().min(1024),
+  /** Sequences decoded together per model. */
+  parallel: z.coerce.number().int().min(1).max(256),
+  /** Requests that may wait for a sequence per model before 429. */
+  maxWaiting: z.coerce.number().int().min(0),
+  /** CPU threads for llama.cpp; 0 lets it choose. */
+  threads: z.coerce.number().int().min(0),
+  /** Cap on one request's context window (tokens); each sequence holds a KV cache this size. */
+  maxContext: z.coerce.number().int().min(512),
+  /** Serve only these catalog ids (empty: all). */
+  models: z.array(z.string()),
+  databaseUrl: z.string().optional(),
+  adminKey: z.string().min(16).optional(),
+});
+
+export type Settings = z.infer<typeof settingsSchema>;
+
+export interface SettingsFlags {
+  host?: string;
+  port?: string | number;
+  models?: string;
+}
+
+const list = (value: string | undefined) => (value ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+
+export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = process.env): Settings {
+  const parsed = settingsSchema.safeParse({
+    host: flags.host ?? env.SWITCHYARD_HOST ?? "127.0.0.1",
+    port: flags.port ?? env.SWITCHYARD_PORT ?? 8080,
+    bodyLimit: env.SWITCHYARD_MAX_BODY_BYTES ?? 4 * 1024 * 1024,
+    parallel: env.SWITCHYARD_PARALLEL ?? 8,
+    maxWaiting: env.SWITCHYARD_MAX_WAITING ?? 256,
+    threads: env.SWITCHYARD_THREADS ?? 0,
+    maxContext: env.SWITCHYARD_MAX_CONTEXT ?? 8192,
+    models: list(flags.models ?? env.SWITCHYARD_MODELS),
+    databaseUrl: env.SWITCHYARD_DATABASE_URL || undefined,
+    adminKey: env.SWITCHYARD_ADMIN_KEY || undefined,
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new Error(`Invalid setting '${issue.path.join(".")}': ${issue.message}`);
+  }
+  return parsed.data;
+}

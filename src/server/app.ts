@@ -1,0 +1,32 @@
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
+import type { ChatService } from "../serving/chat-service.js";
+import type { ModelRegistry } from "../serving/model-registry.js";
+import { installAuth, type Authenticate } from "./auth.js";
+import { installErrorHandlers } from "./errors.js";
+import { chatRoutes } from "./routes/chat.js";
+import { healthRoutes } from "./routes/health.js";
+import { modelRoutes } from "./routes/models.js";
+
+export interface AppDeps {
+  chat: ChatService;
+  registry: ModelRegistry;
+  authenticate: Authenticate;
+  /** Largest accepted request body, in bytes. */
+  bodyLimit: number;
+  logger?: FastifyServerOptions["logger"];
+}
+
+/** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage. */
+export function buildApp(deps: AppDeps): FastifyInstance {
+  const app = Fastify({
+    bodyLimit: deps.bodyLimit,
+    // Fastify's default request serializer logs method, URL and peer, never headers: keys stay out of logs.
+    logger: deps.logger ?? false,
+  });
+  installErrorHandlers(app);
+  installAuth(app, deps.authenticate);
+  healthRoutes(app, deps.registry);
+  modelRoutes(app, deps.registry);
+  chatRoutes(app, deps.chat);
+  return app;
+}

@@ -1,0 +1,31 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { Unauthorized } from "../errors.js";
+import type { Caller } from "../serving/chat-service.js";
+
+export type Authenticate = (token: string) => Promise<Caller | null>;
+
+declare module "fastify" {
+  interface FastifyRequest {
+    caller: Caller | null;
+  }
+}
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/** Every /v1/ route needs a valid API key; the caller it names is on request.caller. */
+export function installAuth(app: FastifyInstance, authenticate: Authenticate): void {
+  app.decorateRequest("caller", null);
+  app.addHook("onRequest", async (request: FastifyRequest) => {
+    if (!request.url.startsWith("/v1/")) return;
+    const match = BEARER.exec(request.headers.authorization ?? "");
+    if (!match) throw new Unauthorized("Missing or malformed Authorization header. Send 'Authorization: Bearer <API_KEY>'.");
+    const caller = await authenticate(match[1]!);
+    if (!caller) throw new Unauthorized("Incorrect API key provided.");
+    request.caller = caller;
+  });
+}
+
+export function callerOf(request: FastifyRequest): Caller {
+  if (!request.caller) throw new Unauthorized();
+  return request.caller;
+}

@@ -1,0 +1,40 @@
+import type { FastifyInstance } from "fastify";
+import { stringifyJson } from "../../billing/money-json.js";
+import { pricingView } from "../../billing/pricing-view.js";
+import { ModelNotFound } from "../../errors.js";
+import type { ModelRegistry, ServedModel } from "../../serving/model-registry.js";
+import { callerOf } from "../auth.js";
+
+function toWireModel({ entry, state }: ServedModel) {
+  return {
+    id: entry.id,
+    object: "model" as const,
+    created: entry.created,
+    owned_by: entry.id.split("/")[0]!,
+    metadata: {
+      context_length: entry.context_length,
+      precision: entry.precision,
+      tags: entry.tags,
+      pricing: pricingView(entry.pricing),
+      dedicated_endpoint: entry.dedicated === true,
+      status: state,
+    },
+  };
+}
+
+export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void {
+  const visible = (allowed: string[] | null) => registry.list().filter((m) => !allowed || allowed.includes(m.entry.id));
+
+  app.get("/v1/compat/models", async (request, reply) => {
+    const data = visible(callerOf(request).allowedModels).map(toWireModel);
+    return reply.type("application/json; charset=utf-8").send(stringifyJson({ object: "list", data }));
+  });
+
+  // Model ids contain a slash (`owner/name`), so the id is the rest of the path.
+  app.get("/v1/compat/models/*", async (request, reply) => {
+    const id = decodeURIComponent((request.params as { "*": string })["*"]);
+    const model = visible(callerOf(request).allowedModels).find((m) => m.entry.id === id);
+    if (!model) throw new ModelNotFound(id);
+    return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireModel(model)));
+  });
+}

@@ -1,0 +1,30 @@
+import type { FastifyReply } from "fastify";
+import { stringifyJson } from "../billing/money-json.js";
+
+/** A server-sent-events writer over the raw response; each event is one `data:` line. */
+export interface SseWriter {
+  send(data: unknown): void;
+  done(): void;
+}
+
+export function openSse(reply: FastifyReply): SseWriter {
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+  });
+  raw.flushHeaders();
+  const write = (text: string) => {
+    if (!raw.destroyed && !raw.writableEnded) raw.write(text);
+  };
+  return {
+    send: (data) => write(`data: ${stringifyJson(data)}\n\n`),
+    done() {
+      write("data: [DONE]\n\n");
+      if (!raw.writableEnded) raw.end();
+    },
+  };
+}

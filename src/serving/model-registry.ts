@@ -1,0 +1,44 @@
+import type { Backend } from "../backends/backend.js";
+import type { CatalogEntry } from "../catalog/types.js";
+
+export type ModelState = "loading" | "ready" | "failed";
+
+export interface ServedModel {
+  entry: CatalogEntry;
+  state: ModelState;
+  backend?: Backend;
+  error?: string;
+}
+
+/** The models this server publishes, and the backend serving each once it is loaded. */
+export interface ModelRegistry {
+  list(): ServedModel[];
+  get(id: string): ServedModel | undefined;
+  ready(id: string, backend: Backend): void;
+  failed(id: string, error: string): void;
+  allReady(): boolean;
+  closeAll(): Promise<void>;
+}
+
+export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegistry {
+  const models = new Map<string, ServedModel>(entries.map((entry) => [entry.id, { entry, state: "loading" }]));
+  const require = (id: string) => {
+    const model = models.get(id);
+    if (!model) throw new Error(`Model ${id} is not in this registry.`);
+    return model;
+  };
+  return {
+    list: () => [...models.values()],
+    get: (id) => models.get(id),
+    ready(id, backend) {
+      Object.assign(require(id), { state: "ready", backend, error: undefined });
+    },
+    failed(id, error) {
+      Object.assign(require(id), { state: "failed", error });
+    },
+    allReady: () => [...models.values()].every((m) => m.state === "ready"),
+    async closeAll() {
+      await Promise.all([...models.values()].map((m) => m.backend?.close()));
+    },
+  };
+}

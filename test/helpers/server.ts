@@ -1,0 +1,100 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export const ROOT = resolve(import.meta.dirname, "../..");
+export const CLI = join(ROOT, "bin/switchyard.js");
+export const SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct";
+export const GEMMA = "google/gemma-3-270m";
+
+export interface RunningServer {
+  url: string;
+  /** Base URL for OpenAI clients: `${url}/v1/compat`. */
+  baseURL: string;
+  key: string;
+  dataDir: string;
+  process: ChildProcess;
+  logs: () => string;
+  stop(): Promise<void>;
+}
+
+/** Runs one CLI command to completion; throws with its output if it fails. */
+export function cli(args: string[], env: NodeJS.ProcessEnv = {}): string {
+  const result = spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, encoding: "utf8" });
+  if (result.status !== 0) throw new Error(`switchyard ${args.join(" ")} failed (${result.status}):\n${result.stdout}\n${result.stderr}`);
+  return result.stdout;
+}
+
+/** Creates a key for `account` through the CLI and returns it (the last line of output). */
+export function createKey(dataDir: string, account: string, extra: string[] = []): string {
+  const lines = cli(["keys", "create", "--account", account, "--data-dir", dataDir, ...extra]).trim().split("\n");
+  return lines[lines.length - 1]!.trim();
+}
+
+/**
+ * Starts the real server (the built CLI) on a random port with a fresh data dir, and waits until
+ * its models are loaded. The models come from the shared models cache pulled by the test setup.
+ */
+export async function startServer(options: { models?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<RunningServer> {
+  const dataDir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
+  const key = createKey(dataDir, "tester");
+  let output = "";
+  const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")], {
+    env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...options.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+
+  const url = await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`server exited early:\n${output}`);
+    const file = join(dataDir, "server.json");
+    if (!existsSync(file)) return undefined;
+    const server = JSON.parse(readFileSync(file, "utf8")) as { url: string };
+    const health = await fetch(`${server.url}/health`).catch(() => undefined);
+    return health?.status === 200 ? server.url : undefined;
+  }, 120_000);
+
+  return {
+    url,
+    baseURL: `${url}/v1/compat`,
+    key,
+    dataDir,
+    process: child,
+    logs: () => output,
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      await exited;
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** POSTs a chat request with the given key (raw fetch, to see statuses and headers exactly). */
+export function postChat(server: RunningServer, body: unknown, init: { key?: string | null; headers?: Record<string, string> } = {}) {
+  const headers: Record<string, string> = { "content-type": "application/json", ...init.headers };
+  const key = init.key === undefined ? server.key : init.key;
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  return fetch(`${server.baseURL}/chat/completions`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
+}
+
+/** Reads an SSE response into its `data:` payloads, in order. */
+export async function readSse(response: Response): Promise<string[]> {
+  const text = await response.text();
+  return text.split("\n\n").filter((e) => e.trim().length > 0).map((e) => {
+    if (!e.startsWith("data: ")) throw new Error(`not a data event: ${JSON.stringify(e)}`);
+    return e.slice("data: ".length);
+  });
+}

@@ -1,4 +1,5 @@
 import { randomInt } from "node:crypto";
+import { availableParallelism } from "node:os";
 import { getLlama, type Llama, type LlamaContext, type LlamaModel } from "node-llama-cpp";
 import { Admission } from "./admission.js";
 import { chatTemplateFor, type ChatTemplate } from "./chat-template.js";
@@ -41,13 +42,17 @@ function loadLlama(): Promise<Llama> {
 
 export async function loadModelHost(options: ModelHostOptions): Promise<ModelHost> {
   const llama = await loadLlama();
-  const model = await llama.loadModel({ modelPath: options.modelPath });
+  // Weights in anonymous memory, not mmapped: the page cache can be reclaimed under us and every
+  // decode step would then read the file again from disk (seen here: seconds per token).
+  const model = await llama.loadModel({ modelPath: options.modelPath, useMmap: false });
   const contextWindow = Math.min(options.contextWindow, model.trainContextSize);
   // node-llama-cpp gives every sequence its own KV cache of `contextSize` cells.
   const context = await model.createContext({
     sequences: options.sequences,
     contextSize: contextWindow,
-    threads: options.threads,
+    // node-llama-cpp's default counts more threads than this machine has cores (4 on 2 here), and
+    // oversubscribed llama.cpp workers spin against each other: 0.2 tok/s instead of 40+.
+    threads: options.threads ?? availableParallelism(),
     batchSize: options.batchSize ?? 512,
   });
   return createHost(model, context, chatTemplateFor(model, options.fallbackChatTemplate), new Admission(options.sequences, options.maxWaiting), contextWindow);

@@ -42,9 +42,7 @@ function loadLlama(): Promise<Llama> {
 
 export async function loadModelHost(options: ModelHostOptions): Promise<ModelHost> {
   const llama = await loadLlama();
-  // Weights in anonymous memory, not mmapped: the page cache can be reclaimed under us and every
-  // decode step would then read the file again from disk (seen here: seconds per token).
-  const model = await llama.loadModel({ modelPath: options.modelPath, useMmap: false });
+  const model = await llama.loadModel({ modelPath: options.modelPath });
   const contextWindow = Math.min(options.contextWindow, model.trainContextSize);
   // node-llama-cpp gives every sequence its own KV cache of `contextSize` cells.
   const context = await model.createContext({

@@ -37,6 +37,52 @@ export const migrations: Migration[] = [
       CREATE INDEX api_keys_account_id_idx ON api_keys (account_id);
     `,
   },
+  {
+    id: 2,
+    name: "usage ledger",
+    sql: `
+      CREATE TABLE usage_records (
+        request_id         text PRIMARY KEY,
+        account_id         text NOT NULL REFERENCES accounts (id),
+        key_id             text NOT NULL REFERENCES api_keys (id),
+        model              text NOT NULL,
+        service_tier       text NOT NULL,
+        prompt_tokens      integer NOT NULL,
+        cached_tokens      integer NOT NULL,
+        completion_tokens  integer NOT NULL,
+        cost_usd           numeric NOT NULL,
+        status             text NOT NULL,
+        finish_reason      text,
+        error_code         text,
+        queue_ms           integer,
+        ttft_ms            integer,
+        duration_ms        integer NOT NULL,
+        created_at         timestamptz NOT NULL DEFAULT now()
+      );
+
+      CREATE INDEX usage_records_account_created_idx ON usage_records (account_id, created_at);
+    `,
+  },
+  {
+    id: 3,
+    name: "key limits and spend budgets",
+    sql: `
+      ALTER TABLE api_keys
+        ADD COLUMN budget_usd  numeric,
+        ADD COLUMN spent_usd   numeric NOT NULL DEFAULT 0,
+        ADD COLUMN rpm_limit   integer,
+        ADD COLUMN tpm_limit   integer;
+
+      CREATE TABLE budget_reservations (
+        request_id  text PRIMARY KEY,
+        key_id      text NOT NULL REFERENCES api_keys (id),
+        amount_usd  numeric NOT NULL,
+        expires_at  timestamptz NOT NULL
+      );
+
+      CREATE INDEX budget_reservations_key_id_idx ON budget_reservations (key_id);
+    `,
+  },
 ];
 
 /**

@@ -1,0 +1,68 @@
+import type { ServiceTier } from "../catalog/types.js";
+
+/**
+ * What the request lifecycle needs from metering, limits and budgets. Serving calls these; the
+ * implementations live in billing/ and limits/, and know nothing of HTTP or the engine.
+ */
+
+export type UsageStatus = "completed" | "cancelled" | "failed" | "rejected" | "expired";
+
+/** One row of the usage ledger: exactly one per request, whatever happened to it. */
+export interface UsageRecord {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+  serviceTier: ServiceTier;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  /** Exact decimal string, US dollars. "0" for rejected and expired requests. */
+  costUsd: string;
+  status: UsageStatus;
+  finishReason: string | null;
+  errorCode: string | null;
+  queueMs: number | null;
+  ttftMs: number | null;
+  durationMs: number;
+}
+
+export interface UsageLedger {
+  /** Idempotent per requestId: a second call for the same request changes nothing. */
+  record(record: UsageRecord): Promise<void>;
+}
+
+/** Per-key limits as stored with the key; null means the server default applies. */
+export interface KeyLimits {
+  requestsPerMinute: number | null;
+  tokensPerMinute: number | null;
+  /** Spend budget in US dollars (exact decimal string); null means unlimited. */
+  budgetUsd: string | null;
+}
+
+export interface LimitLease {
+  /** Frees the concurrency slot and charges the tokens actually used against the per-minute window. */
+  release(actualTokens: number): Promise<void>;
+}
+
+export interface RequestLimits {
+  /**
+   * Checks requests/minute and tokens/minute for the key and takes a concurrency slot for
+   * (account, model). Throws RateLimited (429 with Retry-After) when over a limit.
+   */
+  admit(request: { accountId: string; keyId: string; model: string; estimatedTokens: number; limits: KeyLimits }): Promise<LimitLease>;
+}
+
+export interface BudgetReservation {
+  /** Turns the reservation into spend of `actualUsd` (at most the reserved amount) and frees the rest. */
+  settle(actualUsd: string): Promise<void>;
+}
+
+export interface SpendBudgets {
+  /**
+   * Reserves the request's worst-case cost against the key's remaining budget, atomically, so
+   * concurrent requests cannot overshoot it. Returns null for keys without a budget. Throws
+   * InsufficientQuota (402) when the reservation does not fit.
+   */
+  reserve(request: { keyId: string; requestId: string; amountUsd: string; budgetUsd: string | null }): Promise<BudgetReservation | null>;
+}

@@ -1,3 +1,4 @@
+import { parseWireUsage } from "../billing/ledger.js";
 import { ServiceError, type ErrorType } from "../errors.js";
 import { fromWireCreatedKey, fromWireKey, type WireCreatedKey, type WireKey } from "./admin-wire.js";
 import type { KeyAdmin } from "./key-admin.js";
@@ -5,7 +6,8 @@ import type { LocalServer } from "./local-server.js";
 
 /** KeyAdmin over a running server's admin API, for when that server holds the database. */
 export function httpKeyAdmin(server: LocalServer): KeyAdmin {
-  const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
+  /** `parse` turns a successful body into the result; plain JSON.parse unless a caller needs exact numbers. */
+  const call = async <T>(method: string, path: string, body?: unknown, parse: (text: string) => T = (text) => parseOrNull(text) as T): Promise<T> => {
     const headers: Record<string, string> = { authorization: `Bearer ${server.adminToken}` };
     if (body !== undefined) headers["content-type"] = "application/json";
     let response: Response;
@@ -14,9 +16,9 @@ export function httpKeyAdmin(server: LocalServer): KeyAdmin {
     } catch (error) {
       throw new Error(`The Switchyard server at ${server.url} is running but did not answer (${(error as Error).message}).`);
     }
-    const payload = (await response.json().catch(() => null)) as unknown;
-    if (!response.ok) throw errorFromResponse(response.status, payload);
-    return payload as T;
+    const text = await response.text().catch(() => "");
+    if (!response.ok) throw errorFromResponse(response.status, parseOrNull(text));
+    return parse(text);
   };
 
   return {
@@ -26,6 +28,9 @@ export function httpKeyAdmin(server: LocalServer): KeyAdmin {
         name: input.name,
         expires_at: input.expiresAt?.toISOString(),
         allowed_models: input.allowedModels,
+        rpm_limit: input.requestsPerMinute ?? undefined,
+        tpm_limit: input.tokensPerMinute ?? undefined,
+        budget_usd: input.budgetUsd ?? undefined,
       });
       return fromWireCreatedKey(created);
     },
@@ -37,8 +42,33 @@ export function httpKeyAdmin(server: LocalServer): KeyAdmin {
     async revokeKey(id) {
       await call("DELETE", `/admin/v1/keys/${encodeURIComponent(id)}`);
     },
+    async setKeyLimits(id, changes) {
+      // undefined fields vanish in JSON (kept as they are); null ones clear the limit.
+      const updated = await call<WireKey>("PATCH", `/admin/v1/keys/${encodeURIComponent(id)}`, {
+        rpm_limit: changes.requestsPerMinute,
+        tpm_limit: changes.tokensPerMinute,
+        budget_usd: changes.budgetUsd,
+      });
+      return fromWireKey(updated);
+    },
+    async usage({ account, start, end, groupBy }) {
+      const query = new URLSearchParams({ account });
+      if (start) query.set("start", start.toISOString());
+      if (end) query.set("end", end.toISOString());
+      if (groupBy) query.set("group_by", groupBy);
+      // Costs are exact JSON numbers on the wire; parseWireUsage reads them without a float.
+      return call("GET", `/admin/v1/usage?${query.toString()}`, undefined, parseWireUsage);
+    },
     async close() {},
   };
+}
+
+function parseOrNull(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return null;
+  }
 }
 
 /** Rebuilds the server's typed error from its OpenAI-shaped body, so callers see the same error either way. */

@@ -15,6 +15,17 @@ export interface WireKey {
   revoked_at: number | null;
   last_used_at: number | null;
   allowed_models: string[] | null;
+  /** null: the server default applies. */
+  rpm_limit: number | null;
+  /** null: the server default applies. */
+  tpm_limit: number | null;
+  /**
+   * US dollars as an exact decimal *string* ("25.5"), null for no budget. Strings, so no JSON
+   * reader turns money into a float on the way.
+   */
+  budget_usd: string | null;
+  /** US dollars settled against the key so far, exact decimal string. */
+  spent_usd: string;
 }
 
 export interface WireCreatedKey extends WireKey {
@@ -47,6 +58,10 @@ export function toWireKey(info: KeyInfo): WireKey {
     revoked_at: info.revokedAt ? toUnixSeconds(info.revokedAt) : null,
     last_used_at: info.lastUsedAt ? toUnixSeconds(info.lastUsedAt) : null,
     allowed_models: info.allowedModels,
+    rpm_limit: info.requestsPerMinute,
+    tpm_limit: info.tokensPerMinute,
+    budget_usd: info.budgetUsd,
+    spent_usd: info.spentUsd,
   };
 }
 
@@ -69,6 +84,10 @@ export function fromWireKey(wire: WireKey): KeyInfo {
     revokedAt: wire.revoked_at === null ? null : fromUnixSeconds(wire.revoked_at),
     lastUsedAt: wire.last_used_at === null ? null : fromUnixSeconds(wire.last_used_at),
     allowedModels: wire.allowed_models,
+    requestsPerMinute: wire.rpm_limit ?? null,
+    tokensPerMinute: wire.tpm_limit ?? null,
+    budgetUsd: wire.budget_usd ?? null,
+    spentUsd: wire.spent_usd ?? "0",
   };
 }
 

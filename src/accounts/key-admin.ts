@@ -1,8 +1,27 @@
+import { queryUsage, type UsageGroupBy, type UsageReport } from "../billing/ledger.js";
 import { NotFound } from "../errors.js";
 import { openDatabase } from "../storage/open.js";
 import { httpKeyAdmin } from "./admin-client.js";
 import { findLiveServer } from "./local-server.js";
-import { createKey, listKeys, revokeKey, type CreateKeyInput, type CreatedKey, type KeyInfo } from "./store.js";
+import {
+  createKey,
+  findAccount,
+  listKeys,
+  revokeKey,
+  setKeyLimits,
+  type CreateKeyInput,
+  type CreatedKey,
+  type KeyInfo,
+  type KeyLimitChanges,
+} from "./store.js";
+
+/** One account's usage, by account name; start inclusive, end exclusive. */
+export interface AccountUsageQuery {
+  account: string;
+  start?: Date;
+  end?: Date;
+  groupBy?: UsageGroupBy;
+}
 
 /** What the CLI needs to manage keys, whichever way it reaches the database. */
 export interface KeyAdmin {
@@ -10,6 +29,10 @@ export interface KeyAdmin {
   listKeys(filter?: { account?: string }): Promise<KeyInfo[]>;
   /** Throws NotFound when no key has that id. */
   revokeKey(id: string): Promise<void>;
+  /** Sets (value), clears (null) or keeps (undefined) a key's limits. Throws NotFound when no key has that id. */
+  setKeyLimits(id: string, changes: KeyLimitChanges): Promise<KeyInfo>;
+  /** Throws NotFound when no account has that name. */
+  usage(query: AccountUsageQuery): Promise<UsageReport>;
   close(): Promise<void>;
 }
 
@@ -27,6 +50,16 @@ export async function openKeyAdmin(dataDir: string): Promise<KeyAdmin> {
     listKeys: (filter) => listKeys(db, filter),
     async revokeKey(id) {
       if (!(await revokeKey(db, id))) throw new NotFound(`No API key with id '${id}'.`);
+    },
+    async setKeyLimits(id, changes) {
+      const updated = await setKeyLimits(db, id, changes);
+      if (!updated) throw new NotFound(`No API key with id '${id}'.`);
+      return updated;
+    },
+    async usage({ account, start, end, groupBy }) {
+      const found = await findAccount(db, account.trim());
+      if (!found) throw new NotFound(`No account named '${account.trim()}'.`);
+      return queryUsage(db, { accountId: found.id, start, end, groupBy });
     },
     close: () => db.close(),
   };

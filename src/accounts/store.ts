@@ -1,4 +1,6 @@
+import { addMoney } from "../billing/cost.js";
 import { InvalidRequest } from "../errors.js";
+import type { KeyLimits } from "../serving/ports.js";
 import type { Database } from "../storage/database.js";
 import { generateApiKey, hashApiKey, hashesEqual, looksLikeApiKey } from "./api-key.js";
 import { newId } from "./ids.js";
@@ -22,6 +24,14 @@ export interface KeyInfo {
   lastUsedAt: Date | null;
   /** null: every model. */
   allowedModels: string[] | null;
+  /** null: the server default applies. */
+  requestsPerMinute: number | null;
+  /** null: the server default applies. */
+  tokensPerMinute: number | null;
+  /** Spend budget in US dollars, exact decimal string; null: unlimited. */
+  budgetUsd: string | null;
+  /** Settled spend against the budget so far, exact decimal string (counted whether or not there is a budget). */
+  spentUsd: string;
 }
 
 export interface CreatedKey extends KeyInfo {
@@ -36,6 +46,19 @@ export interface CreateKeyInput {
   expiresAt?: Date;
   /** Omit for every model. */
   allowedModels?: string[];
+  /** Omit (or null) for the server default. */
+  requestsPerMinute?: number | null;
+  /** Omit (or null) for the server default. */
+  tokensPerMinute?: number | null;
+  /** Non-negative decimal string in US dollars, e.g. "25" or "0.50"; omit (or null) for no budget. */
+  budgetUsd?: string | null;
+}
+
+/** Changes to a key's limits: a value sets it, null clears it (server default / no budget), undefined leaves it. */
+export interface KeyLimitChanges {
+  requestsPerMinute?: number | null;
+  tokensPerMinute?: number | null;
+  budgetUsd?: string | null;
 }
 
 /** Who is calling, once a bearer token has been accepted. */
@@ -44,6 +67,8 @@ export interface Principal {
   accountName: string;
   keyId: string;
   allowedModels: string[] | null;
+  /** The key's own limits (null fields: server default / no budget). */
+  limits: KeyLimits;
 }
 
 interface AccountRow {
@@ -63,9 +88,25 @@ interface KeyRow {
   revoked_at: Date | null;
   last_used_at: Date | null;
   allowed_models: string[] | null;
+  rpm_limit: number | null;
+  tpm_limit: number | null;
+  budget_usd: string | null;
+  spent_usd: string;
+}
+
+/** The key columns every KeyInfo is built from, for RETURNING and SELECT lists (table alias optional). */
+function keyColumns(alias = ""): string {
+  const p = alias ? `${alias}.` : "";
+  return ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "allowed_models", "rpm_limit", "tpm_limit", "budget_usd", "spent_usd"]
+    .map((column) => p + column)
+    .join(", ");
 }
 
 const MAX_NAME_LENGTH = 200;
+/** rpm_limit and tpm_limit are PostgreSQL integers. */
+const MAX_RATE_LIMIT = 2_147_483_647;
+/** Plain decimal dollars: up to 15 integer digits and 18 decimals, no sign or exponent. */
+const BUDGET_PATTERN = /^\d{1,15}(?:\.\d{1,18})?$/;
 
 export async function createAccount(db: Database, name: string): Promise<Account> {
   const rows = await db.query<AccountRow>(
@@ -106,15 +147,18 @@ export async function createKey(db: Database, input: CreateKeyInput): Promise<Cr
   if (input.expiresAt !== undefined && Number.isNaN(input.expiresAt.getTime())) {
     throw new InvalidRequest("expires_at is not a valid date.", "expires_at");
   }
+  const rpm = optionalRateLimit(input.requestsPerMinute, "rpm_limit");
+  const tpm = optionalRateLimit(input.tokensPerMinute, "tpm_limit");
+  const budget = optionalBudget(input.budgetUsd);
 
   return db.transaction(async (tx) => {
     const account = await findOrCreateAccount(tx, input.account);
     const generated = generateApiKey();
     const rows = await tx.query<Omit<KeyRow, "account_name">>(
-      `INSERT INTO api_keys (id, account_id, name, prefix, secret_hash, expires_at, allowed_models)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)
-       RETURNING id, name, prefix, created_at, expires_at, revoked_at, last_used_at, allowed_models`,
-      [newId("key"), account.id, name, generated.prefix, generated.secretHash, input.expiresAt ?? null, allowedModels],
+      `INSERT INTO api_keys (id, account_id, name, prefix, secret_hash, expires_at, allowed_models, rpm_limit, tpm_limit, budget_usd)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric)
+       RETURNING ${keyColumns()}`,
+      [newId("key"), account.id, name, generated.prefix, generated.secretHash, input.expiresAt ?? null, allowedModels, rpm ?? null, tpm ?? null, budget ?? null],
     );
     const row = rows[0];
     if (!row) throw new Error("Inserting the API key returned no row.");
@@ -124,14 +168,42 @@ export async function createKey(db: Database, input: CreateKeyInput): Promise<Cr
 
 export async function listKeys(db: Database, filter: { account?: string } = {}): Promise<KeyInfo[]> {
   const rows = await db.query<KeyRow>(
-    `SELECT k.id, a.name AS account_name, k.name, k.prefix, k.created_at, k.expires_at, k.revoked_at,
-            k.last_used_at, k.allowed_models
+    `SELECT ${keyColumns("k")}, a.name AS account_name
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
       WHERE $1::text IS NULL OR a.name = $1::text
       ORDER BY k.created_at, k.id`,
     [filter.account ?? null],
   );
   return rows.map(toKeyInfo);
+}
+
+/**
+ * Sets, clears (null) or keeps (undefined) a key's RPM, TPM and budget. Returns the updated key, or
+ * null when no key has that id. Spend so far is kept: lowering a budget below it stops the key.
+ */
+export async function setKeyLimits(db: Database, id: string, changes: KeyLimitChanges): Promise<KeyInfo | null> {
+  const assignments: string[] = [];
+  const params: unknown[] = [id];
+  const set = (column: string, value: unknown, cast = "") => {
+    params.push(value);
+    assignments.push(`${column} = $${params.length}${cast}`);
+  };
+  const rpm = optionalRateLimit(changes.requestsPerMinute, "rpm_limit");
+  const tpm = optionalRateLimit(changes.tokensPerMinute, "tpm_limit");
+  const budget = optionalBudget(changes.budgetUsd);
+  if (rpm !== undefined) set("rpm_limit", rpm, "::integer");
+  if (tpm !== undefined) set("tpm_limit", tpm, "::integer");
+  if (budget !== undefined) set("budget_usd", budget, "::numeric");
+
+  const rows = await db.query<KeyRow>(
+    assignments.length === 0
+      ? `SELECT ${keyColumns("k")}, a.name AS account_name FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.id = $1`
+      : `UPDATE api_keys k SET ${assignments.join(", ")} FROM accounts a
+          WHERE k.id = $1 AND a.id = k.account_id
+          RETURNING ${keyColumns("k")}, a.name AS account_name`,
+    params,
+  );
+  return rows[0] ? toKeyInfo(rows[0]) : null;
 }
 
 /**
@@ -167,10 +239,14 @@ export async function authenticate(db: Database, bearerToken: string): Promise<P
     account_id: string;
     account_name: string;
     allowed_models: string[] | null;
+    rpm_limit: number | null;
+    tpm_limit: number | null;
+    budget_usd: string | null;
     usable: boolean;
     touch_due: boolean;
   }>(
     `SELECT k.id AS key_id, k.secret_hash, a.id AS account_id, a.name AS account_name, k.allowed_models,
+            k.rpm_limit, k.tpm_limit, k.budget_usd,
             (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT a.disabled) AS usable,
             (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS touch_due
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
@@ -189,7 +265,13 @@ export async function authenticate(db: Database, bearerToken: string): Promise<P
     );
   }
 
-  return { accountId: row.account_id, accountName: row.account_name, keyId: row.key_id, allowedModels: row.allowed_models };
+  return {
+    accountId: row.account_id,
+    accountName: row.account_name,
+    keyId: row.key_id,
+    allowedModels: row.allowed_models,
+    limits: { requestsPerMinute: row.rpm_limit, tokensPerMinute: row.tpm_limit, budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd) },
+  };
 }
 
 function toAccount(row: AccountRow): Account {
@@ -207,6 +289,10 @@ function toKeyInfo(row: KeyRow): KeyInfo {
     revokedAt: row.revoked_at,
     lastUsedAt: row.last_used_at,
     allowedModels: row.allowed_models,
+    requestsPerMinute: row.rpm_limit,
+    tokensPerMinute: row.tpm_limit,
+    budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd),
+    spentUsd: normalDecimal(row.spent_usd),
   };
 }
 
@@ -234,4 +320,28 @@ function validModelList(models: string[]): string[] {
     throw new InvalidRequest("allowed_models must name at least one model; omit it to allow every model.", "allowed_models");
   }
   return cleaned;
+}
+
+/** undefined stays undefined (not given), null stays null (cleared); else a positive integer. */
+function optionalRateLimit(value: number | null | undefined, param: string): number | null | undefined {
+  if (value === undefined || value === null) return value;
+  if (!Number.isSafeInteger(value) || value < 1 || value > MAX_RATE_LIMIT) {
+    throw new InvalidRequest(`${param} must be a positive integer (at most ${MAX_RATE_LIMIT}), or null for the server default.`, param);
+  }
+  return value;
+}
+
+/** undefined stays undefined (not given), null stays null (no budget); else a normalised non-negative decimal string. */
+function optionalBudget(value: string | null | undefined): string | null | undefined {
+  if (value === undefined || value === null) return value;
+  const trimmed = typeof value === "string" ? value.trim() : value;
+  if (typeof trimmed !== "string" || !BUDGET_PATTERN.test(trimmed)) {
+    throw new InvalidRequest("budget_usd must be a non-negative decimal amount in US dollars, such as \"25\" or \"0.50\", or null for no budget.", "budget_usd");
+  }
+  return normalDecimal(trimmed);
+}
+
+/** "25.500" -> "25.5": numeric columns keep their scale; the API shows plain exact decimals. */
+function normalDecimal(value: string): string {
+  return addMoney(value, "0");
 }

@@ -11,12 +11,12 @@ export interface KeysCommandOptions {
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** `switchyard keys create|list|revoke`: works whether or not a server runs on the same data dir. */
+/** `switchyard keys create|list|revoke|set-limits`: works whether or not a server runs on the same data dir. */
 export function keysCommand(options: KeysCommandOptions = {}): Command {
   const stdout = options.stdout ?? process.stdout;
   const print = (line = "") => stdout.write(`${line}\n`);
 
-  const keys = new Command("keys").description("Create, list and revoke API keys");
+  const keys = new Command("keys").description("Create, list, revoke and limit API keys");
 
   keys
     .command("create")
@@ -25,17 +25,43 @@ export function keysCommand(options: KeysCommandOptions = {}): Command {
     .option("--name <name>", "a label for the key")
     .option("--expires-in-days <days>", "expire the key after this many days", parsePositiveNumber)
     .option("--models <list>", "comma-separated models the key may use (default: all)", parseModelList)
+    .option("--rpm <n>", "requests per minute for this key (default: the server's)", parseRateLimit)
+    .option("--tpm <n>", "tokens per minute for this key (default: the server's)", parseRateLimit)
+    .option("--budget <usd>", "spend budget in US dollars, e.g. 25 or 0.50 (default: none)", parseBudget)
     .option("--data-dir <dir>", "data directory (default: SWITCHYARD_DATA_DIR or ~/.local/share/switchyard)")
-    .action(async (opts: { account: string; name?: string; expiresInDays?: number; models?: string[]; dataDir?: string }) => {
-      const created = await withKeyAdmin(opts.dataDir, (admin) =>
-        admin.createKey({
-          account: opts.account,
-          name: opts.name,
-          expiresAt: opts.expiresInDays === undefined ? undefined : new Date(Date.now() + opts.expiresInDays * DAY_MS),
-          allowedModels: opts.models,
-        }),
+    .action(
+      async (opts: { account: string; name?: string; expiresInDays?: number; models?: string[]; rpm?: number; tpm?: number; budget?: string; dataDir?: string }) => {
+        const created = await withKeyAdmin(opts.dataDir, (admin) =>
+          admin.createKey({
+            account: opts.account,
+            name: opts.name,
+            expiresAt: opts.expiresInDays === undefined ? undefined : new Date(Date.now() + opts.expiresInDays * DAY_MS),
+            allowedModels: opts.models,
+            requestsPerMinute: opts.rpm,
+            tokensPerMinute: opts.tpm,
+            budgetUsd: opts.budget,
+          }),
+        );
+        printCreated(print, created);
+      },
+    );
+
+  keys
+    .command("set-limits")
+    .description("Change a key's requests/minute, tokens/minute or spend budget ('none' clears one)")
+    .argument("<id>", "key id, e.g. key_…")
+    .option("--rpm <n|none>", "requests per minute; none: the server default", orNone(parseRateLimit))
+    .option("--tpm <n|none>", "tokens per minute; none: the server default", orNone(parseRateLimit))
+    .option("--budget <usd|none>", "spend budget in US dollars; none: no budget", orNone(parseBudget))
+    .option("--data-dir <dir>", "data directory (default: SWITCHYARD_DATA_DIR or ~/.local/share/switchyard)")
+    .action(async (id: string, opts: { rpm?: number | null; tpm?: number | null; budget?: string | null; dataDir?: string }) => {
+      if (opts.rpm === undefined && opts.tpm === undefined && opts.budget === undefined) {
+        throw new Error("Nothing to change: give --rpm, --tpm and/or --budget.");
+      }
+      const updated = await withKeyAdmin(opts.dataDir, (admin) =>
+        admin.setKeyLimits(id, { requestsPerMinute: opts.rpm, tokensPerMinute: opts.tpm, budgetUsd: opts.budget }),
       );
-      printCreated(print, created);
+      print(`Updated ${updated.id}: ${describeLimits(updated)}.`);
     });
 
   keys
@@ -77,13 +103,14 @@ function printCreated(print: (line?: string) => void, created: CreatedKey): void
   if (created.name) print(`  name:    ${created.name}`);
   print(`  expires: ${created.expiresAt ? created.expiresAt.toISOString() : "never"}`);
   print(`  models:  ${created.allowedModels ? created.allowedModels.join(", ") : "all"}`);
+  print(`  limits:  ${describeLimits(created)}`);
   print("Store the key now; it cannot be shown again:");
   // Alone on the last line, so `... | tail -n 1` captures exactly the key.
   print(created.key);
 }
 
 export function formatKeyTable(list: KeyInfo[]): string {
-  const header = ["ID", "ACCOUNT", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED"];
+  const header = ["ID", "ACCOUNT", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED", "RPM", "TPM", "BUDGET USD", "SPENT USD"];
   const rows = list.map((key) => [
     key.id,
     key.account,
@@ -93,6 +120,10 @@ export function formatKeyTable(list: KeyInfo[]): string {
     formatDate(key.expiresAt),
     formatDate(key.revokedAt),
     formatDate(key.lastUsedAt),
+    key.requestsPerMinute === null ? "default" : String(key.requestsPerMinute),
+    key.tokensPerMinute === null ? "default" : String(key.tokensPerMinute),
+    key.budgetUsd ?? "unlimited",
+    key.spentUsd,
   ]);
   if (rows.length === 0) return "No API keys.";
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]?.length ?? 0)));
@@ -108,6 +139,29 @@ function parsePositiveNumber(value: string): number {
   const days = Number(value);
   if (!Number.isFinite(days) || days <= 0) throw new InvalidArgumentError("Expected a positive number of days.");
   return days;
+}
+
+function describeLimits(key: KeyInfo): string {
+  const rate = (value: number | null, unit: string) => (value === null ? `server default ${unit}` : `${value} ${unit}`);
+  const budget = key.budgetUsd === null ? "no budget" : `budget $${key.budgetUsd} (spent $${key.spentUsd})`;
+  return `${rate(key.requestsPerMinute, "RPM")}, ${rate(key.tokensPerMinute, "TPM")}, ${budget}`;
+}
+
+function parseRateLimit(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError("Expected a positive whole number.");
+  return n;
+}
+
+/** Kept as the exact text typed (the store validates and normalises it); never through a float. */
+function parseBudget(value: string): string {
+  const text = value.trim();
+  if (!/^\d+(?:\.\d+)?$/.test(text)) throw new InvalidArgumentError("Expected an amount in US dollars, such as 25 or 0.50.");
+  return text;
+}
+
+function orNone<T>(parse: (value: string) => T): (value: string) => T | null {
+  return (value) => (value.trim().toLowerCase() === "none" ? null : parse(value));
 }
 
 function parseModelList(value: string): string[] {

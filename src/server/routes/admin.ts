@@ -2,7 +2,9 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { toWireAccount, toWireCreatedKey, toWireKey, type WireRevokedKey } from "../../accounts/admin-wire.js";
-import { createKey, listKeys, revokeKey, setAccountDisabled } from "../../accounts/store.js";
+import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKeyLimits } from "../../accounts/store.js";
+import { parseUsageParams, queryUsage, toWireUsage } from "../../billing/ledger.js";
+import { stringifyJson } from "../../billing/money-json.js";
 import { InvalidRequest, NotFound, Unauthorized } from "../../errors.js";
 import type { Database } from "../../storage/database.js";
 
@@ -18,7 +20,21 @@ const createKeyBody = z.object({
   /** Unix seconds or an ISO 8601 date. */
   expires_at: z.union([z.number().positive(), z.string().min(1)]).nullish(),
   allowed_models: z.array(z.string()).nullish(),
+  ...keyLimitFields(),
 });
+
+/** Only the limits may change; an unknown field is a 400 rather than silently ignored. */
+const patchKeyBody = z.strictObject(keyLimitFields());
+
+/** Ranges are checked by the store, so the API and the CLI give the same messages. */
+function keyLimitFields() {
+  return {
+    rpm_limit: z.number().nullish(),
+    tpm_limit: z.number().nullish(),
+    /** A decimal string ("25.50"); a JSON number is taken as its shortest text. */
+    budget_usd: z.union([z.string(), z.number()]).nullish(),
+  };
+}
 
 const listKeysQuery = z.object({ account: z.string().optional() });
 
@@ -45,8 +61,23 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
       name: body.name ?? undefined,
       expiresAt: body.expires_at == null ? undefined : parseExpiry(body.expires_at),
       allowedModels: body.allowed_models ?? undefined,
+      requestsPerMinute: body.rpm_limit ?? undefined,
+      tokensPerMinute: body.tpm_limit ?? undefined,
+      budgetUsd: budgetText(body.budget_usd) ?? undefined,
     });
     return reply.code(201).send(toWireCreatedKey(created));
+  });
+
+  /** Changes a key's rpm_limit, tpm_limit and budget_usd: a value sets, null clears, an absent field stays. */
+  app.patch<{ Params: { id: string } }>("/admin/v1/keys/:id", async (request) => {
+    const body = parse(patchKeyBody, request.body ?? {});
+    const updated = await setKeyLimits(db, request.params.id, {
+      requestsPerMinute: body.rpm_limit,
+      tokensPerMinute: body.tpm_limit,
+      budgetUsd: budgetText(body.budget_usd),
+    });
+    if (!updated) throw new NotFound(`No API key with id '${request.params.id}'.`);
+    return toWireKey(updated);
   });
 
   app.get("/admin/v1/keys", async (request) => {
@@ -58,6 +89,18 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
   app.delete<{ Params: { id: string } }>("/admin/v1/keys/:id", async (request): Promise<WireRevokedKey> => {
     if (!(await revokeKey(db, request.params.id))) throw new NotFound(`No API key with id '${request.params.id}'.`);
     return { id: request.params.id, object: "api_key", revoked: true };
+  });
+
+  /** Any account's usage, in the same shape as GET /v1/usage (plus the account name). */
+  app.get("/admin/v1/usage", async (request, reply) => {
+    const query = (request.query ?? {}) as Record<string, unknown>;
+    const account = query.account;
+    if (typeof account !== "string" || account.trim() === "") throw new InvalidRequest("Missing required parameter: 'account'.", "account");
+    const params = parseUsageParams(query);
+    const found = await findAccount(db, account.trim());
+    if (!found) throw new NotFound(`No account named '${account.trim()}'.`);
+    const report = await queryUsage(db, { accountId: found.id, ...params });
+    return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsage(report, { ...params, account: found.name })));
   });
 
   for (const [action, disabled] of [["disable", true], ["enable", false]] as const) {
@@ -87,6 +130,11 @@ function parse<T>(schema: z.ZodType<T>, input: unknown): T {
   const issue = result.error.issues[0];
   const param = issue && issue.path.length > 0 ? issue.path.join(".") : null;
   throw new InvalidRequest(param ? `Invalid '${param}': ${issue?.message}` : `Invalid request: ${issue?.message ?? "malformed"}`, param);
+}
+
+/** undefined and null pass through; a JSON number becomes its shortest text, which the store then validates. */
+function budgetText(value: string | number | null | undefined): string | null | undefined {
+  return typeof value === "number" ? String(value) : value;
 }
 
 function parseExpiry(value: number | string): Date {

@@ -1,0 +1,98 @@
+import { InsufficientQuota } from "../errors.js";
+import type { BudgetReservation, SpendBudgets } from "../serving/ports.js";
+import type { Database } from "../storage/database.js";
+import { Dec, parseNonNegative, toText } from "./decimal.js";
+
+export interface SpendBudgetsOptions {
+  /**
+   * How long a reservation holds budget if it is never settled (its server crashed, say). After
+   * that it no longer counts. Longer than any request runs; default one hour.
+   */
+  reservationTtlSeconds?: number;
+}
+
+export const DEFAULT_RESERVATION_TTL_SECONDS = 60 * 60;
+
+/**
+ * Per-key spend budgets: api_keys.budget_usd (null: unlimited) against spent_usd plus the live
+ * budget_reservations of requests in flight. All amounts are exact decimals (numeric in SQL, strings
+ * here).
+ *
+ * reserve() locks the key row (SELECT ... FOR UPDATE) inside a transaction, so on PostgreSQL the
+ * reservations of one key are checked and inserted one at a time across every server process; PGlite
+ * runs one transaction at a time anyway. settle() charges the actual cost and drops the reservation
+ * in one transaction, taking the same row lock first.
+ */
+export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = {}): SpendBudgets {
+  const ttlSeconds = options.reservationTtlSeconds ?? DEFAULT_RESERVATION_TTL_SECONDS;
+  if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new RangeError(`reservationTtlSeconds must be a positive integer, got ${ttlSeconds}`);
+
+  return {
+    async reserve({ keyId, requestId, amountUsd, budgetUsd }) {
+      // The principal's budget is a hint from authentication: no budget then, no database work now.
+      // With one, the locked row below is what counts (the budget may have changed since).
+      if (budgetUsd === null) return null;
+      const amount = parseNonNegative(amountUsd, "amountUsd");
+
+      const reserved = await db.transaction(async (tx) => {
+        const keys = await tx.query<{ budget_usd: string | null; spent_usd: string }>(
+          "SELECT budget_usd, spent_usd FROM api_keys WHERE id = $1 FOR UPDATE",
+          [keyId],
+        );
+        const key = keys[0];
+        if (!key) throw new Error(`No API key with id '${keyId}' to reserve budget against.`);
+        if (key.budget_usd === null) return false;
+
+        // A separate statement, after the lock: under READ COMMITTED it sees every reservation
+        // committed by whoever held the lock before us. (A subquery in the locking statement would
+        // read the snapshot from before the wait, and concurrent requests could overshoot.)
+        await tx.query("DELETE FROM budget_reservations WHERE key_id = $1 AND expires_at <= now()", [keyId]);
+        const live = await tx.query<{ total: string }>(
+          "SELECT COALESCE(sum(amount_usd), 0) AS total FROM budget_reservations WHERE key_id = $1 AND expires_at > now()",
+          [keyId],
+        );
+        const budget = Dec(key.budget_usd);
+        const spent = Dec(key.spent_usd);
+        const held = Dec(live[0]?.total ?? "0");
+        if (spent.plus(held).plus(amount).gt(budget)) {
+          throw new InsufficientQuota(
+            `This API key has exceeded its spend budget: budget $${toText(budget)}, spent $${toText(spent)}, ` +
+              `$${toText(held)} held by requests in flight, and this request may cost up to $${toText(amount)}. ` +
+              "Ask an administrator to raise the key's budget.",
+          );
+        }
+        await tx.query(
+          "INSERT INTO budget_reservations (request_id, key_id, amount_usd, expires_at) VALUES ($1, $2, $3::numeric, now() + make_interval(secs => $4))",
+          [requestId, keyId, toText(amount), ttlSeconds],
+        );
+        return true;
+      });
+      if (!reserved) return null;
+
+      let settling: Promise<void> | null = null;
+      const reservation: BudgetReservation = {
+        async settle(actualUsd) {
+          // Once only: a second call waits for the first. A failed settle may be retried.
+          if (settling) return settling;
+          const actual = parseNonNegative(actualUsd, "actualUsd");
+          // Never more than was reserved: that is what kept concurrent requests from overshooting.
+          const charge = actual.gt(amount) ? amount : actual;
+          settling = db
+            .transaction(async (tx) => {
+              // The row lock first, as reserve() takes it, so a reserve never sees the reservation gone
+              // but the spend not yet added. Charged even if the reservation has expired meanwhile: the
+              // request did spend it.
+              await tx.query("UPDATE api_keys SET spent_usd = spent_usd + $2::numeric WHERE id = $1", [keyId, toText(charge)]);
+              await tx.query("DELETE FROM budget_reservations WHERE request_id = $1", [requestId]);
+            })
+            .catch((error: unknown) => {
+              settling = null;
+              throw error;
+            });
+          return settling;
+        },
+      };
+      return reservation;
+    },
+  };
+}

@@ -1,0 +1,228 @@
+import { randomUUID } from "node:crypto";
+import { Redis } from "ioredis";
+import type { LimitLease, RequestLimits } from "../serving/ports.js";
+import type { LimitDefaults } from "./defaults.js";
+import {
+  assertTokenCount,
+  BUCKET_MS,
+  CONCURRENCY_LEASE_TTL_MS,
+  effectiveLimits,
+  refusalError,
+  releasedTokens,
+  WINDOW_BUCKETS,
+  type RefusedLimit,
+} from "./policy.js";
+
+export interface RedisLimitsOptions {
+  /** Prepended to every key; tests use a unique one per run. Default "switchyard:limits:". */
+  keyPrefix?: string;
+}
+
+export interface RedisRequestLimits extends RequestLimits {
+  /** Resolves once Redis answers; rejects when it cannot be reached. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/*
+ * The same rules as the in-memory limiter (see policy.ts), checked and taken inside Redis by Lua
+ * scripts, so every server process sharing the Redis shares the limits exactly. Time is Redis's own
+ * clock (TIME), so processes on machines with skewed clocks still agree on the windows.
+ *
+ * Keys (<p> is the prefix):
+ *   <p>rpm:<keyId>                 hash: one-second bucket -> requests taken in it
+ *   <p>tpm:<keyId>                 hash: one-second bucket -> tokens charged in it
+ *   <p>conc:<accountId>:<model>    sorted set: lease id scored by its expiry (ms); a lease of a
+ *                                  process that died ages out after CONCURRENCY_LEASE_TTL_MS
+ * Every key carries a TTL, so idle keys disappear on their own. The admit script touches keys of
+ * one key id and one account, so on Redis Cluster they would need a shared hash tag; standalone and
+ * Sentinel deployments need nothing.
+ */
+
+/** Shared by both scripts: Redis time in ms, and the window's current and oldest live bucket. */
+const LUA_CLOCK = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local bucket_ms = tonumber(ARGV[1])
+local window_buckets = tonumber(ARGV[2])
+local bucket = math.floor(now / bucket_ms)
+local oldest = bucket - window_buckets + 1
+local window_ttl = bucket_ms * (window_buckets + 1)
+`;
+
+/**
+ * KEYS: rpm hash, tpm hash, concurrency set.
+ * ARGV: bucket ms, window buckets, rpm limit (-1: none), tpm limit (-1: none), concurrency limit,
+ *       estimated tokens, lease id, lease ttl ms.
+ * Returns {0, now, bucket} when admitted, else {code, max, used, requested, now, b1, a1, b2, a2...}
+ * with code 1 requests, 2 tokens, 3 concurrency, and the refused window's live buckets.
+ */
+const ADMIT_LUA = `${LUA_CLOCK}
+local rpm = tonumber(ARGV[3])
+local tpm = tonumber(ARGV[4])
+local concurrent = tonumber(ARGV[5])
+local estimate = tonumber(ARGV[6])
+
+-- Sums the live buckets of a window hash, deleting the ones that have left the window.
+local function load(key)
+  local flat = redis.call('HGETALL', key)
+  local total, live, dead = 0, {}, {}
+  for i = 1, #flat, 2 do
+    local b = tonumber(flat[i])
+    if b < oldest then
+      dead[#dead + 1] = flat[i]
+    else
+      local a = tonumber(flat[i + 1])
+      total = total + a
+      live[#live + 1] = b
+      live[#live + 1] = a
+    end
+  end
+  if #dead > 0 then redis.call('HDEL', key, unpack(dead)) end
+  return total, live
+end
+
+local function refuse(code, max, used, requested, live)
+  local out = {code, max, used, requested, now}
+  for i = 1, #live do out[#out + 1] = live[i] end
+  return out
+end
+
+if rpm >= 0 then
+  local used, live = load(KEYS[1])
+  if used + 1 > rpm then return refuse(1, rpm, used, 1, live) end
+end
+if tpm >= 0 then
+  local used, live = load(KEYS[2])
+  if used + estimate > tpm then return refuse(2, tpm, used, estimate, live) end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local running = redis.call('ZCARD', KEYS[3])
+if running >= concurrent then return refuse(3, concurrent, running, 1, {}) end
+
+if rpm >= 0 then
+  redis.call('HINCRBY', KEYS[1], bucket, 1)
+  redis.call('PEXPIRE', KEYS[1], window_ttl)
+end
+if tpm >= 0 and estimate > 0 then
+  redis.call('HINCRBY', KEYS[2], bucket, ARGV[6])
+  redis.call('PEXPIRE', KEYS[2], window_ttl)
+end
+local lease_ttl = tonumber(ARGV[8])
+redis.call('ZADD', KEYS[3], now + lease_ttl, ARGV[7])
+redis.call('PEXPIRE', KEYS[3], lease_ttl)
+return {0, now, bucket}
+`;
+
+/**
+ * KEYS: tpm hash, concurrency set.
+ * ARGV: bucket ms, window buckets, lease id, charges tokens (1/0), admitted bucket, estimate, actual.
+ * Frees the slot; the estimate leaves the bucket it went into (if still live), the actual usage
+ * counts from now. Returns 1 if the lease was still held.
+ */
+const RELEASE_LUA = `${LUA_CLOCK}
+local held = redis.call('ZREM', KEYS[2], ARGV[3])
+if ARGV[4] == '1' then
+  local admitted = tonumber(ARGV[5])
+  local estimate = tonumber(ARGV[6])
+  local actual = tonumber(ARGV[7])
+  if admitted >= oldest and estimate > 0 then
+    local left = redis.call('HINCRBY', KEYS[1], ARGV[5], '-' .. ARGV[6])
+    if left <= 0 then redis.call('HDEL', KEYS[1], ARGV[5]) end
+  end
+  if actual > 0 then
+    redis.call('HINCRBY', KEYS[1], bucket, ARGV[7])
+    redis.call('PEXPIRE', KEYS[1], window_ttl)
+  end
+end
+return held
+`;
+
+interface LimitCommands {
+  switchyardLimitsAdmit(rpmKey: string, tpmKey: string, slotsKey: string, ...args: string[]): Promise<number[]>;
+  switchyardLimitsRelease(tpmKey: string, slotsKey: string, ...args: string[]): Promise<number>;
+}
+
+const REFUSED: Record<number, RefusedLimit> = { 1: "requests", 2: "tokens", 3: "concurrency" };
+
+/**
+ * Request limits in Redis, shared by every server process that uses the same Redis (and prefix).
+ * The connection is opened at once; ping() to fail fast at startup when Redis is unreachable.
+ */
+export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, options: RedisLimitsOptions = {}): RedisRequestLimits {
+  const prefix = options.keyPrefix ?? "switchyard:limits:";
+  const client = new Redis(redisUrl, {
+    // Fail a request after a few reconnect attempts rather than queueing it for as long as Redis is down.
+    maxRetriesPerRequest: 2,
+    connectionName: "switchyard-limits",
+  }) as Redis & LimitCommands;
+  // Without a listener, a lost connection's 'error' event would crash the process; ioredis reconnects by itself.
+  client.on("error", () => undefined);
+  client.defineCommand("switchyardLimitsAdmit", { numberOfKeys: 3, lua: ADMIT_LUA });
+  client.defineCommand("switchyardLimitsRelease", { numberOfKeys: 2, lua: RELEASE_LUA });
+  const windowArgs = [String(BUCKET_MS), String(WINDOW_BUCKETS)];
+
+  return {
+    async admit(request) {
+      const limits = effectiveLimits(request.limits, defaults);
+      const estimate = assertTokenCount(request.estimatedTokens, "estimatedTokens");
+      const rpmKey = `${prefix}rpm:${request.keyId}`;
+      const tpmKey = `${prefix}tpm:${request.keyId}`;
+      const slotsKey = `${prefix}conc:${request.accountId}:${request.model}`;
+      const leaseId = randomUUID();
+
+      const reply = await client.switchyardLimitsAdmit(
+        rpmKey,
+        tpmKey,
+        slotsKey,
+        ...windowArgs,
+        String(limits.requestsPerMinute ?? -1),
+        String(limits.tokensPerMinute ?? -1),
+        String(limits.concurrent),
+        String(estimate),
+        leaseId,
+        String(CONCURRENCY_LEASE_TTL_MS),
+      );
+      const [code = -1] = reply;
+      if (code !== 0) {
+        const limit = REFUSED[code];
+        if (!limit) throw new Error(`The Redis admit script answered an unknown code ${code}.`);
+        const [, max = 0, used = 0, requested = 0, nowMs = 0, ...flat] = reply;
+        const buckets: Array<[number, number]> = [];
+        for (let i = 0; i + 1 < flat.length; i += 2) buckets.push([flat[i]!, flat[i + 1]!]);
+        throw refusalError({ limit, max, used, requested, nowMs, buckets }, request);
+      }
+      const admittedBucket = reply[2] ?? 0;
+      const chargesTokens = limits.tokensPerMinute !== null;
+
+      let released = false;
+      const lease: LimitLease = {
+        async release(actualTokens) {
+          if (released) return;
+          released = true;
+          await client.switchyardLimitsRelease(
+            tpmKey,
+            slotsKey,
+            ...windowArgs,
+            leaseId,
+            chargesTokens ? "1" : "0",
+            String(admittedBucket),
+            String(estimate),
+            String(releasedTokens(actualTokens, estimate)),
+          );
+        },
+      };
+      return lease;
+    },
+    async ping() {
+      await client.ping();
+    },
+    async close() {
+      try {
+        await client.quit();
+      } catch {
+        client.disconnect();
+      }
+    },
+  };
+}

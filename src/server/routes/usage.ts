@@ -1,0 +1,19 @@
+import type { FastifyInstance } from "fastify";
+import { parseUsageParams, queryUsage, toWireUsage } from "../../billing/ledger.js";
+import { stringifyJson } from "../../billing/money-json.js";
+import type { Database } from "../../storage/database.js";
+import { callerOf } from "../auth.js";
+
+/**
+ * GET /v1/usage?start=&end=&group_by=model|day|key: the calling key's own account's usage, never
+ * anyone else's. start is inclusive, end exclusive; each is Unix seconds or an ISO 8601 date or
+ * date-time (UTC unless it has an offset). Costs are exact JSON numbers.
+ */
+export function usageRoutes(app: FastifyInstance, db: Database): void {
+  app.get("/v1/usage", async (request, reply) => {
+    const { accountId } = callerOf(request);
+    const params = parseUsageParams(request.query);
+    const report = await queryUsage(db, { accountId, ...params });
+    return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsage(report, params)));
+  });
+}

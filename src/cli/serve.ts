@@ -11,6 +11,9 @@ import { generateAdminToken, removeServerFile, writeServerFile } from "../accoun
 import { adminRoutes } from "../server/routes/admin.js";
 import { buildApp } from "../server/app.js";
 import { createChatService } from "../serving/chat-service.js";
+import { createUsageLedger } from "../billing/ledger.js";
+import { createSpendBudgets } from "../billing/budgets.js";
+import { openRequestLimits } from "../limits/open.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
 import type { Database } from "../storage/database.js";
@@ -43,10 +46,12 @@ async function serve(flags: ServeFlags): Promise<void> {
   const db = await openDatabase({ dataDir, url: settings.databaseUrl });
   await ensureFirstKey(db);
 
+  const limits = await openRequestLimits();
   const registry = createModelRegistry(catalog);
   const app = buildApp({
-    chat: createChatService(registry),
+    chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db) }),
     registry,
+    db,
     authenticate: (token) => authenticate(db, token),
     bodyLimit: settings.bodyLimit,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
@@ -63,6 +68,7 @@ async function serve(flags: ServeFlags): Promise<void> {
     removeServerFile(dataDir);
     await app.close();
     await registry.closeAll();
+    await limits.close();
     await db.close();
     process.exit(0);
   };

@@ -78,7 +78,7 @@ function createHost(model: LlamaModel, context: LlamaContext, template: ChatTemp
           break;
         }
         const delta = text.push(token);
-        if (delta) yield { type: "text", text: delta };
+        if (delta) yield { type: "text", text: delta, completionTokens: text.tokenCount };
         if (text.hitStop) break;
         if (text.tokenCount >= request.maxTokens) {
           reason = "length";
@@ -90,7 +90,7 @@ function createHost(model: LlamaModel, context: LlamaContext, template: ChatTemp
         return;
       }
       const rest = text.flush();
-      if (rest) yield { type: "text", text: rest };
+      if (rest) yield { type: "text", text: rest, completionTokens: text.tokenCount };
       yield { type: "finish", reason, completionTokens: text.tokenCount };
     } finally {
       await sequence.dispose();

@@ -28,7 +28,8 @@ export type FinishReason = "stop" | "length" | "cancelled";
 
 export type EngineEvent =
   | { type: "started"; queuedMs: number }
-  | { type: "text"; text: string }
+  /** `completionTokens`: tokens generated so far, including any whose text is still held back. */
+  | { type: "text"; text: string; completionTokens: number }
   | { type: "finish"; reason: FinishReason; completionTokens: number };
 
 export interface ModelHostStats {

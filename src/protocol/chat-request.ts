@@ -30,6 +30,7 @@ export const chatRequestSchema = z.object({
   stop: z.union([z.string(), z.array(z.string().min(1)).max(16)]).nullish(),
   n: z.literal(1, { error: "Only n=1 is supported." }).nullish(),
   user: z.string().nullish(),
+  service_tier: z.enum(["auto", "default", "priority", "flex"]).nullish(),
 });
 
 export type ChatRequestBody = z.infer<typeof chatRequestSchema>;

@@ -12,11 +12,14 @@ export interface WireUsage {
   prompt_tokens_details?: { cached_tokens: number };
 }
 
+export type WireServiceTier = "default" | "priority" | "flex";
+
 export interface ChatCompletion {
   id: string;
   object: "chat.completion";
   created: number;
   model: string;
+  service_tier: WireServiceTier;
   choices: Array<{
     index: number;
     message: { role: "assistant"; content: string };
@@ -31,6 +34,7 @@ export interface ChatCompletionChunk {
   object: "chat.completion.chunk";
   created: number;
   model: string;
+  service_tier: WireServiceTier;
   choices: Array<{
     index: number;
     delta: { role?: "assistant"; content?: string };

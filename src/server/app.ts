@@ -6,11 +6,15 @@ import { installErrorHandlers } from "./errors.js";
 import { chatRoutes } from "./routes/chat.js";
 import { healthRoutes } from "./routes/health.js";
 import { modelRoutes } from "./routes/models.js";
+import { usageRoutes } from "./routes/usage.js";
+import type { Database } from "../storage/database.js";
 
 export interface AppDeps {
   chat: ChatService;
   registry: ModelRegistry;
   authenticate: Authenticate;
+  /** The usage report reads the ledger; the route only ever queries the caller's own account. */
+  db: Database;
   /** Largest accepted request body, in bytes. */
   bodyLimit: number;
   logger?: FastifyServerOptions["logger"];
@@ -28,5 +32,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   healthRoutes(app, deps.registry);
   modelRoutes(app, deps.registry);
   chatRoutes(app, deps.chat);
+  usageRoutes(app, deps.db);
   return app;
 }

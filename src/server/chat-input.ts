@@ -35,6 +35,7 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
     topP: body.top_p ?? undefined,
     seed: body.seed ?? undefined,
     stop: body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop,
+    serviceTier: body.service_tier ?? undefined,
   };
 }
 

@@ -27,8 +27,8 @@ export function cli(args: string[], env: NodeJS.ProcessEnv = {}): string {
 }
 
 /** Creates a key for `account` through the CLI and returns it (the last line of output). */
-export function createKey(dataDir: string, account: string, extra: string[] = []): string {
-  const lines = cli(["keys", "create", "--account", account, "--data-dir", dataDir, ...extra]).trim().split("\n");
+export function createKey(dataDir: string, account: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): string {
+  const lines = cli(["keys", "create", "--account", account, "--data-dir", dataDir, ...extra], env).trim().split("\n");
   return lines[lines.length - 1]!.trim();
 }
 
@@ -38,7 +38,7 @@ export function createKey(dataDir: string, account: string, extra: string[] = []
  */
 export async function startServer(options: { models?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<RunningServer> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
-  const key = createKey(dataDir, "tester");
+  const key = createKey(dataDir, "tester", [], options.env);
   let output = "";
   const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")], {
     env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...options.env },

@@ -49,6 +49,7 @@ async function sendCompletion(run: ChatRun, reply: FastifyReply): Promise<Fastif
       object: "chat.completion",
       created: run.created,
       model: run.model,
+      service_tier: run.serviceTier,
       choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: event.finishReason, logprobs: null }],
       usage: toWireUsage(event.usage),
     };
@@ -64,6 +65,7 @@ async function streamRun(run: ChatRun, reply: FastifyReply, request: FastifyRequ
     object: "chat.completion.chunk",
     created: run.created,
     model: run.model,
+    service_tier: run.serviceTier,
     choices,
     ...(includeUsage ? { usage: usage ?? null } : {}),
   });

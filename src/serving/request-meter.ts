@@ -1,0 +1,61 @@
+import type { ServiceTier } from "../catalog/types.js";
+import type { UsageLedger, UsageRecord, UsageStatus } from "./ports.js";
+
+export interface MeterContext {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+}
+
+export interface MeterOutcome {
+  status: UsageStatus;
+  serviceTier: ServiceTier;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  costUsd: string;
+  finishReason: string | null;
+  errorCode: string | null;
+}
+
+/**
+ * Times one request and writes its ledger row exactly once: the first outcome wins, later calls
+ * (an error path after a finish, a generator closed after its last event) are ignored.
+ */
+export class RequestMeter {
+  private readonly startedAt = performance.now();
+  private queueMs: number | null = null;
+  private ttftMs: number | null = null;
+  private written: Promise<void> | null = null;
+
+  constructor(
+    private readonly ledger: UsageLedger,
+    readonly context: MeterContext,
+  ) {}
+
+  admitted(queueMs: number): void {
+    this.queueMs = Math.round(queueMs);
+  }
+
+  firstToken(): void {
+    this.ttftMs ??= Math.round(performance.now() - this.startedAt);
+  }
+
+  get recorded(): boolean {
+    return this.written !== null;
+  }
+
+  record(outcome: MeterOutcome): Promise<void> {
+    if (this.written) return this.written;
+    const row: UsageRecord = {
+      ...this.context,
+      ...outcome,
+      queueMs: this.queueMs,
+      ttftMs: this.ttftMs,
+      durationMs: Math.round(performance.now() - this.startedAt),
+    };
+    this.written = this.ledger.record(row);
+    return this.written;
+  }
+}

@@ -13,6 +13,7 @@ import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { addMoney, requestCost } from "../src/billing/cost.js";
+import { sseData } from "./sse.js";
 
 const { values } = parseArgs({
   options: {
@@ -128,26 +129,17 @@ async function oneRequest(i: number, disconnect: boolean): Promise<ClientView> {
       stream_options: { include_usage: true },
     }),
   });
-  const decoder = new TextDecoder();
-  let buffer = "";
   try {
-    for await (const bytes of response.body!) {
-      buffer += decoder.decode(bytes as Uint8Array, { stream: true });
-      let end: number;
-      while ((end = buffer.indexOf("\n\n")) !== -1) {
-        const data = buffer.slice(6, end);
-        buffer = buffer.slice(end + 2);
-        if (data === "[DONE]") continue;
-        const costText = /"estimated_cost":([0-9.]+)/.exec(data)?.[1];
-        const chunk = JSON.parse(data);
-        view.id ??= chunk.id;
-        if (chunk.choices?.[0]?.delta?.content) view.contentChunks++;
-        if (chunk.usage) view.usage = { ...chunk.usage, estimated_cost: costText! };
-        if (view.contentChunks > cutAfter) {
-          view.disconnected = true;
-          controller.abort();
-          return view;
-        }
+    for await (const data of sseData(response.body as AsyncIterable<Uint8Array>)) {
+      const costText = /"estimated_cost":([0-9.]+)/.exec(data)?.[1];
+      const chunk = JSON.parse(data);
+      view.id ??= chunk.id;
+      if (chunk.choices?.[0]?.delta?.content) view.contentChunks++;
+      if (chunk.usage) view.usage = { ...chunk.usage, estimated_cost: costText! };
+      if (view.contentChunks > cutAfter) {
+        view.disconnected = true;
+        controller.abort();
+        return view;
       }
     }
   } catch (error) {

@@ -7,6 +7,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { sseData } from "./sse.js";
 
 const { values } = parseArgs({
   options: {
@@ -46,19 +47,10 @@ async function oneStream(i: number): Promise<StreamResult> {
   if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
   let ttftMs = -1;
   let completionTokens = 0;
-  let buffer = "";
-  const decoder = new TextDecoder();
-  for await (const bytes of response.body) {
-    buffer += decoder.decode(bytes as Uint8Array, { stream: true });
-    let end: number;
-    while ((end = buffer.indexOf("\n\n")) !== -1) {
-      const event = buffer.slice(6, end);
-      buffer = buffer.slice(end + 2);
-      if (event === "[DONE]") continue;
-      const chunk = JSON.parse(event);
-      if (chunk.choices?.[0]?.delta?.content && ttftMs < 0) ttftMs = performance.now() - start;
-      if (chunk.usage) completionTokens = chunk.usage.completion_tokens;
-    }
+  for await (const data of sseData(response.body as AsyncIterable<Uint8Array>)) {
+    const chunk = JSON.parse(data);
+    if (chunk.choices?.[0]?.delta?.content && ttftMs < 0) ttftMs = performance.now() - start;
+    if (chunk.usage) completionTokens = chunk.usage.completion_tokens;
   }
   return { completionTokens, ttftMs, totalMs: performance.now() - start };
 }

@@ -10,6 +10,7 @@ import {
   listKeys,
   revokeKey,
   setAccountDisabled,
+  setKeyLimits,
 } from "../../src/accounts/store.js";
 import { InvalidRequest } from "../../src/errors.js";
 import { forEachDatabase } from "../helpers/databases.js";
@@ -107,6 +108,34 @@ forEachDatabase("accounts and keys", ({ db, kind }) => {
     assert.ok(!everything.includes(one.key));
     assert.ok(!everything.includes(hashApiKey(one.key)));
     assert.deepEqual(await listKeys(db, { account: "no-such-account" }), []);
+  });
+
+  test("keys carry RPM, TPM and budget limits: set at creation, seen at authentication, changed later", async () => {
+    const plain = await createKey(db, { account: "limits-plain" });
+    assert.deepEqual([plain.requestsPerMinute, plain.tokensPerMinute, plain.budgetUsd, plain.spentUsd], [null, null, null, "0"]);
+    assert.deepEqual((await authenticate(db, plain.key))?.limits, { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null });
+
+    const limited = await createKey(db, { account: "limits", requestsPerMinute: 60, tokensPerMinute: 90_000, budgetUsd: "25.50" });
+    assert.deepEqual([limited.requestsPerMinute, limited.tokensPerMinute, limited.budgetUsd, limited.spentUsd], [60, 90_000, "25.5", "0"]);
+    assert.deepEqual((await authenticate(db, limited.key))?.limits, { requestsPerMinute: 60, tokensPerMinute: 90_000, budgetUsd: "25.5" });
+    const [listed] = await listKeys(db, { account: "limits" });
+    assert.equal(listed?.budgetUsd, "25.5");
+
+    // A value sets, null clears, undefined keeps.
+    const changed = await setKeyLimits(db, limited.id, { requestsPerMinute: null, budgetUsd: "0.000000001" });
+    assert.deepEqual([changed?.requestsPerMinute, changed?.tokensPerMinute, changed?.budgetUsd, changed?.account], [null, 90_000, "0.000000001", "limits"]);
+    assert.deepEqual((await authenticate(db, limited.key))?.limits, { requestsPerMinute: null, tokensPerMinute: 90_000, budgetUsd: "0.000000001" });
+    assert.deepEqual(await setKeyLimits(db, limited.id, {}), changed);
+    assert.equal(await setKeyLimits(db, "key_nope", { requestsPerMinute: 5 }), null);
+    assert.equal(await setKeyLimits(db, "key_nope", {}), null);
+
+    for (const bad of [{ requestsPerMinute: 0 }, { tokensPerMinute: -5 }, { requestsPerMinute: 1.5 }, { tokensPerMinute: 2 ** 31 }]) {
+      await assert.rejects(createKey(db, { account: "limits", ...bad }), InvalidRequest);
+      await assert.rejects(setKeyLimits(db, limited.id, bad), InvalidRequest);
+    }
+    for (const budgetUsd of ["-1", "1e3", "abc", "", "1.", ".5", "NaN"]) {
+      await assert.rejects(createKey(db, { account: "limits", budgetUsd }), (error: unknown) => error instanceof InvalidRequest && error.param === "budget_usd");
+    }
   });
 
   test("last_used_at is set on use, and written at most once a minute", async () => {

@@ -73,6 +73,44 @@ forEachDatabase("admin routes", ({ db }) => {
     assert.ok(all.body.data.length > 1);
   });
 
+  test("keys take rpm_limit, tpm_limit and budget_usd at creation and PATCH changes them", async () => {
+    const created = await call("POST", "/admin/v1/keys", { account: "limited", rpm_limit: 60, tpm_limit: 1000, budget_usd: "12.50" });
+    assert.equal(created.status, 201);
+    assert.equal(created.body.rpm_limit, 60);
+    assert.equal(created.body.tpm_limit, 1000);
+    assert.equal(created.body.budget_usd, "12.5");
+    assert.equal(created.body.spent_usd, "0");
+    assert.deepEqual((await authenticate(db, created.body.key))?.limits, { requestsPerMinute: 60, tokensPerMinute: 1000, budgetUsd: "12.5" });
+
+    const plain = (await call("POST", "/admin/v1/keys", { account: "limited", budget_usd: 3.25 })).body;
+    assert.equal(plain.budget_usd, "3.25", "a JSON number is taken as its text");
+    assert.equal(plain.rpm_limit, null);
+
+    const patched = await call("PATCH", `/admin/v1/keys/${created.body.id}`, { rpm_limit: null, budget_usd: "100" });
+    assert.equal(patched.status, 200);
+    assert.equal(patched.body.id, created.body.id);
+    assert.equal(patched.body.key, undefined);
+    assert.deepEqual([patched.body.rpm_limit, patched.body.tpm_limit, patched.body.budget_usd], [null, 1000, "100"]);
+    const listed = (await call("GET", "/admin/v1/keys?account=limited")).body.data.find((key: { id: string }) => key.id === created.body.id);
+    assert.equal(listed.budget_usd, "100");
+
+    for (const [body, param] of [
+      [{ rpm_limit: 0 }, "rpm_limit"],
+      [{ tpm_limit: 1.5 }, "tpm_limit"],
+      [{ budget_usd: "-1" }, "budget_usd"],
+      [{ budget_usd: "lots" }, "budget_usd"],
+      [{ rpm_limit: "60" }, "rpm_limit"],
+    ] as const) {
+      const bad = await call("PATCH", `/admin/v1/keys/${created.body.id}`, body);
+      assert.equal(bad.status, 400, JSON.stringify(body));
+      assert.equal(bad.body.error.param, param);
+      assert.equal((await call("POST", "/admin/v1/keys", { account: "limited", ...body })).status, 400);
+    }
+    assert.equal((await call("PATCH", `/admin/v1/keys/${created.body.id}`, { budget: "5" })).status, 400, "unknown fields are refused");
+    const missing = await call("PATCH", "/admin/v1/keys/key_nope", { rpm_limit: 5 });
+    assert.equal(missing.status, 404);
+  });
+
   test("DELETE /admin/v1/keys/:id revokes; an unknown id is a 404", async () => {
     const created = (await call("POST", "/admin/v1/keys", { account: "revoked" })).body;
     const { status, body } = await call("DELETE", `/admin/v1/keys/${created.id}`);

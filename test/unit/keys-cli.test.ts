@@ -70,6 +70,45 @@ describe("keys CLI without a server (opens the database itself)", () => {
     }
   });
 
+  test("create takes --rpm, --tpm and --budget; list shows them; set-limits changes them", async () => {
+    const created = await runKeys("create", "--account", "limited", "--rpm", "60", "--tpm", "90000", "--budget", "25.50", "--data-dir", dataDir);
+    assert.ok(created.some((line) => line.includes("60 RPM, 90000 TPM, budget $25.5 (spent $0)")), created.join("\n"));
+    const id = /key_[A-Za-z0-9_-]+/.exec(created.join("\n"))![0];
+
+    const table = await runKeys("list", "--data-dir", dataDir);
+    assert.match(table[0]!, /LAST USED\s+RPM\s+TPM\s+BUDGET USD\s+SPENT USD$/);
+    assert.match(table.find((line) => line.includes(id))!, /\s60\s+90000\s+25\.5\s+0$/);
+
+    const [json] = JSON.parse((await runKeys("list", "--json", "--data-dir", dataDir)).join("\n"));
+    assert.deepEqual([json.rpm_limit, json.tpm_limit, json.budget_usd, json.spent_usd], [60, 90000, "25.5", "0"]);
+
+    assert.deepEqual(await runKeys("set-limits", id, "--rpm", "none", "--budget", "0.000001", "--data-dir", dataDir), [
+      `Updated ${id}: server default RPM, 90000 TPM, budget $0.000001 (spent $0).`,
+    ]);
+    assert.match((await runKeys("list", "--data-dir", dataDir)).find((line) => line.includes(id))!, /\sdefault\s+90000\s+0\.000001\s+0$/);
+    await assert.rejects(runKeys("set-limits", id, "--data-dir", dataDir), /Nothing to change/);
+    await assert.rejects(runKeys("set-limits", "key_nope", "--tpm", "5", "--data-dir", dataDir), /No API key with id 'key_nope'/);
+
+    const plain = await runKeys("create", "--account", "plain", "--data-dir", dataDir);
+    assert.ok(plain.some((line) => line.includes("server default RPM, server default TPM, no budget")));
+    const plainRow = (await runKeys("list", "--account", "plain", "--data-dir", dataDir))[1]!;
+    assert.match(plainRow, /\sdefault\s+default\s+unlimited\s+0$/);
+  });
+
+  test("bad --rpm, --tpm and --budget values are refused before anything is created", async () => {
+    const refuse = (...args: string[]) => {
+      const command = keysCommand({ stdout: { write: () => true } });
+      command.exitOverride().configureOutput({ writeErr: () => undefined });
+      for (const sub of command.commands) sub.exitOverride().configureOutput({ writeErr: () => undefined });
+      return assert.rejects(command.parseAsync(["create", "--account", "bad", ...args, "--data-dir", dataDir], { from: "user" }));
+    };
+    await refuse("--rpm", "0");
+    await refuse("--tpm", "1.5");
+    await refuse("--budget", "-3");
+    await refuse("--budget", "1e3");
+    assert.deepEqual(await runKeys("list", "--data-dir", dataDir), ["No API keys."]);
+  });
+
   test("SWITCHYARD_DATA_DIR is the default data dir", async () => {
     const saved = process.env.SWITCHYARD_DATA_DIR;
     process.env.SWITCHYARD_DATA_DIR = dataDir;
@@ -129,6 +168,17 @@ describe("keys CLI with a live server on the same data dir (goes through the adm
     assert.equal(await authenticate(serverDb, key), null);
 
     assert.deepEqual(requests, ["POST /admin/v1/keys", "GET /admin/v1/keys?account=served", `DELETE /admin/v1/keys/${principal!.keyId}`]);
+  });
+
+  test("limits go over HTTP too", async () => {
+    const created = await runKeys("create", "--account", "served-limits", "--rpm", "4", "--budget", "0.000006", "--data-dir", dataDir);
+    const principal = await authenticate(serverDb, created.at(-1)!);
+    assert.deepEqual(principal?.limits, { requestsPerMinute: 4, tokensPerMinute: null, budgetUsd: "0.000006" });
+    await runKeys("set-limits", principal!.keyId, "--tpm", "500", "--budget", "none", "--data-dir", dataDir);
+    assert.deepEqual((await authenticate(serverDb, created.at(-1)!))?.limits, { requestsPerMinute: 4, tokensPerMinute: 500, budgetUsd: null });
+    assert.ok(requests.includes(`PATCH /admin/v1/keys/${principal!.keyId}`));
+    const [json] = JSON.parse((await runKeys("list", "--json", "--account", "served-limits", "--data-dir", dataDir)).join("\n"));
+    assert.deepEqual([json.rpm_limit, json.tpm_limit, json.budget_usd, json.spent_usd], [4, 500, null, "0"]);
   });
 
   test("server errors come back as the same typed errors", async () => {

@@ -39,12 +39,9 @@ function usage(accountId: string, keyId: string, overrides: Partial<UsageRecord>
   };
 }
 
-/** The real key check from the store; the key's limits default to the server's (none stored yet). */
+/** The real key check from the store. */
 function realAuthenticate(db: Database): Authenticate {
-  return async (token) => {
-    const principal = await authenticate(db, token);
-    return principal && { limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null }, ...principal };
-  };
+  return (token) => authenticate(db, token);
 }
 
 /** The service's own auth and error handling, the usage route, and the admin API, on 127.0.0.1. */

@@ -50,16 +50,16 @@ export function keysCommand(options: KeysCommandOptions = {}): Command {
     .command("set-limits")
     .description("Change a key's requests/minute, tokens/minute or spend budget ('none' clears one)")
     .argument("<id>", "key id, e.g. key_…")
-    .option("--rpm <n|none>", "requests per minute; none: the server default", orNone(parseRateLimit))
-    .option("--tpm <n|none>", "tokens per minute; none: the server default", orNone(parseRateLimit))
-    .option("--budget <usd|none>", "spend budget in US dollars; none: no budget", orNone(parseBudget))
+    .option("--rpm <n>", "requests per minute, or none for the server default", orNone(parseRateLimit))
+    .option("--tpm <n>", "tokens per minute, or none for the server default", orNone(parseRateLimit))
+    .option("--budget <usd>", "spend budget in US dollars, or none for no budget", orNone(parseBudget))
     .option("--data-dir <dir>", "data directory (default: SWITCHYARD_DATA_DIR or ~/.local/share/switchyard)")
-    .action(async (id: string, opts: { rpm?: number | null; tpm?: number | null; budget?: string | null; dataDir?: string }) => {
+    .action(async (id: string, opts: { rpm?: number | None; tpm?: number | None; budget?: string | None; dataDir?: string }) => {
       if (opts.rpm === undefined && opts.tpm === undefined && opts.budget === undefined) {
         throw new Error("Nothing to change: give --rpm, --tpm and/or --budget.");
       }
       const updated = await withKeyAdmin(opts.dataDir, (admin) =>
-        admin.setKeyLimits(id, { requestsPerMinute: opts.rpm, tokensPerMinute: opts.tpm, budgetUsd: opts.budget }),
+        admin.setKeyLimits(id, { requestsPerMinute: cleared(opts.rpm), tokensPerMinute: cleared(opts.tpm), budgetUsd: cleared(opts.budget) }),
       );
       print(`Updated ${updated.id}: ${describeLimits(updated)}.`);
     });
@@ -160,8 +160,17 @@ function parseBudget(value: string): string {
   return text;
 }
 
-function orNone<T>(parse: (value: string) => T): (value: string) => T | null {
-  return (value) => (value.trim().toLowerCase() === "none" ? null : parse(value));
+/** "none" on the command line; commander turns a parser's null into "", hence a marker rather than null. */
+const NONE = "none";
+type None = typeof NONE;
+
+function orNone<T>(parse: (value: string) => T): (value: string) => T | None {
+  return (value) => (value.trim().toLowerCase() === NONE ? NONE : parse(value));
+}
+
+/** undefined (flag not given) stays undefined; "none" becomes null (clear the limit). */
+function cleared<T>(value: T | None | undefined): T | null | undefined {
+  return value === NONE ? null : value;
 }
 
 function parseModelList(value: string): string[] {

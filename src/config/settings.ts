@@ -13,7 +13,7 @@ const settingsSchema = z.object({
   parallel: z.coerce.number().int().min(1).max(256),
   /** Requests that may wait for a sequence per model before 429. */
   maxWaiting: z.coerce.number().int().min(0),
-  /** CPU threads for llama.cpp per model; 0 means one per available core. */
+  /** CPU threads for llama.cpp per model; 0 means one per available core, less one for Node. */
   threads: z.coerce.number().int().min(0),
   /** Cap on one request's context window (tokens); each sequence holds a KV cache this size. */
   maxContext: z.coerce.number().int().min(512),

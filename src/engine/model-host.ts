@@ -48,9 +48,11 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
   const context = await model.createContext({
     sequences: options.sequences,
     contextSize: contextWindow,
-    // node-llama-cpp's default counts more threads than this machine has cores (4 on 2 here), and
-    // oversubscribed llama.cpp workers spin against each other: 0.2 tok/s instead of 40+.
-    threads: options.threads ?? availableParallelism(),
+    // llama.cpp's workers spin-wait on each other, so a worker that loses its core stalls them all:
+    // node-llama-cpp's default (4 threads on this 2-core machine) ran at 0.2 tok/s. One core is
+    // left to Node's event loop (HTTP, SSE, detokenizing), which costs little: on 2 cores, 1 thread
+    // decoded as fast as 2 and kept going when other processes took CPU.
+    threads: options.threads ?? Math.max(1, availableParallelism() - 1),
     batchSize: options.batchSize ?? 512,
   });
   return createHost(model, context, chatTemplateFor(model, options.fallbackChatTemplate), new Admission(options.sequences, options.maxWaiting), contextWindow);

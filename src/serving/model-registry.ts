@@ -22,7 +22,7 @@ export interface ModelRegistry {
 
 export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegistry {
   const models = new Map<string, ServedModel>(entries.map((entry) => [entry.id, { entry, state: "loading" }]));
-  const require = (id: string) => {
+  const mustGet = (id: string) => {
     const model = models.get(id);
     if (!model) throw new Error(`Model ${id} is not in this registry.`);
     return model;
@@ -31,10 +31,10 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
     list: () => [...models.values()],
     get: (id) => models.get(id),
     ready(id, backend) {
-      Object.assign(require(id), { state: "ready", backend, error: undefined });
+      Object.assign(mustGet(id), { state: "ready", backend, error: undefined });
     },
     failed(id, error) {
-      Object.assign(require(id), { state: "failed", error });
+      Object.assign(mustGet(id), { state: "failed", error });
     },
     allReady: () => [...models.values()].every((m) => m.state === "ready"),
     async closeAll() {

@@ -13,7 +13,8 @@ describe("limits and budgets, on PostgreSQL and Redis shared by two server proce
   let b: RunningServer;
   before(async () => {
     database = await createTestDatabase("postgres");
-    const env = { SWITCHYARD_DATABASE_URL: database.url!, SWITCHYARD_REDIS_URL: "redis://127.0.0.1:6379", SWITCHYARD_MAX_CONCURRENT_PER_MODEL: "6" };
+    // Two servers on one machine: one llama.cpp thread each, or their workers fight over the cores.
+    const env = { SWITCHYARD_THREADS: "1", SWITCHYARD_DATABASE_URL: database.url!, SWITCHYARD_REDIS_URL: "redis://127.0.0.1:6379", SWITCHYARD_MAX_CONCURRENT_PER_MODEL: "6" };
     [a, b] = await Promise.all([startServer({ env }), startServer({ env })]);
   });
   after(async () => {
@@ -23,17 +24,13 @@ describe("limits and budgets, on PostgreSQL and Redis shared by two server proce
 
   test("requests per minute are counted across both processes, with Retry-After", async () => {
     const key = createKey(a.dataDir, "rpm-account", ["--rpm", "4"], { SWITCHYARD_DATABASE_URL: database.url! });
-    const statuses: number[] = [];
-    let retryAfter: string | null = null;
-    for (const server of [a, b, a, b, a, b]) {
-      const response = await postChat(asKey(server, key), ask());
-      statuses.push(response.status);
-      if (response.status === 429) {
-        retryAfter = response.headers.get("retry-after");
-        const body = await response.json();
-        assert.equal(body.error.code, "rate_limit_exceeded");
-      } else await response.arrayBuffer();
-    }
+    // All six arrive together (admission happens before any generation), so the minute cannot slide.
+    const responses = await Promise.all([a, b, a, b, a, b].map((server) => postChat(asKey(server, key), ask({ max_tokens: 2 }))));
+    const statuses = responses.map((r) => r.status).sort();
+    const refused = responses.filter((r) => r.status === 429);
+    const retryAfter = refused[0]?.headers.get("retry-after") ?? null;
+    for (const r of refused) assert.equal((await r.json()).error.code, "rate_limit_exceeded");
+    await Promise.all(responses.filter((r) => r.status !== 429).map((r) => r.arrayBuffer()));
     assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429]);
     assert.ok(Number(retryAfter) >= 1 && Number(retryAfter) <= 60, `Retry-After ${retryAfter}`);
   });

@@ -86,19 +86,22 @@ export function toolCallJson(name: string, args: string): string {
 }
 
 export function toolInstructions(tools: readonly ToolDefinition[]): string {
-  const list = tools.map((t) => JSON.stringify({ name: t.name, description: t.description ?? "", parameters: t.parameters })).join("\n");
+  const list = JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description ?? "", parameters: t.parameters })));
   return (
-    "You can call these tools (one JSON object per tool):\n" +
-    list +
-    '\n\nTo call a tool, reply with only a JSON object of the form {"name": "<tool name>", "arguments": {<arguments matching its parameters>}} and nothing else. ' +
-    "When a tool result is given to you, use it to answer the user in plain text."
+    "You are an expert in composing functions. You are given a question and a set of possible functions. " +
+    "Based on the question, you will need to make one or more function/tool calls to achieve the purpose. " +
+    "If no function is needed, answer the question in plain text.\n\n" +
+    `You have access to the following tools:\n<tools>${list}</tools>\n\n` +
+    "To call tools, the output MUST strictly adhere to the following format, and NO other text MUST be included:\n" +
+    '<tool_call>[\n{"name": "func_name1", "arguments": {"argument1": "value1", "argument2": "value2"}},\n... (more tool calls as required)\n]</tool_call>\n\n' +
+    "When tool results are given to you, use them to answer the user in plain text."
   );
 }
 
 function withToolInstructions(messages: readonly ChatMessage[], tools: readonly ToolDefinition[], knowsToolRole: boolean): Record<string, unknown>[] {
   const out = messages.map((m): Record<string, unknown> => {
     if (m.role === "assistant" && m.toolCalls?.length) {
-      const calls = m.toolCalls.map((c) => toolCallJson(c.name, c.arguments)).join("\n");
+      const calls = `<tool_call>[${m.toolCalls.map((c) => toolCallJson(c.name, c.arguments)).join(", ")}]</tool_call>`;
       return { role: "assistant", content: m.content ? `${m.content}\n${calls}` : calls };
     }
     if (m.role === "tool" && !knowsToolRole) return { role: "user", content: `Result of tool call ${m.toolCallId ?? ""}:\n${m.content}` };

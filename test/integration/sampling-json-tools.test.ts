@@ -37,6 +37,21 @@ function checkLogprobs(tokens: TokenLogprob[], top: number): void {
   }
 }
 
+/** Runs `count` tasks with at most `limit` at once; results in task order. */
+async function pool<T>(count: number, limit: number, task: (i: number) => Promise<T>): Promise<T[]> {
+  const results = new Array<T>(count);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < count) {
+        const i = next++;
+        results[i] = await task(i);
+      }
+    }),
+  );
+  return results;
+}
+
 describe("sampling, n, logprobs, JSON output and tools", () => {
   let server: RunningServer;
   before(async () => {
@@ -177,12 +192,16 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
       required: ["name", "age", "pet", "ok"],
       additionalProperties: false,
     };
-    const results = await Promise.all(
-      Array.from({ length: 50 }, async (_, i) => {
+    // 50 requests, at most 10 in flight at once: on a 2-core machine a queued request can wait past
+    // fetch's 300 s headers timeout if all 50 are sent together.
+    const results = await pool(
+      50,
+      10,
+      async (i) => {
         const response = await postChat(server, ask(`Person number ${i} as JSON.`, { response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } }, max_tokens: 60, seed: i }));
         assert.equal(response.status, 200);
         return ((await response.json()) as { choices: Array<{ message: { content: string }; finish_reason: string }> }).choices[0]!;
-      }),
+      },
     );
     let parsed = 0;
     for (const choice of results) {
@@ -201,7 +220,7 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
   });
 
   test("a forced tool call is grammar-bound: its arguments parse and validate, in JSON and in a stream", async () => {
-    const response = await postChat(server, ask("What's the weather in Paris?", { tools: [weatherTool], tool_choice: { type: "function", function: { name: "get_weather" } }, max_tokens: 40 }));
+    const response = await postChat(server, ask("What's the weather in Paris?", { tools: [weatherTool], tool_choice: { type: "function", function: { name: "get_weather" } }, max_tokens: 80 }));
     const body = (await response.json()) as { choices: Array<{ finish_reason: string; message: { content: string | null; tool_calls: Array<{ id: string; type: string; function: { name: string; arguments: string } }> } }> };
     const choice = body.choices[0]!;
     assert.equal(choice.finish_reason, "tool_calls");
@@ -213,7 +232,7 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
     assert.equal(typeof args.city, "string");
     assert.ok(["celsius", "fahrenheit"].includes(args.unit));
 
-    const stream = await postChat(server, ask("What's the weather in Rome?", { tools: [weatherTool], tool_choice: "required", max_tokens: 40, stream: true }));
+    const stream = await postChat(server, ask("What's the weather in Rome?", { tools: [weatherTool], tool_choice: "required", max_tokens: 80, stream: true }));
     const chunks = (await readSse(stream)).slice(0, -1).map((e) => JSON.parse(e));
     const deltas = chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []);
     assert.equal(deltas[0].function.name, "get_weather");

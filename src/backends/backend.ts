@@ -1,4 +1,4 @@
-import type { ChatMessage, EngineEvent, SamplingSettings } from "../engine/types.js";
+import type { ChatMessage, EngineEvent, OutputConstraint, SamplingSettings, ToolDefinition } from "../engine/types.js";
 
 /**
  * What serving needs from whatever runs a model: the embedded engine today, an OpenAI-compatible
@@ -12,6 +12,10 @@ export interface GenerationParams {
   maxTokens: number;
   sampling: SamplingSettings;
   stop: readonly string[];
+  /** Each token's log probability with this many alternatives; absent: none. */
+  logprobs?: { top: number };
+  /** Grammar-constrained output (JSON, or JSON matching a schema). */
+  constraint?: OutputConstraint;
 }
 
 export interface BackendStats {
@@ -24,7 +28,9 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   /** Tokens one request may hold: prompt plus completion. */
   readonly contextWindow: number;
   /** Renders the conversation with the model's chat template; throws PromptRejected if the template refuses it. */
-  prepare(messages: readonly ChatMessage[]): Promise<P>;
+  prepare(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[]): Promise<P>;
+  /** Token ids the model has (logit_bias keys must be below this). */
+  readonly vocabularySize: number;
   generate(prompt: P, params: GenerationParams, signal: AbortSignal): AsyncGenerator<EngineEvent>;
   stats(): BackendStats;
   close(): Promise<void>;
@@ -35,3 +41,6 @@ export class PromptRejected extends Error {}
 
 /** The backend's wait queue is full. */
 export class BackendBusy extends Error {}
+
+/** The backend cannot constrain output this way (e.g. a JSON schema keyword its grammar lacks). */
+export class ConstraintRejected extends Error {}

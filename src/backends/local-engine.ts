@@ -1,8 +1,9 @@
 import { QueueFullError } from "../engine/admission.js";
 import { PromptTemplateError } from "../engine/chat-template.js";
 import { loadModelHost, type ModelHostOptions } from "../engine/model-host.js";
+import { UnsupportedSchemaError } from "../engine/json-schema-support.js";
 import type { EngineEvent, Token } from "../engine/types.js";
-import { BackendBusy, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
+import { BackendBusy, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
 
 interface LocalPrompt extends PreparedPrompt {
   tokens: Token[];
@@ -13,9 +14,10 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
   const host = await loadModelHost(options);
   return {
     contextWindow: host.contextWindow,
-    async prepare(messages) {
+    vocabularySize: host.vocabularySize,
+    async prepare(messages, tools) {
       try {
-        const tokens = host.tokenizeChat(messages);
+        const tokens = host.tokenizeChat(messages, tools);
         return { tokens, tokenCount: tokens.length };
       } catch (error) {
         if (error instanceof PromptTemplateError) throw new PromptRejected(error.message);
@@ -27,6 +29,7 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
         yield* host.generate({ promptTokens: prompt.tokens, ...params }, signal);
       } catch (error) {
         if (error instanceof QueueFullError) throw new BackendBusy(error.message);
+        if (error instanceof UnsupportedSchemaError) throw new ConstraintRejected(error.message);
         throw error;
       }
     },

@@ -1,13 +1,15 @@
 import { Template } from "@huggingface/jinja";
 import type { LlamaModel } from "node-llama-cpp";
-import type { ChatMessage, Token } from "./types.js";
+import type { ChatMessage, Token, ToolDefinition } from "./types.js";
 
 /** The model's template refused the conversation (e.g. roles that do not alternate). */
 export class PromptTemplateError extends Error {}
 
 export interface ChatTemplate {
-  /** Renders the conversation with the generation prompt appended, as token ids. */
-  tokenize(messages: readonly ChatMessage[]): Token[];
+  /** Renders the conversation (and the tools the model may call) with the generation prompt appended, as token ids. */
+  tokenize(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[]): Token[];
+  /** Whether the template renders a `tools` list itself (else the tools go into a system message). */
+  readonly rendersTools: boolean;
 }
 
 /**
@@ -15,6 +17,12 @@ export interface ChatTemplate {
  * fallback the catalog names), rendered the way the model's own tokenizer config would render it
  * (bos_token, add_generation_prompt), then tokenized with special tokens recognised. This is what
  * llama-server and vLLM do, so prompts match theirs.
+ *
+ * Tools: a template that uses a `tools` variable gets them there, and assistant `tool_calls` and
+ * `tool` messages in the Hugging Face shape. A template that knows nothing of tools gets a system
+ * message describing them and the JSON call shape, assistant calls rendered as that JSON, and tool
+ * results as messages of the role `tool` (or, if the template never mentions that role, as user
+ * messages saying which call they answer).
  */
 export function chatTemplateFor(model: LlamaModel, fallback?: string): ChatTemplate {
   const embedded = model.fileInfo.metadata.tokenizer?.chat_template;
@@ -25,13 +33,18 @@ export function chatTemplateFor(model: LlamaModel, fallback?: string): ChatTempl
   const template = new Template(source);
   const bosToken = model.tokens.bosString ?? "";
   const eosToken = model.tokens.eosString ?? "";
+  const rendersTools = /\btools\b/.test(source);
+  const knowsToolRole = /\btool\b|message\[['"]role['"]\]\s*\+|message\.role\s*\+/.test(source);
 
   return {
-    tokenize(messages) {
+    rendersTools,
+    tokenize(messages, tools = []) {
+      const conversation = rendersTools ? messages.map(templateMessage) : withToolInstructions(messages, tools, knowsToolRole);
       let text: string;
       try {
         text = template.render({
-          messages: messages.map((m) => ({ role: m.role, content: m.content })),
+          messages: conversation,
+          ...(rendersTools && tools.length > 0 ? { tools: tools.map(templateTool) } : {}),
           add_generation_prompt: true,
           bos_token: bosToken,
           eos_token: eosToken,
@@ -43,4 +56,60 @@ export function chatTemplateFor(model: LlamaModel, fallback?: string): ChatTempl
       return model.tokenize(text, true);
     },
   };
+}
+
+/** A message in the shape Hugging Face chat templates expect. */
+function templateMessage(m: ChatMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = { role: m.role, content: m.content };
+  if (m.toolCalls?.length) {
+    out.tool_calls = m.toolCalls.map((call) => ({ id: call.id, type: "function", function: { name: call.name, arguments: parseArguments(call.arguments) } }));
+  }
+  if (m.toolCallId !== undefined) out.tool_call_id = m.toolCallId;
+  return out;
+}
+
+function templateTool(tool: ToolDefinition): Record<string, unknown> {
+  return { type: "function", function: { name: tool.name, description: tool.description ?? "", parameters: tool.parameters } };
+}
+
+function parseArguments(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** The JSON a model without native tool support writes to call a tool (and reads back in its history). */
+export function toolCallJson(name: string, args: string): string {
+  return JSON.stringify({ name, arguments: parseArguments(args) });
+}
+
+export function toolInstructions(tools: readonly ToolDefinition[]): string {
+  const list = JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description ?? "", parameters: t.parameters })));
+  return (
+    "You are an expert in composing functions. You are given a question and a set of possible functions. " +
+    "Based on the question, you will need to make one or more function/tool calls to achieve the purpose. " +
+    "If no function is needed, answer the question in plain text.\n\n" +
+    `You have access to the following tools:\n<tools>${list}</tools>\n\n` +
+    "To call tools, the output MUST strictly adhere to the following format, and NO other text MUST be included:\n" +
+    '<tool_call>[\n{"name": "func_name1", "arguments": {"argument1": "value1", "argument2": "value2"}},\n... (more tool calls as required)\n]</tool_call>\n\n' +
+    "When tool results are given to you, use them to answer the user in plain text."
+  );
+}
+
+function withToolInstructions(messages: readonly ChatMessage[], tools: readonly ToolDefinition[], knowsToolRole: boolean): Record<string, unknown>[] {
+  const out = messages.map((m): Record<string, unknown> => {
+    if (m.role === "assistant" && m.toolCalls?.length) {
+      const calls = `<tool_call>[${m.toolCalls.map((c) => toolCallJson(c.name, c.arguments)).join(", ")}]</tool_call>`;
+      return { role: "assistant", content: m.content ? `${m.content}\n${calls}` : calls };
+    }
+    if (m.role === "tool" && !knowsToolRole) return { role: "user", content: `Result of tool call ${m.toolCallId ?? ""}:\n${m.content}` };
+    return { role: m.role, content: m.content };
+  });
+  if (tools.length === 0) return out;
+  const instructions = toolInstructions(tools);
+  if (out[0]?.role === "system") out[0] = { role: "system", content: `${String(out[0].content)}\n\n${instructions}` };
+  else out.unshift({ role: "system", content: instructions });
+  return out;
 }

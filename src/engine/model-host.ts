@@ -1,10 +1,34 @@
 import { randomInt } from "node:crypto";
 import { availableParallelism } from "node:os";
-import { getLlama, type Llama, type LlamaContext, type LlamaModel } from "node-llama-cpp";
+import {
+  getLlama,
+  LlamaGrammarEvaluationState,
+  TokenBias,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequenceRepeatPenalty,
+  type LlamaGrammar,
+  type LlamaModel,
+  type SequenceEvaluateOptions,
+} from "node-llama-cpp";
 import { Admission } from "./admission.js";
 import { chatTemplateFor, type ChatTemplate } from "./chat-template.js";
+import { JsonEnd } from "./json-end.js";
+import { normalizeJsonSchema } from "./json-schema-support.js";
 import { TextStream } from "./text-stream.js";
-import type { ChatMessage, EngineEvent, FinishReason, GenerationRequest, ModelHostStats, Token } from "./types.js";
+import type {
+  ChatMessage,
+  EngineEvent,
+  FinishReason,
+  GenerationRequest,
+  ModelHostStats,
+  OutputConstraint,
+  SamplingSettings,
+  Token,
+  TokenAlternative,
+  TokenLogprob,
+  ToolDefinition,
+} from "./types.js";
 
 export interface ModelHostOptions {
   modelPath: string;
@@ -22,7 +46,10 @@ export interface ModelHostOptions {
 export interface ModelHost {
   /** Tokens one request may hold in all: prompt plus completion. */
   readonly contextWindow: number;
-  tokenizeChat(messages: readonly ChatMessage[]): Token[];
+  readonly vocabularySize: number;
+  tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[]): Token[];
+  /** Whether the model's chat template renders a `tools` list itself. */
+  readonly templateRendersTools: boolean;
   /**
    * Streams the generation. When `signal` aborts it stops within one decode step, frees its sequence
    * and still ends with a `finish` event (reason `cancelled`) so the tokens used can be metered.
@@ -55,33 +82,51 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     threads: options.threads ?? Math.max(1, availableParallelism() - 1),
     batchSize: options.batchSize ?? 512,
   });
-  return createHost(model, context, chatTemplateFor(model, options.fallbackChatTemplate), new Admission(options.sequences, options.maxWaiting), contextWindow);
+  return createHost(llama, model, context, chatTemplateFor(model, options.fallbackChatTemplate), new Admission(options.sequences, options.maxWaiting), contextWindow);
 }
 
-function createHost(model: LlamaModel, context: LlamaContext, template: ChatTemplate, admission: Admission, contextWindow: number): ModelHost {
+function createHost(llama: Llama, model: LlamaModel, context: LlamaContext, template: ChatTemplate, admission: Admission, contextWindow: number): ModelHost {
   const detokenize = (tokens: readonly Token[], lastTokens: readonly Token[]) => model.detokenize(tokens, false, lastTokens);
+  const grammars = grammarCache(llama);
 
   async function* generate(request: GenerationRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent> {
+    // A schema the grammar cannot express is refused before the request waits for a sequence.
+    const grammar = request.constraint ? await grammars.get(request.constraint) : undefined;
     const queuedAt = performance.now();
     const release = await admission.acquire(signal);
     const sequence = context.getSequence();
     try {
       yield { type: "started", queuedMs: performance.now() - queuedAt };
       const text = new TextStream(detokenize, request.stop);
+      const generated: Token[] = [];
+      const logprobs: TokenLogprob[] = [];
+      let reported = 0;
+      /** The logprobs of the tokens whose text the stream has released since the last call. */
+      const released = (): TokenLogprob[] | undefined => {
+        if (!request.logprobs) return undefined;
+        const count = text.takeReleasedTokens();
+        reported += count;
+        return logprobs.slice(reported - count, reported);
+      };
+      const options = evaluateOptions(model, request.sampling, generated, grammar);
+      const top = request.logprobs?.top ?? 0;
+      const metadata = { confidence: request.logprobs !== undefined, probabilities: top > 0 };
+      const jsonEnd = grammar ? new JsonEnd() : undefined;
       let reason: FinishReason = "stop";
-      const tokens = sequence.evaluate([...request.promptTokens], {
-        temperature: request.sampling.temperature,
-        topP: request.sampling.topP,
-        seed: request.sampling.seed ?? randomInt(2 ** 31),
-      });
-      for await (const token of tokens) {
+      for await (const next of sequence.evaluateWithMetadata([...request.promptTokens], metadata, options)) {
+        const output = next as { token: Token; confidence?: number; probabilities?: Map<Token, number> };
         if (signal?.aborted) {
           reason = "cancelled";
           break;
         }
+        const token = output.token;
+        generated.push(token);
+        if (request.logprobs) logprobs.push(tokenLogprob(model, token, output.confidence, output.probabilities, top));
         const delta = text.push(token);
-        if (delta) yield { type: "text", text: delta, completionTokens: text.tokenCount };
+        const lp = released();
+        if (delta || lp?.length) yield { type: "text", text: delta, completionTokens: text.tokenCount, ...(lp ? { logprobs: lp } : {}) };
         if (text.hitStop) break;
+        if (jsonEnd?.push(model.detokenize([token], false))) break;
         if (text.tokenCount >= request.maxTokens) {
           reason = "length";
           break;
@@ -92,7 +137,8 @@ function createHost(model: LlamaModel, context: LlamaContext, template: ChatTemp
         return;
       }
       const rest = text.flush();
-      if (rest) yield { type: "text", text: rest, completionTokens: text.tokenCount };
+      const lp = released();
+      if (rest || lp?.length) yield { type: "text", text: rest, completionTokens: text.tokenCount, ...(lp ? { logprobs: lp } : {}) };
       yield { type: "finish", reason, completionTokens: text.tokenCount };
     } finally {
       await sequence.dispose();
@@ -102,7 +148,9 @@ function createHost(model: LlamaModel, context: LlamaContext, template: ChatTemp
 
   return {
     contextWindow,
-    tokenizeChat: (messages) => template.tokenize(messages),
+    vocabularySize: vocabularySize(model),
+    tokenizeChat: (messages, tools) => template.tokenize(messages, tools),
+    templateRendersTools: template.rendersTools,
     generate,
     stats: () => {
       const { running, waiting, slots } = admission.stats;
@@ -113,4 +161,91 @@ function createHost(model: LlamaModel, context: LlamaContext, template: ChatTemp
       await model.dispose();
     },
   };
+}
+
+/** Most tokens of the completion so far that the penalties look back over. */
+const PENALTY_WINDOW = 1024;
+
+/**
+ * Maps the sampling settings onto node-llama-cpp. The penalties punish the tokens generated so far
+ * (not the prompt), as OpenAI's presence and frequency penalties do; repetition_penalty uses the
+ * same window. A logit bias of -100 or below bans the token; any other value is added to its logit.
+ */
+function evaluateOptions(model: LlamaModel, sampling: SamplingSettings, generated: Token[], grammar: LlamaGrammar | undefined): SequenceEvaluateOptions {
+  const options: SequenceEvaluateOptions = {
+    temperature: sampling.temperature,
+    topP: sampling.topP,
+    topK: sampling.topK ?? 0,
+    minP: sampling.minP ?? 0,
+    seed: sampling.seed ?? randomInt(2 ** 31),
+  };
+  const { presencePenalty = 0, frequencyPenalty = 0, repetitionPenalty = 1 } = sampling;
+  if (presencePenalty !== 0 || frequencyPenalty !== 0 || repetitionPenalty !== 1) {
+    const repeatPenalty: LlamaContextSequenceRepeatPenalty = {
+      punishTokens: () => generated.slice(-PENALTY_WINDOW),
+      maxPunishTokens: PENALTY_WINDOW,
+      penalty: repetitionPenalty,
+      presencePenalty,
+      frequencyPenalty,
+    };
+    options.repeatPenalty = repeatPenalty;
+  }
+  if (sampling.logitBias && sampling.logitBias.size > 0) {
+    const bias = new TokenBias(model.tokenizer);
+    for (const [token, value] of sampling.logitBias) bias.set(token as Token, value <= -100 ? "never" : { logit: value });
+    options.tokenBias = bias;
+  }
+  if (grammar) options.grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar });
+  return options;
+}
+
+/** The most negative log probability reported (a probability of 0 would be -Infinity, which JSON cannot carry). */
+const MIN_LOGPROB = -9999;
+
+function alternative(model: LlamaModel, token: Token, probability: number): TokenAlternative {
+  const text = model.detokenize([token], true);
+  return { token: text, logprob: probability > 0 ? Math.max(MIN_LOGPROB, Math.log(probability)) : MIN_LOGPROB, bytes: [...Buffer.from(text, "utf8")] };
+}
+
+function tokenLogprob(model: LlamaModel, token: Token, confidence: number | undefined, probabilities: Map<Token, number> | undefined, top: number): TokenLogprob {
+  const chosen = alternative(model, token, confidence ?? probabilities?.get(token) ?? 0);
+  const alternatives: TokenAlternative[] = [];
+  if (probabilities && top > 0) {
+    for (const [candidate, probability] of probabilities) {
+      if (alternatives.length >= top || !(probability > 0)) break; // the map is sorted, most likely first
+      alternatives.push(alternative(model, candidate, probability));
+    }
+  }
+  return { ...chosen, top: alternatives };
+}
+
+/** Grammars are built once per distinct constraint (a schema compiles to GBNF once). */
+function grammarCache(llama: Llama) {
+  const cache = new Map<string, Promise<LlamaGrammar>>();
+  const MAX = 64;
+  return {
+    get(constraint: OutputConstraint): Promise<LlamaGrammar> {
+      if (constraint.type === "json") {
+        const key = "json";
+        let grammar = cache.get(key);
+        if (!grammar) cache.set(key, (grammar = llama.getGrammarFor("json")));
+        return grammar;
+      }
+      const schema = normalizeJsonSchema(constraint.schema);
+      const key = `schema:${JSON.stringify(schema)}`;
+      let grammar = cache.get(key);
+      if (!grammar) {
+        grammar = llama.createGrammarForJsonSchema(schema as never) as Promise<LlamaGrammar>;
+        grammar.catch(() => cache.delete(key));
+        if (cache.size >= MAX) cache.delete(cache.keys().next().value!);
+        cache.set(key, grammar);
+      }
+      return grammar;
+    },
+  };
+}
+
+function vocabularySize(model: LlamaModel): number {
+  const tokens = model.fileInfo.metadata.tokenizer?.ggml?.tokens;
+  return Array.isArray(tokens) && tokens.length > 0 ? tokens.length : 0;
 }

@@ -19,6 +19,10 @@ export class TextStream {
   /** Characters of `decoded` already handed out. */
   private emitted = 0;
   private stopped = false;
+  /** For each decoded run of tokens: the token count after it and where its text starts and ends in `decoded`. */
+  private readonly segments: Array<{ tokenEnd: number; charStart: number; charEnd: number }> = [];
+  /** Tokens already reported by `takeReleasedTokens`. */
+  private reportedTokens = 0;
 
   constructor(
     private readonly detokenize: Detokenize,
@@ -41,8 +45,7 @@ export class TextStream {
     const context = this.tokens.slice(Math.max(0, this.decodedUpTo - CONTEXT_TOKENS), this.decodedUpTo);
     const piece = this.detokenize(pending, context);
     if (piece.endsWith(REPLACEMENT_CHAR)) return ""; // wait for the rest of the character
-    this.decoded += piece;
-    this.decodedUpTo = this.tokens.length;
+    this.append(piece);
     return this.release(false);
   }
 
@@ -52,10 +55,33 @@ export class TextStream {
     const pending = this.tokens.slice(this.decodedUpTo);
     if (pending.length > 0) {
       const context = this.tokens.slice(Math.max(0, this.decodedUpTo - CONTEXT_TOKENS), this.decodedUpTo);
-      this.decoded += this.detokenize(pending, context).replace(/\uFFFD+$/u, "");
-      this.decodedUpTo = this.tokens.length;
+      this.append(this.detokenize(pending, context).replace(/\uFFFD+$/u, ""));
     }
     return this.release(true);
+  }
+
+  /**
+   * How many more tokens have had their text released since the last call. A token counts as
+   * released once all of its text has been handed out; when a stop string cuts generation, the
+   * tokens whose text was partly handed out count too, and those wholly inside the stop string never do.
+   */
+  takeReleasedTokens(): number {
+    let released = this.reportedTokens;
+    for (const segment of this.segments) {
+      if (segment.tokenEnd <= released) continue;
+      const out = segment.charEnd <= this.emitted || (this.stopped && segment.charStart < this.emitted);
+      if (!out) break;
+      released = segment.tokenEnd;
+    }
+    const count = released - this.reportedTokens;
+    this.reportedTokens = released;
+    return count;
+  }
+
+  private append(piece: string): void {
+    this.segments.push({ tokenEnd: this.tokens.length, charStart: this.decoded.length, charEnd: this.decoded.length + piece.length });
+    this.decoded += piece;
+    this.decodedUpTo = this.tokens.length;
   }
 
   private release(final: boolean): string {

@@ -4,16 +4,50 @@ export type { Token };
 
 /** A chat message as the chat template sees it. The engine knows no wire format beyond this. */
 export interface ChatMessage {
-  role: "system" | "user" | "assistant";
+  role: "system" | "user" | "assistant" | "tool";
   content: string;
+  /** Assistant turns that called tools (rendered through the template's `tool_calls`). */
+  toolCalls?: ToolCall[];
+  /** Tool turns: the call this message answers. */
+  toolCallId?: string;
+}
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The arguments as a JSON text. */
+  arguments: string;
+}
+
+/** A function the model may call, as the chat template's `tools` variable carries it. */
+export interface ToolDefinition {
+  name: string;
+  description?: string;
+  /** JSON schema of the arguments object. */
+  parameters: Record<string, unknown>;
 }
 
 export interface SamplingSettings {
   temperature: number;
   topP: number;
+  /** 0 or absent: no top-k truncation. */
+  topK?: number;
+  /** 0 or absent: no min-p truncation. */
+  minP?: number;
   /** Undefined means a fresh random seed per request. */
   seed?: number;
+  /** Subtracted once from the logit of every token already generated (OpenAI semantics). */
+  presencePenalty?: number;
+  /** Subtracted from a token's logit once per time it was already generated (OpenAI semantics). */
+  frequencyPenalty?: number;
+  /** Multiplicative (CTRL-style) penalty on tokens already generated; 1 is off. */
+  repetitionPenalty?: number;
+  /** Token id → value added to its logit; -100 bans the token. */
+  logitBias?: ReadonlyMap<number, number>;
 }
+
+/** Constrains the output to a grammar: any JSON value, or JSON matching a (supported) schema. */
+export type OutputConstraint = { type: "json" } | { type: "json_schema"; schema: Record<string, unknown> };
 
 export interface GenerationRequest {
   promptTokens: readonly Token[];
@@ -21,6 +55,19 @@ export interface GenerationRequest {
   sampling: SamplingSettings;
   /** Strings that end generation; they are cut exactly and never emitted. */
   stop: readonly string[];
+  /** Report each token's log probability with this many most likely alternatives (0..20). */
+  logprobs?: { top: number };
+  constraint?: OutputConstraint;
+}
+
+export interface TokenAlternative {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+export interface TokenLogprob extends TokenAlternative {
+  top: TokenAlternative[];
 }
 
 /** `cancelled`: the caller aborted; the tokens generated until then are still reported for metering. */
@@ -28,8 +75,11 @@ export type FinishReason = "stop" | "length" | "cancelled";
 
 export type EngineEvent =
   | { type: "started"; queuedMs: number }
-  /** `completionTokens`: tokens generated so far, including any whose text is still held back. */
-  | { type: "text"; text: string; completionTokens: number }
+  /**
+   * `completionTokens`: tokens generated so far, including any whose text is still held back.
+   * `logprobs` (when asked for): the tokens whose text this event completes, in order.
+   */
+  | { type: "text"; text: string; completionTokens: number; logprobs?: TokenLogprob[] }
   | { type: "finish"; reason: FinishReason; completionTokens: number };
 
 export interface ModelHostStats {

@@ -1,7 +1,36 @@
 /** Wire shapes of the chat-completions responses (non-stream and stream chunks). */
 import type { ExactDecimal } from "../billing/money-json.js";
 
-export type WireFinishReason = "stop" | "length";
+export type WireFinishReason = "stop" | "length" | "tool_calls";
+
+export interface WireTopLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[] | null;
+}
+
+export interface WireTokenLogprob extends WireTopLogprob {
+  top_logprobs: WireTopLogprob[];
+}
+
+export interface WireLogprobs {
+  content: WireTokenLogprob[] | null;
+  refusal?: null;
+}
+
+export interface WireToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+/** A streamed tool-call fragment: the first carries id, type and name; arguments may come in pieces. */
+export interface WireToolCallDelta {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
+}
 
 export interface WireUsage {
   prompt_tokens: number;
@@ -22,9 +51,9 @@ export interface ChatCompletion {
   service_tier: WireServiceTier;
   choices: Array<{
     index: number;
-    message: { role: "assistant"; content: string };
+    message: { role: "assistant"; content: string | null; tool_calls?: WireToolCall[] };
     finish_reason: WireFinishReason;
-    logprobs: null;
+    logprobs: WireLogprobs | null;
   }>;
   usage: WireUsage;
 }
@@ -37,9 +66,9 @@ export interface ChatCompletionChunk {
   service_tier: WireServiceTier;
   choices: Array<{
     index: number;
-    delta: { role?: "assistant"; content?: string };
+    delta: { role?: "assistant"; content?: string | null; tool_calls?: WireToolCallDelta[] };
     finish_reason: WireFinishReason | null;
-    logprobs?: null;
+    logprobs?: WireLogprobs | null;
   }>;
   usage?: WireUsage | null;
 }

@@ -27,23 +27,50 @@ function formatPath(path: readonly PropertyKey[]): string {
 }
 
 export function toChatInput(body: ChatRequestBody): ChatInput {
+  const format = body.response_format;
+  const choice = body.tool_choice;
   return {
     model: body.model,
     messages: body.messages.map(toChatMessage),
     maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
     temperature: body.temperature ?? undefined,
     topP: body.top_p ?? undefined,
+    // top_k: -1 and 0 both mean no top-k truncation (vLLM uses -1, llama.cpp 0).
+    topK: body.top_k == null || body.top_k <= 0 ? undefined : body.top_k,
+    minP: body.min_p ?? undefined,
+    presencePenalty: body.presence_penalty ?? undefined,
+    frequencyPenalty: body.frequency_penalty ?? undefined,
+    repetitionPenalty: body.repetition_penalty ?? undefined,
+    logitBias: body.logit_bias ? new Map(Object.entries(body.logit_bias).map(([token, bias]) => [Number(token), bias])) : undefined,
     seed: body.seed ?? undefined,
     stop: body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop,
     serviceTier: body.service_tier ?? undefined,
+    n: body.n ?? 1,
+    logprobs: body.logprobs ? { top: body.top_logprobs ?? 0 } : undefined,
+    responseFormat:
+      format?.type === "json_object" ? { type: "json_object" } : format?.type === "json_schema" ? { type: "json_schema", schema: format.json_schema.schema } : undefined,
+    tools: body.tools?.map((t) => ({
+      name: t.function.name,
+      ...(t.function.description !== undefined ? { description: t.function.description } : {}),
+      parameters: t.function.parameters ?? { type: "object", properties: {} },
+    })),
+    toolChoice: choice == null ? undefined : typeof choice === "string" ? choice : { name: choice.function.name },
+    hasImages: body.messages.some((m) => Array.isArray(m.content) && m.content.some((part) => part.type === "image_url")),
   };
 }
 
 function toChatMessage(message: WireMessage, index: number): ChatMessage {
   const role = message.role === "developer" ? "system" : message.role;
   const content = message.content ?? "";
+  const toolCalls = message.tool_calls?.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));
   if (content === "" && role !== "assistant" && message.content == null) {
     throw new InvalidRequest(`Missing required parameter: 'messages[${index}].content'.`, `messages[${index}].content`, "missing_required_parameter");
   }
-  return { role, content: typeof content === "string" ? content : content.map((part) => part.text).join("") };
+  const text = typeof content === "string" ? content : content.map((part) => (part.type === "text" ? part.text : "")).join("");
+  return {
+    role,
+    content: text,
+    ...(role === "assistant" && toolCalls?.length ? { toolCalls } : {}),
+    ...(role === "tool" && message.tool_call_id ? { toolCallId: message.tool_call_id } : {}),
+  };
 }

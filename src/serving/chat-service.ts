@@ -1,13 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { BackendBusy, PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
+import { BackendBusy, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
 import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
-import type { ChatMessage, EngineEvent } from "../engine/types.js";
+import type { ChatMessage, EngineEvent, OutputConstraint, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, SpendBudgets, UsageLedger, BudgetReservation } from "./ports.js";
 import { RequestMeter } from "./request-meter.js";
+import { mayBeToolCall, parseToolCalls, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
 
 /** Who is asking; the serving layer needs only what scopes and limits the request. */
 export interface Caller {
@@ -24,9 +25,25 @@ export interface ChatInput {
   maxTokens?: number;
   temperature?: number;
   topP?: number;
+  topK?: number;
+  minP?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  repetitionPenalty?: number;
+  /** Token id → logit bias (−100..100). */
+  logitBias?: Map<number, number>;
   seed?: number;
   stop: string[];
   serviceTier?: RequestedTier;
+  /** Choices to generate (each on its own sequence; seed + index when a seed is given). */
+  n?: number;
+  /** Report log probabilities, with this many alternatives per token. */
+  logprobs?: { top: number };
+  responseFormat?: { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
+  tools?: ToolDefinition[];
+  toolChoice?: ToolChoice;
+  /** The messages carry image parts. */
+  hasImages?: boolean;
 }
 
 export interface Usage {
@@ -37,9 +54,18 @@ export interface Usage {
   cost: string;
 }
 
+export type ChoiceFinishReason = "stop" | "length" | "tool_calls";
+
+/**
+ * Per choice (`index`): text deltas (with the log probabilities of the tokens they complete, when
+ * asked for), or tool calls, then one `finish`. After every choice has finished, exactly one
+ * `done` with the usage of all of them; its reason is `cancelled` when the caller went away.
+ */
 export type ServingEvent =
-  | { type: "text"; text: string }
-  | { type: "done"; finishReason: "stop" | "length" | "cancelled"; usage: Usage };
+  | { type: "text"; index: number; text: string; logprobs?: TokenLogprob[] }
+  | { type: "tool_calls"; index: number; calls: ToolCall[] }
+  | { type: "finish"; index: number; finishReason: ChoiceFinishReason }
+  | { type: "done"; finishReason: "stop" | "cancelled"; usage: Usage };
 
 export interface ChatRun {
   id: string;
@@ -82,21 +108,46 @@ export function createChatService({ registry, ledger, limits, budgets }: ChatSer
       let reservation: BudgetReservation | null = null;
       try {
         const { entry, backend } = readyModel(registry, caller, input.model);
+        checkCapabilities(entry, backend, input);
         tier = resolveTier(entry.pricing, input.serviceTier);
         const prices = effectivePrices(entry.pricing, tier);
-        const prompt = await preparePrompt(backend, input.messages);
+        const toolChoice: ToolChoice = input.tools?.length ? (input.toolChoice ?? "auto") : "none";
+        const offered = toolChoice === "none" ? [] : (input.tools ?? []);
+        const prompt = await preparePrompt(backend, input.messages, offered);
         promptTokens = prompt.tokenCount;
+        const n = input.n ?? 1;
         const maxTokens = completionBudget(entry, backend, prompt, input.maxTokens);
 
         // The budget is reserved before the rate and concurrency limits are consulted, so a request
-        // that cannot be paid for never takes a slot from one that can.
-        const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens });
+        // that cannot be paid for never takes a slot from one that can. Every choice may use max_tokens.
+        const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens * n });
         reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase, budgetUsd: caller.limits.budgetUsd });
-        lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens, limits: caller.limits });
+        lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * n, limits: caller.limits });
 
-        const sampling = { temperature: input.temperature ?? DEFAULT_TEMPERATURE, topP: input.topP ?? DEFAULT_TOP_P, seed: input.seed };
-        const generation = backend.generate(prompt, { maxTokens, sampling, stop: input.stop }, signal);
-        meter.admitted(await admitted(generation));
+        const forced = toolChoice === "required" ? offered : typeof toolChoice === "object" ? offered.filter((t) => t.name === toolChoice.name) : [];
+        const { constraint, constraintParam } = outputConstraint(input, forced);
+        const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
+        const generations = Array.from({ length: n }, (_, index) => {
+          const sampling = {
+            temperature: input.temperature ?? DEFAULT_TEMPERATURE,
+            topP: input.topP ?? DEFAULT_TOP_P,
+            topK: input.topK,
+            minP: input.minP,
+            presencePenalty: input.presencePenalty,
+            frequencyPenalty: input.frequencyPenalty,
+            repetitionPenalty: input.repetitionPenalty,
+            logitBias: input.logitBias,
+            seed: input.seed === undefined ? undefined : input.seed + index,
+          };
+          return backend.generate(prompt, { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint }, signal);
+        });
+        try {
+          const queued = await Promise.all(generations.map((g) => admitted(g, constraintParam)));
+          meter.admitted(Math.max(...queued));
+        } catch (error) {
+          await Promise.allSettled(generations.map((g) => g.return(undefined)));
+          throw error;
+        }
 
         const settle = settlement(meter, { tier, promptTokens, prices, lease, reservation });
         return {
@@ -104,7 +155,11 @@ export function createChatService({ registry, ledger, limits, budgets }: ChatSer
           created: Math.floor(Date.now() / 1000),
           model: entry.id,
           serviceTier: tier,
-          events: meteredEvents(generation, meter, settle),
+          events: meteredEvents(
+            generations.map((g, index) => shapeChoice(index, g, shaping)),
+            meter,
+            settle,
+          ),
         };
       } catch (error) {
         await Promise.allSettled([lease?.release(0), reservation?.settle("0")]);
@@ -132,9 +187,9 @@ function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entr
   return { entry: served.entry, backend: served.backend };
 }
 
-async function preparePrompt(backend: Backend, messages: ChatMessage[]): Promise<PreparedPrompt> {
+async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: readonly ToolDefinition[]): Promise<PreparedPrompt> {
   try {
-    return await backend.prepare(messages);
+    return await backend.prepare(messages, tools);
   } catch (error) {
     if (error instanceof PromptRejected) throw new InvalidRequest(error.message, "messages");
     throw error;
@@ -152,13 +207,14 @@ function completionBudget(entry: CatalogEntry, backend: Backend, prompt: Prepare
 }
 
 /** Waits for admission (the `started` event) and returns the time spent queued; a full queue is a 429. */
-async function admitted(generation: AsyncGenerator<EngineEvent>): Promise<number> {
+async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam: string | null): Promise<number> {
   try {
     const first = await generation.next();
     if (first.done || first.value.type !== "started") throw new Error("The backend did not start the generation.");
     return first.value.queuedMs;
   } catch (error) {
     if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
+    if (error instanceof ConstraintRejected) throw new InvalidRequest(`Unsupported schema: ${error.message}`, constraintParam, "invalid_schema");
     throw error;
   }
 }
@@ -182,31 +238,141 @@ function settlement(
   };
 }
 
+/** One choice's events, tagged with its index, before metering. */
+type ChoiceEvent =
+  | { type: "text"; index: number; text: string; completionTokens: number; logprobs?: TokenLogprob[] }
+  | { type: "tool_calls"; index: number; calls: ToolCall[]; completionTokens: number }
+  | { type: "finish"; index: number; reason: "stop" | "length" | "cancelled" | "tool_calls"; completionTokens: number };
+
+type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly ToolDefinition[] } | { mode: "auto"; tools: readonly ToolDefinition[] };
+
 /**
- * The generation as serving events, with the bill settled exactly once: at the finish event, or,
- * if the engine fails, for the tokens already delivered, or, if the consumer walks away without
- * draining the events, for what was generated until then.
+ * Turns one generation into choice events. With tools offered, text that may be a call is held
+ * back: forced (`required` or a named tool) holds everything and, the output being grammar-bound,
+ * returns it as tool calls; `auto` holds text only while it still starts like a call (`{`, `[`,
+ * `<tool_call>` or a code fence) and, at the end, returns tool calls if the whole text parses as a
+ * call of an offered tool (see parseToolCalls), else releases it as content.
  */
-async function* meteredEvents(generation: AsyncGenerator<EngineEvent>, meter: RequestMeter, settle: Settle): AsyncGenerator<ServingEvent> {
-  let delivered = 0;
+async function* shapeChoice(index: number, generation: AsyncGenerator<EngineEvent>, shaping: ToolShaping): AsyncGenerator<ChoiceEvent> {
+  let holding = shaping.mode !== "none";
+  let held = "";
+  let heldLogprobs: TokenLogprob[] | undefined;
+  for await (const event of generation) {
+    if (event.type === "started") continue;
+    if (event.type === "text") {
+      if (holding) {
+        held += event.text;
+        if (event.logprobs) (heldLogprobs ??= []).push(...event.logprobs);
+        if (shaping.mode === "auto" && !mayBeToolCall(held)) {
+          holding = false;
+          yield { type: "text", index, text: held, completionTokens: event.completionTokens, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
+          held = "";
+          heldLogprobs = undefined;
+        }
+        continue;
+      }
+      yield { index, ...event };
+      continue;
+    }
+    if (holding && event.reason !== "cancelled" && shaping.mode !== "none") {
+      const calls = event.reason === "length" ? null : parseToolCalls(held, shaping.tools);
+      if (calls) {
+        yield { type: "tool_calls", index, calls, completionTokens: event.completionTokens };
+        yield { type: "finish", index, reason: "tool_calls", completionTokens: event.completionTokens };
+        return;
+      }
+      if (held) yield { type: "text", index, text: held, completionTokens: event.completionTokens, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
+    }
+    yield { type: "finish", index, reason: event.reason, completionTokens: event.completionTokens };
+  }
+}
+
+/** Interleaves several generators, yielding each value as soon as it is ready. */
+async function* merge<T>(sources: AsyncGenerator<T>[]): AsyncGenerator<T> {
+  const pending = new Map<number, Promise<{ i: number; result: IteratorResult<T> }>>();
+  const pull = (i: number) => pending.set(i, sources[i]!.next().then((result) => ({ i, result })));
+  sources.forEach((_, i) => pull(i));
   try {
-    for await (const event of generation) {
+    while (pending.size > 0) {
+      const { i, result } = await Promise.race(pending.values());
+      if (result.done) {
+        pending.delete(i);
+        continue;
+      }
+      pull(i);
+      yield result.value;
+    }
+  } finally {
+    // Stops the choices still running (their sequences are freed); each ends with its own cleanup.
+    await Promise.allSettled(sources.map((s) => s.return(undefined)));
+  }
+}
+
+/**
+ * The generations as serving events, with the bill settled exactly once: when every choice has
+ * finished, or, if the engine fails, for the tokens already delivered, or, if the consumer walks
+ * away without draining the events, for what was generated until then. Usage counts the prompt
+ * once and the completion tokens of every choice.
+ */
+async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: RequestMeter, settle: Settle): AsyncGenerator<ServingEvent> {
+  const delivered = new Array<number>(choices.length).fill(0);
+  const total = () => delivered.reduce((a, b) => a + b, 0);
+  let finished = 0;
+  let cancelled = false;
+  try {
+    for await (const event of merge(choices)) {
+      delivered[event.index] = event.completionTokens;
       if (event.type === "text") {
         meter.firstToken();
-        delivered = event.completionTokens;
-        yield { type: "text", text: event.text };
-      } else if (event.type === "finish") {
-        const status = event.reason === "cancelled" ? "cancelled" : "completed";
-        const usage = await settle({ completionTokens: event.completionTokens, status, finishReason: event.reason, errorCode: null });
-        yield { type: "done", finishReason: event.reason, usage };
+        yield { type: "text", index: event.index, text: event.text, ...(event.logprobs ? { logprobs: event.logprobs } : {}) };
+      } else if (event.type === "tool_calls") {
+        meter.firstToken();
+        yield { type: "tool_calls", index: event.index, calls: event.calls };
+      } else {
+        finished++;
+        if (event.reason === "cancelled") cancelled = true;
+        else yield { type: "finish", index: event.index, finishReason: event.reason };
+        if (finished === choices.length) {
+          const status = cancelled ? "cancelled" : "completed";
+          const usage = await settle({ completionTokens: total(), status, finishReason: cancelled ? "cancelled" : event.reason, errorCode: null });
+          yield { type: "done", finishReason: cancelled ? "cancelled" : "stop", usage };
+        }
       }
     }
   } catch (error) {
-    await settle({ completionTokens: delivered, status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error" });
+    await settle({ completionTokens: total(), status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error" });
     throw error;
   } finally {
-    if (!meter.recorded) await settle({ completionTokens: delivered, status: "cancelled", finishReason: null, errorCode: null });
+    if (!meter.recorded) await settle({ completionTokens: total(), status: "cancelled", finishReason: null, errorCode: null });
   }
+}
+
+/** The model's catalog tags say what it can do; asking for more is a 400 naming what is missing. */
+function checkCapabilities(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
+  const has = (tag: string) => entry.tags.some((t) => t.toLowerCase() === tag.toLowerCase());
+  if (input.responseFormat && !has("JSON")) {
+    throw new InvalidRequest(`The model '${entry.id}' does not support JSON output (response_format).`, "response_format", "unsupported_capability");
+  }
+  if (input.tools?.length && !has("Function")) {
+    throw new InvalidRequest(`The model '${entry.id}' does not support function calling (tools).`, "tools", "unsupported_capability");
+  }
+  if (input.hasImages && !has("Multimodal")) {
+    throw new InvalidRequest(`The model '${entry.id}' does not support image input (Multimodal).`, "messages", "unsupported_capability");
+  }
+  for (const token of input.logitBias?.keys() ?? []) {
+    if (backend.vocabularySize > 0 && token >= backend.vocabularySize) {
+      throw new InvalidRequest(`Invalid 'logit_bias': token id ${token} is outside the model's vocabulary of ${backend.vocabularySize} tokens.`, "logit_bias", "invalid_value");
+    }
+  }
+}
+
+/** A forced tool call's grammar wins over response_format (OpenAI applies response_format to content only). */
+function outputConstraint(input: ChatInput, forced: readonly ToolDefinition[]): { constraint: OutputConstraint | undefined; constraintParam: string | null } {
+  if (forced.length > 0) return { constraint: toolCallConstraint(forced), constraintParam: "tools" };
+  const format = input.responseFormat;
+  if (format?.type === "json_object") return { constraint: { type: "json" }, constraintParam: "response_format" };
+  if (format?.type === "json_schema") return { constraint: { type: "json_schema", schema: format.schema }, constraintParam: "response_format.json_schema.schema" };
+  return { constraint: undefined, constraintParam: null };
 }
 
 function completionId(): string {

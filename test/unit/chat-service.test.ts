@@ -25,6 +25,7 @@ const entry: CatalogEntry = {
 function faultyBackend(failAfterTokens: number): Backend {
   return {
     contextWindow: 1024,
+    vocabularySize: 0,
     async prepare(): Promise<PreparedPrompt> {
       return { tokenCount: 10 };
     },

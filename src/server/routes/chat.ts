@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ExactDecimal, stringifyJson } from "../../billing/money-json.js";
+import type { TokenLogprob, ToolCall } from "../../engine/types.js";
 import { ServiceError } from "../../errors.js";
-import type { ChatCompletion, ChatCompletionChunk, WireFinishReason, WireUsage } from "../../protocol/chat-response.js";
+import type { ChatCompletion, ChatCompletionChunk, WireFinishReason, WireLogprobs, WireToolCall, WireUsage } from "../../protocol/chat-response.js";
 import type { ChatRun, ChatService, Usage } from "../../serving/chat-service.js";
 import { callerOf } from "../auth.js";
 import { parseChatRequest, toChatInput } from "../chat-input.js";
@@ -12,9 +13,11 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService): void {
   app.post("/v1/compat/chat/completions", async (request, reply) => {
     const body = parseChatRequest(request.body);
     const signal = abortOnDisconnect(reply);
-    const run = await chat.start(callerOf(request), toChatInput(body), signal);
-    if (body.stream) return streamRun(run, reply, request, body.stream_options?.include_usage === true);
-    return sendCompletion(run, reply);
+    const input = toChatInput(body);
+    const run = await chat.start(callerOf(request), input, signal);
+    const logprobs = input.logprobs !== undefined;
+    if (body.stream) return streamRun(run, reply, request, body.stream_options?.include_usage === true, logprobs);
+    return sendCompletion(run, reply, input.n ?? 1, logprobs);
   });
 }
 
@@ -36,29 +39,54 @@ function toWireUsage(usage: Usage): WireUsage {
   };
 }
 
-async function sendCompletion(run: ChatRun, reply: FastifyReply): Promise<FastifyReply> {
-  let content = "";
+function toWireLogprobs(tokens: readonly TokenLogprob[]): WireLogprobs {
+  return {
+    content: tokens.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes, top_logprobs: t.top.map((a) => ({ token: a.token, logprob: a.logprob, bytes: a.bytes })) })),
+    refusal: null,
+  };
+}
+
+function toWireToolCall(call: ToolCall): WireToolCall {
+  return { id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } };
+}
+
+async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logprobs: boolean): Promise<FastifyReply> {
+  const choices = Array.from({ length: n }, () => ({ content: "", logprobs: [] as TokenLogprob[], calls: [] as ToolCall[], finish: "stop" as WireFinishReason }));
   for await (const event of run.events) {
     if (event.type === "text") {
-      content += event.text;
-      continue;
+      const choice = choices[event.index]!;
+      choice.content += event.text;
+      if (event.logprobs) choice.logprobs.push(...event.logprobs);
+    } else if (event.type === "tool_calls") {
+      choices[event.index]!.calls.push(...event.calls);
+    } else if (event.type === "finish") {
+      choices[event.index]!.finish = event.finishReason;
+    } else {
+      if (event.finishReason === "cancelled") return reply; // the client is gone; nobody to answer
+      const completion: ChatCompletion = {
+        id: run.id,
+        object: "chat.completion",
+        created: run.created,
+        model: run.model,
+        service_tier: run.serviceTier,
+        choices: choices.map((c, index) => ({
+          index,
+          message:
+            c.calls.length > 0
+              ? { role: "assistant", content: c.content || null, tool_calls: c.calls.map(toWireToolCall) }
+              : { role: "assistant", content: c.content },
+          finish_reason: c.finish,
+          logprobs: logprobs ? toWireLogprobs(c.logprobs) : null,
+        })),
+        usage: toWireUsage(event.usage),
+      };
+      return reply.type("application/json; charset=utf-8").send(stringifyJson(completion));
     }
-    if (event.finishReason === "cancelled") return reply; // the client is gone; nobody to answer
-    const completion: ChatCompletion = {
-      id: run.id,
-      object: "chat.completion",
-      created: run.created,
-      model: run.model,
-      service_tier: run.serviceTier,
-      choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: event.finishReason, logprobs: null }],
-      usage: toWireUsage(event.usage),
-    };
-    return reply.type("application/json; charset=utf-8").send(stringifyJson(completion));
   }
   throw new Error("The generation ended without a finish event.");
 }
 
-async function streamRun(run: ChatRun, reply: FastifyReply, request: FastifyRequest, includeUsage: boolean): Promise<void> {
+async function streamRun(run: ChatRun, reply: FastifyReply, request: FastifyRequest, includeUsage: boolean, logprobs: boolean): Promise<void> {
   const sse = openSse(reply);
   const chunk = (choices: ChatCompletionChunk["choices"], usage?: WireUsage): ChatCompletionChunk => ({
     id: run.id,
@@ -69,16 +97,30 @@ async function streamRun(run: ChatRun, reply: FastifyReply, request: FastifyRequ
     choices,
     ...(includeUsage ? { usage: usage ?? null } : {}),
   });
-  const content = (text: string) => chunk([{ index: 0, delta: { role: "assistant", content: text }, finish_reason: null, logprobs: null }]);
-  const finish = (reason: WireFinishReason) => chunk([{ index: 0, delta: {}, finish_reason: reason, logprobs: null }]);
+  const started = new Set<number>();
+  const content = (index: number, text: string, tokens?: readonly TokenLogprob[]) =>
+    chunk([{ index, delta: { role: "assistant", content: text }, finish_reason: null, logprobs: logprobs ? toWireLogprobs(tokens ?? []) : null }]);
+  const finish = (index: number, reason: WireFinishReason) => chunk([{ index, delta: {}, finish_reason: reason, logprobs: null }]);
 
   try {
-    sse.send(content("")); // first byte as soon as generation starts, as OpenAI does
+    sse.send(content(0, "")); // first byte as soon as generation starts, as OpenAI does
+    started.add(0);
     for await (const event of run.events) {
-      if (event.type === "text") sse.send(content(event.text));
-      else if (event.finishReason !== "cancelled") {
-        sse.send(finish(event.finishReason));
-        if (includeUsage) sse.send(chunk([], toWireUsage(event.usage)));
+      if (event.type === "text") {
+        started.add(event.index);
+        sse.send(content(event.index, event.text, event.logprobs));
+      } else if (event.type === "tool_calls") {
+        // One fragment per call, carrying its id, name and the whole arguments text.
+        const deltas = event.calls.map((call, i) => ({ index: i, id: call.id, type: "function" as const, function: { name: call.name, arguments: call.arguments } }));
+        sse.send(chunk([{ index: event.index, delta: { role: "assistant", content: null, tool_calls: deltas }, finish_reason: null, logprobs: null }]));
+      } else if (event.type === "finish") {
+        if (!started.has(event.index)) {
+          started.add(event.index);
+          sse.send(content(event.index, ""));
+        }
+        sse.send(finish(event.index, event.finishReason));
+      } else if (event.finishReason !== "cancelled" && includeUsage) {
+        sse.send(chunk([], toWireUsage(event.usage)));
       }
     }
   } catch (error) {

@@ -1,0 +1,59 @@
+import { randomBytes } from "node:crypto";
+import type { OutputConstraint, ToolCall, ToolDefinition } from "../engine/types.js";
+
+export type ToolChoice = "none" | "auto" | "required" | { name: string };
+
+/**
+ * The grammar a forced or required call is held to: one JSON object `{"name", "arguments"}` whose
+ * name is one of the allowed tools and whose arguments follow that tool's parameter schema.
+ */
+export function toolCallConstraint(tools: readonly ToolDefinition[]): OutputConstraint {
+  const shapes = tools.map((tool) => ({
+    type: "object",
+    properties: { name: { const: tool.name }, arguments: tool.parameters },
+    required: ["name", "arguments"],
+    additionalProperties: false,
+  }));
+  return { type: "json_schema", schema: shapes.length === 1 ? shapes[0]! : { oneOf: shapes } };
+}
+
+export function toolCallId(): string {
+  return `call_${randomBytes(12).toString("base64url")}`;
+}
+
+/**
+ * Reads tool calls out of a completion's text. Accepted shapes, after trimming and removing an
+ * optional ```json fence or <tool_call>...</tool_call> wrapper: one JSON object
+ * `{"name": TOOL, "arguments": {...}}` (`parameters` is accepted for `arguments`), or a JSON array
+ * of them. Every name must be one of the tools offered; otherwise the text is not a call.
+ */
+export function parseToolCalls(text: string, tools: readonly ToolDefinition[]): ToolCall[] | null {
+  let body = text.trim();
+  body = body.replace(/^<tool_call>\s*/u, "").replace(/\s*<\/tool_call>$/u, "");
+  body = body.replace(/^```(?:json)?\s*/u, "").replace(/\s*```$/u, "").trim();
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return null;
+  }
+  const items = Array.isArray(value) ? value : [value];
+  if (items.length === 0) return null;
+  const calls: ToolCall[] = [];
+  for (const item of items) {
+    if (typeof item !== "object" || item === null) return null;
+    const { name, arguments: args, parameters } = item as Record<string, unknown>;
+    const argsValue = args ?? parameters ?? {};
+    if (typeof name !== "string" || !tools.some((t) => t.name === name)) return null;
+    if (typeof argsValue !== "object" || argsValue === null || Array.isArray(argsValue)) return null;
+    calls.push({ id: toolCallId(), name, arguments: JSON.stringify(argsValue) });
+  }
+  return calls;
+}
+
+/** Whether text that starts like this may turn out to be a tool call in `auto` mode (so it is held back). */
+export function mayBeToolCall(prefix: string): boolean {
+  const start = prefix.trimStart();
+  if (start.length === 0) return true;
+  return ["{", "[", "<tool_call>", "```"].some((opening) => start.startsWith(opening) || opening.startsWith(start));
+}

@@ -8,27 +8,8 @@ import { InvalidRequest } from "../../src/errors.js";
 import type { UsageRecord } from "../../src/serving/ports.js";
 import type { Database } from "../../src/storage/database.js";
 import { forEachDatabase } from "../helpers/databases.js";
+import { usage } from "../helpers/usage.js";
 
-function usage(accountId: string, keyId: string, overrides: Partial<UsageRecord> = {}): UsageRecord {
-  return {
-    requestId: `chatcmpl-${randomUUID()}`,
-    accountId,
-    keyId,
-    model: "qwen/qwen3-0.6b",
-    serviceTier: "default",
-    promptTokens: 10,
-    cachedTokens: 0,
-    completionTokens: 5,
-    costUsd: "0.000001",
-    status: "completed",
-    finishReason: "stop",
-    errorCode: null,
-    queueMs: 1,
-    ttftMs: 20,
-    durationMs: 100,
-    ...overrides,
-  };
-}
 
 /** Ids of an account (created with its key) and the key. */
 async function accountWithKey(db: Database, account: string): Promise<{ accountId: string; keyId: string }> {

@@ -17,27 +17,12 @@ import type { UsageRecord } from "../../src/serving/ports.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
 import { forEachDatabase } from "../helpers/databases.js";
+import { usage as completedUsage } from "../helpers/usage.js";
 
-function usage(accountId: string, keyId: string, overrides: Partial<UsageRecord> = {}): UsageRecord {
-  return {
-    requestId: `chatcmpl-${randomUUID()}`,
-    accountId,
-    keyId,
-    model: "qwen/qwen3-0.6b",
-    serviceTier: "default",
-    promptTokens: 10,
-    cachedTokens: 2,
-    completionTokens: 5,
-    costUsd: "0",
-    status: "completed",
-    finishReason: "stop",
-    errorCode: null,
-    queueMs: 0,
-    ttftMs: 10,
-    durationMs: 50,
-    ...overrides,
-  };
-}
+/** These rows carry cached tokens and no cost, so the sums below isolate the token arithmetic. */
+const usage = (accountId: string, keyId: string, overrides: Partial<UsageRecord> = {}) =>
+  completedUsage(accountId, keyId, { cachedTokens: 2, costUsd: "0", queueMs: 0, ttftMs: 10, durationMs: 50, ...overrides });
+
 
 /** The real key check from the store. */
 function realAuthenticate(db: Database): Authenticate {

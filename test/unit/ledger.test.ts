@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
 import { before, describe, test } from "node:test";
 import { createKey, findAccount } from "../../src/accounts/store.js";
 import { createUsageLedger, parseUsageParams, parseUsageTime, parseWireUsage, queryUsage, toWireUsage } from "../../src/billing/ledger.js";

@@ -1,4 +1,4 @@
-import type { ChatMessage, EngineEvent, OutputConstraint, SamplingSettings, ToolDefinition } from "../engine/types.js";
+import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, SamplingSettings, SchedulingClass, ToolDefinition } from "../engine/types.js";
 
 /**
  * What serving needs from whatever runs a model: the embedded engine today, an OpenAI-compatible
@@ -16,13 +16,12 @@ export interface GenerationParams {
   logprobs?: { top: number };
   /** Grammar-constrained output (JSON, or JSON matching a schema). */
   constraint?: OutputConstraint;
+  schedulingClass?: SchedulingClass;
+  /** Prefix-cache namespace: cached prompt tokens are reused only within it. */
+  cacheNamespace?: string;
 }
 
-export interface BackendStats {
-  running: number;
-  waiting: number;
-  sequences: number;
-}
+export type BackendStats = ModelHostStats;
 
 export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   /** Tokens one request may hold: prompt plus completion. */
@@ -41,6 +40,9 @@ export class PromptRejected extends Error {}
 
 /** The backend's wait queue is full. */
 export class BackendBusy extends Error {}
+
+/** A flex request found no spare capacity within its wait limit. */
+export class BackendWaitExpired extends Error {}
 
 /** The backend cannot constrain output this way (e.g. a JSON schema keyword its grammar lacks). */
 export class ConstraintRejected extends Error {}

@@ -1,9 +1,9 @@
-import { QueueFullError } from "../engine/admission.js";
 import { PromptTemplateError } from "../engine/chat-template.js";
 import { loadModelHost, type ModelHostOptions } from "../engine/model-host.js";
 import { UnsupportedSchemaError } from "../engine/json-schema-support.js";
+import { QueueFullError, WaitExpiredError } from "../engine/scheduler.js";
 import type { EngineEvent, Token } from "../engine/types.js";
-import { BackendBusy, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
+import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
 
 interface LocalPrompt extends PreparedPrompt {
   tokens: Token[];
@@ -29,6 +29,7 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
         yield* host.generate({ promptTokens: prompt.tokens, ...params }, signal);
       } catch (error) {
         if (error instanceof QueueFullError) throw new BackendBusy(error.message);
+        if (error instanceof WaitExpiredError) throw new BackendWaitExpired(error.message);
         if (error instanceof UnsupportedSchemaError) throw new ConstraintRejected(error.message);
         throw error;
       }

@@ -66,6 +66,9 @@ async function serve(flags: ServeFlags): Promise<void> {
     if (stopping) return;
     stopping = true;
     removeServerFile(dataDir);
+    // Requests in flight get a grace period to finish. Connections that never sent a request (which
+    // clients open ahead) would otherwise hold the close until their keep-alive timeout, 72 s.
+    setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     await app.close();
     await registry.closeAll();
     await limits.close();
@@ -97,6 +100,8 @@ async function ensureFirstKey(db: Database): Promise<void> {
   );
 }
 
+const SHUTDOWN_GRACE_MS = 10_000;
+
 async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
   const pulled = await ensureModels(catalog, { modelsDir: resolveModelsDir(), progress: true });
   for (const entry of catalog) {
@@ -110,6 +115,9 @@ async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, sett
         fallbackChatTemplate: entry.fallback_chat_template ? await readFile(entry.fallback_chat_template, "utf8") : undefined,
         threads: settings.threads || undefined,
         maxWaiting: settings.maxWaiting,
+        flexMaxWaitMs: settings.flexMaxWaitMs,
+        prefixCache: settings.prefixCache,
+        stepTokens: settings.stepTokens,
       });
       registry.ready(entry.id, backend);
     } catch (error) {

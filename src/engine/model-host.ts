@@ -5,16 +5,20 @@ import {
   LlamaGrammarEvaluationState,
   TokenBias,
   type Llama,
+  type EvaluationPriority,
   type LlamaContext,
+  type LlamaContextSequence,
   type LlamaContextSequenceRepeatPenalty,
   type LlamaGrammar,
   type LlamaModel,
   type SequenceEvaluateOptions,
 } from "node-llama-cpp";
-import { Admission } from "./admission.js";
+import { decodeFirstThenPrefill, EVALUATION_PRIORITY } from "./batch-policy.js";
 import { chatTemplateFor, type ChatTemplate } from "./chat-template.js";
 import { JsonEnd } from "./json-end.js";
 import { normalizeJsonSchema } from "./json-schema-support.js";
+import { SlotScheduler, type SlotLease } from "./scheduler.js";
+import { SequencePool, type TakenSequence } from "./sequence-pool.js";
 import { TextStream } from "./text-stream.js";
 import type {
   ChatMessage,
@@ -39,8 +43,13 @@ export interface ModelHostOptions {
   /** Jinja chat template to use when the GGUF carries none. */
   fallbackChatTemplate?: string;
   threads?: number;
-  batchSize?: number;
+  /** Tokens evaluated per decode step, over all sequences: decode tokens first, prompt chunks in what is left. */
+  stepTokens?: number;
   maxWaiting: number;
+  /** How long a flex request may wait for a sequence before it fails. */
+  flexMaxWaitMs: number;
+  /** Keep finished sequences' cells to reuse their prefix for the same namespace. */
+  prefixCache: boolean;
 }
 
 export interface ModelHost {
@@ -80,23 +89,62 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     // left to Node's event loop (HTTP, SSE, detokenizing), which costs little: on 2 cores, 1 thread
     // decoded as fast as 2 and kept going when other processes took CPU.
     threads: options.threads ?? Math.max(1, availableParallelism() - 1),
-    batchSize: options.batchSize ?? 512,
+    batchSize: options.stepTokens ?? DEFAULT_STEP_TOKENS,
+    batching: { itemPrioritizationStrategy: decodeFirstThenPrefill },
   });
-  return createHost(llama, model, context, chatTemplateFor(model, options.fallbackChatTemplate), new Admission(options.sequences, options.maxWaiting), contextWindow);
+  const scheduler = new SlotScheduler({ slots: options.sequences, maxWaiting: options.maxWaiting, flexMaxWaitMs: options.flexMaxWaitMs });
+  const pool = new SequencePool(context, options.prefixCache);
+  // A chunk leaves room in the step for every running sequence's decode token.
+  const prefillChunk = Math.max(1, (options.stepTokens ?? DEFAULT_STEP_TOKENS) - options.sequences);
+  return createHost(llama, model, context, chatTemplateFor(model, options.fallbackChatTemplate), scheduler, pool, contextWindow, prefillChunk);
 }
 
-function createHost(llama: Llama, model: LlamaModel, context: LlamaContext, template: ChatTemplate, admission: Admission, contextWindow: number): ModelHost {
+/**
+ * Prompt evaluation runs at ~170 tokens/s per core for a 135M model here, so a step of 128 tokens
+ * holds the running streams' next token back by under a second while a long prompt loads.
+ */
+const DEFAULT_STEP_TOKENS = 128;
+
+function createHost(
+  llama: Llama,
+  model: LlamaModel,
+  context: LlamaContext,
+  template: ChatTemplate,
+  scheduler: SlotScheduler,
+  pool: SequencePool,
+  contextWindow: number,
+  prefillChunk: number,
+): ModelHost {
   const detokenize = (tokens: readonly Token[], lastTokens: readonly Token[]) => model.detokenize(tokens, false, lastTokens);
   const grammars = grammarCache(llama);
+
+  /**
+   * Evaluates all but the last `prefillChunk` tokens of `input`, one chunk per decode step, and
+   * returns the rest (which the sampling call evaluates). Each chunk is its own evaluation, so
+   * between chunks the running sequences queue their next token and share the next step: handed
+   * the whole prompt at once, llama.cpp's batch loop would run chunk after chunk without them.
+   */
+  async function prefill(sequence: LlamaContextSequence, input: readonly Token[], evaluationPriority: EvaluationPriority, signal: AbortSignal | undefined): Promise<Token[]> {
+    let rest = input.slice();
+    while (rest.length > prefillChunk && !signal?.aborted) {
+      await sequence.evaluateWithoutGeneratingNewTokens(rest.slice(0, prefillChunk), { evaluationPriority });
+      rest = rest.slice(prefillChunk);
+    }
+    return rest;
+  }
 
   async function* generate(request: GenerationRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent> {
     // A schema the grammar cannot express is refused before the request waits for a sequence.
     const grammar = request.constraint ? await grammars.get(request.constraint) : undefined;
+    const schedulingClass = request.schedulingClass ?? "standard";
+    const namespace = request.cacheNamespace;
     const queuedAt = performance.now();
-    const release = await admission.acquire(signal);
-    const sequence = context.getSequence();
+    let lease: SlotLease | undefined = await scheduler.acquire(schedulingClass, { signal });
+    let held: TakenSequence | undefined;
+    let keepCells = false;
     try {
-      yield { type: "started", queuedMs: performance.now() - queuedAt };
+      held = await pool.take(namespace, request.promptTokens);
+      yield { type: "started", queuedMs: performance.now() - queuedAt, cachedTokens: held.reusedTokens };
       const text = new TextStream(detokenize, request.stop);
       const generated: Token[] = [];
       const logprobs: TokenLogprob[] = [];
@@ -108,30 +156,59 @@ function createHost(llama: Llama, model: LlamaModel, context: LlamaContext, temp
         reported += count;
         return logprobs.slice(reported - count, reported);
       };
-      const options = evaluateOptions(model, request.sampling, generated, grammar);
+      const options = { ...evaluateOptions(model, request.sampling, generated, grammar), evaluationPriority: EVALUATION_PRIORITY[schedulingClass] };
       const top = request.logprobs?.top ?? 0;
       const metadata = { confidence: request.logprobs !== undefined, probabilities: top > 0 };
       const jsonEnd = grammar ? new JsonEnd() : undefined;
-      let reason: FinishReason = "stop";
-      for await (const next of sequence.evaluateWithMetadata([...request.promptTokens], metadata, options)) {
-        const output = next as { token: Token; confidence?: number; probabilities?: Map<Token, number> };
+      let reason: FinishReason | undefined;
+      let input = request.promptTokens.slice(held.reusedTokens);
+      while (reason === undefined) {
+        input = await prefill(held.sequence, input, options.evaluationPriority, signal);
         if (signal?.aborted) {
           reason = "cancelled";
           break;
         }
-        const token = output.token;
-        generated.push(token);
-        if (request.logprobs) logprobs.push(tokenLogprob(model, token, output.confidence, output.probabilities, top));
-        const delta = text.push(token);
-        const lp = released();
-        if (delta || lp?.length) yield { type: "text", text: delta, completionTokens: text.tokenCount, ...(lp ? { logprobs: lp } : {}) };
-        if (text.hitStop) break;
-        if (jsonEnd?.push(model.detokenize([token], false))) break;
-        if (text.tokenCount >= request.maxTokens) {
-          reason = "length";
+        for await (const next of held.sequence.evaluateWithMetadata(input, metadata, options)) {
+          const output = next as { token: Token; confidence?: number; probabilities?: Map<Token, number> };
+          if (signal?.aborted) {
+            reason = "cancelled";
+            break;
+          }
+          const token = output.token;
+          generated.push(token);
+          if (request.logprobs) logprobs.push(tokenLogprob(model, token, output.confidence, output.probabilities, top));
+          const delta = text.push(token);
+          const lp = released();
+          if (delta || lp?.length) yield { type: "text", text: delta, completionTokens: text.tokenCount, ...(lp ? { logprobs: lp } : {}) };
+          if (text.hitStop || jsonEnd?.push(model.detokenize([token], false))) reason = "stop";
+          else if (text.tokenCount >= request.maxTokens) reason = "length";
+          if (reason !== undefined || lease!.preemption.aborted) break;
+        }
+        if (reason !== undefined) break;
+        if (!lease!.preemption.aborted) {
+          reason = "stop"; // the model ended its turn
           break;
         }
+        // Preempted: the cells are dropped and the slot handed over; once readmitted, the prompt and
+        // the tokens generated so far are evaluated again and sampling goes on where it stopped.
+        yield { type: "preempted" };
+        const sequence = held.sequence;
+        held = undefined;
+        await pool.give(sequence, namespace, false);
+        lease!.release();
+        lease = undefined;
+        try {
+          lease = await scheduler.acquire(schedulingClass, { signal, resumed: true });
+        } catch (error) {
+          if (!signal?.aborted) throw error;
+          reason = "cancelled";
+          break;
+        }
+        const resumedFrom = [...request.promptTokens, ...generated];
+        held = await pool.take(namespace, resumedFrom);
+        input = resumedFrom.slice(held.reusedTokens);
       }
+      keepCells = true;
       if (reason === "cancelled" || signal?.aborted) {
         yield { type: "finish", reason: "cancelled", completionTokens: text.tokenCount };
         return;
@@ -141,8 +218,9 @@ function createHost(llama: Llama, model: LlamaModel, context: LlamaContext, temp
       if (rest || lp?.length) yield { type: "text", text: rest, completionTokens: text.tokenCount, ...(lp ? { logprobs: lp } : {}) };
       yield { type: "finish", reason, completionTokens: text.tokenCount };
     } finally {
-      await sequence.dispose();
-      release();
+      // The sequence goes back before the slot, so the request that gets the slot finds a sequence.
+      if (held) await pool.give(held.sequence, namespace, keepCells);
+      lease?.release();
     }
   }
 
@@ -153,8 +231,9 @@ function createHost(llama: Llama, model: LlamaModel, context: LlamaContext, temp
     templateRendersTools: template.rendersTools,
     generate,
     stats: () => {
-      const { running, waiting, slots } = admission.stats;
-      return { running, waiting, sequences: slots };
+      const { idle, usedCells } = pool.stats();
+      const scheduling = scheduler.stats();
+      return { ...scheduling, idleSequences: idle, kvCacheUsage: usedCells / (scheduling.slots * contextWindow) };
     },
     close: async () => {
       await context.dispose();

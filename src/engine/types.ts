@@ -1,6 +1,7 @@
 import type { Token } from "node-llama-cpp";
+import type { SchedulerStats, SchedulingClass } from "./scheduler.js";
 
-export type { Token };
+export type { SchedulingClass, Token };
 
 /** A chat message as the chat template sees it. The engine knows no wire format beyond this. */
 export interface ChatMessage {
@@ -58,6 +59,13 @@ export interface GenerationRequest {
   /** Report each token's log probability with this many most likely alternatives (0..20). */
   logprobs?: { top: number };
   constraint?: OutputConstraint;
+  /** Admission order and batch precedence (absent: standard). */
+  schedulingClass?: SchedulingClass;
+  /**
+   * Cached prompt prefixes are shared only between requests of the same namespace (the account);
+   * absent: nothing is reused or kept.
+   */
+  cacheNamespace?: string;
 }
 
 export interface TokenAlternative {
@@ -74,7 +82,10 @@ export interface TokenLogprob extends TokenAlternative {
 export type FinishReason = "stop" | "length" | "cancelled";
 
 export type EngineEvent =
-  | { type: "started"; queuedMs: number }
+  /** `cachedTokens`: leading prompt tokens found in the prefix cache, not evaluated again. */
+  | { type: "started"; queuedMs: number; cachedTokens: number }
+  /** A flex generation gave its sequence back; it resumes, recomputing its cells, once readmitted. */
+  | { type: "preempted" }
   /**
    * `completionTokens`: tokens generated so far, including any whose text is still held back.
    * `logprobs` (when asked for): the tokens whose text this event completes, in order.
@@ -82,8 +93,9 @@ export type EngineEvent =
   | { type: "text"; text: string; completionTokens: number; logprobs?: TokenLogprob[] }
   | { type: "finish"; reason: FinishReason; completionTokens: number };
 
-export interface ModelHostStats {
-  running: number;
-  waiting: number;
-  sequences: number;
+export interface ModelHostStats extends SchedulerStats {
+  /** Sequences holding cached prefixes, not in use. */
+  idleSequences: number;
+  /** Share of all KV cells (sequences × window) holding tokens, 0..1. */
+  kvCacheUsage: number;
 }

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { BackendBusy, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
+import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
 import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
-import type { ChatMessage, EngineEvent, OutputConstraint, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import type { ChatMessage, EngineEvent, OutputConstraint, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, SpendBudgets, UsageLedger, BudgetReservation } from "./ports.js";
@@ -139,17 +139,21 @@ export function createChatService({ registry, ledger, limits, budgets }: ChatSer
             logitBias: input.logitBias,
             seed: input.seed === undefined ? undefined : input.seed + index,
           };
-          return backend.generate(prompt, { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint }, signal);
+          const params = { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: caller.accountId };
+          return backend.generate(prompt, params, signal);
         });
+        let cachedPromptTokens: number;
         try {
-          const queued = await Promise.all(generations.map((g) => admitted(g, constraintParam)));
-          meter.admitted(Math.max(...queued));
+          const starts = await Promise.all(generations.map((g) => admitted(g, constraintParam)));
+          meter.admitted(Math.max(...starts.map((s) => s.queuedMs)));
+          // The prompt is billed once; only what every choice found cached counts as cached.
+          cachedPromptTokens = Math.min(...starts.map((s) => s.cachedTokens));
         } catch (error) {
           await Promise.allSettled(generations.map((g) => g.return(undefined)));
           throw error;
         }
 
-        const settle = settlement(meter, { tier, promptTokens, prices, lease, reservation });
+        const settle = settlement(meter, { tier, promptTokens, cachedPromptTokens, prices, lease, reservation });
         return {
           id: requestId,
           created: Math.floor(Date.now() / 1000),
@@ -164,7 +168,7 @@ export function createChatService({ registry, ledger, limits, budgets }: ChatSer
       } catch (error) {
         await Promise.allSettled([lease?.release(0), reservation?.settle("0")]);
         await meter.record({
-          status: "rejected",
+          status: error instanceof RateLimited && error.code === "resource_unavailable" ? "expired" : "rejected",
           serviceTier: tier,
           promptTokens,
           cachedTokens: 0,
@@ -206,14 +210,21 @@ function completionBudget(entry: CatalogEntry, backend: Backend, prompt: Prepare
   return maxTokens;
 }
 
-/** Waits for admission (the `started` event) and returns the time spent queued; a full queue is a 429. */
-async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam: string | null): Promise<number> {
+/** Which engine queue and batch precedence each billed tier gets. */
+const SCHEDULING_CLASS: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex" };
+
+/**
+ * Waits for admission (the `started` event). A full queue is a 429 `queue_full`; a flex request that
+ * found no spare capacity in time a 429 `resource_unavailable`, not billed.
+ */
+async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam: string | null): Promise<{ queuedMs: number; cachedTokens: number }> {
   try {
     const first = await generation.next();
     if (first.done || first.value.type !== "started") throw new Error("The backend did not start the generation.");
-    return first.value.queuedMs;
+    return first.value;
   } catch (error) {
     if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
+    if (error instanceof BackendWaitExpired) throw new RateLimited(`${error.message} Retry later, or use the default tier.`, 60, "resource_unavailable");
     if (error instanceof ConstraintRejected) throw new InvalidRequest(`Unsupported schema: ${error.message}`, constraintParam, "invalid_schema");
     throw error;
   }
@@ -224,14 +235,14 @@ type Settle = (outcome: { completionTokens: number; status: "completed" | "cance
 /** Prices the tokens used, frees the limit slot, settles the budget and writes the ledger row. */
 function settlement(
   meter: RequestMeter,
-  request: { tier: ServiceTier; promptTokens: number; prices: TokenPrices; lease: LimitLease; reservation: BudgetReservation | null },
+  request: { tier: ServiceTier; promptTokens: number; cachedPromptTokens: number; prices: TokenPrices; lease: LimitLease; reservation: BudgetReservation | null },
 ): Settle {
   return async ({ completionTokens, status, finishReason, errorCode }) => {
-    const tokens = { promptTokens: request.promptTokens, cachedPromptTokens: 0, completionTokens };
+    const tokens = { promptTokens: request.promptTokens, cachedPromptTokens: request.cachedPromptTokens, completionTokens };
     const cost = requestCost(request.prices, tokens);
     const freed = await Promise.allSettled([request.lease.release(request.promptTokens + completionTokens), request.reservation?.settle(cost)]);
     // The ledger row is written even if freeing a limit or settling a budget failed; then that failure surfaces.
-    await meter.record({ status, serviceTier: request.tier, promptTokens: request.promptTokens, cachedTokens: 0, completionTokens, costUsd: cost, finishReason, errorCode });
+    await meter.record({ status, serviceTier: request.tier, promptTokens: request.promptTokens, cachedTokens: request.cachedPromptTokens, completionTokens, costUsd: cost, finishReason, errorCode });
     const failure = freed.find((r) => r.status === "rejected");
     if (failure) throw failure.reason;
     return { ...tokens, cost };
@@ -258,7 +269,7 @@ async function* shapeChoice(index: number, generation: AsyncGenerator<EngineEven
   let held = "";
   let heldLogprobs: TokenLogprob[] | undefined;
   for await (const event of generation) {
-    if (event.type === "started") continue;
+    if (event.type === "started" || event.type === "preempted") continue;
     if (event.type === "text") {
       if (holding) {
         held += event.text;

@@ -98,3 +98,37 @@ export async function readSse(response: Response): Promise<string[]> {
     return e.slice("data: ".length);
   });
 }
+
+export interface TimedEvent {
+  /** performance.now() when the event was read. */
+  at: number;
+  data: string;
+}
+
+/** Reads an SSE response event by event, stamping each with the time it arrived. */
+export async function readSseTimed(response: Response, onEvent?: (event: TimedEvent) => void): Promise<TimedEvent[]> {
+  const events: TimedEvent[] = [];
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for await (const bytes of response.body as AsyncIterable<Uint8Array>) {
+    buffer += decoder.decode(bytes, { stream: true });
+    let end: number;
+    while ((end = buffer.indexOf("\n\n")) !== -1) {
+      const raw = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      if (!raw.startsWith("data: ")) throw new Error(`not a data event: ${JSON.stringify(raw)}`);
+      const event = { at: performance.now(), data: raw.slice("data: ".length) };
+      events.push(event);
+      onEvent?.(event);
+    }
+  }
+  return events;
+}
+
+/** The text of a stream's content deltas, joined. */
+export function streamedContent(events: readonly TimedEvent[]): string {
+  return events
+    .filter((e) => e.data !== "[DONE]")
+    .map((e) => JSON.parse(e.data).choices?.[0]?.delta?.content ?? "")
+    .join("");
+}

@@ -30,11 +30,11 @@ function faultyBackend(failAfterTokens: number): Backend {
       return { tokenCount: 10 };
     },
     async *generate(): AsyncGenerator<EngineEvent> {
-      yield { type: "started", queuedMs: 0 };
+      yield { type: "started", queuedMs: 0, cachedTokens: 0 };
       for (let n = 1; n <= failAfterTokens; n++) yield { type: "text", text: `t${n} `, completionTokens: n };
       throw new Error("llama_decode failed");
     },
-    stats: () => ({ running: 0, waiting: 0, sequences: 1 }),
+    stats: () => ({ slots: 1, running: { priority: 0, standard: 0, flex: 0 }, waiting: { priority: 0, standard: 0, flex: 0 }, preemptions: 0, idleSequences: 0, kvCacheUsage: 0 }),
     close: async () => {},
   };
 }

@@ -36,6 +36,7 @@ function toWireUsage(usage: Usage): WireUsage {
     completion_tokens: usage.completionTokens,
     total_tokens: usage.promptTokens + usage.completionTokens,
     estimated_cost: ExactDecimal.of(usage.cost),
+    prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens },
   };
 }
 

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import type { BackendStats } from "../../backends/backend.js";
 import type { ModelRegistry } from "../../serving/model-registry.js";
 
 /** Unauthenticated readiness: 200 once every model is loaded; 503 while loading, or if one failed to load. */
@@ -7,11 +8,26 @@ export function healthRoutes(app: FastifyInstance, registry: ModelRegistry): voi
     const models = registry.list().map(({ entry, state, backend, error }) => ({
       id: entry.id,
       state,
-      ...(backend ? backend.stats() : {}),
+      ...(backend ? load(backend.stats()) : {}),
       ...(error ? { error } : {}),
     }));
     const ready = registry.allReady();
     const status = ready ? "ok" : models.some((m) => m.state === "loading") ? "loading" : "degraded";
     return reply.status(ready ? 200 : 503).send({ status, models });
   });
+}
+
+const sum = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
+
+/** Totals first (what a load balancer reads), then the split by tier. */
+function load(stats: BackendStats) {
+  return {
+    running: sum(stats.running),
+    waiting: sum(stats.waiting),
+    sequences: stats.slots,
+    idle_cached_sequences: stats.idleSequences,
+    kv_cache_usage: Number(stats.kvCacheUsage.toFixed(4)),
+    preemptions: stats.preemptions,
+    by_tier: { running: stats.running, waiting: stats.waiting },
+  };
 }

@@ -1,0 +1,208 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { createKey, postChat, readSseTimed, startServer, streamedContent, waitFor, SMOLLM2, type RunningServer , type TimedEvent } from "../helpers/server.js";
+
+const LONG = "Write a very long story about a dragon who learns to sail, with many chapters.";
+const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
+
+interface Health {
+  running: number;
+  waiting: number;
+  preemptions: number;
+  by_tier: { running: Record<string, number>; waiting: Record<string, number> };
+}
+
+async function health(server: RunningServer): Promise<Health> {
+  const body = (await (await fetch(`${server.url}/health`)).json()) as { models: Health[] };
+  return body.models[0]!;
+}
+
+const until = (server: RunningServer, done: (h: Health) => boolean) => waitFor(async () => ((h) => (done(h) ? h : undefined))(await health(server)), 30_000);
+
+/** A stream that holds a sequence: resolves once it is admitted (its first event); `stop()` hangs up. */
+async function holdSlot(server: RunningServer, extra: Record<string, unknown> = {}) {
+  const controller = new AbortController();
+  const response = await fetch(`${server.baseURL}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
+    body: JSON.stringify(ask(LONG, { stream: true, max_tokens: 2000, temperature: 0, ...extra })),
+    signal: controller.signal,
+  });
+  assert.equal(response.status, 200);
+  let firstToken!: () => void;
+  const started = new Promise<void>((resolve) => (firstToken = resolve));
+  const events = readSseTimed(response, () => firstToken()).catch(() => []);
+  await started;
+  return {
+    events,
+    async stop() {
+      controller.abort();
+      await events;
+      await until(server, (h) => h.running === 0);
+    },
+  };
+}
+
+describe("one sequence, three tiers: admission order, flex expiry, preemption, bounded queue", () => {
+  let server: RunningServer;
+  before(async () => {
+    server = await startServer({ env: { SWITCHYARD_PARALLEL: "1", SWITCHYARD_MAX_WAITING: "3", SWITCHYARD_FLEX_MAX_WAIT_MS: "1500" } });
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  test("a freed sequence goes to priority first, then standard, then flex, whatever the arrival order", async () => {
+    const holder = await holdSlot(server);
+    const finished: string[] = [];
+    const waiters = (["flex", "default", "priority"] as const).map(async (tier) => {
+      const response = await postChat(server, ask("Say hi.", { max_tokens: 3, service_tier: tier }));
+      assert.equal(response.status, 200);
+      assert.equal((await response.json()).service_tier, tier);
+      finished.push(tier);
+    });
+    await until(server, (h) => h.waiting === 3);
+    await holder.stop();
+    await Promise.all(waiters);
+    assert.deepEqual(finished, ["priority", "default", "flex"]);
+  });
+
+  test("a flex request that finds no capacity within its wait limit gets 429 resource_unavailable and no bill", async () => {
+    const flexUser = createKey(server.dataDir, "flex-user");
+    const holder = await holdSlot(server);
+    const sent = performance.now();
+    const response = await postChat(server, ask("Say hi.", { max_tokens: 3, service_tier: "flex" }), { key: flexUser });
+    const waited = performance.now() - sent;
+    await holder.stop();
+    assert.equal(response.status, 429);
+    const body = await response.json();
+    assert.equal(body.error.code, "resource_unavailable");
+    assert.equal(body.error.type, "rate_limit_error");
+    assert.ok(response.headers.get("retry-after"));
+    assert.ok(waited >= 1400, `it waited its limit first (${Math.round(waited)} ms)`);
+    const totals = await usageTotals(server, flexUser);
+    assert.equal(totals.requests, 1);
+    assert.equal(totals.by_status.expired, 1, "recorded as expired");
+    assert.equal(totals.completion_tokens, 0);
+    assert.equal(totals.cost_usd, 0, "not billed");
+  });
+
+  test("a running flex stream is preempted for a priority request and resumes with no error and no repeated token", async () => {
+    const body = ask(LONG, { stream: true, max_tokens: 48, temperature: 0, service_tier: "flex" });
+    const reference = streamedContent(await readSseTimed(await postChat(server, body)));
+    const preemptionsBefore = (await health(server)).preemptions;
+
+    let priorityDone: Promise<Response> | undefined;
+    let chunks = 0;
+    const events = await readSseTimed(await postChat(server, body), () => {
+      if (++chunks === 5) priorityDone = postChat(server, ask("Say hi.", { max_tokens: 8, service_tier: "priority" }));
+    });
+    const priority = await priorityDone!;
+    assert.equal(priority.status, 200);
+    assert.equal((await priority.json()).service_tier, "priority");
+
+    assert.equal((await health(server)).preemptions, preemptionsBefore + 1, "the flex stream was preempted");
+    const payloads = events.map((e) => e.data);
+    assert.equal(payloads.at(-1), "[DONE]");
+    assert.ok(payloads.every((p) => p === "[DONE]" || !("error" in JSON.parse(p))), "no error reached the client");
+    const finish = JSON.parse(payloads.at(-2)!).choices[0];
+    assert.equal(finish.finish_reason, "length");
+    assert.equal(streamedContent(events), reference, "the same text as without preemption: nothing lost, nothing repeated");
+  });
+
+  test("beyond the bounded wait queue: 429 queue_full with Retry-After", async () => {
+    const holder = await holdSlot(server);
+    const controller = new AbortController();
+    const waiting = [1, 2, 3].map(() =>
+      fetch(`${server.baseURL}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
+        body: JSON.stringify(ask("Say hi.", { max_tokens: 3 })),
+        signal: controller.signal,
+      }).catch(() => undefined),
+    );
+    await until(server, (h) => h.waiting === 3);
+    const refused = await postChat(server, ask("Say hi.", { max_tokens: 3, service_tier: "priority" }));
+    assert.equal(refused.status, 429);
+    assert.equal((await refused.json()).error.code, "queue_full");
+    assert.ok(Number(refused.headers.get("retry-after")) >= 1);
+    controller.abort();
+    await Promise.all(waiting);
+    await holder.stop();
+  });
+});
+
+describe("prefix cache and chunked prefill", () => {
+  let server: RunningServer;
+  let otherAccountKey: string;
+  before(async () => {
+    server = await startServer({ env: { SWITCHYARD_PARALLEL: "3" } });
+    otherAccountKey = createKey(server.dataDir, "someone-else");
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  test("a conversation's next turn reuses its cached prefix, reports cached_tokens and is billed at the cached price; another account reuses nothing", async () => {
+    const system = { role: "system", content: "You are a terse assistant. Answer in one short sentence. ".repeat(8) };
+    const turn1 = [system, { role: "user", content: "What is the capital of France?" }];
+    const first = await (await postChat(server, { model: SMOLLM2, messages: turn1, max_tokens: 16, temperature: 0 })).json();
+    assert.equal(first.usage.prompt_tokens_details.cached_tokens, 0);
+
+    const turn2 = [...turn1, { role: "assistant", content: first.choices[0].message.content }, { role: "user", content: "And of Italy?" }];
+    const second = await (await postChat(server, { model: SMOLLM2, messages: turn2, max_tokens: 16, temperature: 0 })).json();
+    const cached = second.usage.prompt_tokens_details.cached_tokens;
+    assert.ok(cached >= first.usage.prompt_tokens - 1, `turn 2 reused turn 1's prompt (${cached} of ${second.usage.prompt_tokens})`);
+    assert.ok(cached < second.usage.prompt_tokens);
+    const { prompt_tokens, completion_tokens } = second.usage;
+    // $ per 1M: input 0.02, cached input 0.01, output 0.06.
+    assert.equal(second.usage.estimated_cost, ((prompt_tokens - cached) * 2 + cached * 1 + completion_tokens * 6) / 1e8);
+
+    const stranger = await (await postChat(server, { model: SMOLLM2, messages: turn2, max_tokens: 16, temperature: 0 }, { key: otherAccountKey })).json();
+    assert.equal(stranger.usage.prompt_tokens, second.usage.prompt_tokens);
+    assert.equal(stranger.usage.prompt_tokens_details.cached_tokens, 0, "another account's cached prompt is never reused");
+
+    const again = await (await postChat(server, { model: SMOLLM2, messages: turn2, max_tokens: 16, temperature: 0 })).json();
+    assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens - 1, "the same prompt again: all but the last token reused");
+    assert.equal(again.choices[0].message.content, second.choices[0].message.content, "reused cells give the same greedy answer");
+
+    const totals = await usageTotals(server);
+    assert.equal(totals.cached_tokens, cached + again.usage.prompt_tokens_details.cached_tokens, "the ledger records the cached tokens");
+  });
+
+  test("a long prompt loads in chunks between the decode steps of a running stream, which keeps flowing", async () => {
+    const running: TimedEvent[] = [];
+    const controller = new AbortController();
+    const streaming = fetch(`${server.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
+      body: JSON.stringify(ask(LONG, { stream: true, max_tokens: 1500, temperature: 0 })),
+      signal: controller.signal,
+    }).then((response) => readSseTimed(response, (e) => running.push(e)).catch(() => []));
+    await waitFor(async () => (running.length >= 3 ? true : undefined), 30_000);
+
+    const longPrompt = "The quick brown fox jumps over the lazy dog near the quiet river bank. ".repeat(100);
+    const sent = performance.now();
+    const { usage } = await (await postChat(server, ask(longPrompt, { max_tokens: 1 }))).json();
+    const loaded = performance.now();
+    controller.abort();
+    await streaming;
+
+    assert.ok(usage.prompt_tokens > 1000, `a prompt of ${usage.prompt_tokens} tokens needs many 128-token steps`);
+    const during = running.filter((e) => e.at > sent && e.at < loaded).length;
+    assert.ok(during >= 4, `the running stream got ${during} chunks while the ${usage.prompt_tokens}-token prompt loaded`);
+  });
+});
+
+interface UsageTotals {
+  requests: number;
+  by_status: Record<string, number>;
+  cached_tokens: number;
+  completion_tokens: number;
+  cost_usd: number;
+}
+
+async function usageTotals(server: RunningServer, key = server.key): Promise<UsageTotals> {
+  const response = await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } });
+  return (await response.json()).totals;
+}

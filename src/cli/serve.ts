@@ -9,6 +9,7 @@ import { loadSettings, type Settings } from "../config/settings.js";
 import { authenticate, countActiveKeys, createKey, findOrCreateAccount } from "../accounts/store.js";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
 import { adminRoutes } from "../server/routes/admin.js";
+import { createMetrics } from "../observability/metrics.js";
 import { buildApp } from "../server/app.js";
 import { createChatService } from "../serving/chat-service.js";
 import { createUsageLedger } from "../billing/ledger.js";
@@ -48,8 +49,10 @@ async function serve(flags: ServeFlags): Promise<void> {
 
   const limits = await openRequestLimits();
   const registry = createModelRegistry(catalog);
+  const metrics = createMetrics(() => registry.list().flatMap(({ entry, backend }) => (backend ? [{ model: entry.id, stats: backend.stats() }] : [])));
   const app = buildApp({
-    chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db) }),
+    chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), metrics }),
+    metrics,
     registry,
     db,
     authenticate: (token) => authenticate(db, token),

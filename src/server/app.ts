@@ -5,9 +5,11 @@ import { installAuth, type Authenticate } from "./auth.js";
 import { installErrorHandlers } from "./errors.js";
 import { chatRoutes } from "./routes/chat.js";
 import { healthRoutes } from "./routes/health.js";
+import { metricsRoutes } from "./routes/metrics.js";
 import { modelRoutes } from "./routes/models.js";
 import { usageRoutes } from "./routes/usage.js";
 import type { Database } from "../storage/database.js";
+import type { Metrics } from "../observability/metrics.js";
 
 export interface AppDeps {
   chat: ChatService;
@@ -17,6 +19,7 @@ export interface AppDeps {
   db: Database;
   /** Largest accepted request body, in bytes. */
   bodyLimit: number;
+  metrics: Metrics;
   logger?: FastifyServerOptions["logger"];
 }
 
@@ -30,6 +33,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   installErrorHandlers(app);
   installAuth(app, deps.authenticate);
   healthRoutes(app, deps.registry);
+  metricsRoutes(app, deps.metrics);
   modelRoutes(app, deps.registry);
   chatRoutes(app, deps.chat);
   usageRoutes(app, deps.db);

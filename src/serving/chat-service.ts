@@ -6,7 +6,7 @@ import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js
 import type { ChatMessage, EngineEvent, OutputConstraint, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";
-import type { KeyLimits, LimitLease, RequestLimits, SpendBudgets, UsageLedger, BudgetReservation } from "./ports.js";
+import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation } from "./ports.js";
 import { RequestMeter } from "./request-meter.js";
 import { mayBeToolCall, parseToolCalls, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
 
@@ -91,13 +91,16 @@ export interface ChatServiceDeps {
   ledger: UsageLedger;
   limits: RequestLimits;
   budgets: SpendBudgets;
+  metrics?: ServingMetrics;
 }
+
+const UNOBSERVED: RequestObserver = { admitted() {}, output() {}, preempted() {}, finished() {} };
 
 /** OpenAI's defaults for sampling when the caller sets none. */
 const DEFAULT_TEMPERATURE = 1;
 const DEFAULT_TOP_P = 1;
 
-export function createChatService({ registry, ledger, limits, budgets }: ChatServiceDeps): ChatService {
+export function createChatService({ registry, ledger, limits, budgets, metrics }: ChatServiceDeps): ChatService {
   return {
     async start(caller, input, signal) {
       const requestId = completionId();
@@ -143,8 +146,9 @@ export function createChatService({ registry, ledger, limits, budgets }: ChatSer
           return backend.generate(prompt, params, signal);
         });
         let cachedPromptTokens: number;
+        let starts: Array<{ queuedMs: number; cachedTokens: number }>;
         try {
-          const starts = await Promise.all(generations.map((g) => admitted(g, constraintParam)));
+          starts = await Promise.all(generations.map((g) => admitted(g, constraintParam)));
           meter.admitted(Math.max(...starts.map((s) => s.queuedMs)));
           // The prompt is billed once; only what every choice found cached counts as cached.
           cachedPromptTokens = Math.min(...starts.map((s) => s.cachedTokens));
@@ -153,6 +157,8 @@ export function createChatService({ registry, ledger, limits, budgets }: ChatSer
           throw error;
         }
 
+        const observer = metrics?.request(entry.id, tier) ?? UNOBSERVED;
+        observer.admitted(Math.max(...starts.map((s) => s.queuedMs)), promptTokens, cachedPromptTokens);
         const settle = settlement(meter, { tier, promptTokens, cachedPromptTokens, prices, lease, reservation });
         return {
           id: requestId,
@@ -163,6 +169,7 @@ export function createChatService({ registry, ledger, limits, budgets }: ChatSer
             generations.map((g, index) => shapeChoice(index, g, shaping)),
             meter,
             settle,
+            observer,
           ),
         };
       } catch (error) {
@@ -251,6 +258,7 @@ function settlement(
 
 /** One choice's events, tagged with its index, before metering. */
 type ChoiceEvent =
+  | { type: "preempted"; index: number }
   | { type: "text"; index: number; text: string; completionTokens: number; logprobs?: TokenLogprob[] }
   | { type: "tool_calls"; index: number; calls: ToolCall[]; completionTokens: number }
   | { type: "finish"; index: number; reason: "stop" | "length" | "cancelled" | "tool_calls"; completionTokens: number };
@@ -269,7 +277,11 @@ async function* shapeChoice(index: number, generation: AsyncGenerator<EngineEven
   let held = "";
   let heldLogprobs: TokenLogprob[] | undefined;
   for await (const event of generation) {
-    if (event.type === "started" || event.type === "preempted") continue;
+    if (event.type === "started") continue;
+    if (event.type === "preempted") {
+      yield { type: "preempted", index };
+      continue;
+    }
     if (event.type === "text") {
       if (holding) {
         held += event.text;
@@ -325,19 +337,25 @@ async function* merge<T>(sources: AsyncGenerator<T>[]): AsyncGenerator<T> {
  * away without draining the events, for what was generated until then. Usage counts the prompt
  * once and the completion tokens of every choice.
  */
-async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: RequestMeter, settle: Settle): AsyncGenerator<ServingEvent> {
+async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: RequestMeter, settle: Settle, observer: RequestObserver): AsyncGenerator<ServingEvent> {
   const delivered = new Array<number>(choices.length).fill(0);
   const total = () => delivered.reduce((a, b) => a + b, 0);
   let finished = 0;
   let cancelled = false;
   try {
     for await (const event of merge(choices)) {
+      if (event.type === "preempted") {
+        observer.preempted();
+        continue;
+      }
       delivered[event.index] = event.completionTokens;
       if (event.type === "text") {
         meter.firstToken();
+        observer.output(event.index);
         yield { type: "text", index: event.index, text: event.text, ...(event.logprobs ? { logprobs: event.logprobs } : {}) };
       } else if (event.type === "tool_calls") {
         meter.firstToken();
+        observer.output(event.index);
         yield { type: "tool_calls", index: event.index, calls: event.calls };
       } else {
         finished++;
@@ -346,6 +364,7 @@ async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: Req
         if (finished === choices.length) {
           const status = cancelled ? "cancelled" : "completed";
           const usage = await settle({ completionTokens: total(), status, finishReason: cancelled ? "cancelled" : event.reason, errorCode: null });
+          observer.finished(cancelled ? "abort" : event.reason, total());
           yield { type: "done", finishReason: cancelled ? "cancelled" : "stop", usage };
         }
       }
@@ -354,7 +373,10 @@ async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: Req
     await settle({ completionTokens: total(), status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error" });
     throw error;
   } finally {
-    if (!meter.recorded) await settle({ completionTokens: total(), status: "cancelled", finishReason: null, errorCode: null });
+    if (!meter.recorded) {
+      await settle({ completionTokens: total(), status: "cancelled", finishReason: null, errorCode: null });
+      observer.finished("abort", total());
+    }
   }
 }
 

@@ -66,3 +66,21 @@ export interface SpendBudgets {
    */
   reserve(request: { keyId: string; requestId: string; amountUsd: string; budgetUsd: string | null }): Promise<BudgetReservation | null>;
 }
+
+/**
+ * What one request reports to monitoring as it goes. Labels are the model and the tier served,
+ * never the account: metrics are for operators and carry nothing of a caller's.
+ */
+export interface RequestObserver {
+  /** Admitted to the engine after `queueMs`; `cachedTokens` of `promptTokens` came from the prefix cache. */
+  admitted(queueMs: number, promptTokens: number, cachedTokens: number): void;
+  /** Output reached the caller (a text delta or tool calls) for choice `index`. */
+  output(index: number): void;
+  preempted(): void;
+  /** The request ended; `finishReason` is the last choice's (or `cancelled`, `failed`). */
+  finished(finishReason: string, completionTokens: number): void;
+}
+
+export interface ServingMetrics {
+  request(model: string, tier: ServiceTier): RequestObserver;
+}

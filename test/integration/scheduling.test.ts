@@ -102,6 +102,7 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
     assert.equal((await priority.json()).service_tier, "priority");
 
     assert.equal((await health(server)).preemptions, preemptionsBefore + 1, "the flex stream was preempted");
+    assert.equal(await metric(server, "vllm:num_preemptions_total", { tier: "flex" }), 1);
     const payloads = events.map((e) => e.data);
     assert.equal(payloads.at(-1), "[DONE]");
     assert.ok(payloads.every((p) => p === "[DONE]" || !("error" in JSON.parse(p))), "no error reached the client");
@@ -166,6 +167,17 @@ describe("prefix cache and chunked prefill", () => {
     assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens - 1, "the same prompt again: all but the last token reused");
     assert.equal(again.choices[0].message.content, second.choices[0].message.content, "reused cells give the same greedy answer");
 
+    const hits = await metric(server, "vllm:prefix_cache_hits_total", { tier: "default" });
+    const queries = await metric(server, "vllm:prefix_cache_queries_total", { tier: "default" });
+    assert.equal(hits, cached + again.usage.prompt_tokens_details.cached_tokens, "/metrics counts the reused tokens");
+    assert.ok(queries! >= first.usage.prompt_tokens + second.usage.prompt_tokens * 3);
+    const finished = async (reason: string) => (await metric(server, "vllm:request_success_total", { tier: "default", finished_reason: reason })) ?? 0;
+    assert.equal((await finished("stop")) + (await finished("length")), 4, "four requests finished");
+    assert.equal(await metric(server, "vllm:time_to_first_token_seconds_count", { tier: "default" }), 4);
+    assert.ok((await metric(server, "vllm:kv_cache_usage_perc"))! > 0, "idle cached prefixes hold cells");
+    assert.equal(await metric(server, "vllm:num_requests_running", { tier: "default" }), 0);
+    assert.equal(await metric(server, "vllm:num_requests_waiting", { tier: "priority" }), 0);
+
     const totals = await usageTotals(server);
     assert.equal(totals.cached_tokens, cached + again.usage.prompt_tokens_details.cached_tokens, "the ledger records the cached tokens");
   });
@@ -200,6 +212,19 @@ interface UsageTotals {
   cached_tokens: number;
   completion_tokens: number;
   cost_usd: number;
+}
+
+/** One sample of the server's /metrics, by name and labels (model_name is SmolLM2's unless given). */
+async function metric(server: RunningServer, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  const wanted = { model_name: SMOLLM2, ...labels };
+  for (const line of text.split("\n")) {
+    const match = /^([^\s{]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const found = Object.fromEntries([...(match[2] ?? "").matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    if (Object.entries(wanted).every(([k, v]) => found[k] === v)) return Number(match[3]);
+  }
+  return undefined;
 }
 
 async function usageTotals(server: RunningServer, key = server.key): Promise<UsageTotals> {

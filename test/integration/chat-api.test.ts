@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { cli, postChat, readSse, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { smolStandardUnits } from "../helpers/usage.js";
 
 const SPECIAL_TOKEN_TEXT = /<\|im_end\|>|<\|im_start\|>|<\|endoftext\|>|<\/s>|<end_of_turn>|<start_of_turn>/;
 const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
@@ -40,7 +41,7 @@ describe("chat completions against the real SmolLM2 model", () => {
     assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens);
     assert.equal(typeof usage.estimated_cost, "number");
     // The catalog's standard prices for SmolLM2 are 0.02 in / 0.06 out per 1M tokens; the JSON text is the exact decimal.
-    const expected = (usage.prompt_tokens * 2 + usage.completion_tokens * 6) / 1e8;
+    const expected = smolStandardUnits(usage) / 1e8;
     assert.ok(Math.abs(usage.estimated_cost - expected) < 1e-15);
     const costText = /"estimated_cost":([0-9.]+)/.exec(raw)![1]!;
     assert.doesNotMatch(costText, /e/i);

@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { cli, postChat, readSse, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { smolStandardUnits } from "../helpers/usage.js";
 
 const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
 
 describe("every request leaves exactly one ledger row, and the bill matches what the client got", () => {
   let server: RunningServer;
-  const received = { completion: 0, prompt: 0, requests: 0 };
+  const received = { completion: 0, prompt: 0, requests: 0, units: 0 };
   before(async () => {
     server = await startServer();
   });
@@ -26,19 +27,21 @@ describe("every request leaves exactly one ledger row, and the bill matches what
       const reply = await (await postChat(server, body)).json();
       received.prompt += reply.usage.prompt_tokens;
       received.completion += reply.usage.completion_tokens;
+      received.units += smolStandardUnits(reply.usage);
       received.requests++;
     }
     const events = await readSse(await postChat(server, ask("Count to five.", { max_tokens: 20, stream: true, stream_options: { include_usage: true } })));
     const streamed = JSON.parse(events.at(-2)!).usage;
     received.prompt += streamed.prompt_tokens;
     received.completion += streamed.completion_tokens;
+    received.units += smolStandardUnits(streamed);
     received.requests++;
     const { body } = await usage();
     assert.equal(body.totals.requests, 3);
     assert.equal(body.totals.by_status.completed, 3);
     assert.equal(body.totals.completion_tokens, received.completion);
     assert.equal(body.totals.prompt_tokens, received.prompt);
-    assert.equal(body.totals.cost_usd, (received.prompt * 2 + received.completion * 6) / 1e8);
+    assert.equal(body.totals.cost_usd, received.units / 1e8);
   });
 
   test("rejected requests are recorded at no charge", async () => {

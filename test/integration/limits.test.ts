@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
 import { createKey, postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { smolStandardUnits } from "../helpers/usage.js";
 
 const ask = (extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content: "Say one word." }], max_tokens: 8, temperature: 0, ...extra });
 const asKey = (server: RunningServer, key: string) => ({ ...server, key });
@@ -56,7 +57,7 @@ describe("limits and budgets, on PostgreSQL and Redis shared by two server proce
     assert.equal(ok.length + refused.length, 24);
     assert.ok(ok.length >= 1 && refused.length >= 1, `${ok.length} served, ${refused.length} refused`);
     const bodies = await Promise.all(ok.map((r) => r.json()));
-    const spentUnits = bodies.reduce((sum, body) => sum + body.usage.prompt_tokens * 2 + body.usage.completion_tokens * 6, 0); // 1e-8 USD
+    const spentUnits = bodies.reduce((sum, body) => sum + smolStandardUnits(body.usage), 0); // 1e-8 USD
     assert.ok(spentUnits <= 600, `spent ${spentUnits}e-8 USD of a 600e-8 budget`);
     for (const r of refused) assert.equal((await r.json()).error.code, "insufficient_quota");
     const usage = await (await fetch(`${a.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } })).json();

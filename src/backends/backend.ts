@@ -1,4 +1,4 @@
-import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, SamplingSettings, SchedulingClass, ToolDefinition } from "../engine/types.js";
+import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PromptOptions, SamplingSettings, SchedulingClass, ToolDefinition } from "../engine/types.js";
 
 /**
  * What serving needs from whatever runs a model: the embedded engine today, an OpenAI-compatible
@@ -6,6 +6,8 @@ import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, Sampli
  */
 export interface PreparedPrompt {
   tokenCount: number;
+  /** The rendered prompt leaves a `<think>` block open: the output starts as reasoning. */
+  opensThinking: boolean;
 }
 
 export interface GenerationParams {
@@ -27,7 +29,7 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   /** Tokens one request may hold: prompt plus completion. */
   readonly contextWindow: number;
   /** Renders the conversation with the model's chat template; throws PromptRejected if the template refuses it. */
-  prepare(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[]): Promise<P>;
+  prepare(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): Promise<P>;
   /** Token ids the model has (logit_bias keys must be below this). */
   readonly vocabularySize: number;
   generate(prompt: P, params: GenerationParams, signal: AbortSignal): AsyncGenerator<EngineEvent>;

@@ -15,10 +15,10 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
   return {
     contextWindow: host.contextWindow,
     vocabularySize: host.vocabularySize,
-    async prepare(messages, tools) {
+    async prepare(messages, tools, options) {
       try {
-        const tokens = host.tokenizeChat(messages, tools);
-        return { tokens, tokenCount: tokens.length };
+        const { tokens, opensThinking } = host.tokenizeChat(messages, tools, options);
+        return { tokens, tokenCount: tokens.length, opensThinking };
       } catch (error) {
         if (error instanceof PromptTemplateError) throw new PromptRejected(error.message);
         throw error;

@@ -1,13 +1,14 @@
 import { Template } from "@huggingface/jinja";
 import type { LlamaModel } from "node-llama-cpp";
-import type { ChatMessage, Token, ToolDefinition } from "./types.js";
+import { promptOpensThinking } from "./think-tags.js";
+import type { ChatMessage, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
 
 /** The model's template refused the conversation (e.g. roles that do not alternate). */
 export class PromptTemplateError extends Error {}
 
 export interface ChatTemplate {
   /** Renders the conversation (and the tools the model may call) with the generation prompt appended, as token ids. */
-  tokenize(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[]): Token[];
+  tokenize(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): RenderedPrompt;
   /** Whether the template renders a `tools` list itself (else the tools go into a system message). */
   readonly rendersTools: boolean;
 }
@@ -23,6 +24,10 @@ export interface ChatTemplate {
  * message describing them and the JSON call shape, assistant calls rendered as that JSON, and tool
  * results as messages of the role `tool` (or, if the template never mentions that role, as user
  * messages saying which call they answer).
+ *
+ * Thinking: `options.thinking === false` passes `enable_thinking: false` to the template (Qwen3's
+ * switch). Whether the rendered prompt ends inside an open `<think>` (DeepSeek-R1 and Qwen3.5
+ * templates open it themselves) is reported, so the caller knows generation starts in reasoning.
  */
 export function chatTemplateFor(model: LlamaModel, fallback?: string): ChatTemplate {
   const embedded = model.fileInfo.metadata.tokenizer?.chat_template;
@@ -38,7 +43,7 @@ export function chatTemplateFor(model: LlamaModel, fallback?: string): ChatTempl
 
   return {
     rendersTools,
-    tokenize(messages, tools = []) {
+    tokenize(messages, tools = [], options = {}) {
       const conversation = rendersTools ? messages.map(templateMessage) : withToolInstructions(messages, tools, knowsToolRole);
       let text: string;
       try {
@@ -48,12 +53,14 @@ export function chatTemplateFor(model: LlamaModel, fallback?: string): ChatTempl
           add_generation_prompt: true,
           bos_token: bosToken,
           eos_token: eosToken,
+          // Qwen3-style templates read this; a template that does not simply ignores it.
+          ...(options.thinking === false ? { enable_thinking: false } : {}),
         });
       } catch (error) {
         // Templates refuse conversations they cannot express with raise_exception (a plain Error).
         throw new PromptTemplateError(`The model's chat template could not render this conversation: ${(error as Error).message}`);
       }
-      return model.tokenize(text, true);
+      return { tokens: model.tokenize(text, true) as Token[], opensThinking: promptOpensThinking(text) };
     },
   };
 }

@@ -27,6 +27,8 @@ import type {
   GenerationRequest,
   ModelHostStats,
   OutputConstraint,
+  PromptOptions,
+  RenderedPrompt,
   SamplingSettings,
   Token,
   TokenAlternative,
@@ -56,7 +58,7 @@ export interface ModelHost {
   /** Tokens one request may hold in all: prompt plus completion. */
   readonly contextWindow: number;
   readonly vocabularySize: number;
-  tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[]): Token[];
+  tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): RenderedPrompt;
   /** Whether the model's chat template renders a `tools` list itself. */
   readonly templateRendersTools: boolean;
   /**
@@ -227,7 +229,7 @@ function createHost(
   return {
     contextWindow,
     vocabularySize: vocabularySize(model),
-    tokenizeChat: (messages, tools) => template.tokenize(messages, tools),
+    tokenizeChat: (messages, tools, options) => template.tokenize(messages, tools, options),
     templateRendersTools: template.rendersTools,
     generate,
     stats: () => {

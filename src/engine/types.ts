@@ -28,6 +28,18 @@ export interface ToolDefinition {
   parameters: Record<string, unknown>;
 }
 
+/** How the chat template renders the prompt beyond the messages and tools. */
+export interface PromptOptions {
+  /** `false`: ask the template not to think (passed as `enable_thinking: false`). Absent: the template's default. */
+  thinking?: boolean;
+}
+
+export interface RenderedPrompt {
+  tokens: Token[];
+  /** The prompt ends inside an open `<think>` block: the generation starts as reasoning. */
+  opensThinking: boolean;
+}
+
 export interface SamplingSettings {
   temperature: number;
   topP: number;

@@ -57,6 +57,7 @@ const responseFormat = z.discriminatedUnion("type", [
 ]);
 
 const maxTokens = z.number().int().min(1).nullish();
+const REASONING_EFFORTS = ["none", "minimal", "low", "medium", "high"] as const;
 const penalty = z.number().min(-2).max(2).nullish();
 
 export const chatRequestSchema = z
@@ -86,6 +87,9 @@ export const chatRequestSchema = z
     parallel_tool_calls: z.boolean().nullish(),
     user: z.string().nullish(),
     service_tier: z.enum(["auto", "default", "priority", "flex"]).nullish(),
+    reasoning_effort: z
+      .enum(REASONING_EFFORTS, { error: (issue) => `Invalid value ${JSON.stringify(issue.input)}: must be one of ${REASONING_EFFORTS.map((e) => `'${e}'`).join(", ")}.` })
+      .nullish(),
   })
   .superRefine((body, ctx) => {
     if (body.top_logprobs != null && body.top_logprobs > 0 && body.logprobs !== true) {

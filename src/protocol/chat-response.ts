@@ -39,6 +39,8 @@ export interface WireUsage {
   /** US dollars, written as an exact decimal JSON number. */
   estimated_cost: ExactDecimal;
   prompt_tokens_details?: { cached_tokens: number };
+  /** `reasoning_tokens`: the part of completion_tokens spent thinking (0 for a model that did not think). */
+  completion_tokens_details: { reasoning_tokens: number };
 }
 
 export type WireServiceTier = "default" | "priority" | "flex";
@@ -51,7 +53,8 @@ export interface ChatCompletion {
   service_tier: WireServiceTier;
   choices: Array<{
     index: number;
-    message: { role: "assistant"; content: string | null; tool_calls?: WireToolCall[] };
+    /** `reasoning_content`: the model's thinking, present only when it thought. */
+    message: { role: "assistant"; content: string | null; reasoning_content?: string; tool_calls?: WireToolCall[] };
     finish_reason: WireFinishReason;
     logprobs: WireLogprobs | null;
   }>;
@@ -66,7 +69,7 @@ export interface ChatCompletionChunk {
   service_tier: WireServiceTier;
   choices: Array<{
     index: number;
-    delta: { role?: "assistant"; content?: string | null; tool_calls?: WireToolCallDelta[] };
+    delta: { role?: "assistant"; content?: string | null; reasoning_content?: string; tool_calls?: WireToolCallDelta[] };
     finish_reason: WireFinishReason | null;
     logprobs?: WireLogprobs | null;
   }>;

@@ -55,6 +55,7 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
       parameters: t.function.parameters ?? { type: "object", properties: {} },
     })),
     toolChoice: choice == null ? undefined : typeof choice === "string" ? choice : { name: choice.function.name },
+    ...(body.reasoning_effort ? { reasoningEffort: body.reasoning_effort } : {}),
     hasImages: body.messages.some((m) => Array.isArray(m.content) && m.content.some((part) => part.type === "image_url")),
   };
 }

@@ -3,10 +3,12 @@ import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, ty
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
 import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
-import type { ChatMessage, EngineEvent, OutputConstraint, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import type { ChatMessage, EngineEvent, OutputConstraint, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation } from "./ports.js";
+import { ReasoningSplitter } from "./reasoning-split.js";
+import { splitReasoning, type SplitEvent } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
 import { mayBeToolCall, parseToolCalls, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
 
@@ -44,12 +46,19 @@ export interface ChatInput {
   toolChoice?: ToolChoice;
   /** The messages carry image parts. */
   hasImages?: boolean;
+  /** `none` turns the model's thinking off where its chat template can; the others leave it on. */
+  reasoningEffort?: ReasoningEffort;
 }
+
+export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";
 
 export interface Usage {
   promptTokens: number;
   cachedPromptTokens: number;
+  /** All generated tokens, reasoning included. */
   completionTokens: number;
+  /** Of those, the tokens the model spent thinking (inside `<think>...</think>`). */
+  reasoningTokens: number;
   /** US dollars, exact decimal string. */
   cost: string;
 }
@@ -57,11 +66,12 @@ export interface Usage {
 export type ChoiceFinishReason = "stop" | "length" | "tool_calls";
 
 /**
- * Per choice (`index`): text deltas (with the log probabilities of the tokens they complete, when
- * asked for), or tool calls, then one `finish`. After every choice has finished, exactly one
+ * Per choice (`index`): reasoning deltas and text deltas (with the log probabilities of the tokens
+ * they complete, when asked for), or tool calls, then one `finish`. After every choice has finished, exactly one
  * `done` with the usage of all of them; its reason is `cancelled` when the caller went away.
  */
 export type ServingEvent =
+  | { type: "reasoning"; index: number; text: string }
   | { type: "text"; index: number; text: string; logprobs?: TokenLogprob[] }
   | { type: "tool_calls"; index: number; calls: ToolCall[] }
   | { type: "finish"; index: number; finishReason: ChoiceFinishReason }
@@ -116,7 +126,11 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
         const prices = effectivePrices(entry.pricing, tier);
         const toolChoice: ToolChoice = input.tools?.length ? (input.toolChoice ?? "auto") : "none";
         const offered = toolChoice === "none" ? [] : (input.tools ?? []);
-        const prompt = await preparePrompt(backend, input.messages, offered);
+        const forced = toolChoice === "required" ? offered : typeof toolChoice === "object" ? offered.filter((t) => t.name === toolChoice.name) : [];
+        const { constraint, constraintParam } = outputConstraint(input, forced);
+        // Grammar-bound output cannot hold a think block, so the model is asked not to think.
+        const thinking = input.reasoningEffort === "none" || constraint ? false : undefined;
+        const prompt = await preparePrompt(backend, input.messages, offered, { thinking });
         promptTokens = prompt.tokenCount;
         const n = input.n ?? 1;
         const maxTokens = completionBudget(entry, backend, prompt, input.maxTokens);
@@ -127,8 +141,6 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
         reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase, budgetUsd: caller.limits.budgetUsd });
         lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * n, limits: caller.limits });
 
-        const forced = toolChoice === "required" ? offered : typeof toolChoice === "object" ? offered.filter((t) => t.name === toolChoice.name) : [];
-        const { constraint, constraintParam } = outputConstraint(input, forced);
         const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
         const generations = Array.from({ length: n }, (_, index) => {
           const sampling = {
@@ -166,7 +178,10 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
           model: entry.id,
           serviceTier: tier,
           events: meteredEvents(
-            generations.map((g, index) => shapeChoice(index, g, shaping)),
+            generations.map((g, index) => {
+              const splitter = new ReasoningSplitter({ enabled: !constraint, startsInReasoning: prompt.opensThinking });
+              return shapeChoice(index, splitReasoning(g, splitter), shaping);
+            }),
             meter,
             settle,
             observer,
@@ -198,9 +213,9 @@ function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entr
   return { entry: served.entry, backend: served.backend };
 }
 
-async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: readonly ToolDefinition[]): Promise<PreparedPrompt> {
+async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: readonly ToolDefinition[], options: PromptOptions): Promise<PreparedPrompt> {
   try {
-    return await backend.prepare(messages, tools);
+    return await backend.prepare(messages, tools, options);
   } catch (error) {
     if (error instanceof PromptRejected) throw new InvalidRequest(error.message, "messages");
     throw error;
@@ -237,14 +252,14 @@ async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam
   }
 }
 
-type Settle = (outcome: { completionTokens: number; status: "completed" | "cancelled" | "failed"; finishReason: string | null; errorCode: string | null }) => Promise<Usage>;
+type Settle = (outcome: { completionTokens: number; reasoningTokens: number; status: "completed" | "cancelled" | "failed"; finishReason: string | null; errorCode: string | null }) => Promise<Usage>;
 
 /** Prices the tokens used, frees the limit slot, settles the budget and writes the ledger row. */
 function settlement(
   meter: RequestMeter,
   request: { tier: ServiceTier; promptTokens: number; cachedPromptTokens: number; prices: TokenPrices; lease: LimitLease; reservation: BudgetReservation | null },
 ): Settle {
-  return async ({ completionTokens, status, finishReason, errorCode }) => {
+  return async ({ completionTokens, reasoningTokens, status, finishReason, errorCode }) => {
     const tokens = { promptTokens: request.promptTokens, cachedPromptTokens: request.cachedPromptTokens, completionTokens };
     const cost = requestCost(request.prices, tokens);
     const freed = await Promise.allSettled([request.lease.release(request.promptTokens + completionTokens), request.reservation?.settle(cost)]);
@@ -252,16 +267,18 @@ function settlement(
     await meter.record({ status, serviceTier: request.tier, promptTokens: request.promptTokens, cachedTokens: request.cachedPromptTokens, completionTokens, costUsd: cost, finishReason, errorCode });
     const failure = freed.find((r) => r.status === "rejected");
     if (failure) throw failure.reason;
-    return { ...tokens, cost };
+    return { ...tokens, reasoningTokens, cost };
   };
 }
 
-/** One choice's events, tagged with its index, before metering. */
-type ChoiceEvent =
-  | { type: "preempted"; index: number }
-  | { type: "text"; index: number; text: string; completionTokens: number; logprobs?: TokenLogprob[] }
-  | { type: "tool_calls"; index: number; calls: ToolCall[]; completionTokens: number }
-  | { type: "finish"; index: number; reason: "stop" | "length" | "cancelled" | "tool_calls"; completionTokens: number };
+/** One choice's events, tagged with its index, before metering; token counts are running totals. */
+type ChoiceEvent = { index: number; completionTokens: number; reasoningTokens: number } & (
+  | { type: "preempted" }
+  | { type: "reasoning"; text: string }
+  | { type: "text"; text: string; logprobs?: TokenLogprob[] }
+  | { type: "tool_calls"; calls: ToolCall[] }
+  | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls" }
+);
 
 type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly ToolDefinition[] } | { mode: "auto"; tools: readonly ToolDefinition[] };
 
@@ -270,16 +287,17 @@ type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly ToolDefi
  * back: forced (`required` or a named tool) holds everything and, the output being grammar-bound,
  * returns it as tool calls; `auto` holds text only while it still starts like a call (`{`, `[`,
  * `<tool_call>` or a code fence) and, at the end, returns tool calls if the whole text parses as a
- * call of an offered tool (see parseToolCalls), else releases it as content.
+ * call of an offered tool (see parseToolCalls), else releases it as content. Reasoning is never
+ * held: only the content after it can be a call.
  */
-async function* shapeChoice(index: number, generation: AsyncGenerator<EngineEvent>, shaping: ToolShaping): AsyncGenerator<ChoiceEvent> {
+async function* shapeChoice(index: number, generation: AsyncGenerator<SplitEvent>, shaping: ToolShaping): AsyncGenerator<ChoiceEvent> {
   let holding = shaping.mode !== "none";
   let held = "";
   let heldLogprobs: TokenLogprob[] | undefined;
   for await (const event of generation) {
-    if (event.type === "started") continue;
-    if (event.type === "preempted") {
-      yield { type: "preempted", index };
+    const counts = { completionTokens: event.completionTokens, reasoningTokens: event.reasoningTokens };
+    if (event.type === "reasoning" || event.type === "preempted") {
+      yield { index, ...event };
       continue;
     }
     if (event.type === "text") {
@@ -288,7 +306,7 @@ async function* shapeChoice(index: number, generation: AsyncGenerator<EngineEven
         if (event.logprobs) (heldLogprobs ??= []).push(...event.logprobs);
         if (shaping.mode === "auto" && !mayBeToolCall(held)) {
           holding = false;
-          yield { type: "text", index, text: held, completionTokens: event.completionTokens, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
+          yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
           held = "";
           heldLogprobs = undefined;
         }
@@ -300,13 +318,13 @@ async function* shapeChoice(index: number, generation: AsyncGenerator<EngineEven
     if (holding && event.reason !== "cancelled" && shaping.mode !== "none") {
       const calls = event.reason === "length" ? null : parseToolCalls(held, shaping.tools);
       if (calls) {
-        yield { type: "tool_calls", index, calls, completionTokens: event.completionTokens };
-        yield { type: "finish", index, reason: "tool_calls", completionTokens: event.completionTokens };
+        yield { type: "tool_calls", index, calls, ...counts };
+        yield { type: "finish", index, reason: "tool_calls", ...counts };
         return;
       }
-      if (held) yield { type: "text", index, text: held, completionTokens: event.completionTokens, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
+      if (held) yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
     }
-    yield { type: "finish", index, reason: event.reason, completionTokens: event.completionTokens };
+    yield { type: "finish", index, reason: event.reason, ...counts };
   }
 }
 
@@ -339,7 +357,9 @@ async function* merge<T>(sources: AsyncGenerator<T>[]): AsyncGenerator<T> {
  */
 async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: RequestMeter, settle: Settle, observer: RequestObserver): AsyncGenerator<ServingEvent> {
   const delivered = new Array<number>(choices.length).fill(0);
-  const total = () => delivered.reduce((a, b) => a + b, 0);
+  const deliveredReasoning = new Array<number>(choices.length).fill(0);
+  const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
+  const total = () => ({ completionTokens: sum(delivered), reasoningTokens: sum(deliveredReasoning) });
   let finished = 0;
   let cancelled = false;
   try {
@@ -349,7 +369,12 @@ async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: Req
         continue;
       }
       delivered[event.index] = event.completionTokens;
-      if (event.type === "text") {
+      deliveredReasoning[event.index] = event.reasoningTokens;
+      if (event.type === "reasoning") {
+        meter.firstToken();
+        observer.output(event.index);
+        yield { type: "reasoning", index: event.index, text: event.text };
+      } else if (event.type === "text") {
         meter.firstToken();
         observer.output(event.index);
         yield { type: "text", index: event.index, text: event.text, ...(event.logprobs ? { logprobs: event.logprobs } : {}) };
@@ -363,19 +388,19 @@ async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: Req
         else yield { type: "finish", index: event.index, finishReason: event.reason };
         if (finished === choices.length) {
           const status = cancelled ? "cancelled" : "completed";
-          const usage = await settle({ completionTokens: total(), status, finishReason: cancelled ? "cancelled" : event.reason, errorCode: null });
-          observer.finished(cancelled ? "abort" : event.reason, total());
+          const usage = await settle({ ...total(), status, finishReason: cancelled ? "cancelled" : event.reason, errorCode: null });
+          observer.finished(cancelled ? "abort" : event.reason, total().completionTokens);
           yield { type: "done", finishReason: cancelled ? "cancelled" : "stop", usage };
         }
       }
     }
   } catch (error) {
-    await settle({ completionTokens: total(), status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error" });
+    await settle({ ...total(), status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error" });
     throw error;
   } finally {
     if (!meter.recorded) {
-      await settle({ completionTokens: total(), status: "cancelled", finishReason: null, errorCode: null });
-      observer.finished("abort", total());
+      await settle({ ...total(), status: "cancelled", finishReason: null, errorCode: null });
+      observer.finished("abort", total().completionTokens);
     }
   }
 }

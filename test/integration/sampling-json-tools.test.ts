@@ -241,10 +241,7 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
     assert.equal(chunks.at(-1).choices[0].finish_reason, "tool_calls");
   });
 
-  // SmolLM2-135M does not choose to call a tool under `auto` with any prompt tried (it answers in
-  // text), so the first turn forces the call with `required`; the rest of the round trip (the
-  // assistant tool_calls and the tool result rendered back into the prompt, then an `auto` turn
-  // that answers) is what a client does after an auto call. The auto detection itself is unit-tested.
+  // The forced variant of the round trip: `required` binds the first turn to the call grammar.
   test("a tool-call round trip with the openai client: call, tool result, final answer", async () => {
     const client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL });
     const tools = [{ type: "function" as const, function: { name: "get_weather", description: "Get the current weather for a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
@@ -262,5 +259,62 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
     const answer = second.choices[0]!;
     assert.ok(["stop", "length", "tool_calls"].includes(answer.finish_reason));
     assert.ok((answer.message.content ?? "").trim().length > 0 || (answer.message.tool_calls?.length ?? 0) > 0);
+  });
+
+  // Under `auto` nothing forces the call: the model chooses it. SmolLM2-135M answers a bare weather
+  // question in prose, but with one worked example earlier in the conversation (a call of a
+  // different tool, its result and the answer, as a client's few-shot history) it calls the offered
+  // tool itself, in its trained `<tool_call>[...]</tool_call>` format, and answers from the result.
+  test("an auto tool-call round trip with the openai client: the model chooses the call, gets the result, answers", async () => {
+    const client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL });
+    const cityParameters = { type: "object", properties: { city: { type: "string", description: "The city name" } }, required: ["city"], additionalProperties: false };
+    const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [
+      { type: "function", function: { name: "get_weather", description: "Get the current weather for a city", parameters: cityParameters } },
+      { type: "function", function: { name: "get_time", description: "Get the current local time in a city", parameters: cityParameters } },
+    ];
+    const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
+      { role: "user", content: "What time is it in Tokyo?" },
+      { role: "assistant", content: null, tool_calls: [{ id: "call_example", type: "function", function: { name: "get_time", arguments: '{"city":"Tokyo"}' } }] },
+      { role: "tool", tool_call_id: "call_example", content: '{"city":"Tokyo","time":"14:05"}' },
+      { role: "assistant", content: "It is 14:05 in Tokyo." },
+      { role: "user", content: "What's the weather in Paris?" },
+    ];
+    const settings = { model: SMOLLM2, tools, tool_choice: "auto" as const, temperature: 0, seed: 3, max_tokens: 60 };
+    const first = await client.chat.completions.create({ ...settings, messages });
+    const choice = first.choices[0]!;
+    assert.equal(choice.finish_reason, "tool_calls", `the model answered: ${JSON.stringify(choice.message)}`);
+    assert.equal(choice.message.content, null);
+    assert.equal(choice.message.tool_calls?.length, 1);
+    const call = choice.message.tool_calls![0]!;
+    assert.ok(call.type === "function");
+    assert.match(call.id, /^call_/);
+    // The model picked the tool that fits the question, and its arguments validate against the schema.
+    assert.equal(call.function.name, "get_weather");
+    const args = JSON.parse(call.function.arguments) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(args), ["city"]);
+    assert.equal(typeof args.city, "string");
+    assert.ok((args.city as string).length > 0);
+
+    // The same turn streamed: one tool_calls fragment with the whole call, then the tool_calls finish.
+    const stream = await client.chat.completions.create({ ...settings, messages, stream: true });
+    const fragments: OpenAI.Chat.Completions.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
+    let streamedFinish: string | null = null;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        fragments.push(...(c.delta.tool_calls ?? []));
+        streamedFinish = c.finish_reason ?? streamedFinish;
+      }
+    }
+    assert.equal(streamedFinish, "tool_calls");
+    assert.equal(fragments.length, 1);
+    assert.equal(fragments[0]!.function?.name, call.function.name);
+    assert.deepEqual(JSON.parse(fragments[0]!.function!.arguments!), args);
+
+    messages.push(choice.message, { role: "tool", tool_call_id: call.id, content: JSON.stringify({ city: args.city, temperature_c: 21, sky: "sunny" }) });
+    const second = await client.chat.completions.create({ ...settings, messages });
+    const answer = second.choices[0]!;
+    assert.equal(answer.finish_reason, "stop", `the model answered: ${JSON.stringify(answer.message)}`);
+    assert.equal(answer.message.tool_calls, undefined);
+    assert.ok((answer.message.content ?? "").trim().length > 0);
   });
 });

@@ -27,7 +27,7 @@ function faultyBackend(failAfterTokens: number): Backend {
     contextWindow: 1024,
     vocabularySize: 0,
     async prepare(): Promise<PreparedPrompt> {
-      return { tokenCount: 10 };
+      return { tokenCount: 10, opensThinking: false };
     },
     async *generate(): AsyncGenerator<EngineEvent> {
       yield { type: "started", queuedMs: 0, cachedTokens: 0 };

@@ -37,6 +37,7 @@ function toWireUsage(usage: Usage): WireUsage {
     total_tokens: usage.promptTokens + usage.completionTokens,
     estimated_cost: ExactDecimal.of(usage.cost),
     prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens },
+    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
   };
 }
 
@@ -52,9 +53,11 @@ function toWireToolCall(call: ToolCall): WireToolCall {
 }
 
 async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logprobs: boolean): Promise<FastifyReply> {
-  const choices = Array.from({ length: n }, () => ({ content: "", logprobs: [] as TokenLogprob[], calls: [] as ToolCall[], finish: "stop" as WireFinishReason }));
+  const choices = Array.from({ length: n }, () => ({ reasoning: "", content: "", logprobs: [] as TokenLogprob[], calls: [] as ToolCall[], finish: "stop" as WireFinishReason }));
   for await (const event of run.events) {
-    if (event.type === "text") {
+    if (event.type === "reasoning") {
+      choices[event.index]!.reasoning += event.text;
+    } else if (event.type === "text") {
       const choice = choices[event.index]!;
       choice.content += event.text;
       if (event.logprobs) choice.logprobs.push(...event.logprobs);
@@ -72,10 +75,13 @@ async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logp
         service_tier: run.serviceTier,
         choices: choices.map((c, index) => ({
           index,
-          message:
-            c.calls.length > 0
-              ? { role: "assistant", content: c.content || null, tool_calls: c.calls.map(toWireToolCall) }
-              : { role: "assistant", content: c.content },
+          message: {
+            role: "assistant",
+            // No answer after the tool calls or the thinking is null, as vLLM returns it; plain empty output stays "".
+            content: c.calls.length > 0 || c.reasoning ? c.content || null : c.content,
+            ...(c.reasoning ? { reasoning_content: c.reasoning } : {}),
+            ...(c.calls.length > 0 ? { tool_calls: c.calls.map(toWireToolCall) } : {}),
+          },
           finish_reason: c.finish,
           logprobs: logprobs ? toWireLogprobs(c.logprobs) : null,
         })),
@@ -107,7 +113,10 @@ async function streamRun(run: ChatRun, reply: FastifyReply, request: FastifyRequ
     sse.send(content(0, "")); // first byte as soon as generation starts, as OpenAI does
     started.add(0);
     for await (const event of run.events) {
-      if (event.type === "text") {
+      if (event.type === "reasoning") {
+        started.add(event.index);
+        sse.send(chunk([{ index: event.index, delta: { role: "assistant", reasoning_content: event.text }, finish_reason: null, logprobs: null }]));
+      } else if (event.type === "text") {
         started.add(event.index);
         sse.send(content(event.index, event.text, event.logprobs));
       } else if (event.type === "tool_calls") {

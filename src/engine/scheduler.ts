@@ -6,8 +6,9 @@
  * - A flex request waits at most `flexMaxWaitMs`, then fails with WaitExpiredError.
  * - When a priority or standard request has to wait while flex requests hold slots, the flex
  *   request admitted last is preempted: its lease's `preemption` signal fires, it gives its slot
- *   back, and it re-enters at the head of the flex queue (`resumed`), exempt from the wait limit
- *   and the queue bound, so its client sees a pause and never an error.
+ *   back, and it re-enters at the head of its queue (`resumed`), exempt from the wait limit and
+ *   the queue bound, so its client sees a pause and never an error. A priority request that
+ *   still has to wait preempts standard requests the same way.
  * - At most `maxWaiting` new requests wait; beyond that QueueFullError.
  *
  * Each slot is one sequence with its own KV cells, so "KV cells run short" is "no slot is free".
@@ -133,18 +134,27 @@ export class SlotScheduler {
     }
   }
 
-  /** One flex slot is asked back for each priority or standard waiter not already covered by one. */
+  /**
+   * Asks slots back for the waiters that free slots will not cover: flex slots (latest admitted
+   * first) for priority and standard waiters, then standard slots for priority waiters, so that
+   * priority work never waits for a whole generation to end.
+   */
   private preemptForWaiters(): void {
-    const needing = this.queues.priority.length + this.queues.standard.length;
-    if (needing === 0) return;
-    const flex = this.running.filter((lease) => lease.schedulingClass === "flex");
-    let covered = flex.filter((lease) => lease.preemption.aborted).length;
-    for (let i = flex.length - 1; i >= 0 && covered < needing; i--) {
-      const lease = flex[i]!;
-      if (lease.preemption.aborted) continue;
-      lease.controller.abort();
-      this.preemptions++;
-      covered++;
+    const priority = this.queues.priority.length;
+    const waiting = priority + this.queues.standard.length;
+    if (waiting === 0) return;
+    let covered = this.running.filter((lease) => lease.preemption.aborted).length;
+    const latestFirst = (schedulingClass: SchedulingClass) => this.running.filter((l) => l.schedulingClass === schedulingClass && !l.preemption.aborted).reverse();
+    for (const [victims, need] of [
+      [latestFirst("flex"), waiting],
+      [latestFirst("standard"), priority],
+    ] as const) {
+      for (const lease of victims) {
+        if (covered >= need) break;
+        lease.controller.abort();
+        this.preemptions++;
+        covered++;
+      }
     }
   }
 }

@@ -53,7 +53,7 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
   });
 
   test("a freed sequence goes to priority first, then standard, then flex, whatever the arrival order", async () => {
-    const holder = await holdSlot(server);
+    const holder = await holdSlot(server, { service_tier: "priority" }); // nothing preempts a priority request
     const finished: string[] = [];
     const waiters = (["flex", "default", "priority"] as const).map(async (tier) => {
       const response = await postChat(server, ask("Say hi.", { max_tokens: 3, service_tier: tier }));

@@ -94,6 +94,25 @@ describe("slot scheduler", () => {
     (await newFlex).release();
   });
 
+  it("a priority request with no flex to take preempts the standard request admitted last; a standard one preempts none", async () => {
+    const s = scheduler(2);
+    const first = await s.acquire("standard");
+    const second = await s.acquire("standard");
+    const standard = s.acquire("standard");
+    await tick();
+    assert.equal(s.stats().preemptions, 0, "standard never preempts standard");
+    const priority = s.acquire("priority");
+    await tick();
+    assert.deepEqual([first.preemption.aborted, second.preemption.aborted], [false, true]);
+    second.release();
+    const resumed = s.acquire("standard", { resumed: true });
+    (await priority).release();
+    assert.equal(await Promise.race([resumed.then(() => "resumed"), standard.then(() => "new")]), "resumed", "the preempted request goes first among standard");
+    (await resumed).release();
+    first.release();
+    (await standard).release();
+  });
+
   it("a resumed flex request is not subject to the wait limit or the queue bound", async () => {
     const s = scheduler(1, 0, 10);
     const holder: SlotLease = await s.acquire("standard");

@@ -1,0 +1,131 @@
+/**
+ * Our service side by side with llama.cpp's llama-server and llama-cpp-python's server, in one run,
+ * on the same GGUF file and thread count. Each target is started alone (they would fight over the
+ * cores), the scenarios run against it, it is stopped, and the next one starts.
+ *
+ *   npm run bench:compare -- [--scenarios random-c16,random-c1,multiturn,mixed] [--targets ...] [--quick]
+ *
+ * Prints a table and the ratios, writes bench/results/compare-<time>.json and .png.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { Command } from "commander";
+import { barChartPng } from "./load/chart.js";
+import type { Target } from "./load/client-stream.js";
+import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
+import { startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
+
+const program = new Command()
+  .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
+  .option("--threads <n>", "llama.cpp threads, for every target", "2")
+  .option("--parallel <n>", "our sequences = llama-server's slots", "16")
+  .option("--scenarios <list>", "random-c16,random-c1,multiturn,mixed", "random-c16,random-c1,multiturn,mixed")
+  .option("--targets <list>", "switchyard,switchyard-no-prefix-cache,llama-server,llama-cpp-python", "switchyard,switchyard-no-prefix-cache,llama-server,llama-cpp-python")
+  .option("--quick", "a quarter of the requests (a smoke run)")
+  .option("--out <prefix>", "where results go", `bench/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}`)
+  .parse();
+const opts = program.opts<{ model: string; threads: string; parallel: string; scenarios: string; targets: string; quick?: boolean; out: string }>();
+const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
+
+const SCENARIOS: Record<string, Scenario[]> = {
+  "random-c16": [{ kind: "random", name: "random 128/128 c16", requests: scale(48), inputTokens: 128, outputTokens: 128, maxConcurrency: 16, requestRate: Infinity }],
+  "random-c1": [{ kind: "random", name: "random 128/128 c1", requests: scale(8), inputTokens: 128, outputTokens: 128, maxConcurrency: 1, requestRate: Infinity }],
+  multiturn: [{ kind: "multiturn", name: "multiturn 6 turns", conversations: scale(8), turns: 6, outputTokens: 48, maxConcurrency: 4 }],
+  mixed: [
+    { kind: "random", name: "priority unloaded", requests: scale(8), inputTokens: 128, outputTokens: 64, maxConcurrency: 1, requestRate: Infinity, tierMix: { priority: 1 } },
+    { kind: "random", name: "mixed 20/50/30 saturating", requests: scale(96), inputTokens: 128, outputTokens: 64, maxConcurrency: 48, requestRate: Infinity, tierMix: { priority: 0.2, default: 0.5, flex: 0.3 } },
+  ],
+};
+/** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
+const APPLIES: Record<string, string[]> = {
+  switchyard: ["random-c16", "random-c1", "multiturn", "mixed"],
+  "switchyard-no-prefix-cache": ["multiturn"],
+  "llama-server": ["random-c16", "random-c1", "multiturn"],
+  "llama-cpp-python": ["random-c16", "random-c1"],
+};
+
+const modelPath = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; path: string }>).find(
+  (m) => m.id === opts.model,
+)?.path;
+if (!modelPath) throw new Error(`${opts.model} is not pulled: run 'npx switchyard models pull'`);
+const peer: PeerOptions = { modelId: opts.model, modelPath, threads: Number(opts.threads), parallel: Number(opts.parallel), contextPerSequence: 2048, port: 18400 };
+
+const starters: Record<string, () => Promise<RunningTarget | null>> = {
+  switchyard: () => startSwitchyard(peer),
+  "switchyard-no-prefix-cache": () => startSwitchyard(peer, "switchyard-no-prefix-cache", { SWITCHYARD_PREFIX_CACHE: "0" }),
+  "llama-server": () => startLlamaServer(peer),
+  "llama-cpp-python": () => startLlamaCppPython({ ...peer, parallel: 1 }),
+};
+
+const wanted = opts.scenarios.split(",");
+const reports: ScenarioReport[] = [];
+const skipped: string[] = [];
+for (const name of opts.targets.split(",")) {
+  const scenarios = (APPLIES[name] ?? []).filter((s) => wanted.includes(s)).flatMap((s) => SCENARIOS[s] ?? []);
+  if (scenarios.length === 0) continue;
+  const running = await starters[name]!();
+  if (!running) {
+    skipped.push(`${name}: not built (see bench/peers/)`);
+    continue;
+  }
+  try {
+    await warmUp(running.target);
+    for (const scenario of scenarios) {
+      process.stderr.write(`${name}: ${scenario.name}...\n`);
+      reports.push(await runScenario(running.target, scenario));
+    }
+  } finally {
+    await running.stop();
+  }
+}
+
+const round = (n: number | null | undefined, d = 1) => (n === null || n === undefined || !Number.isFinite(n) ? null : Number(n.toFixed(d)));
+console.table(
+  reports.map((r) => ({
+    target: r.target,
+    scenario: r.scenario,
+    ok: r.completed,
+    failed: Object.entries(r.failed).map(([code, f]) => `${code}:${f.count}@${f.meanTimeToFailureS.toFixed(0)}s`).join(" ") || "",
+    "req/s": round(r.requestThroughput, 2),
+    "out tok/s": round(r.outputTokensPerS),
+    "out/req": round(r.meanOutputTokens),
+    "ttft p50": round(r.ttftMs.p50, 0),
+    "ttft p99": round(r.ttftMs.p99, 0),
+    "tpot mean": round(r.tpotMs.mean),
+    "itl p50": round(r.itlMs.p50),
+    "itl p99": round(r.itlMs.p99),
+    "cache hit": round(r.prefixCacheHitRate, 2),
+    "ttft turn1/2+": r.ttftLaterTurnsMs ? `${round(r.ttftFirstTurnMs!.mean, 0)}/${round(r.ttftLaterTurnsMs.mean, 0)}` : "",
+  })),
+);
+
+const find = (target: string, scenario: string) => reports.find((r) => r.target === target && r.scenario === scenario);
+const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? round(a / b, 2) : null);
+const ratios = {
+  "c16 out tok/s vs llama-server (target >= 1.2)": ratio(find("switchyard", "random 128/128 c16")?.outputTokensPerS, find("llama-server", "random 128/128 c16")?.outputTokensPerS),
+  "c16 out tok/s vs llama-cpp-python (target >= 4)": ratio(find("switchyard", "random 128/128 c16")?.outputTokensPerS, find("llama-cpp-python", "random 128/128 c16")?.outputTokensPerS),
+  "c16 TTFT p50 vs llama-server (target <= 1)": ratio(find("switchyard", "random 128/128 c16")?.ttftMs.p50, find("llama-server", "random 128/128 c16")?.ttftMs.p50),
+  "c1 out tok/s vs llama-server (target >= 0.95)": ratio(find("switchyard", "random 128/128 c1")?.outputTokensPerS, find("llama-server", "random 128/128 c1")?.outputTokensPerS),
+  "multiturn TTFT turns 2+ vs prefix cache off (target <= 0.5)": ratio(find("switchyard", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("switchyard-no-prefix-cache", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
+  "multiturn TTFT turns 2+ vs llama-server (target <= 1)": ratio(find("switchyard", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("llama-server", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
+  "priority TTFT p99 loaded vs unloaded (target <= 2)": ratio(find("switchyard", "mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, find("switchyard", "priority unloaded")?.byTier.priority?.ttftMs.p99),
+};
+console.table(Object.entries(ratios).map(([what, value]) => ({ what, ratio: value })));
+for (const line of skipped) console.log(`skipped ${line}`);
+
+mkdirSync("bench/results", { recursive: true });
+writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), model: opts.model, modelPath, threads: peer.threads, parallel: peer.parallel, reports, ratios, skipped }, null, 2));
+const byScenario = [...new Set(reports.map((r) => r.scenario))];
+writeFileSync(
+  `${opts.out}.png`,
+  barChartPng(`${opts.model}, ${peer.threads} threads`, [
+    ...byScenario.map((s) => ({ title: s, unit: "out tok/s", bars: reports.filter((r) => r.scenario === s).map((r) => ({ label: r.target, value: r.outputTokensPerS })) })),
+    ...byScenario.map((s) => ({ title: s, unit: "TTFT p50 ms", bars: reports.filter((r) => r.scenario === s).map((r) => ({ label: r.target, value: r.ttftMs.p50 })) })),
+  ]),
+);
+console.log(`wrote ${opts.out}.json and ${opts.out}.png`);
+
+/** One short request, so model loading and first-call costs stay out of the numbers. */
+async function warmUp(target: Target): Promise<void> {
+  await runScenario(target, { kind: "random", name: "warm-up", requests: 2, inputTokens: 16, outputTokens: 8, maxConcurrency: 2, requestRate: Infinity });
+}

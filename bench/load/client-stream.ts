@@ -1,0 +1,84 @@
+import type { ChatMessage } from "./datasets.js";
+
+/** An OpenAI-compatible server under test. */
+export interface Target {
+  name: string;
+  /** Up to and excluding `/chat/completions`. */
+  baseURL: string;
+  key: string;
+  model: string;
+}
+
+export interface RequestResult {
+  ok: boolean;
+  status: number;
+  errorCode?: string;
+  tier: string;
+  /** From sending to the end (or to the failure). */
+  e2eMs: number;
+  ttftMs?: number;
+  /** Gaps between successive output chunks. */
+  itlMs: number[];
+  outputTokens: number;
+  promptTokens: number;
+  /** Prompt tokens the server reports as reused (ours: cached_tokens; llama-server: timings.cache_n). */
+  cachedTokens?: number;
+  content: string;
+}
+
+/** Sends one streamed chat request and times every output chunk as it arrives. */
+export async function streamChat(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined): Promise<RequestResult> {
+  const sent = performance.now();
+  const response = await fetch(`${target.baseURL}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },
+    body: JSON.stringify({
+      model: target.model,
+      messages,
+      max_tokens: maxTokens,
+      temperature: 0.8,
+      stream: true,
+      stream_options: { include_usage: true },
+      ...(tier ? { service_tier: tier } : {}),
+    }),
+  });
+  const result: RequestResult = { ok: response.ok, status: response.status, tier: tier ?? "default", e2eMs: 0, itlMs: [], outputTokens: 0, promptTokens: 0, content: "" };
+  if (!response.ok) {
+    const body = (await response.json().catch(() => ({}))) as { error?: { code?: string } };
+    result.errorCode = body.error?.code ?? String(response.status);
+    result.e2eMs = performance.now() - sent;
+    return result;
+  }
+  let last: number | undefined;
+  let buffer = "";
+  const decoder = new TextDecoder();
+  for await (const bytes of response.body as AsyncIterable<Uint8Array>) {
+    buffer += decoder.decode(bytes, { stream: true });
+    let end: number;
+    while ((end = buffer.indexOf("\n\n")) !== -1) {
+      const event = buffer.slice(0, end).trim();
+      buffer = buffer.slice(end + 2);
+      if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
+      const chunk = JSON.parse(event.slice(6));
+      const delta = chunk.choices?.[0]?.delta;
+      const text = (delta?.content ?? "") + (delta?.reasoning_content ?? "");
+      if (text) {
+        const now = performance.now();
+        if (last === undefined) result.ttftMs = now - sent;
+        else result.itlMs.push(now - last);
+        last = now;
+        result.content += delta?.content ?? "";
+      }
+      if (chunk.usage) {
+        result.outputTokens = chunk.usage.completion_tokens;
+        result.promptTokens = chunk.usage.prompt_tokens;
+        const cached = chunk.usage.prompt_tokens_details?.cached_tokens ?? chunk.timings?.cache_n;
+        if (typeof cached === "number") result.cachedTokens = cached;
+      } else if (chunk.timings && typeof chunk.timings.cache_n === "number") {
+        result.cachedTokens = chunk.timings.cache_n;
+      }
+    }
+  }
+  result.e2eMs = performance.now() - sent;
+  return result;
+}

@@ -1,0 +1,141 @@
+import { conversationSystemPrompt, FOLLOW_UPS, randomPrompts, type ChatMessage } from "./datasets.js";
+import { streamChat, type RequestResult, type Target } from "./client-stream.js";
+import { poissonGapMs, seededRandom, summarize, type Summary } from "./stats.js";
+
+export interface RandomScenario {
+  kind: "random";
+  name: string;
+  requests: number;
+  inputTokens: number;
+  outputTokens: number;
+  maxConcurrency: number;
+  /** Requests per second (Poisson arrivals); Infinity sends as fast as the concurrency allows. */
+  requestRate: number;
+  /** service_tier → share of requests, e.g. { priority: 0.2, default: 0.5, flex: 0.3 }. */
+  tierMix?: Record<string, number>;
+}
+
+export interface MultiturnScenario {
+  kind: "multiturn";
+  name: string;
+  conversations: number;
+  turns: number;
+  outputTokens: number;
+  maxConcurrency: number;
+}
+
+export type Scenario = RandomScenario | MultiturnScenario;
+
+export interface ScenarioReport {
+  scenario: string;
+  target: string;
+  durationS: number;
+  completed: number;
+  failed: Record<string, { count: number; meanTimeToFailureS: number }>;
+  requestThroughput: number;
+  outputTokensPerS: number;
+  meanOutputTokens: number;
+  ttftMs: Summary;
+  tpotMs: Summary;
+  itlMs: Summary;
+  e2eMs: Summary;
+  /** Cached prompt tokens over prompt tokens; null when the server reports none. */
+  prefixCacheHitRate: number | null;
+  byTier: Record<string, { ttftMs: Summary; completed: number; failed: number }>;
+  /** multiturn: TTFT of first turns and of later ones. */
+  ttftFirstTurnMs?: Summary;
+  ttftLaterTurnsMs?: Summary;
+}
+
+interface Timed extends RequestResult {
+  turn?: number;
+}
+
+/** Each scenario gets prompts of its own (seeded by its name), so no run finds another's prompts cached. */
+export async function runScenario(target: Target, scenario: Scenario, seed = [...scenario.name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7)): Promise<ScenarioReport> {
+  const started = performance.now();
+  const results = scenario.kind === "random" ? await runRandom(target, scenario, seed) : await runMultiturn(target, scenario);
+  return report(target, scenario, results, (performance.now() - started) / 1000);
+}
+
+async function runRandom(target: Target, s: RandomScenario, seed: number): Promise<Timed[]> {
+  const random = seededRandom(seed + 1);
+  const prompts = randomPrompts(s.requests, s.inputTokens, seed);
+  const tiers = prompts.map(() => pickTier(s.tierMix, random));
+  const results: Timed[] = [];
+  const running = new Set<Promise<void>>();
+  for (let i = 0; i < s.requests; i++) {
+    while (running.size >= s.maxConcurrency) await Promise.race(running);
+    const request = streamChat(target, prompts[i]!, s.outputTokens, tiers[i]).then((r) => {
+      results.push(r);
+    });
+    const tracked = request.finally(() => running.delete(tracked));
+    running.add(tracked);
+    if (Number.isFinite(s.requestRate)) await new Promise((resolve) => setTimeout(resolve, poissonGapMs(s.requestRate, random)));
+  }
+  await Promise.all(running);
+  return results;
+}
+
+async function runMultiturn(target: Target, s: MultiturnScenario): Promise<Timed[]> {
+  const results: Timed[] = [];
+  const conversation = async (c: number) => {
+    const messages: ChatMessage[] = [conversationSystemPrompt(c)];
+    for (let turn = 0; turn < s.turns; turn++) {
+      messages.push({ role: "user", content: FOLLOW_UPS[turn % FOLLOW_UPS.length]! });
+      const result: Timed = { ...(await streamChat(target, messages, s.outputTokens, undefined)), turn };
+      results.push(result);
+      messages.push({ role: "assistant", content: result.content || "I see." });
+    }
+  };
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(s.maxConcurrency, s.conversations) }, async () => {
+      while (next < s.conversations) await conversation(next++);
+    }),
+  );
+  return results;
+}
+
+function pickTier(mix: Record<string, number> | undefined, random: () => number): string | undefined {
+  if (!mix) return undefined;
+  let r = random() * Object.values(mix).reduce((a, b) => a + b, 0);
+  for (const [tier, share] of Object.entries(mix)) if ((r -= share) <= 0) return tier;
+  return Object.keys(mix).at(-1);
+}
+
+function report(target: Target, scenario: Scenario, results: Timed[], durationS: number): ScenarioReport {
+  const ok = results.filter((r) => r.ok && r.ttftMs !== undefined);
+  const failed: ScenarioReport["failed"] = {};
+  for (const r of results.filter((x) => !x.ok)) {
+    const entry = (failed[r.errorCode ?? String(r.status)] ??= { count: 0, meanTimeToFailureS: 0 });
+    entry.meanTimeToFailureS = (entry.meanTimeToFailureS * entry.count + r.e2eMs / 1000) / (entry.count + 1);
+    entry.count++;
+  }
+  const outputTokens = ok.reduce((a, r) => a + r.outputTokens, 0);
+  const reported = ok.filter((r) => r.cachedTokens !== undefined);
+  const byTier: ScenarioReport["byTier"] = {};
+  for (const tier of new Set(results.map((r) => r.tier))) {
+    const mine = results.filter((r) => r.tier === tier);
+    byTier[tier] = { ttftMs: summarize(mine.filter((r) => r.ok).map((r) => r.ttftMs!)), completed: mine.filter((r) => r.ok).length, failed: mine.filter((r) => !r.ok).length };
+  }
+  return {
+    scenario: scenario.name,
+    target: target.name,
+    durationS,
+    completed: ok.length,
+    failed,
+    requestThroughput: ok.length / durationS,
+    outputTokensPerS: outputTokens / durationS,
+    meanOutputTokens: ok.length ? outputTokens / ok.length : 0,
+    ttftMs: summarize(ok.map((r) => r.ttftMs!)),
+    tpotMs: summarize(ok.filter((r) => r.outputTokens > 1).map((r) => (r.e2eMs - r.ttftMs!) / (r.outputTokens - 1))),
+    itlMs: summarize(ok.flatMap((r) => r.itlMs)),
+    e2eMs: summarize(ok.map((r) => r.e2eMs)),
+    prefixCacheHitRate: reported.length ? reported.reduce((a, r) => a + r.cachedTokens!, 0) / Math.max(1, reported.reduce((a, r) => a + r.promptTokens, 0)) : null,
+    byTier,
+    ...(scenario.kind === "multiturn"
+      ? { ttftFirstTurnMs: summarize(ok.filter((r) => r.turn === 0).map((r) => r.ttftMs!)), ttftLaterTurnsMs: summarize(ok.filter((r) => (r.turn ?? 0) > 0).map((r) => r.ttftMs!)) }
+      : {}),
+  };
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's `llama-server` from the llama.cpp source that the installed node-llama-cpp
+# ships (node_modules/node-llama-cpp/llama/gitRelease.bundle), so the peer runs the same llama.cpp
+# release as our engine. CPU only, native, Release, llama-server target only. The build lives in a
+# cache outside the repository and is skipped when the binary is already there.
+#
+#   bash bench/peers/build-llama-server.sh            # prints the path of the llama-server binary
+#   SWITCHYARD_PEERS_DIR=/elsewhere JOBS=4 bash bench/peers/build-llama-server.sh
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+llama_dir="$repo_root/node_modules/node-llama-cpp/llama"
+bundle="$llama_dir/gitRelease.bundle"
+[[ -f "$bundle" ]] || { echo "no $bundle: run npm install first" >&2; exit 1; }
+
+# The release tag node-llama-cpp records for its bundled llama.cpp.
+tag="$(node -e 'const f=process.argv[1];const j=JSON.parse(require("fs").readFileSync(f,"utf8"));process.stdout.write(j.tag??j.release)' "$llama_dir/llama.cpp.info.json")"
+peers_dir="${SWITCHYARD_PEERS_DIR:-$HOME/.cache/switchyard/peers}"
+dest="$peers_dir/llama.cpp-$tag"
+binary="$dest/build/bin/llama-server"
+
+if [[ -x "$binary" ]]; then
+  echo "$binary"
+  exit 0
+fi
+
+[[ -z "${SWITCHYARD_PEER_CHECK_ONLY:-}" ]] || { echo "not built" >&2; exit 1; }
+mkdir -p "$peers_dir"
+if [[ ! -d "$dest/src/.git" ]]; then
+  rm -rf "$dest/src"
+  git clone --quiet "$bundle" "$dest/src" >&2
+fi
+head_commit="$(git -C "$dest/src" rev-parse HEAD)"
+echo "llama.cpp $tag ($head_commit) -> $dest" >&2
+
+start=$(date +%s)
+# No web UI (it would be fetched from the network or built with npm), no HTTPS, no CURL.
+nice -n 19 cmake -S "$dest/src" -B "$dest/build" \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DGGML_NATIVE=ON \
+  -DLLAMA_CURL=OFF \
+  -DLLAMA_OPENSSL=OFF \
+  -DLLAMA_BUILD_UI=OFF \
+  -DLLAMA_USE_PREBUILT_UI=OFF \
+  -DLLAMA_BUILD_TESTS=OFF \
+  -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DBUILD_SHARED_LIBS=OFF >&2
+nice -n 19 cmake --build "$dest/build" --config Release --target llama-server -j "${JOBS:-2}" >&2
+seconds=$(( $(date +%s) - start ))
+
+cat > "$dest/build-info.json" <<JSON
+{"tag": "$tag", "commit": "$head_commit", "build_seconds": $seconds, "built_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
+JSON
+echo "built in ${seconds}s" >&2
+echo "$binary"

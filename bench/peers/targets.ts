@@ -1,0 +1,112 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Target } from "../load/client-stream.js";
+
+/** A server started for the benchmark, on the same GGUF file and thread count as the others. */
+export interface RunningTarget {
+  target: Target;
+  stop(): Promise<void>;
+}
+
+export interface PeerOptions {
+  modelId: string;
+  modelPath: string;
+  threads: number;
+  /** Sequences decoded together (our engine) or parallel slots (llama-server). */
+  parallel: number;
+  /** Tokens per sequence. */
+  contextPerSequence: number;
+  port: number;
+}
+
+const ROOT = resolve(import.meta.dirname, "../..");
+
+export async function startSwitchyard(options: PeerOptions, name = "switchyard", env: NodeJS.ProcessEnv = {}): Promise<RunningTarget> {
+  const dataDir = mkdtempSync(join(tmpdir(), "switchyard-bench-"));
+  let output = "";
+  const child = spawn(process.execPath, [join(ROOT, "bin/switchyard.js"), "serve", "--port", String(options.port), "--data-dir", dataDir, "--models", options.modelId], {
+    env: {
+      ...process.env,
+      SWITCHYARD_THREADS: String(options.threads),
+      SWITCHYARD_PARALLEL: String(options.parallel),
+      SWITCHYARD_MAX_CONTEXT: String(options.contextPerSequence),
+      SWITCHYARD_LOG_LEVEL: "warn",
+      ...env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout!.on("data", (d: Buffer) => (output += d));
+  child.stderr!.on("data", (d: Buffer) => (output += d));
+  const url = `http://127.0.0.1:${options.port}`;
+  await waitHealthy(child, `${url}/health`, () => output);
+  const key = /(sk-sy-[A-Za-z0-9_-]+)/.exec(output)?.[1];
+  if (!key) throw new Error(`no API key in the server's first-run output:\n${output}`);
+  return {
+    target: { name, baseURL: `${url}/v1/compat`, key, model: options.modelId },
+    stop: async () => {
+      await kill(child);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** llama.cpp's llama-server from the release node-llama-cpp ships; null when it is not built (bench/peers/build-llama-server.sh). */
+export async function startLlamaServer(options: PeerOptions): Promise<RunningTarget | null> {
+  const binary = builtPeer("build-llama-server.sh");
+  if (!binary) return null;
+  const child = spawn(
+    binary,
+    ["-m", options.modelPath, "-t", String(options.threads), "-tb", String(options.threads), "-np", String(options.parallel), "-cb", "-c", String(options.parallel * options.contextPerSequence), "--port", String(options.port), "--host", "127.0.0.1"],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let output = "";
+  child.stdout!.on("data", (d: Buffer) => (output += d));
+  child.stderr!.on("data", (d: Buffer) => (output += d));
+  const url = `http://127.0.0.1:${options.port}`;
+  await waitHealthy(child, `${url}/health`, () => output);
+  return { target: { name: "llama-server", baseURL: `${url}/v1`, key: "none", model: options.modelId }, stop: () => kill(child) };
+}
+
+/** llama-cpp-python's server (one request at a time); null when not installed (bench/peers/install-llama-cpp-python.sh). */
+export async function startLlamaCppPython(options: PeerOptions): Promise<RunningTarget | null> {
+  const python = builtPeer("install-llama-cpp-python.sh");
+  if (!python) return null;
+  const child = spawn(python, ["-m", "llama_cpp.server", "--model", options.modelPath, "--n_threads", String(options.threads), "--n_threads_batch", String(options.threads), "--n_ctx", String(options.contextPerSequence), "--port", String(options.port), "--host", "127.0.0.1"], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout!.on("data", (d: Buffer) => (output += d));
+  child.stderr!.on("data", (d: Buffer) => (output += d));
+  const url = `http://127.0.0.1:${options.port}`;
+  await waitHealthy(child, `${url}/v1/models`, () => output);
+  return { target: { name: "llama-cpp-python", baseURL: `${url}/v1`, key: "none", model: options.modelId }, stop: () => kill(child) };
+}
+
+/** The peer's path if its script finds it already built or installed (the script exits early then; it never builds here). */
+function builtPeer(script: string): string | null {
+  const result = spawnSync("bash", [join(ROOT, "bench/peers", script)], { encoding: "utf8", env: { ...process.env, SWITCHYARD_PEER_CHECK_ONLY: "1" } });
+  const path = result.stdout.trim().split("\n").at(-1) ?? "";
+  return result.status === 0 && existsSync(path) ? path : null;
+}
+
+async function waitHealthy(child: ChildProcess, url: string, output: () => string): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${url}: the server exited early:\n${output()}`);
+    const response = await fetch(url).catch(() => undefined);
+    if (response?.status === 200) return;
+    if (Date.now() > deadline) throw new Error(`${url}: not healthy within 180 s:\n${output()}`);
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+  await exited;
+  clearTimeout(timer);
+}

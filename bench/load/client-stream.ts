@@ -26,9 +26,18 @@ export interface RequestResult {
   content: string;
 }
 
-/** Sends one streamed chat request and times every output chunk as it arrives. */
+/** Sends one streamed chat request and times every output chunk as it arrives; a dropped connection is a failure, not a crash. */
 export async function streamChat(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined): Promise<RequestResult> {
   const sent = performance.now();
+  try {
+    return await timedStream(target, messages, maxTokens, tier, sent);
+  } catch (error) {
+    const code = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
+    return { ok: false, status: 0, errorCode: `network:${code}`, tier: tier ?? "default", e2eMs: performance.now() - sent, itlMs: [], outputTokens: 0, promptTokens: 0, content: "" };
+  }
+}
+
+async function timedStream(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined, sent: number): Promise<RequestResult> {
   const response = await fetch(`${target.baseURL}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },

@@ -66,6 +66,7 @@ export async function startLlamaServer(options: PeerOptions): Promise<RunningTar
   child.stderr!.on("data", (d: Buffer) => (output += d));
   const url = `http://127.0.0.1:${options.port}`;
   await waitHealthy(child, `${url}/health`, () => output);
+  child.once("exit", (code, signal) => process.stderr.write(`llama-server exited (${code ?? signal}):\n${output.slice(-2000)}\n`));
   return { target: { name: "llama-server", baseURL: `${url}/v1`, key: "none", model: options.modelId }, stop: () => kill(child) };
 }
 

@@ -12,8 +12,8 @@ const escape = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;
 /** Panels of labelled bars, side by side, as a PNG: a chart with no browser and no canvas. */
 export function barChartPng(title: string, panels: BarPanel[]): Buffer {
   const panelWidth = 260;
-  const height = 340;
-  const top = 60;
+  const height = 356;
+  const top = 76;
   const plot = 200;
   const width = panelWidth * panels.length + 20;
   const parts: string[] = [
@@ -25,7 +25,7 @@ export function barChartPng(title: string, panels: BarPanel[]): Buffer {
     const x0 = 20 + p * panelWidth;
     const max = Math.max(1e-9, ...panel.bars.map((b) => (Number.isFinite(b.value) ? b.value : 0)));
     const barWidth = Math.min(50, (panelWidth - 40) / Math.max(1, panel.bars.length) - 10);
-    parts.push(`<text x="${x0}" y="${top - 12}" font-weight="bold">${escape(panel.title)} (${escape(panel.unit)})</text>`);
+    parts.push(`<text x="${x0}" y="${top - 26}" font-weight="bold">${escape(panel.title)} (${escape(panel.unit)})</text>`);
     parts.push(`<line x1="${x0}" y1="${top + plot}" x2="${x0 + panelWidth - 30}" y2="${top + plot}" stroke="#444"/>`);
     panel.bars.forEach((bar, i) => {
       const value = Number.isFinite(bar.value) ? bar.value : 0;

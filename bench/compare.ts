@@ -1,6 +1,7 @@
 /**
  * Our service side by side with llama.cpp's llama-server and llama-cpp-python's server, in one run,
- * on the same GGUF file and thread count. Each target is started alone (they would fight over the
+ * on the same GGUF file and thread count. The `-f16` targets serve the F16 re-encoding of the same file
+ * (SWITCHYARD_SERVE_FORMAT=f16, made at pull time), the format llama.cpp's CPU kernels run fastest. Each target is started alone (they would fight over the
  * cores), the scenarios run against it, it is stopped, and the next one starts.
  *
  *   npm run bench:compare -- [--scenarios random-c16,random-c1,multiturn,mixed] [--targets ...] [--quick]
@@ -15,12 +16,13 @@ import type { Target } from "./load/client-stream.js";
 import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
 import { startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
+const TARGETS = "switchyard,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-f16,llama-cpp-python";
 const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")
   .option("--parallel <n>", "our sequences = llama-server's slots", "16")
   .option("--scenarios <list>", "random-c16,random-c1,multiturn,mixed", "random-c16,random-c1,multiturn,mixed")
-  .option("--targets <list>", "switchyard,switchyard-no-prefix-cache,llama-server,llama-cpp-python", "switchyard,switchyard-no-prefix-cache,llama-server,llama-cpp-python")
+  .option("--targets <list>", "which targets, in order", TARGETS)
   .option("--quick", "a quarter of the requests (a smoke run)")
   .option("--out <prefix>", "where results go", `bench/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}`)
   .parse();
@@ -39,21 +41,29 @@ const SCENARIOS: Record<string, Scenario[]> = {
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
   switchyard: ["random-c16", "random-c1", "multiturn", "mixed"],
+  "switchyard-f16": ["random-c16", "random-c1"],
   "switchyard-no-prefix-cache": ["multiturn"],
   "llama-server": ["random-c16", "random-c1", "multiturn"],
+  "llama-server-f16": ["random-c16", "random-c1"],
   "llama-cpp-python": ["random-c16", "random-c1"],
 };
 
-const modelPath = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; path: string }>).find(
+// Makes the F16 re-encoding if it is not there yet, then reads both paths.
+const F16 = { ...process.env, SWITCHYARD_SERVE_FORMAT: "f16" };
+execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", opts.model], { env: F16, stdio: ["ignore", "ignore", "inherit"] });
+const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8", env: F16 })) as Array<{ id: string; path: string | null; published_path: string | null }>).find(
   (m) => m.id === opts.model,
-)?.path;
-if (!modelPath) throw new Error(`${opts.model} is not pulled: run 'npx switchyard models pull'`);
+);
+if (!listed?.path || !listed.published_path) throw new Error(`${opts.model} is not pulled: run 'npx switchyard models pull'`);
+const { path: f16Path, published_path: modelPath } = listed;
 const peer: PeerOptions = { modelId: opts.model, modelPath, threads: Number(opts.threads), parallel: Number(opts.parallel), contextPerSequence: 2048, port: 18400 };
 
 const starters: Record<string, () => Promise<RunningTarget | null>> = {
   switchyard: () => startSwitchyard(peer),
+  "switchyard-f16": () => startSwitchyard(peer, "switchyard-f16", { SWITCHYARD_SERVE_FORMAT: "f16" }),
   "switchyard-no-prefix-cache": () => startSwitchyard(peer, "switchyard-no-prefix-cache", { SWITCHYARD_PREFIX_CACHE: "0" }),
   "llama-server": () => startLlamaServer(peer),
+  "llama-server-f16": () => startLlamaServer({ ...peer, modelPath: f16Path }, "llama-server-f16"),
   "llama-cpp-python": () => startLlamaCppPython({ ...peer, parallel: 1 }),
 };
 
@@ -100,12 +110,21 @@ console.table(
 );
 
 const find = (target: string, scenario: string) => reports.find((r) => r.target === target && r.scenario === scenario);
+/** The faster of a target's two formats (the published file and its F16 re-encoding). */
+const best = (target: string, scenario: string) => {
+  const rates = [find(target, scenario), find(`${target}-f16`, scenario)].flatMap((r) => (r ? [r.outputTokensPerS] : []));
+  return rates.length ? Math.max(...rates) : undefined;
+};
 const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? round(a / b, 2) : null);
 const ratios = {
   "c16 out tok/s vs llama-server (target >= 1.2)": ratio(find("switchyard", "random 128/128 c16")?.outputTokensPerS, find("llama-server", "random 128/128 c16")?.outputTokensPerS),
+  "F16, both: c16 out tok/s vs llama-server": ratio(find("switchyard-f16", "random 128/128 c16")?.outputTokensPerS, find("llama-server-f16", "random 128/128 c16")?.outputTokensPerS),
+  "c16 out tok/s, best format each: ours vs llama-server": ratio(best("switchyard", "random 128/128 c16"), best("llama-server", "random 128/128 c16")),
   "c16 out tok/s vs llama-cpp-python (target >= 4)": ratio(find("switchyard", "random 128/128 c16")?.outputTokensPerS, find("llama-cpp-python", "random 128/128 c16")?.outputTokensPerS),
   "c16 TTFT p50 vs llama-server (target <= 1)": ratio(find("switchyard", "random 128/128 c16")?.ttftMs.p50, find("llama-server", "random 128/128 c16")?.ttftMs.p50),
   "c1 out tok/s vs llama-server (target >= 0.95)": ratio(find("switchyard", "random 128/128 c1")?.outputTokensPerS, find("llama-server", "random 128/128 c1")?.outputTokensPerS),
+  "F16, both: c1 out tok/s vs llama-server": ratio(find("switchyard-f16", "random 128/128 c1")?.outputTokensPerS, find("llama-server-f16", "random 128/128 c1")?.outputTokensPerS),
+  "c1 out tok/s, best format each: ours vs llama-server": ratio(best("switchyard", "random 128/128 c1"), best("llama-server", "random 128/128 c1")),
   "multiturn TTFT turns 2+ vs prefix cache off (target <= 0.5)": ratio(find("switchyard", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("switchyard-no-prefix-cache", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
   "multiturn TTFT turns 2+ vs llama-server (target <= 1)": ratio(find("switchyard", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("llama-server", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
   "priority TTFT p99 loaded vs unloaded (target <= 2)": ratio(find("switchyard", "mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, find("switchyard", "priority unloaded")?.byTier.priority?.ttftMs.p99),
@@ -114,7 +133,7 @@ console.table(Object.entries(ratios).map(([what, value]) => ({ what, ratio: valu
 for (const line of skipped) console.log(`skipped ${line}`);
 
 mkdirSync("bench/results", { recursive: true });
-writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), model: opts.model, modelPath, threads: peer.threads, parallel: peer.parallel, reports, ratios, skipped }, null, 2));
+writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, skipped }, null, 2));
 const byScenario = [...new Set(reports.map((r) => r.scenario))];
 writeFileSync(
   `${opts.out}.png`,

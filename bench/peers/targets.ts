@@ -53,7 +53,7 @@ export async function startSwitchyard(options: PeerOptions, name = "switchyard",
 }
 
 /** llama.cpp's llama-server from the release node-llama-cpp ships; null when it is not built (bench/peers/build-llama-server.sh). */
-export async function startLlamaServer(options: PeerOptions): Promise<RunningTarget | null> {
+export async function startLlamaServer(options: PeerOptions, name = "llama-server"): Promise<RunningTarget | null> {
   const binary = builtPeer("build-llama-server.sh");
   if (!binary) return null;
   const child = spawn(
@@ -66,8 +66,8 @@ export async function startLlamaServer(options: PeerOptions): Promise<RunningTar
   child.stderr!.on("data", (d: Buffer) => (output += d));
   const url = `http://127.0.0.1:${options.port}`;
   await waitHealthy(child, `${url}/health`, () => output);
-  child.once("exit", (code, signal) => process.stderr.write(`llama-server exited (${code ?? signal}):\n${output.slice(-2000)}\n`));
-  return { target: { name: "llama-server", baseURL: `${url}/v1`, key: "none", model: options.modelId }, stop: () => kill(child) };
+  child.once("exit", (code, signal) => process.stderr.write(`${name} exited (${code ?? signal}):\n${output.slice(-2000)}\n`));
+  return { target: { name, baseURL: `${url}/v1`, key: "none", model: options.modelId }, stop: () => kill(child) };
 }
 
 /** llama-cpp-python's server (one request at a time); null when not installed (bench/peers/install-llama-cpp-python.sh). */

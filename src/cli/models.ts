@@ -32,7 +32,12 @@ export function modelsCommand(): Command {
       const modelsDir = resolveModelsDir();
       const listed = await Promise.all(catalog.map(async (entry) => ({ entry, local: await findPulledModel(entry, modelsDir) })));
       if (options.json) {
-        const json = listed.map(({ entry, local }) => ({ ...entry, pulled: local !== null, path: local?.path ?? null }));
+        const json = listed.map(({ entry, local }) => ({
+          ...entry,
+          pulled: local !== null,
+          path: local?.path ?? null,
+          published_path: local?.published.path ?? null,
+        }));
         process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
         return;
       }

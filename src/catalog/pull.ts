@@ -86,8 +86,8 @@ async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir
 }
 
 /**
- * Where the model's GGUF already is, judged cheaply (manifest and size, no hashing): for listings.
- * pullModel is the call that verifies.
+ * Where the model's GGUF already is, judged cheaply (manifest and size; a `file:` source's hash comes from its
+ * hash cache): for listings. The served copy if it has been made, else the published file; pullModel verifies.
  */
 export async function findPulledModel(
   entry: CatalogEntry,

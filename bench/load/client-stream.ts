@@ -59,6 +59,7 @@ async function timedStream(target: Target, messages: ChatMessage[], maxTokens: n
     return result;
   }
   let last: number | undefined;
+  let textChunks = 0;
   let buffer = "";
   const decoder = new TextDecoder();
   for await (const bytes of response.body as AsyncIterable<Uint8Array>) {
@@ -76,6 +77,7 @@ async function timedStream(target: Target, messages: ChatMessage[], maxTokens: n
         if (last === undefined) result.ttftMs = now - sent;
         else result.itlMs.push(now - last);
         last = now;
+        textChunks += 1;
         result.content += delta?.content ?? "";
       }
       if (chunk.usage) {
@@ -88,6 +90,8 @@ async function timedStream(target: Target, messages: ChatMessage[], maxTokens: n
       }
     }
   }
+  // A server that ignores stream_options.include_usage (llama-cpp-python) sends one token per chunk.
+  if (result.outputTokens === 0) result.outputTokens = textChunks;
   result.e2eMs = performance.now() - sent;
   return result;
 }

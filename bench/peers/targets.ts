@@ -70,11 +70,13 @@ export async function startLlamaServer(options: PeerOptions, name = "llama-serve
   return { target: { name, baseURL: `${url}/v1`, key: "none", model: options.modelId }, stop: () => kill(child) };
 }
 
-/** llama-cpp-python's server (one request at a time); null when not installed (bench/peers/install-llama-cpp-python.sh). */
+/**
+ * llama-cpp-python's server (one request at a time; by default a new request interrupts the one streaming,
+ * which `--interrupt_requests False` turns off so requests queue); null when not installed (bench/peers/install-llama-cpp-python.sh). */
 export async function startLlamaCppPython(options: PeerOptions): Promise<RunningTarget | null> {
   const python = builtPeer("install-llama-cpp-python.sh");
   if (!python) return null;
-  const child = spawn(python, ["-m", "llama_cpp.server", "--model", options.modelPath, "--n_threads", String(options.threads), "--n_threads_batch", String(options.threads), "--n_ctx", String(options.contextPerSequence), "--port", String(options.port), "--host", "127.0.0.1"], {
+  const child = spawn(python, ["-m", "llama_cpp.server", "--model", options.modelPath, "--n_threads", String(options.threads), "--n_threads_batch", String(options.threads), "--n_ctx", String(options.contextPerSequence), "--interrupt_requests", "False", "--port", String(options.port), "--host", "127.0.0.1"], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

@@ -126,9 +126,10 @@ function createHost(
    * between chunks the running sequences queue their next token and share the next step: handed
    * the whole prompt at once, llama.cpp's batch loop would run chunk after chunk without them.
    */
-  async function prefill(sequence: LlamaContextSequence, input: readonly Token[], evaluationPriority: EvaluationPriority, signal: AbortSignal | undefined): Promise<Token[]> {
+  async function prefill(sequence: LlamaContextSequence, input: readonly Token[], evaluationPriority: EvaluationPriority, signal: AbortSignal | undefined, preemption: AbortSignal): Promise<Token[]> {
     let rest = input.slice();
-    while (rest.length > prefillChunk && !signal?.aborted) {
+    // A preempted request stops between chunks: the request waiting for its sequence should not wait out a whole prompt.
+    while (rest.length > prefillChunk && !signal?.aborted && !preemption.aborted) {
       await sequence.evaluateWithoutGeneratingNewTokens(rest.slice(0, prefillChunk), { evaluationPriority });
       rest = rest.slice(prefillChunk);
     }
@@ -165,12 +166,13 @@ function createHost(
       let reason: FinishReason | undefined;
       let input = request.promptTokens.slice(held.reusedTokens);
       while (reason === undefined) {
-        input = await prefill(held.sequence, input, options.evaluationPriority, signal);
+        input = await prefill(held.sequence, input, options.evaluationPriority, signal, lease!.preemption);
         if (signal?.aborted) {
           reason = "cancelled";
           break;
         }
-        for await (const next of held.sequence.evaluateWithMetadata(input, metadata, options)) {
+        const generation = lease!.preemption.aborted ? [] : held.sequence.evaluateWithMetadata(input, metadata, options);
+        for await (const next of generation) {
           const output = next as { token: Token; confidence?: number; probabilities?: Map<Token, number> };
           if (signal?.aborted) {
             reason = "cancelled";

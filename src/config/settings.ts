@@ -13,7 +13,7 @@ const settingsSchema = z.object({
   parallel: z.coerce.number().int().min(1).max(256),
   /** Requests that may wait for a sequence per model before 429. */
   maxWaiting: z.coerce.number().int().min(0),
-  /** CPU threads for llama.cpp per model; 0 means one per available core, less one for Node. */
+  /** CPU threads for llama.cpp per model; 0 means one per available core. */
   threads: z.coerce.number().int().min(0),
   /** How long a flex request may wait for spare capacity before a 429 resource_unavailable (ms). */
   flexMaxWaitMs: z.coerce.number().int().min(0),

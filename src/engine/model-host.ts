@@ -86,11 +86,11 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
   const context = await model.createContext({
     sequences: options.sequences,
     contextSize: contextWindow,
-    // llama.cpp's workers spin-wait on each other, so a worker that loses its core stalls them all:
-    // node-llama-cpp's default (4 threads on this 2-core machine) ran at 0.2 tok/s. One core is
-    // left to Node's event loop (HTTP, SSE, detokenizing), which costs little: on 2 cores, 1 thread
-    // decoded as fast as 2 and kept going when other processes took CPU.
-    threads: options.threads ?? Math.max(1, availableParallelism() - 1),
+    // llama.cpp's workers spin-wait on each other, so more threads than cores stalls them all:
+    // node-llama-cpp's default (4 threads on this 2-core machine) ran at 0.2 tok/s. One per core,
+    // with libuv's pool held to one thread (bin/switchyard.js): on 2 cores, 2 threads gave 1.4x the
+    // tokens/s of 1 at 1 and at 16 streams, and no longer stalled.
+    threads: options.threads ?? availableParallelism(),
     batchSize: options.stepTokens ?? DEFAULT_STEP_TOKENS,
     batching: { itemPrioritizationStrategy: decodeFirstThenPrefill },
   });

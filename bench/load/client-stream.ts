@@ -26,6 +26,13 @@ export interface RequestResult {
   content: string;
 }
 
+/**
+ * Every target gets the same explicit sampling settings (llama-server's defaults), so each does the
+ * same sampling work: left unset, llama-server truncates to its top 40 tokens while our default
+ * samples from the whole vocabulary, which node-llama-cpp does by sorting all of it every token.
+ */
+const SAMPLING = { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 };
+
 /** Sends one streamed chat request and times every output chunk as it arrives; a dropped connection is a failure, not a crash. */
 export async function streamChat(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined): Promise<RequestResult> {
   const sent = performance.now();
@@ -45,7 +52,7 @@ async function timedStream(target: Target, messages: ChatMessage[], maxTokens: n
       model: target.model,
       messages,
       max_tokens: maxTokens,
-      temperature: 0.8,
+      ...SAMPLING,
       stream: true,
       stream_options: { include_usage: true },
       ...(tier ? { service_tier: tier } : {}),

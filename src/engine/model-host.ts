@@ -19,6 +19,7 @@ import { JsonEnd } from "./json-end.js";
 import { normalizeJsonSchema } from "./json-schema-support.js";
 import { SlotScheduler, type SlotLease } from "./scheduler.js";
 import { SequencePool, type TakenSequence } from "./sequence-pool.js";
+import { StepGate } from "./step-gate.js";
 import { TextStream } from "./text-stream.js";
 import type {
   ChatMessage,
@@ -95,10 +96,11 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     batching: { itemPrioritizationStrategy: decodeFirstThenPrefill },
   });
   const scheduler = new SlotScheduler({ slots: options.sequences, maxWaiting: options.maxWaiting, flexMaxWaitMs: options.flexMaxWaitMs });
-  const pool = new SequencePool(context, options.prefixCache);
+  const gate = new StepGate();
+  const pool = new SequencePool(context, options.prefixCache, gate);
   // A chunk leaves room in the step for every running sequence's decode token.
   const prefillChunk = Math.max(1, (options.stepTokens ?? DEFAULT_STEP_TOKENS) - options.sequences);
-  return createHost(llama, model, context, chatTemplateFor(model, options.fallbackChatTemplate), scheduler, pool, contextWindow, prefillChunk);
+  return createHost(llama, model, context, chatTemplateFor(model, options.fallbackChatTemplate), scheduler, pool, gate, contextWindow, prefillChunk);
 }
 
 /**
@@ -114,6 +116,7 @@ function createHost(
   template: ChatTemplate,
   scheduler: SlotScheduler,
   pool: SequencePool,
+  gate: StepGate,
   contextWindow: number,
   prefillChunk: number,
 ): ModelHost {
@@ -132,6 +135,7 @@ function createHost(
     while (rest.length > prefillChunk && !signal?.aborted && !preemption.aborted) {
       await sequence.evaluateWithoutGeneratingNewTokens(rest.slice(0, prefillChunk), { evaluationPriority });
       rest = rest.slice(prefillChunk);
+      await gate.wait();
     }
     return rest;
   }
@@ -187,6 +191,7 @@ function createHost(
           if (text.hitStop || jsonEnd?.push(model.detokenize([token], false))) reason = "stop";
           else if (text.tokenCount >= request.maxTokens) reason = "length";
           if (reason !== undefined || lease!.preemption.aborted) break;
+          await gate.wait();
         }
         if (reason !== undefined) break;
         if (!lease!.preemption.aborted) {

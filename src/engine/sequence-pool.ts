@@ -1,4 +1,5 @@
 import type { LlamaContext, LlamaContextSequence } from "node-llama-cpp";
+import { StepGate } from "./step-gate.js";
 import type { Token } from "./types.js";
 
 /**
@@ -38,6 +39,8 @@ export class SequencePool {
   constructor(
     private readonly context: LlamaContext,
     private readonly prefixCache: boolean,
+    /** Erasing cells needs the context to itself: the running streams pause for it (see StepGate). */
+    private readonly gate = new StepGate(),
   ) {}
 
   /**
@@ -51,7 +54,7 @@ export class SequencePool {
       this.idle.splice(this.idle.indexOf(match.entry), 1);
       const reusedTokens = Math.min(match.common, prompt.length - 1);
       const { sequence } = match.entry;
-      if (reusedTokens < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{ start: reusedTokens, end: sequence.nextTokenIndex }]);
+      if (reusedTokens < sequence.nextTokenIndex) await this.gate.exclusive(() => sequence.eraseContextTokenRanges([{ start: reusedTokens, end: sequence.nextTokenIndex }]));
       return { sequence, reusedTokens };
     }
     return { sequence: await this.emptySequence(), reusedTokens: 0 };
@@ -67,7 +70,7 @@ export class SequencePool {
       this.idle.push({ sequence, namespace, lastUsed: ++this.clock });
       return;
     }
-    await sequence.clearHistory();
+    await this.gate.exclusive(() => sequence.clearHistory());
     this.empty.push(sequence);
   }
 
@@ -102,7 +105,7 @@ export class SequencePool {
     const lru = this.idle.reduce<IdleSequence | undefined>((oldest, entry) => (!oldest || entry.lastUsed < oldest.lastUsed ? entry : oldest), undefined);
     if (!lru) throw new Error("No sequence free: the scheduler admitted more requests than the context has sequences.");
     this.idle.splice(this.idle.indexOf(lru), 1);
-    await lru.sequence.clearHistory();
+    await this.gate.exclusive(() => lru.sequence.clearHistory());
     return lru.sequence;
   }
 }

@@ -31,10 +31,16 @@ async function holdSlot(server: RunningServer, extra: Record<string, unknown> = 
   assert.equal(response.status, 200);
   let firstToken!: () => void;
   const started = new Promise<void>((resolve) => (firstToken = resolve));
-  const events = readSseTimed(response, () => firstToken()).catch(() => []);
+  let received = 0;
+  const events = readSseTimed(response, () => {
+    received++;
+    firstToken();
+  }).catch(() => []);
   await started;
   return {
     events,
+    /** Events received so far. */
+    received: () => received,
     async stop() {
       controller.abort();
       await events;
@@ -203,6 +209,42 @@ describe("prefix cache and chunked prefill", () => {
     assert.ok(usage.prompt_tokens > 1000, `a prompt of ${usage.prompt_tokens} tokens needs many 128-token steps`);
     const during = running.filter((e) => e.at > sent && e.at < loaded).length;
     assert.ok(during >= 4, `the running stream got ${during} chunks while the ${usage.prompt_tokens}-token prompt loaded`);
+  });
+});
+
+describe("streams running on every other sequence", () => {
+  const SEQUENCES = 6;
+  let server: RunningServer;
+  let otherAccountKey: string;
+  before(async () => {
+    server = await startServer({ env: { SWITCHYARD_PARALLEL: String(SEQUENCES) } });
+    otherAccountKey = createKey(server.dataDir, "someone-else");
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  test("a request that needs a cached sequence's cells cleared starts while the streams run, not after them", async () => {
+    // Short requests on every sequence first: each then holds cached cells, so the last request, of
+    // another account, must clear one, which needs the context between two decode steps.
+    const questions = Array.from({ length: SEQUENCES }, (_, i) => `Name ${i + 2} colours.`);
+    await Promise.all(questions.map(async (q) => assert.equal((await postChat(server, ask(q, { max_tokens: 4 }))).status, 200)));
+    const holders = await Promise.all(Array.from({ length: SEQUENCES - 1 }, () => holdSlot(server)));
+    let holdersEnded = false;
+    void Promise.all(holders.map((h) => h.events)).then(() => (holdersEnded = true));
+
+    const receivedBefore = holders.map((h) => h.received());
+    const response = await postChat(server, ask("Say hi.", { max_tokens: 3 }), { key: otherAccountKey });
+    const answered = await response.json();
+    const during = holders.map((h, i) => h.received() - receivedBefore[i]!);
+    const streamsStillRunning = !holdersEnded && (await health(server)).running === SEQUENCES - 1;
+    await Promise.all(holders.map((h) => h.stop()));
+
+    assert.equal(response.status, 200);
+    assert.equal(answered.usage.completion_tokens, 3);
+    assert.ok(streamsStillRunning, `the request was answered while the ${SEQUENCES - 1} 2000-token streams were still running`);
+    // Clearing the cells, the prompt and three tokens take a handful of steps; each stream gets one token a step.
+    assert.ok(Math.max(...during) <= 20, `the streams got ${JSON.stringify(during)} chunks while the request waited and ran`);
   });
 });
 

@@ -90,7 +90,8 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     // llama.cpp's workers spin-wait on each other, so more threads than cores stalls them all:
     // node-llama-cpp's default (4 threads on this 2-core machine) ran at 0.2 tok/s. One per core,
     // with libuv's pool held to one thread (bin/switchyard.js): on 2 cores, 2 threads gave 1.4x the
-    // tokens/s of 1 at 1 and at 16 streams, and no longer stalled.
+    // tokens/s of 1 at 1 and at 16 streams, and no longer stalled. With one pool thread, two models
+    // never decode at the same moment either, so their threads never outnumber the cores.
     threads: options.threads ?? availableParallelism(),
     batchSize: options.stepTokens ?? DEFAULT_STEP_TOKENS,
     batching: { itemPrioritizationStrategy: decodeFirstThenPrefill },

@@ -1,8 +1,9 @@
 /**
  * Our service side by side with llama.cpp's llama-server and llama-cpp-python's server, in one run,
- * on the same GGUF file and thread count. The `-f16` targets serve the F16 re-encoding of the same file
- * (SWITCHYARD_SERVE_FORMAT=f16, made at pull time), the format llama.cpp's CPU kernels run fastest. Each target is started alone (they would fight over the
- * cores), the scenarios run against it, it is stopped, and the next one starts.
+ * on the same GGUF file and thread count. The `-f16` targets serve the F16 re-encoding of the same
+ * file (SWITCHYARD_SERVE_FORMAT=f16, made at pull time), the format llama.cpp's CPU kernels run
+ * fastest. Each target is started alone (they would fight over the cores), the scenarios run
+ * against it, it is stopped, and the next one starts.
  *
  *   npm run bench:compare -- [--scenarios random-c16,random-c1,multiturn,mixed] [--targets ...] [--quick]
  *
@@ -110,20 +111,21 @@ console.table(
 );
 
 const find = (target: string, scenario: string) => reports.find((r) => r.target === target && r.scenario === scenario);
+const tokensPerS = (target: string, scenario: string) => find(target, scenario)?.outputTokensPerS;
 /** The faster of a target's two formats (the published file and its F16 re-encoding). */
 const best = (target: string, scenario: string) => {
-  const rates = [find(target, scenario), find(`${target}-f16`, scenario)].flatMap((r) => (r ? [r.outputTokensPerS] : []));
+  const rates = [tokensPerS(target, scenario), tokensPerS(`${target}-f16`, scenario)].filter((r) => r !== undefined);
   return rates.length ? Math.max(...rates) : undefined;
 };
 const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? round(a / b, 2) : null);
 const ratios = {
-  "c16 out tok/s vs llama-server (target >= 1.2)": ratio(find("switchyard", "random 128/128 c16")?.outputTokensPerS, find("llama-server", "random 128/128 c16")?.outputTokensPerS),
-  "F16, both: c16 out tok/s vs llama-server": ratio(find("switchyard-f16", "random 128/128 c16")?.outputTokensPerS, find("llama-server-f16", "random 128/128 c16")?.outputTokensPerS),
+  "c16 out tok/s vs llama-server (target >= 1.2)": ratio(tokensPerS("switchyard", "random 128/128 c16"), tokensPerS("llama-server", "random 128/128 c16")),
+  "F16, both: c16 out tok/s vs llama-server": ratio(tokensPerS("switchyard-f16", "random 128/128 c16"), tokensPerS("llama-server-f16", "random 128/128 c16")),
   "c16 out tok/s, best format each: ours vs llama-server": ratio(best("switchyard", "random 128/128 c16"), best("llama-server", "random 128/128 c16")),
-  "c16 out tok/s vs llama-cpp-python (target >= 4)": ratio(find("switchyard", "random 128/128 c16")?.outputTokensPerS, find("llama-cpp-python", "random 128/128 c16")?.outputTokensPerS),
+  "c16 out tok/s vs llama-cpp-python (target >= 4)": ratio(tokensPerS("switchyard", "random 128/128 c16"), tokensPerS("llama-cpp-python", "random 128/128 c16")),
   "c16 TTFT p50 vs llama-server (target <= 1)": ratio(find("switchyard", "random 128/128 c16")?.ttftMs.p50, find("llama-server", "random 128/128 c16")?.ttftMs.p50),
-  "c1 out tok/s vs llama-server (target >= 0.95)": ratio(find("switchyard", "random 128/128 c1")?.outputTokensPerS, find("llama-server", "random 128/128 c1")?.outputTokensPerS),
-  "F16, both: c1 out tok/s vs llama-server": ratio(find("switchyard-f16", "random 128/128 c1")?.outputTokensPerS, find("llama-server-f16", "random 128/128 c1")?.outputTokensPerS),
+  "c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", "random 128/128 c1"), tokensPerS("llama-server", "random 128/128 c1")),
+  "F16, both: c1 out tok/s vs llama-server": ratio(tokensPerS("switchyard-f16", "random 128/128 c1"), tokensPerS("llama-server-f16", "random 128/128 c1")),
   "c1 out tok/s, best format each: ours vs llama-server": ratio(best("switchyard", "random 128/128 c1"), best("llama-server", "random 128/128 c1")),
   "multiturn TTFT turns 2+ vs prefix cache off (target <= 0.5)": ratio(find("switchyard", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("switchyard-no-prefix-cache", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
   "multiturn TTFT turns 2+ vs llama-server (target <= 1)": ratio(find("switchyard", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("llama-server", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),

@@ -96,7 +96,7 @@ export async function findPulledModel(
 ): Promise<{ path: string; bytes: number; published: { path: string; bytes: number } } | null> {
   const source = requireSource(entry.id, entry.source);
   const modelDir = join(resolve(modelsDir), modelDirName(entry.id));
-  let published: { path: string; bytes: number; sha256: string } | null;
+  let published: ModelFile | null;
   if (source.kind === "file") {
     published = await resolveLocalGguf(resolve(source.path), resolve(modelsDir)).catch(() => null);
   } else {

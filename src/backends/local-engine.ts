@@ -1,7 +1,6 @@
 import { PromptTemplateError } from "../engine/chat-template.js";
-import { loadModelHost, type ModelHostOptions } from "../engine/model-host.js";
+import { loadModelHost, QueueFullError, WaitExpiredError, type ModelHostOptions } from "../engine/model-host.js";
 import { UnsupportedSchemaError } from "../engine/json-schema-support.js";
-import { QueueFullError, WaitExpiredError } from "../engine/scheduler.js";
 import type { EngineEvent, Token } from "../engine/types.js";
 import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
 

@@ -117,6 +117,7 @@ async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, sett
         contextWindow: Math.min(entry.context_length, settings.maxContext),
         fallbackChatTemplate: entry.fallback_chat_template ? await readFile(entry.fallback_chat_template, "utf8") : undefined,
         threads: settings.threads || undefined,
+        shards: settings.shards || undefined,
         maxWaiting: settings.maxWaiting,
         flexMaxWaitMs: settings.flexMaxWaitMs,
         prefixCache: settings.prefixCache,

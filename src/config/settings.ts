@@ -15,13 +15,15 @@ const settingsSchema = z.object({
   maxWaiting: z.coerce.number().int().min(0),
   /** CPU threads for llama.cpp per model; 0 means one per available core. */
   threads: z.coerce.number().int().min(0),
+  /** Independent step loops per model, each a context of threads/shards threads; 0 means one per thread. */
+  shards: z.coerce.number().int().min(0),
   /** How long a flex request may wait for spare capacity before a 429 resource_unavailable (ms). */
   flexMaxWaitMs: z.coerce.number().int().min(0),
   /** Reuse cached prompt prefixes within an account. */
   prefixCache: z.boolean(),
-  /** Tokens evaluated per decode step (decode tokens first, prompt chunks in the rest). */
+  /** Tokens evaluated per shard's step (decode tokens first, prompt chunks in the rest). */
   stepTokens: z.coerce.number().int().min(16),
-  /** Cap on one request's context window (tokens); each sequence holds a KV cache this size. */
+  /** Cap on one request's context window (tokens); each sequence holds a KV stream of this many cells. */
   maxContext: z.coerce.number().int().min(512),
   /** Serve only these catalog ids (empty: all). */
   models: z.array(z.string()),
@@ -47,10 +49,11 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     parallel: env.SWITCHYARD_PARALLEL ?? 8,
     maxWaiting: env.SWITCHYARD_MAX_WAITING ?? 256,
     threads: env.SWITCHYARD_THREADS ?? 0,
+    shards: env.SWITCHYARD_SHARDS ?? 0,
     maxContext: env.SWITCHYARD_MAX_CONTEXT ?? 8192,
     flexMaxWaitMs: env.SWITCHYARD_FLEX_MAX_WAIT_MS ?? 10 * 60 * 1000,
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
-    stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 128,
+    stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
     models: list(flags.models ?? env.SWITCHYARD_MODELS),
     databaseUrl: env.SWITCHYARD_DATABASE_URL || undefined,
     adminKey: env.SWITCHYARD_ADMIN_KEY || undefined,

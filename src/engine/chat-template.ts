@@ -1,5 +1,5 @@
 import { Template } from "@huggingface/jinja";
-import type { LlamaModel } from "node-llama-cpp";
+import type { LoadedModel } from "./native/loaded-model.js";
 import { promptOpensThinking } from "./think-tags.js";
 import type { ChatMessage, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
 
@@ -29,15 +29,13 @@ export interface ChatTemplate {
  * switch). Whether the rendered prompt ends inside an open `<think>` (DeepSeek-R1 and Qwen3.5
  * templates open it themselves) is reported, so the caller knows generation starts in reasoning.
  */
-export function chatTemplateFor(model: LlamaModel, fallback?: string): ChatTemplate {
-  const embedded = model.fileInfo.metadata.tokenizer?.chat_template;
-  const source = typeof embedded === "string" && embedded.length > 0 ? embedded : fallback;
-  if (!source) {
-    throw new Error(`The GGUF file ${model.filename ?? ""} has no chat template (tokenizer.chat_template) and the catalog names no fallback.`);
-  }
+export function chatTemplateFor(model: Pick<LoadedModel, "chatTemplate" | "bosText" | "eosText" | "tokenize">, fallback?: string): ChatTemplate {
+  const embedded = model.chatTemplate;
+  const source = embedded !== undefined && embedded.length > 0 ? embedded : fallback;
+  if (!source) throw new Error("The GGUF file has no chat template (tokenizer.chat_template) and the catalog names no fallback.");
   const template = new Template(source);
-  const bosToken = model.tokens.bosString ?? "";
-  const eosToken = model.tokens.eosString ?? "";
+  const bosToken = model.bosText;
+  const eosToken = model.eosText;
   const rendersTools = /\btools\b/.test(source);
   const knowsToolRole = /\btool\b|message\[['"]role['"]\]\s*\+|message\.role\s*\+/.test(source);
 
@@ -60,7 +58,7 @@ export function chatTemplateFor(model: LlamaModel, fallback?: string): ChatTempl
         // Templates refuse conversations they cannot express with raise_exception (a plain Error).
         throw new PromptTemplateError(`The model's chat template could not render this conversation: ${(error as Error).message}`);
       }
-      return { tokens: model.tokenize(text, true) as Token[], opensThinking: promptOpensThinking(text) };
+      return { tokens: model.tokenize(text), opensThinking: promptOpensThinking(text) };
     },
   };
 }

@@ -1,7 +1,10 @@
-import type { Token } from "node-llama-cpp";
-import type { SchedulerStats, SchedulingClass } from "./scheduler.js";
+/** A token id of the model's vocabulary. */
+export type Token = number;
 
-export type { SchedulingClass, Token };
+/** Admission order and batch precedence: the service tiers as the engine sees them. */
+export type SchedulingClass = "priority" | "standard" | "flex";
+
+export const SCHEDULING_CLASSES: readonly SchedulingClass[] = ["priority", "standard", "flex"];
 
 /** A chat message as the chat template sees it. The engine knows no wire format beyond this. */
 export interface ChatMessage {
@@ -105,9 +108,14 @@ export type EngineEvent =
   | { type: "text"; text: string; completionTokens: number; logprobs?: TokenLogprob[] }
   | { type: "finish"; reason: FinishReason; completionTokens: number };
 
-export interface ModelHostStats extends SchedulerStats {
+export interface ModelHostStats {
+  /** Sequences over all shards: how many requests run at once. */
+  slots: number;
+  running: Record<SchedulingClass, number>;
+  waiting: Record<SchedulingClass, number>;
+  preemptions: number;
   /** Sequences holding cached prefixes, not in use. */
   idleSequences: number;
-  /** Share of all KV cells (sequences × window) holding tokens, 0..1. */
+  /** Share of all KV cells holding tokens (running or cached), 0..1. */
   kvCacheUsage: number;
 }

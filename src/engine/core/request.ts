@@ -1,0 +1,55 @@
+import { EventQueue } from "./event-queue.js";
+import type { EngineEvent, GenerationRequest, SchedulingClass, Token } from "../types.js";
+import type { SamplerSpec } from "../runner/step-protocol.js";
+
+export type RequestStatus = "waiting" | "running" | "finished";
+
+let nextId = 1;
+
+/**
+ * One generation on the engine's side of the seam, as vLLM's `Request` and nano-vllm's `Sequence`:
+ * everything the scheduler and the step loop know of it. There is no prefill phase: a request has
+ * `tokens` (its prompt, then what it generated) and `computed`, how many of them its sequence
+ * holds cells for; each step computes some of the rest, and when the last one is computed the
+ * request samples its next token. Preemption drops its cells (`computed` back to 0) and puts it back
+ * in the queue; resumption is the same catching up.
+ */
+export class EngineRequest {
+  readonly id = nextId++;
+  readonly schedulingClass: SchedulingClass;
+  readonly tokens: Token[];
+  readonly promptLength: number;
+  readonly arrivedAt = performance.now();
+  readonly events = new EventQueue<EngineEvent>();
+  status: RequestStatus = "waiting";
+  computed = 0;
+  /** The sequence (KV stream) it holds while running. */
+  sequence: number | undefined;
+  /** Admitted at least once (its `started` event was sent). */
+  started = false;
+  /** Preempted: it goes back ahead of new requests of its class, and no wait limit applies. */
+  resumed = false;
+  /** Its sampler chain exists in its shard's runner. */
+  samplerBuilt = false;
+  abortRequested = false;
+  /** When it was last admitted, for "latest admitted first" preemption. */
+  admittedAt = 0;
+
+  constructor(
+    readonly spec: GenerationRequest,
+    readonly sampler: SamplerSpec,
+  ) {
+    this.schedulingClass = spec.schedulingClass ?? "standard";
+    this.tokens = spec.promptTokens.slice();
+    this.promptLength = spec.promptTokens.length;
+  }
+
+  get generatedCount(): number {
+    return this.tokens.length - this.promptLength;
+  }
+
+  /** Tokens still to compute before the next sample. */
+  get pending(): number {
+    return this.tokens.length - this.computed;
+  }
+}

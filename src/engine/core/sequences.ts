@@ -1,0 +1,101 @@
+import type { MemoryOp } from "../runner/step-protocol.js";
+import type { Token } from "../types.js";
+
+interface Sequence {
+  readonly id: number;
+  busy: boolean;
+  /** Whose prompts may reuse the cells it keeps while idle; undefined: nobody's. */
+  namespace: string | undefined;
+  /** The tokens its cells hold, position by position. */
+  held: Token[];
+  lastUsed: number;
+}
+
+export interface Taken {
+  sequence: number;
+  /** Leading tokens whose cells are already there. */
+  reused: number;
+}
+
+/**
+ * A shard's sequences (one KV stream of `cellsPerSequence` cells each) and the prefix cache over
+ * them: an idle sequence keeps its cells for requests of the same namespace (the account), and a
+ * request takes the idle sequence sharing the longest prefix with its tokens. Isolation is part of
+ * the key: another namespace's cells are never matched, only cleared. Memory operations are
+ * queued for the runner, which applies them before the next decode.
+ */
+export class SequenceTable {
+  private readonly sequences: Sequence[];
+  private clock = 0;
+
+  constructor(
+    count: number,
+    readonly cellsPerSequence: number,
+    private readonly prefixCache: boolean,
+  ) {
+    this.sequences = Array.from({ length: count }, (_, id) => ({ id, busy: false, namespace: undefined, held: [], lastUsed: 0 }));
+  }
+
+  get free(): number {
+    return this.sequences.filter((s) => !s.busy).length;
+  }
+
+  get size(): number {
+    return this.sequences.length;
+  }
+
+  /** Cells in use, by running and cached sequences alike. */
+  usedCells(running: ReadonlyMap<number, number>): number {
+    return this.sequences.reduce((sum, s) => sum + (s.busy ? (running.get(s.id) ?? 0) : s.held.length), 0);
+  }
+
+  /** The longest prefix of `tokens` an idle sequence of `namespace` holds (0 if none). */
+  bestPrefix(namespace: string | undefined, tokens: readonly Token[]): number {
+    let best = 0;
+    for (const s of this.sequences) if (!s.busy) best = Math.max(best, this.match(s, namespace, tokens));
+    return best;
+  }
+
+  /** Takes an idle sequence: the best prefix match, else an empty one, else the least recently used. */
+  take(namespace: string | undefined, tokens: readonly Token[], ops: MemoryOp[]): Taken {
+    const idle = this.sequences.filter((s) => !s.busy);
+    if (idle.length === 0) throw new Error("no idle sequence to take");
+    let chosen = idle[0]!;
+    let reused = -1;
+    for (const s of idle) {
+      const matched = this.match(s, namespace, tokens);
+      const better = matched > reused || (matched === reused && (s.held.length === 0 ? 0 : s.lastUsed) < (chosen.held.length === 0 ? 0 : chosen.lastUsed));
+      if (better) [chosen, reused] = [s, matched];
+    }
+    // The last token is computed again: its logits are what the first sample needs.
+    reused = Math.min(reused, tokens.length - 1);
+    chosen.busy = true;
+    chosen.lastUsed = ++this.clock;
+    if (chosen.held.length > reused) ops.push({ op: "rm", seq: chosen.id, from: Math.max(0, reused) });
+    chosen.held = [];
+    chosen.namespace = namespace;
+    return { sequence: chosen.id, reused: Math.max(0, reused) };
+  }
+
+  /** Gives a sequence back; with `keep`, its cells stay for the namespace's next prompts. */
+  give(id: number, keep: readonly Token[] | undefined, ops: MemoryOp[]): void {
+    const s = this.sequences[id]!;
+    s.busy = false;
+    s.lastUsed = ++this.clock;
+    if (this.prefixCache && keep && s.namespace !== undefined) {
+      s.held = keep.slice();
+      return;
+    }
+    s.held = [];
+    s.namespace = undefined;
+    ops.push({ op: "rm", seq: id, from: 0 });
+  }
+
+  private match(s: Sequence, namespace: string | undefined, tokens: readonly Token[]): number {
+    if (!this.prefixCache || namespace === undefined || s.namespace !== namespace) return 0;
+    const limit = Math.min(s.held.length, tokens.length);
+    let n = 0;
+    while (n < limit && s.held[n] === tokens[n]) n++;
+    return n;
+  }
+}

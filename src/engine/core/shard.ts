@@ -1,0 +1,80 @@
+import type { ShardScheduler } from "./scheduler.js";
+import type { StepPlan } from "./step-plan.js";
+import type { ShardRunner } from "../runner/shard-runner.js";
+import type { StepReply } from "../runner/step-protocol.js";
+
+export interface StepObserver {
+  /** One step ran: its batch size, samples, and how long the decode and the sampling took. */
+  stepped(batchTokens: number, samples: number, decodeMs: number, sampleMs: number): void;
+}
+
+/**
+ * One shard's step loop (nano-vllm's `step`): schedule, run the batch on the shard's runner thread,
+ * post-process the sampled tokens. The main thread only plans and post-processes; while the runner
+ * decodes, it serves HTTP. When there is nothing to do the loop sleeps until `wake`.
+ */
+export class Shard {
+  private sleeping: (() => void) | undefined;
+  private closed = false;
+  private readonly done: Promise<void>;
+
+  constructor(
+    readonly scheduler: ShardScheduler,
+    private readonly runner: ShardRunner,
+    private readonly observer: StepObserver | undefined,
+  ) {
+    this.done = this.loop();
+  }
+
+  wake(): void {
+    const sleeping = this.sleeping;
+    this.sleeping = undefined;
+    sleeping?.();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.wake();
+    await this.done;
+    await this.runner.close();
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.closed) {
+      const plan = this.scheduler.schedule();
+      if (plan.isEmpty) {
+        await new Promise<void>((resolve) => (this.sleeping = resolve));
+        continue;
+      }
+      let reply: StepReply;
+      try {
+        reply = await this.runner.step(plan.message());
+      } catch (error) {
+        this.failAll(error as Error);
+        return;
+      }
+      this.postprocess(plan, reply);
+    }
+  }
+
+  private postprocess(plan: StepPlan, reply: StepReply): void {
+    if (reply.error !== undefined) {
+      for (const { request } of plan.scheduled) this.scheduler.fail(request, new Error(`The engine failed to decode a batch: ${reply.error}`));
+      return;
+    }
+    for (const { request, count } of plan.scheduled) if (request.status === "running") request.computed += count;
+    const failed = new Map(reply.failedSamplers.map((f) => [f.id, f.reason]));
+    plan.sampled.forEach((request, i) => {
+      const reason = failed.get(request.id);
+      if (reason !== undefined) this.scheduler.fail(request, new Error(reason));
+      else this.scheduler.onSampled(request, reply.tokens[i]!, reply.logprobs[i] ?? null);
+    });
+    this.observer?.stepped(plan.batchSize, plan.sampled.length, reply.decodeMs, reply.sampleMs);
+  }
+
+  /** The runner thread is gone: every request here fails, and the shard takes no more. */
+  private failAll(error: Error): void {
+    this.closed = true;
+    for (const request of [...this.scheduler.running, ...this.scheduler.waiting]) this.scheduler.fail(request, error);
+  }
+}

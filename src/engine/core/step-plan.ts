@@ -1,0 +1,57 @@
+import type { EngineRequest } from "./request.js";
+import type { MemoryOp, SampleOrder, SamplerSpec, StepMessage } from "../runner/step-protocol.js";
+
+/** One step as the scheduler planned it: the runner's message and whom each part belongs to. */
+export class StepPlan {
+  readonly ops: MemoryOp[] = [];
+  readonly newSamplers: Array<{ id: number; spec: SamplerSpec }> = [];
+  readonly freeSamplers: number[] = [];
+  /** Requests with tokens in the batch, and how many. */
+  readonly scheduled: Array<{ request: EngineRequest; count: number }> = [];
+  /** The request behind each sample order. */
+  readonly sampled: EngineRequest[] = [];
+  private readonly tokens: number[] = [];
+  private readonly positions: number[] = [];
+  private readonly sequences: number[] = [];
+  private readonly outputs: number[] = [];
+  private readonly samples: SampleOrder[] = [];
+
+  get batchSize(): number {
+    return this.tokens.length;
+  }
+
+  get isEmpty(): boolean {
+    return this.tokens.length === 0 && this.ops.length === 0 && this.newSamplers.length === 0 && this.freeSamplers.length === 0;
+  }
+
+  /** Adds `count` of the request's pending tokens; if they reach its last token, it samples. */
+  add(request: EngineRequest, count: number): void {
+    const from = request.computed;
+    for (let i = 0; i < count; i++) {
+      this.tokens.push(request.tokens[from + i]!);
+      this.positions.push(from + i);
+      this.sequences.push(request.sequence!);
+      this.outputs.push(0);
+    }
+    this.scheduled.push({ request, count });
+    if (from + count === request.tokens.length) {
+      this.outputs[this.outputs.length - 1] = 1;
+      this.samples.push({ sampler: request.id, index: this.tokens.length - 1, top: request.spec.logprobs ? request.spec.logprobs.top : -1 });
+      this.sampled.push(request);
+    }
+  }
+
+  message(): StepMessage {
+    return {
+      type: "step",
+      ops: this.ops,
+      newSamplers: this.newSamplers,
+      freeSamplers: this.freeSamplers,
+      tokens: Int32Array.from(this.tokens),
+      positions: Int32Array.from(this.positions),
+      sequences: Int32Array.from(this.sequences),
+      outputs: Uint8Array.from(this.outputs),
+      samples: this.samples,
+    };
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * The messages between a shard's step loop (main thread) and its runner (a worker thread that owns
+ * one llama.cpp context). One `step` message a step: memory operations, the batch, and the
+ * sequences to sample; one reply with the sampled tokens.
+ */
+
+/** A request's sampler chain, built in the worker when the request first runs there. */
+export interface SamplerSpec {
+  /** 0: greedy. */
+  temperature: number;
+  topP: number;
+  topK: number;
+  minP: number;
+  seed: number;
+  presencePenalty: number;
+  frequencyPenalty: number;
+  repetitionPenalty: number;
+  /** [token, bias]; a bias of -Infinity bans the token. */
+  logitBias: Array<[number, number]>;
+  /** GBNF with a `root` rule; absent: unconstrained. */
+  grammar?: string;
+}
+
+/** `rm`: drop the sequence's cells from position `from` on. `cp`: make `dst` a copy of `src`. */
+export type MemoryOp = { op: "rm"; seq: number; from: number } | { op: "cp"; src: number; dst: number };
+
+export interface SampleOrder {
+  sampler: number;
+  /** Index in the batch whose logits are sampled. */
+  index: number;
+  /** Alternatives to report with the token's log probability; -1: no log probabilities. */
+  top: number;
+}
+
+export interface StepMessage {
+  type: "step";
+  ops: MemoryOp[];
+  newSamplers: Array<{ id: number; spec: SamplerSpec }>;
+  /** Freed after this step's sampling. */
+  freeSamplers: number[];
+  tokens: Int32Array;
+  positions: Int32Array;
+  sequences: Int32Array;
+  /** 1 where the batch entry's logits are needed. */
+  outputs: Uint8Array;
+  samples: SampleOrder[];
+}
+
+export interface SampledLogprob {
+  logprob: number;
+  top: Array<[token: number, logprob: number]>;
+}
+
+export interface StepReply {
+  type: "step";
+  /** One per sample order; -1 where the request's sampler could not be built. */
+  tokens: Int32Array;
+  logprobs: Array<SampledLogprob | null>;
+  /** Sampler ids whose spec llama.cpp refused (a grammar it could not parse), with the reason. */
+  failedSamplers: Array<{ id: number; reason: string }>;
+  decodeMs: number;
+  sampleMs: number;
+  /** The decode itself failed; nothing was sampled. */
+  error?: string;
+}
+
+export interface RunnerInit {
+  libraryDir: string;
+  model: number | bigint;
+  /** Sequences (one KV stream each). */
+  sequences: number;
+  /** Cells each sequence may hold. */
+  cellsPerSequence: number;
+  /** Most tokens in one step's batch. */
+  batchTokens: number;
+  threads: number;
+}

@@ -32,7 +32,12 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   prepare(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): Promise<P>;
   /** Token ids the model has (logit_bias keys must be below this). */
   readonly vocabularySize: number;
-  generate(prompt: P, params: GenerationParams, signal: AbortSignal): AsyncGenerator<EngineEvent>;
+  /**
+   * One stream per choice of the prompt (`n` params that differ in their sampling); a backend
+   * that can computes the prompt once for all of them. A refusal (queue full, wait expired,
+   * constraint rejected) is thrown by each stream at its first read.
+   */
+  generate(prompt: P, choices: readonly GenerationParams[], signal: AbortSignal): AsyncGenerator<EngineEvent>[];
   stats(): BackendStats;
   close(): Promise<void>;
 }

@@ -23,17 +23,36 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
         throw error;
       }
     },
-    async *generate(prompt, params, signal): AsyncGenerator<EngineEvent> {
+    generate(prompt, choices, signal) {
       try {
-        yield* host.generate({ promptTokens: prompt.tokens, ...params }, signal);
+        return host.generate(choices.map((params) => ({ promptTokens: prompt.tokens, ...params })), signal).map(backendErrors);
       } catch (error) {
-        if (error instanceof QueueFullError) throw new BackendBusy(error.message);
-        if (error instanceof WaitExpiredError) throw new BackendWaitExpired(error.message);
-        if (error instanceof UnsupportedSchemaError) throw new ConstraintRejected(error.message);
-        throw error;
+        return choices.map(() => failing(error));
       }
     },
     stats: () => host.stats(),
     close: () => host.close(),
   };
+}
+
+/** Engine errors as the backend errors serving knows. */
+function translate(error: unknown): unknown {
+  if (error instanceof QueueFullError) return new BackendBusy(error.message);
+  if (error instanceof WaitExpiredError) return new BackendWaitExpired(error.message);
+  if (error instanceof UnsupportedSchemaError) return new ConstraintRejected(error.message);
+  return error;
+}
+
+async function* backendErrors(events: AsyncGenerator<EngineEvent>): AsyncGenerator<EngineEvent> {
+  try {
+    yield* events;
+  } catch (error) {
+    throw translate(error);
+  }
+}
+
+/** A choice refused before it queued: its stream throws at its first read, like any refusal. */
+// eslint-disable-next-line require-yield
+async function* failing(error: unknown): AsyncGenerator<EngineEvent> {
+  throw translate(error);
 }

@@ -42,10 +42,13 @@ export interface ModelHost {
   /** Whether the model's chat template renders a `tools` list itself. */
   readonly templateRendersTools: boolean;
   /**
-   * Streams the generation. When `signal` aborts it stops within one step, frees its sequence
-   * and still ends with a `finish` event (reason `cancelled`) so the tokens used can be metered.
+   * Streams the generation of each choice of one prompt (`n` requests that differ in their
+   * sampling): admitted together, the prompt computed once and its cells copied. When `signal`
+   * aborts, each stops within one step, frees its sequence and still ends with a `finish` event
+   * (reason `cancelled`) so the tokens used can be metered. Throws QueueFullError, or the
+   * grammar's error for a schema it cannot express, before anything queues.
    */
-  generate(request: GenerationRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent>;
+  generate(choices: readonly GenerationRequest[], signal?: AbortSignal): AsyncGenerator<EngineEvent>[];
   stats(): ModelHostStats;
   close(): Promise<void>;
 }
@@ -111,24 +114,33 @@ class ShardRouter {
     this.shards = shards;
   }
 
-  async *generate(spec: GenerationRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent> {
+  /** The choices of one prompt: submitted as one group, each its own stream of events. */
+  generate(specs: readonly GenerationRequest[], signal?: AbortSignal): AsyncGenerator<EngineEvent>[] {
     signal?.throwIfAborted();
-    const request = new EngineRequest(spec, this.samplerSpec(spec));
+    const requests = specs.map((spec) => new EngineRequest(spec, this.samplerSpec(spec)));
     if (this.waitingCount() >= this.options.maxWaiting && !this.shards.some((s) => s.scheduler.freeSequences > 0)) {
       throw new QueueFullError("The model's request queue is full.");
     }
-    this.place(request);
-    let timer: NodeJS.Timeout | undefined;
-    if (request.schedulingClass === "flex") {
-      timer = setTimeout(() => this.expire(request), this.options.flexMaxWaitMs);
-    }
-    const onAbort = () => this.abort(request, signal?.reason);
+    const [leader, ...siblings] = requests;
+    leader!.siblings.push(...siblings);
+    this.place(leader!);
+    const timer = leader!.schedulingClass === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
+    const onAbort = () => requests.forEach((r) => this.abort(r, signal?.reason));
     signal?.addEventListener("abort", onAbort, { once: true });
+    let open = requests.length;
+    const closed = () => {
+      if (--open > 0) return;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    };
+    return requests.map((request) => this.stream(request, closed));
+  }
+
+  private async *stream(request: EngineRequest, closed: () => void): AsyncGenerator<EngineEvent> {
     try {
       yield* request.events.drain();
     } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
+      closed();
       if (request.status !== "finished") this.abort(request, new Error("the caller stopped reading"));
     }
   }
@@ -137,7 +149,7 @@ class ShardRouter {
     // Only requests that never ran move: a preempted one keeps its sampler on its own shard.
     for (const shard of this.shards) {
       if (shard.scheduler === thief) continue;
-      const request = shard.scheduler.waiting.find((r) => !r.resumed && !r.started);
+      const request = shard.scheduler.waiting.find((r) => !r.resumed && !r.started && r.siblings.length === 0);
       if (request && shard.scheduler.remove(request)) return request;
     }
     return undefined;
@@ -177,16 +189,23 @@ class ShardRouter {
   private abort(request: EngineRequest, reason: unknown): void {
     request.abortRequested = true;
     const shard = this.shards.find((s) => s.scheduler.waiting.includes(request) || s.scheduler.running.includes(request));
-    if (request.status === "waiting") shard?.scheduler.endWaiting(request, reason);
+    if (request.status === "waiting") {
+      if (shard) shard.scheduler.endWaiting(request, reason);
+      else this.drop(request, reason); // a choice waiting with its leader, in no queue
+    }
     shard?.wake();
   }
 
+  /** A flex request still waiting for its first admission when its wait limit ends. */
   private expire(request: EngineRequest): void {
     if (request.status !== "waiting" || request.started) return;
-    const shard = this.shards.find((s) => s.scheduler.remove(request));
-    if (!shard) return;
+    for (const shard of this.shards) shard.scheduler.remove(request);
+    this.drop(request, new WaitExpiredError(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`));
+  }
+
+  private drop(request: EngineRequest, reason: unknown): void {
     request.status = "finished";
-    request.events.fail(new WaitExpiredError(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`));
+    request.events.fail(reason ?? new Error("aborted"));
   }
 
   private waitingCount(): number {

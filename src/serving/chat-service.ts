@@ -142,7 +142,7 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
         lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * n, limits: caller.limits });
 
         const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
-        const generations = Array.from({ length: n }, (_, index) => {
+        const choices = Array.from({ length: n }, (_, index) => {
           const sampling = {
             temperature: input.temperature ?? DEFAULT_TEMPERATURE,
             topP: input.topP ?? DEFAULT_TOP_P,
@@ -154,9 +154,9 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
             logitBias: input.logitBias,
             seed: input.seed === undefined ? undefined : input.seed + index,
           };
-          const params = { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: caller.accountId };
-          return backend.generate(prompt, params, signal);
+          return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: caller.accountId };
         });
+        const generations = backend.generate(prompt, choices, signal);
         let cachedPromptTokens: number;
         let starts: Array<{ queuedMs: number; cachedTokens: number }>;
         try {

@@ -29,10 +29,12 @@ function faultyBackend(failAfterTokens: number): Backend {
     async prepare(): Promise<PreparedPrompt> {
       return { tokenCount: 10, opensThinking: false };
     },
-    async *generate(): AsyncGenerator<EngineEvent> {
-      yield { type: "started", queuedMs: 0, cachedTokens: 0 };
-      for (let n = 1; n <= failAfterTokens; n++) yield { type: "text", text: `t${n} `, completionTokens: n };
-      throw new Error("llama_decode failed");
+    generate(_prompt, choices) {
+      return choices.map(async function* (): AsyncGenerator<EngineEvent> {
+        yield { type: "started", queuedMs: 0, cachedTokens: 0 };
+        for (let n = 1; n <= failAfterTokens; n++) yield { type: "text", text: `t${n} `, completionTokens: n };
+        throw new Error("llama_decode failed");
+      });
     },
     stats: () => ({ slots: 1, running: { priority: 0, standard: 0, flex: 0 }, waiting: { priority: 0, standard: 0, flex: 0 }, preemptions: 0, idleSequences: 0, kvCacheUsage: 0 }),
     close: async () => {},

@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { getLlama, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { findPulledModel } from "../../src/catalog/pull.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
+import { detokenizer } from "../../src/engine/core/output.js";
+import { loadModel, type LoadedModel } from "../../src/engine/native/loaded-model.js";
 import { TextStream } from "../../src/engine/text-stream.js";
 import { ReasoningSplitter, type ReasoningSplitOptions } from "../../src/serving/reasoning-split.js";
 import { GEMMA, SMOLLM2 } from "../helpers/server.js";
@@ -143,19 +144,17 @@ describe("the reasoning splitter on text", () => {
  * as a generation is, then split.
  */
 describe("the reasoning splitter on real token streams", () => {
-  let llama: Llama;
-  const models = new Map<string, LlamaModel>();
+  const models = new Map<string, LoadedModel>();
   before(async () => {
-    llama = await getLlama({ gpu: false, build: "never", logLevel: "error" as never });
     const modelsDir = resolveModelsDir();
     for (const entry of (await loadCatalog()).filter((e) => e.id === SMOLLM2 || e.id === GEMMA)) {
       const pulled = await findPulledModel(entry, modelsDir);
       assert.ok(pulled, `${entry.id} is pulled (npm test pulls it first)`);
-      models.set(entry.id, await llama.loadModel({ modelPath: pulled.path, vocabOnly: true }));
+      models.set(entry.id, loadModel(pulled.path));
     }
   });
   after(async () => {
-    for (const model of models.values()) await model.dispose();
+    for (const model of models.values()) model.free();
   });
 
   const reasoning = "The user asks for 17 × 3. 17 × 3 = 51, döne — 🌍 fine.";
@@ -165,11 +164,12 @@ describe("the reasoning splitter on real token streams", () => {
   for (const id of [SMOLLM2, GEMMA]) {
     test(`${id}: the tags span several tokens, and the split and the reasoning-token count are exact`, () => {
       const model = models.get(id)!;
-      const tokens = model.tokenize(output, false) as Token[];
-      const openTokens = model.tokenize("<think>", false);
+      const tokens = model.tokenize(output);
+      const openTokens = model.tokenize("<think>");
+      const detokenize = detokenizer(model);
       assert.ok(openTokens.length > 1, `'<think>' is ${openTokens.length} tokens in ${id}: the tag falls across token boundaries`);
 
-      const stream = new TextStream((t, last) => model.detokenize(t, false, last), []);
+      const stream = new TextStream(detokenize, []);
       const splitter = new ReasoningSplitter();
       let got = { reasoning: "", content: "", reasoningTokens: 0, contentTokens: 0 };
       let previous = 0;
@@ -188,7 +188,7 @@ describe("the reasoning splitter on real token streams", () => {
       assert.equal(got.content, answer);
       // The reasoning ends with the token that completes "</think>".
       let closing = 0;
-      while (!model.detokenize(tokens.slice(0, closing), false).includes("</think>")) closing++;
+      while (!detokenize(tokens.slice(0, closing)).includes("</think>")) closing++;
       assert.equal(got.reasoningTokens, closing);
       assert.equal(got.contentTokens, tokens.length - closing);
     });

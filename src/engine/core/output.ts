@@ -25,7 +25,7 @@ export class RequestOutput {
     private readonly texts: TokenTexts,
     private readonly request: GenerationRequest,
   ) {
-    this.text = new TextStream((tokens) => decodeBytes(texts, tokens), request.stop);
+    this.text = new TextStream(detokenizer(texts), request.stop);
     this.jsonEnd = request.constraint ? new JsonEnd() : undefined;
   }
 
@@ -76,8 +76,12 @@ export class RequestOutput {
 
 const decoder = new TextDecoder("utf-8");
 
-/** Concatenated piece bytes; an unfinished UTF-8 character at the end decodes to U+FFFD, which TextStream waits out. */
-function decodeBytes(texts: TokenTexts, tokens: readonly Token[]): string {
+/** Generated tokens as text: their pieces' bytes concatenated; an unfinished UTF-8 character at the end decodes to U+FFFD, which TextStream waits out. */
+export function detokenizer(texts: Pick<TokenTexts, "pieceBytes">): (tokens: readonly Token[]) => string {
+  return (tokens) => decodeBytes(texts, tokens);
+}
+
+function decodeBytes(texts: Pick<TokenTexts, "pieceBytes">, tokens: readonly Token[]): string {
   const pieces = tokens.map((token) => texts.pieceBytes(token));
   const bytes = new Uint8Array(pieces.reduce((sum, piece) => sum + piece.length, 0));
   let at = 0;

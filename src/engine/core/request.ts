@@ -34,6 +34,13 @@ export class EngineRequest {
   abortRequested = false;
   /** When it was last admitted, for "latest admitted first" preemption. */
   admittedAt = 0;
+  /**
+   * `n` choices of one prompt: the first is the leader and carries the others, which are admitted
+   * with it, wait while it computes the prompt (all but its last token) once, then copy its cells.
+   */
+  readonly siblings: EngineRequest[] = [];
+  /** A sibling's leader, until the sibling has its copy of the prompt's cells. */
+  copyFrom: EngineRequest | undefined;
 
   constructor(
     readonly spec: GenerationRequest,

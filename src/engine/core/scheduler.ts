@@ -72,6 +72,7 @@ export class ShardScheduler {
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
     for (const request of this.policy.victims(this.running, this.waiting, this.sequences.free)) this.preempt(request, plan.ops);
     this.admit(plan);
+    this.copyPrompts(plan);
     this.fillBatch(plan);
     return plan;
   }
@@ -115,42 +116,82 @@ export class ShardScheduler {
 
   private admit(plan: StepPlan): void {
     while (this.sequences.free > 0) {
-      const request = this.waiting.shift() ?? this.steal();
+      const request = this.waiting[0] ?? this.steal();
       if (!request) return;
       if (request.abortRequested) {
+        this.remove(request);
         this.endWaiting(request);
         continue;
       }
-      const taken = this.sequences.take(request.spec.cacheNamespace, request.tokens, plan.ops);
-      request.sequence = taken.sequence;
-      request.computed = taken.reused;
-      request.status = "running";
-      request.admittedAt = performance.now();
-      this.running.push(request);
-      if (!request.samplerBuilt) {
-        plan.newSamplers.push({ id: request.id, spec: request.sampler });
-        request.samplerBuilt = true;
+      const group = [request, ...request.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested)];
+      // The choices of one request are admitted together or not at all, and nobody passes them.
+      if (group.length > this.sequences.free) return;
+      for (const member of group) {
+        this.remove(member);
+        this.start(member, plan);
       }
-      if (!request.started) {
-        request.started = true;
-        this.outputs.set(request, new RequestOutput(this.texts, request.spec));
-        request.events.push({ type: "started", queuedMs: performance.now() - request.arrivedAt, cachedTokens: taken.reused });
-      }
+      for (const sibling of group.slice(1)) sibling.copyFrom = request;
     }
+  }
+
+  private start(request: EngineRequest, plan: StepPlan): void {
+    const taken = this.sequences.take(request.spec.cacheNamespace, request.tokens, plan.ops);
+    request.sequence = taken.sequence;
+    request.computed = taken.reused;
+    request.status = "running";
+    request.admittedAt = performance.now();
+    this.running.push(request);
+    if (!request.samplerBuilt) {
+      plan.newSamplers.push({ id: request.id, spec: request.sampler });
+      request.samplerBuilt = true;
+    }
+    if (!request.started) {
+      request.started = true;
+      this.outputs.set(request, new RequestOutput(this.texts, request.spec));
+      request.events.push({ type: "started", queuedMs: performance.now() - request.arrivedAt, cachedTokens: taken.reused });
+    }
+  }
+
+  /**
+   * A sibling whose leader has computed all of the prompt but its last token takes a copy of
+   * those cells, and from then on is a request like any other. If the leader stopped first, the
+   * sibling computes the prompt itself.
+   */
+  private copyPrompts(plan: StepPlan): void {
+    for (const request of this.running) {
+      const leader = request.copyFrom;
+      if (!leader) continue;
+      if (leader.status !== "running") {
+        request.copyFrom = undefined;
+        continue;
+      }
+      if (leader.computed < leader.promptLength - 1) continue;
+      plan.ops.push({ op: "cp", src: leader.sequence!, dst: request.sequence! });
+      request.computed = leader.promptLength - 1;
+      request.copyFrom = undefined;
+    }
+  }
+
+  /** A leader stops before its prompt's last token until its siblings have their copy. */
+  private limit(request: EngineRequest): number {
+    const waitingForCopy = request.siblings.some((s) => s.copyFrom === request);
+    return waitingForCopy ? Math.max(0, request.promptLength - 1 - request.computed) : request.pending;
   }
 
   private fillBatch(plan: StepPlan): void {
     let budget = this.options.stepTokens;
     const ordered = this.running.slice().sort(this.policy.compareRunning);
     // Decodes first: one token each keeps every stream moving; prompts catch up in what is left.
-    for (const request of ordered) {
+    const ready = ordered.filter((r) => r.copyFrom === undefined);
+    for (const request of ready) {
       if (request.pending !== 1 || budget === 0) continue;
       plan.add(request, 1);
       budget--;
     }
-    for (const request of ordered) {
+    for (const request of ready) {
       if (request.pending <= 1 || budget === 0) continue;
-      const count = Math.min(request.pending, budget);
+      const count = Math.min(this.limit(request), budget);
+      if (count === 0) continue;
       plan.add(request, count);
       budget -= count;
     }
@@ -158,6 +199,7 @@ export class ShardScheduler {
 
   private preempt(request: EngineRequest, ops: MemoryOp[]): void {
     this.release(request, false, ops, undefined);
+    request.copyFrom = undefined;
     request.status = "waiting";
     request.resumed = true;
     request.computed = 0;

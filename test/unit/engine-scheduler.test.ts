@@ -1,0 +1,164 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { tieredPolicy } from "../../src/engine/core/policy.js";
+import { EngineRequest } from "../../src/engine/core/request.js";
+import { ShardScheduler } from "../../src/engine/core/scheduler.js";
+import { StepPlan } from "../../src/engine/core/step-plan.js";
+import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
+import type { EngineEvent, GenerationRequest, SchedulingClass } from "../../src/engine/types.js";
+
+// The scheduler's decisions on their own: which tokens each step carries, who is admitted, who
+// gives way. The runner is not involved: each test plays the runner's part by hand (every sample
+// draws token 1, "a"), so the steps are exact. The real runner is covered by the integration tests.
+const EOS = 0;
+const texts = {
+  pieceBytes: (token: number) => (token === EOS ? new Uint8Array() : new Uint8Array([96 + token])),
+  tokenText: (token: number) => String.fromCharCode(96 + token),
+  isEndOfGeneration: (token: number) => token === EOS,
+};
+const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
+
+function request(promptLength: number, schedulingClass: SchedulingClass = "standard", extra: Partial<GenerationRequest> = {}): EngineRequest {
+  const promptTokens = Array.from({ length: promptLength }, (_, i) => 1 + (i % 20));
+  return new EngineRequest({ promptTokens, maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [], schedulingClass, ...extra }, SAMPLER);
+}
+
+function scheduler(sequences: number, stepTokens: number, options: { cells?: number; prefixCache?: boolean } = {}) {
+  return new ShardScheduler({ sequences, cellsPerSequence: options.cells ?? 4096, stepTokens, prefixCache: options.prefixCache ?? true }, tieredPolicy, texts, () => undefined);
+}
+
+/** Plans a step and plays the runner: every planned token is computed, every sample draws `token`. */
+function step(s: ShardScheduler, token = 1): StepPlan {
+  const plan = s.schedule();
+  for (const { request, count } of plan.scheduled) request.computed += count;
+  for (const r of plan.sampled) s.onSampled(r, token, null);
+  return plan;
+}
+
+const tokensOf = (plan: StepPlan, r: EngineRequest) => plan.scheduled.find((s) => s.request === r)?.count ?? 0;
+
+async function events(r: EngineRequest): Promise<EngineEvent[]> {
+  const out: EngineEvent[] = [];
+  for await (const event of r.events.drain()) out.push(event);
+  return out;
+}
+
+describe("the engine's step scheduler", () => {
+  test("running decodes come first, then prompt chunks under the step's token budget", () => {
+    const s = scheduler(4, 64);
+    const a = request(10);
+    s.enqueue(a);
+    step(s); // a's whole prompt, then its first token
+    assert.equal(a.generatedCount, 1);
+    const b = request(200);
+    s.enqueue(b);
+    const plan = step(s);
+    assert.equal(tokensOf(plan, a), 1, "the running request decodes its token");
+    assert.equal(tokensOf(plan, b), 63, "the new prompt gets what is left of the budget");
+    assert.equal(plan.batchSize, 64);
+    assert.equal(b.generatedCount, 0, "no sample before the whole prompt is computed");
+    step(s);
+    step(s);
+    step(s);
+    assert.equal(b.computed + b.pending - 1, 200, "the prompt is computed across steps, then sampled");
+    assert.equal(b.generatedCount, 1);
+  });
+
+  test("a priority prompt's chunks go before standard prompt chunks in the same step", () => {
+    const s = scheduler(4, 32);
+    const standard = request(100);
+    s.enqueue(standard);
+    step(s);
+    const priority = request(40, "priority");
+    s.enqueue(priority);
+    const plan = step(s);
+    assert.equal(tokensOf(plan, priority), 32);
+    assert.equal(tokensOf(plan, standard), 0);
+  });
+
+  test("admission waits for a free sequence rather than overcommit the KV cells", () => {
+    const s = scheduler(2, 256, { cells: 64 });
+    const requests = [request(8), request(8), request(8)];
+    for (const r of requests) s.enqueue(r);
+    step(s);
+    assert.deepEqual(requests.map((r) => r.status), ["running", "running", "waiting"]);
+    assert.equal(s.stats().usedCells <= s.stats().totalCells, true);
+    requests[0]!.abortRequested = true;
+    step(s);
+    assert.equal(requests[2]!.status, "running", "the freed sequence goes to the one waiting, in the next step");
+  });
+
+  test("a request that would outgrow its sequence's cells finishes with length", async () => {
+    const s = scheduler(1, 256, { cells: 12 });
+    const r = request(8);
+    s.enqueue(r);
+    for (let i = 0; i < 10 && r.status !== "finished"; i++) step(s);
+    const all = await events(r);
+    assert.deepEqual(all.at(-1), { type: "finish", reason: "length", completionTokens: 4 });
+  });
+
+  test("a priority request arriving while every sequence streams preempts the standard one admitted last and samples within the prompt's chunks", () => {
+    const s = scheduler(16, 64);
+    const streams = Array.from({ length: 16 }, () => request(4));
+    for (const r of streams) s.enqueue(r);
+    for (let i = 0; i < 3; i++) step(s);
+    assert.equal(streams.every((r) => r.status === "running"), true);
+    const priority = request(100, "priority");
+    s.enqueue(priority);
+    let steps = 0;
+    while (priority.generatedCount === 0) {
+      step(s);
+      steps++;
+      assert.ok(steps <= 3, "100 prompt tokens at 49 a step (64 less 15 decodes) take 3 steps");
+    }
+    assert.equal(steps, 3);
+    const victim = streams.at(-1)!;
+    assert.equal(victim.status, "waiting");
+    assert.equal(victim.resumed, true);
+    assert.equal(s.stats().preemptions, 1);
+  });
+
+  test("flex gives way to standard; a preempted request resumes where it stopped", async () => {
+    const s = scheduler(1, 64);
+    const flex = request(4, "flex");
+    s.enqueue(flex);
+    step(s);
+    step(s);
+    const generated = flex.generatedCount;
+    const standard = request(4);
+    s.enqueue(standard);
+    step(s);
+    assert.equal(flex.status, "waiting");
+    assert.equal(flex.computed, 0, "its cells were given up");
+    let plan: StepPlan | undefined;
+    while (standard.status !== "finished") {
+      standard.abortRequested = standard.generatedCount >= 2;
+      plan = step(s);
+    }
+    assert.equal(flex.status, "running", "readmitted in the step that freed the sequence");
+    assert.equal(tokensOf(plan!, flex), 4 + generated, "its prompt and generated tokens are computed again");
+    assert.equal(flex.generatedCount, generated + 1, "and sampling goes on where it stopped");
+    flex.abortRequested = true;
+    step(s);
+    const kinds = (await events(flex)).map((e) => e.type);
+    assert.deepEqual(kinds.filter((k) => k !== "text"), ["started", "preempted", "finish"]);
+  });
+
+  test("the prefix cache reuses a finished prompt within its namespace and never across", () => {
+    const s = scheduler(2, 256);
+    const first = request(50, "standard", { cacheNamespace: "acct-a" });
+    s.enqueue(first);
+    step(s);
+    first.abortRequested = true;
+    step(s);
+    const same = request(60, "standard", { cacheNamespace: "acct-a" });
+    same.tokens.splice(0, 50, ...first.tokens.slice(0, 50));
+    const other = request(60, "standard", { cacheNamespace: "acct-b" });
+    other.tokens.splice(0, 50, ...first.tokens.slice(0, 50));
+    s.enqueue(other);
+    s.enqueue(same);
+    const plan = step(s);
+    assert.equal(tokensOf(plan, other), 60, "another account computes its whole prompt");
+    assert.equal(tokensOf(plan, same), 10, "the same account reuses the 50 cached tokens");
+  });
+});

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's `llama-server` from the llama.cpp source that the installed node-llama-cpp
+# Builds llama.cpp's `llama-server` and `llama-batched-bench` (the step loop's ceiling: decode
+# throughput of N sequences with no server around it) from the llama.cpp source that the installed node-llama-cpp
 # ships (node_modules/node-llama-cpp/llama/gitRelease.bundle), so the peer runs the same llama.cpp
 # release as our engine. CPU only, native, Release, llama-server target only. The build lives in a
 # cache outside the repository and is skipped when the binary is already there.
@@ -19,7 +20,7 @@ peers_dir="${SWITCHYARD_PEERS_DIR:-$HOME/.cache/switchyard/peers}"
 dest="$peers_dir/llama.cpp-$tag"
 binary="$dest/build/bin/llama-server"
 
-if [[ -x "$binary" ]]; then
+if [[ -x "$binary" && -x "$dest/build/bin/llama-batched-bench" ]]; then
   echo "$binary"
   exit 0
 fi
@@ -44,8 +45,9 @@ nice -n 19 cmake -S "$dest/src" -B "$dest/build" \
   -DLLAMA_USE_PREBUILT_UI=OFF \
   -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TOOLS=ON \
   -DBUILD_SHARED_LIBS=OFF >&2
-nice -n 19 cmake --build "$dest/build" --config Release --target llama-server -j "${JOBS:-2}" >&2
+nice -n 19 cmake --build "$dest/build" --config Release --target llama-server llama-batched-bench -j "${JOBS:-2}" >&2
 seconds=$(( $(date +%s) - start ))
 
 cat > "$dest/build-info.json" <<JSON

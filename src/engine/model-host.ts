@@ -4,7 +4,7 @@ import { chatTemplateFor } from "./chat-template.js";
 import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { QueueFullError, ShardScheduler, WaitExpiredError } from "./core/scheduler.js";
-import { Shard } from "./core/shard.js";
+import { Shard, type StepCounters } from "./core/shard.js";
 import { grammarText } from "./grammar-text.js";
 import { loadModel } from "./native/loaded-model.js";
 import { startShardRunner } from "./runner/shard-runner.js";
@@ -81,7 +81,7 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
         const stepTokens = Math.max(options.stepTokens ?? DEFAULT_STEP_TOKENS, sequences + 1);
         const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads: threadsPerShard });
         const scheduler = new ShardScheduler({ sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache }, tieredPolicy, model, () => router.steal(scheduler));
-        return new Shard(scheduler, runner, undefined);
+        return new Shard(scheduler, runner);
       }),
     );
     router.attach(shards);
@@ -168,6 +168,9 @@ class ShardRouter {
       preemptions: all.reduce((n, s) => n + s.preemptions, 0),
       idleSequences: slots - running.priority - running.standard - running.flex,
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
+      engine: Object.fromEntries(
+        (Object.keys(this.shards[0]!.counters) as (keyof StepCounters)[]).map((key) => [key, this.shards.reduce((n, shard) => n + shard.counters[key], 0)]),
+      ) as unknown as StepCounters,
     };
   }
 

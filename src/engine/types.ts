@@ -118,4 +118,16 @@ export interface ModelHostStats {
   idleSequences: number;
   /** Share of all KV cells holding tokens (running or cached), 0..1. */
   kvCacheUsage: number;
+  /** The embedded engine's step counters since start (absent for other backends). */
+  engine?: EngineCounters;
+}
+
+export interface EngineCounters {
+  steps: number;
+  batchTokens: number;
+  /** Prompt tokens evaluated (a prompt's cached prefix, or a choice's copied one, is not). */
+  promptTokensComputed: number;
+  sampledTokens: number;
+  decodeMs: number;
+  sampleMs: number;
 }

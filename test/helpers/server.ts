@@ -83,11 +83,11 @@ export async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs:
 }
 
 /** POSTs a chat request with the given key (raw fetch, to see statuses and headers exactly). */
-export function postChat(server: RunningServer, body: unknown, init: { key?: string | null; headers?: Record<string, string> } = {}) {
+export function postChat(server: RunningServer, body: unknown, init: { key?: string | null; headers?: Record<string, string>; signal?: AbortSignal } = {}) {
   const headers: Record<string, string> = { "content-type": "application/json", ...init.headers };
   const key = init.key === undefined ? server.key : init.key;
   if (key !== null) headers.authorization = `Bearer ${key}`;
-  return fetch(`${server.baseURL}/chat/completions`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
+  return fetch(`${server.baseURL}/chat/completions`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body), signal: init.signal });
 }
 
 /** Reads an SSE response into its `data:` payloads, in order. */

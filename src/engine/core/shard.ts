@@ -2,11 +2,10 @@ import type { ShardScheduler } from "./scheduler.js";
 import type { StepPlan } from "./step-plan.js";
 import type { ShardRunner } from "../runner/shard-runner.js";
 import type { StepReply } from "../runner/step-protocol.js";
+import type { EngineCounters } from "../types.js";
 
-export interface StepObserver {
-  /** One step ran: its batch size, samples, and how long the decode and the sampling took. */
-  stepped(batchTokens: number, samples: number, decodeMs: number, sampleMs: number): void;
-}
+/** What a shard's steps did, since it started: where the engine's time goes. */
+export type StepCounters = EngineCounters;
 
 /**
  * One shard's step loop (nano-vllm's `step`): schedule, run the batch on the shard's runner thread,
@@ -17,11 +16,11 @@ export class Shard {
   private sleeping: (() => void) | undefined;
   private closed = false;
   private readonly done: Promise<void>;
+  readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0 };
 
   constructor(
     readonly scheduler: ShardScheduler,
     private readonly runner: ShardRunner,
-    private readonly observer: StepObserver | undefined,
   ) {
     this.done = this.loop();
   }
@@ -62,14 +61,21 @@ export class Shard {
       for (const { request } of plan.scheduled) this.scheduler.fail(request, new Error(`The engine failed to decode a batch: ${reply.error}`));
       return;
     }
-    for (const { request, count } of plan.scheduled) if (request.status === "running") request.computed += count;
+    for (const { request, count } of plan.scheduled) {
+      this.counters.promptTokensComputed += Math.min(count, Math.max(0, request.promptLength - request.computed));
+      if (request.status === "running") request.computed += count;
+    }
     const failed = new Map(reply.failedSamplers.map((f) => [f.id, f.reason]));
     plan.sampled.forEach((request, i) => {
       const reason = failed.get(request.id);
       if (reason !== undefined) this.scheduler.fail(request, new Error(reason));
       else this.scheduler.onSampled(request, reply.tokens[i]!, reply.logprobs[i] ?? null);
     });
-    this.observer?.stepped(plan.batchSize, plan.sampled.length, reply.decodeMs, reply.sampleMs);
+    this.counters.steps++;
+    this.counters.batchTokens += plan.batchSize;
+    this.counters.sampledTokens += plan.sampled.length;
+    this.counters.decodeMs += reply.decodeMs;
+    this.counters.sampleMs += reply.sampleMs;
   }
 
   /** The runner thread is gone: every request here fails, and the shard takes no more. */

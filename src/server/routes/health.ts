@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { BackendStats } from "../../backends/backend.js";
+import type { EngineCounters } from "../../engine/types.js";
 import type { ModelRegistry } from "../../serving/model-registry.js";
 
 /** Unauthenticated readiness: 200 once every model is loaded; 503 while loading, or if one failed to load. */
@@ -29,5 +30,18 @@ function load(stats: BackendStats) {
     kv_cache_usage: Number(stats.kvCacheUsage.toFixed(4)),
     preemptions: stats.preemptions,
     by_tier: { running: stats.running, waiting: stats.waiting },
+    ...(stats.engine ? { engine: engineCounters(stats.engine) } : {}),
+  };
+}
+
+/** The step loop's totals, so an operator (and the benchmark) can see where the time goes. */
+function engineCounters(c: EngineCounters) {
+  return {
+    steps: c.steps,
+    batch_tokens: c.batchTokens,
+    prompt_tokens_computed: c.promptTokensComputed,
+    sampled_tokens: c.sampledTokens,
+    decode_seconds: Number((c.decodeMs / 1000).toFixed(3)),
+    sample_seconds: Number((c.sampleMs / 1000).toFixed(3)),
   };
 }

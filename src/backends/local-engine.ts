@@ -1,6 +1,6 @@
 import { PromptTemplateError } from "../engine/chat-template.js";
 import { loadModelHost, type ModelHostOptions } from "../engine/model-host.js";
-import { UnsupportedSchemaError } from "../engine/json-schema-support.js";
+import { SchemaError } from "../engine/grammar/index.js";
 import { QueueFullError, WaitExpiredError } from "../engine/scheduler.js";
 import type { EngineEvent, Token } from "../engine/types.js";
 import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
@@ -30,7 +30,7 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
       } catch (error) {
         if (error instanceof QueueFullError) throw new BackendBusy(error.message);
         if (error instanceof WaitExpiredError) throw new BackendWaitExpired(error.message);
-        if (error instanceof UnsupportedSchemaError) throw new ConstraintRejected(error.message);
+        if (error instanceof SchemaError) throw new ConstraintRejected(error.message);
         throw error;
       }
     },

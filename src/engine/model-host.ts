@@ -16,7 +16,7 @@ import {
 import { decodeFirstThenPrefill, EVALUATION_PRIORITY } from "./batch-policy.js";
 import { chatTemplateFor, type ChatTemplate } from "./chat-template.js";
 import { JsonEnd } from "./json-end.js";
-import { normalizeJsonSchema } from "./json-schema-support.js";
+import { constraintToGbnf } from "./grammar/index.js";
 import { SlotScheduler, type SlotLease } from "./scheduler.js";
 import { SequencePool, type TakenSequence } from "./sequence-pool.js";
 import { StepGate } from "./step-gate.js";
@@ -308,26 +308,20 @@ function tokenLogprob(model: LlamaModel, token: Token, confidence: number | unde
   return { ...chosen, top: alternatives };
 }
 
-/** Grammars are built once per distinct constraint (a schema compiles to GBNF once). */
+/** llama.cpp parses each distinct grammar text once; the text is built by src/engine/grammar. */
 function grammarCache(llama: Llama) {
   const cache = new Map<string, Promise<LlamaGrammar>>();
   const MAX = 64;
   return {
     get(constraint: OutputConstraint): Promise<LlamaGrammar> {
-      if (constraint.type === "json") {
-        const key = "json";
-        let grammar = cache.get(key);
-        if (!grammar) cache.set(key, (grammar = llama.getGrammarFor("json")));
-        return grammar;
-      }
-      const schema = normalizeJsonSchema(constraint.schema);
-      const key = `schema:${JSON.stringify(schema)}`;
-      let grammar = cache.get(key);
+      // Throws SchemaError for a schema the grammar cannot express (the serving layer checks first).
+      const text = constraintToGbnf(constraint);
+      let grammar = cache.get(text);
       if (!grammar) {
-        grammar = llama.createGrammarForJsonSchema(schema as never) as Promise<LlamaGrammar>;
-        grammar.catch(() => cache.delete(key));
+        grammar = llama.createGrammar({ grammar: text });
+        grammar.catch(() => cache.delete(text));
         if (cache.size >= MAX) cache.delete(cache.keys().next().value!);
-        cache.set(key, grammar);
+        cache.set(text, grammar);
       }
       return grammar;
     },

@@ -52,12 +52,17 @@ function isEmpty(expr: Expr): boolean {
 export class Grammar {
   readonly rules = new Map<string, Expr>();
   private readonly reserved = new Set<string>();
+  /** The next suffix to try per stem, so that thousands of rules from one stem stay linear. */
+  private readonly suffixes = new Map<string, number>();
 
   /** A rule name not yet used, built from `base` (GBNF names allow letters, digits and dashes). */
   fresh(base: string): string {
     const stem = base.replace(/[^A-Za-z0-9-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "r";
     let name = stem;
-    for (let i = 1; this.reserved.has(name); i++) name = `${stem}-${i}`;
+    for (let i = this.suffixes.get(stem) ?? 1; this.reserved.has(name); i++) {
+      name = `${stem}-${i}`;
+      this.suffixes.set(stem, i + 1);
+    }
     this.reserved.add(name);
     return name;
   }

@@ -1,5 +1,5 @@
 import type { OutputConstraint, ToolDefinition } from "../types.js";
-import { leftRecursion, unfinishableRules } from "./analysis.js";
+import { findDefects } from "./analysis.js";
 import { alt, type Expr, Grammar, lit, ref, seq } from "./gbnf.js";
 import { JsonRules, type Whitespace } from "./json-rules.js";
 import { Budget, SCHEMA_LIMITS, SchemaError } from "./limits.js";
@@ -41,6 +41,8 @@ export function toolCallGbnf(tools: readonly Pick<ToolDefinition, "name" | "para
   return build("none", (grammar, json, budget, origins) => {
     const calls = tools.map((tool, index) => {
       try {
+        const declared = tool.parameters.type;
+        if (declared !== undefined && declared !== "object") throw new SchemaError("type", "a tool's arguments are an object: its parameters schema must have type 'object'.");
         const walk = new SchemaWalk(grammar, json, budget, tool.parameters, `t${index}-`, "object");
         const rule = walk.compile();
         for (const [name, path] of walk.origins) origins.set(name, { path, tool: index });
@@ -88,9 +90,8 @@ function build(whitespace: Whitespace, body: (grammar: Grammar, json: JsonRules,
   const origins: Origins = new Map();
   const root = body(grammar, new JsonRules(grammar, whitespace), new Budget(), origins);
   grammar.define("root", root);
-  const cycle = leftRecursion(grammar);
+  const { leftRecursion: cycle, unfinishable } = findDefects(grammar);
   if (cycle) throw blame(cycle, origins, "refers to itself before writing anything (a $ref cycle with nothing in between).");
-  const unfinishable = unfinishableRules(grammar);
   if (unfinishable.length > 0) throw blame(unfinishable, origins, "can never be finished: every value it allows contains itself (a $ref cycle with no way out).");
   return grammar.text();
 }

@@ -7,7 +7,7 @@ export const SCHEMA_LIMITS = {
   /** Levels of JSON objects and arrays from the schema's root (`properties.a` is two). */
   depth: 64,
   /** Subschemas and enum values, over all the schemas of one grammar. */
-  nodes: 10_000,
+  nodes: 5_000,
   /** The most any one count may be (minLength, maxLength, minItems, maxItems, ...): llama.cpp's own limit. */
   count: 2_000,
   /** The sum of all counts in one grammar: llama.cpp writes one rule per repetition. */

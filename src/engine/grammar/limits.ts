@@ -26,13 +26,18 @@ export class SchemaError extends Error {
     /** For a tool-call grammar: the index of the tool whose parameters are at fault. */
     readonly tool?: number,
   ) {
-    super(`${path === "" ? "the schema" : `'${path}'`}: ${detail}`);
+    super(`${path === "" ? "the schema" : `'${shorten(path)}'`}: ${detail}`);
     this.name = "SchemaError";
   }
 
   forTool(index: number): SchemaError {
     return new SchemaError(this.path, this.detail, index);
   }
+}
+
+/** A path deep in a schema is shown by its two ends: the message stays short whatever was sent. */
+function shorten(path: string): string {
+  return path.length <= 160 ? path : `${path.slice(0, 70)}…${path.slice(-70)}`;
 }
 
 /** What one grammar has spent of SCHEMA_LIMITS so far. */

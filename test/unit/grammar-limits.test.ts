@@ -85,6 +85,8 @@ describe("schemas the grammar refuses, each naming where and why", () => {
     refused({ type: "string", format: "email" }, "format", /only the formats/);
     refused({ properties: {}, items: {} }, "", /say its 'type'/);
     refused({ type: "string", enum: [1, 2] }, "enum", /no value is of the schema's type/);
+    refused({ type: "string", enum: ["long", "longer"], maxLength: 3 }, "enum", /no value is of the schema's type and length/);
+    refused({ type: "object", required: ["a"] }, "required", /'a' is not one of the properties/);
     refused({ type: "object", properties: { a: false } }, "properties.a", /allows no value/);
   });
 

@@ -79,6 +79,8 @@ describe("GBNF from JSON schemas, as llama.cpp runs it", () => {
     check(await schemaGrammar({ type: "object", additionalProperties: { type: "integer" }, minProperties: 1, maxProperties: 2 }), ['{"x":1}', '{"x":1, "y":2}'], ["{}", '{"x":"1"}', '{"a":1,"b":2,"c":3}']);
     check(await schemaGrammar({ type: "object" }), ["{}", '{"a":[1,{"b":null}]}'], ["[]"]);
     check(await schemaGrammar({ type: "object", properties: {} }), ["{}"], ['{"a":1}']);
+    check(await schemaGrammar({ type: "object", properties: {}, additionalProperties: { type: "boolean" } }), ["{}", '{"a":true}'], ['{"a":1}']);
+    check(await schemaGrammar({ type: "string", enum: ["ab", "abcd"], maxLength: 3 }), ['"ab"'], ['"abcd"']);
   });
 
   test("formats: date, time, date-time, uuid", async () => {

@@ -42,7 +42,7 @@ export function toolCallGbnf(tools: readonly Pick<ToolDefinition, "name" | "para
     const calls = tools.map((tool, index) => {
       try {
         const declared = tool.parameters.type;
-        if (declared !== undefined && declared !== "object") throw new SchemaError("type", "a tool's arguments are an object: its parameters schema must have type 'object'.");
+        if (declared !== undefined && declared !== "object" && !(Array.isArray(declared) && declared.length === 1 && declared[0] === "object")) throw new SchemaError("type", "a tool's arguments are an object: its parameters schema must have type 'object'.");
         const walk = new SchemaWalk(grammar, json, budget, tool.parameters, `t${index}-`, "object");
         const rule = walk.compile();
         for (const [name, path] of walk.origins) origins.set(name, { path, tool: index });
@@ -75,7 +75,7 @@ export function checkSchemaDepth(value: unknown): void {
   while (stack.length > 0) {
     const { value: node, depth, path } = stack.pop()!;
     if (typeof node !== "object" || node === null) continue;
-    if (depth >= SCHEMA_LIMITS.depth) throw new SchemaError(path, `the schema is nested more than ${SCHEMA_LIMITS.depth} levels deep.`);
+    if (depth > SCHEMA_LIMITS.depth) throw new SchemaError(path, `the schema is nested more than ${SCHEMA_LIMITS.depth} levels deep.`);
     for (const [key, child] of Object.entries(node)) {
       stack.push({ value: child, depth: depth + 1, path: Array.isArray(node) ? `${path}[${key}]` : path === "" ? key : `${path}.${key}` });
     }

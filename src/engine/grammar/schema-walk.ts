@@ -136,8 +136,11 @@ export class SchemaWalk implements Shapes {
     if ("const" in schema && "enum" in schema && !(schema.enum as unknown[]).some((v) => v === schema.const)) {
       throw new SchemaError(where, "the const value is not in the enum.");
     }
-    values = values.filter((v) => isLiteral(v) && (types === null || literalHasType(v, types)));
-    if (values.length === 0) throw new SchemaError(where, `no value is of the schema's type (${types?.join(", ")}).`);
+    const min = (schema.minLength as number | undefined) ?? 0;
+    const max = (schema.maxLength as number | undefined) ?? Infinity;
+    const fits = (v: unknown) => typeof v !== "string" || ([...v].length >= min && [...v].length <= max);
+    values = values.filter((v) => isLiteral(v) && (types === null || literalHasType(v, types)) && fits(v));
+    if (values.length === 0) throw new SchemaError(where, "no value is of the schema's type and length.");
     this.budget.enumValues(values.length, where);
     const unique = new Map(values.map((v) => [JSON.stringify(v), v as string | number | boolean | null]));
     return alt(...[...unique.values()].map((v) => this.literal(v, where)));

@@ -21,8 +21,12 @@ const join = (path: string, key: string): string => (path === "" ? key : `${path
  * beside declared properties are never written (the output is still valid).
  */
 export function objectOf(w: Shapes, schema: Schema, path: string, depth: number): Expr {
-  if (isPlainObject(schema.properties)) return declaredObject(w, schema, path, depth);
   const extra = schema.additionalProperties;
+  // `properties: {}` beside an additionalProperties schema still describes a map.
+  const declared = isPlainObject(schema.properties) && !(Object.keys(schema.properties).length === 0 && isPlainObject(extra));
+  if (declared) return declaredObject(w, schema, path, depth);
+  const required = (schema.required as string[] | undefined) ?? [];
+  if (required.length > 0) throw new SchemaError(join(path, "required"), `'${required[0]!.slice(0, 80)}' is not one of the properties.`);
   const min = (schema.minProperties as number | undefined) ?? 0;
   const max = extra === false ? 0 : ((schema.maxProperties as number | undefined) ?? null);
   if (min > (max ?? min)) throw new SchemaError(join(path, "minProperties"), "cannot be met: additionalProperties is false and there are no properties.");

@@ -1,6 +1,6 @@
 import { PromptTemplateError } from "../engine/chat-template.js";
 import { loadModelHost, QueueFullError, WaitExpiredError, type ModelHostOptions } from "../engine/model-host.js";
-import { UnsupportedSchemaError } from "../engine/json-schema-support.js";
+import { SchemaError } from "../engine/grammar/index.js";
 import type { EngineEvent, Token } from "../engine/types.js";
 import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
 
@@ -39,7 +39,7 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
 function translate(error: unknown): unknown {
   if (error instanceof QueueFullError) return new BackendBusy(error.message);
   if (error instanceof WaitExpiredError) return new BackendWaitExpired(error.message);
-  if (error instanceof UnsupportedSchemaError) return new ConstraintRejected(error.message);
+  if (error instanceof SchemaError) return new ConstraintRejected(error.message);
   return error;
 }
 

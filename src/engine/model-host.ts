@@ -5,7 +5,7 @@ import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { QueueFullError, ShardScheduler, WaitExpiredError } from "./core/scheduler.js";
 import { Shard, type StepCounters } from "./core/shard.js";
-import { grammarText } from "./grammar-text.js";
+import { constraintToGbnf } from "./grammar/index.js";
 import { loadModel } from "./native/loaded-model.js";
 import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
@@ -237,7 +237,7 @@ class ShardRouter {
     const key = JSON.stringify(constraint);
     let text = this.grammars.get(key);
     if (text === undefined) {
-      text = grammarText(constraint);
+      text = constraintToGbnf(constraint);
       if (this.grammars.size >= 64) this.grammars.delete(this.grammars.keys().next().value!);
       this.grammars.set(key, text);
     }

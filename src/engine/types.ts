@@ -62,8 +62,14 @@ export interface SamplingSettings {
   logitBias?: ReadonlyMap<number, number>;
 }
 
-/** Constrains the output to a grammar: any JSON value, or JSON matching a (supported) schema. */
-export type OutputConstraint = { type: "json" } | { type: "json_schema"; schema: Record<string, unknown> };
+/**
+ * Constrains the output to a grammar (built by src/engine/grammar): any JSON object, JSON matching
+ * a (supported) schema, or a call `{"name","arguments"}` of one of the tools.
+ */
+export type OutputConstraint =
+  | { type: "json" }
+  | { type: "json_schema"; schema: Record<string, unknown> }
+  | { type: "tool_call"; tools: readonly ToolDefinition[] };
 
 export interface GenerationRequest {
   promptTokens: readonly Token[];

@@ -10,6 +10,7 @@ import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetr
 import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning, type SplitEvent } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
+import { checkSchemas } from "./schema-check.js";
 import { mayBeToolCall, parseToolCalls, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
 
 /** Who is asking; the serving layer needs only what scopes and limits the request. */
@@ -127,6 +128,7 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
         const toolChoice: ToolChoice = input.tools?.length ? (input.toolChoice ?? "auto") : "none";
         const offered = toolChoice === "none" ? [] : (input.tools ?? []);
         const forced = toolChoice === "required" ? offered : typeof toolChoice === "object" ? offered.filter((t) => t.name === toolChoice.name) : [];
+        checkSchemas(input, forced);
         const { constraint, constraintParam } = outputConstraint(input, forced);
         // Grammar-bound output cannot hold a think block, so the model is asked not to think.
         const thinking = input.reasoningEffort === "none" || constraint ? false : undefined;

@@ -8,13 +8,7 @@ export type ToolChoice = "none" | "auto" | "required" | { name: string };
  * name is one of the allowed tools and whose arguments follow that tool's parameter schema.
  */
 export function toolCallConstraint(tools: readonly ToolDefinition[]): OutputConstraint {
-  const shapes = tools.map((tool) => ({
-    type: "object",
-    properties: { name: { const: tool.name }, arguments: tool.parameters },
-    required: ["name", "arguments"],
-    additionalProperties: false,
-  }));
-  return { type: "json_schema", schema: shapes.length === 1 ? shapes[0]! : { oneOf: shapes } };
+  return { type: "tool_call", tools };
 }
 
 export function toolCallId(): string {

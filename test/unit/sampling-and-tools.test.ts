@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { JsonEnd } from "../../src/engine/json-end.js";
-import { normalizeJsonSchema, UnsupportedSchemaError } from "../../src/engine/json-schema-support.js";
+import { toolCallGbnf } from "../../src/engine/grammar/index.js";
 import { TextStream } from "../../src/engine/text-stream.js";
 import { chatRequestSchema } from "../../src/protocol/chat-request.js";
 import { mayBeToolCall, parseToolCalls, toolCallConstraint } from "../../src/serving/tool-calls.js";
@@ -40,14 +40,6 @@ test("the JSON end tracker ignores braces inside strings", () => {
   assert.equal(end.push("}"), true);
 });
 
-test("schema support: anyOf becomes oneOf, annotations are dropped, unsupported keywords are refused with their path", () => {
-  const out = normalizeJsonSchema({ title: "t", type: "object", properties: { x: { anyOf: [{ type: "string" }, { type: "null" }] } }, required: ["x"], additionalProperties: false });
-  assert.deepEqual(out, { type: "object", properties: { x: { oneOf: [{ type: "string" }, { type: "null" }] } }, additionalProperties: false });
-  assert.throws(() => normalizeJsonSchema({ type: "object", properties: { n: { type: "number", minimum: 1 } } }), (e: Error) => e instanceof UnsupportedSchemaError && /properties\.n\.minimum/.test(e.message));
-  assert.throws(() => normalizeJsonSchema({ type: "string", pattern: "^a" }), UnsupportedSchemaError);
-  assert.throws(() => normalizeJsonSchema({ allOf: [] }), UnsupportedSchemaError);
-});
-
 const tools = [{ name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }];
 
 test("tool calls are read from a JSON object, an array, a <tool_call> wrapper or a code fence", () => {
@@ -66,11 +58,10 @@ test("tool calls are read from a JSON object, an array, a <tool_call> wrapper or
   assert.ok(!mayBeToolCall("The weather"));
 });
 
-test("a forced call's grammar schema is one object per tool with a const name", () => {
+test("a forced call's constraint carries the tools, and its grammar holds each call to a const name", () => {
   const constraint = toolCallConstraint(tools);
-  assert.equal(constraint.type, "json_schema");
-  const schema = normalizeJsonSchema(constraint.type === "json_schema" ? constraint.schema : {});
-  assert.deepEqual((schema.properties as Record<string, unknown>).name, { const: "get_weather" });
+  assert.deepEqual(constraint, { type: "tool_call", tools });
+  assert.match(toolCallGbnf(tools), /^root ::= "\{\\"name\\":\\"get_weather\\",\\"arguments\\":"/);
 });
 
 test("the wire schema checks every sampling parameter's range and names it", () => {

@@ -1,0 +1,33 @@
+import { checkSchemaDepth, jsonSchemaToGbnf, SchemaError, toolCallGbnf } from "../engine/grammar/index.js";
+import type { ToolDefinition } from "../engine/types.js";
+import { InvalidRequest } from "../errors.js";
+
+/**
+ * Refuses a schema before the request reserves budget or waits for a sequence: a 400 naming the
+ * parameter. The response_format schema and the forced tools' parameters are compiled as the engine
+ * will compile them; the parameters of tools that no grammar binds (they only reach the prompt) are
+ * checked for depth, so that rendering them cannot overflow the stack.
+ */
+export function checkSchemas(
+  request: { responseFormat?: { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> }; tools?: readonly ToolDefinition[] },
+  forced: readonly ToolDefinition[],
+): void {
+  const tools = request.tools ?? [];
+  const toolParam = (index: number) => `tools[${index}].function.parameters`;
+  tools.forEach((tool, index) => {
+    if (!forced.includes(tool)) refuse(() => checkSchemaDepth(tool.parameters), () => toolParam(index));
+  });
+  if (forced.length > 0) refuse(() => toolCallGbnf(forced), (error) => toolParam(tools.indexOf(forced[error.tool ?? 0]!)));
+  const format = request.responseFormat;
+  if (format?.type === "json_schema") refuse(() => jsonSchemaToGbnf(format.schema), () => "response_format.json_schema.schema");
+}
+
+function refuse(check: () => unknown, param: (error: SchemaError) => string): void {
+  try {
+    check();
+  } catch (error) {
+    if (!(error instanceof SchemaError)) throw error;
+    const name = param(error);
+    throw new InvalidRequest(`Invalid schema in '${name}': ${error.message}`, name, "invalid_schema");
+  }
+}

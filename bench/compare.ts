@@ -15,14 +15,14 @@ import { Command } from "commander";
 import { barChartPng } from "./load/chart.js";
 import type { Target } from "./load/client-stream.js";
 import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
-import { startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
+import { runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
-const TARGETS = "switchyard,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-f16,llama-cpp-python";
+const TARGETS = "switchyard,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-f16,llama-cpp-python";
 const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")
   .option("--parallel <n>", "our sequences = llama-server's slots", "16")
-  .option("--scenarios <list>", "random-c16,random-c1,multiturn,mixed", "random-c16,random-c1,multiturn,mixed")
+  .option("--scenarios <list>", "which scenarios", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed")
   .option("--targets <list>", "which targets, in order", TARGETS)
   .option("--quick", "a quarter of the requests (a smoke run)")
   .option("--out <prefix>", "where results go", `bench/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}`)
@@ -30,9 +30,14 @@ const program = new Command()
 const opts = program.opts<{ model: string; threads: string; parallel: string; scenarios: string; targets: string; quick?: boolean; out: string }>();
 const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
 
+const C16 = { kind: "random", inputTokens: 128, outputTokens: 128, maxConcurrency: 16, requestRate: Infinity, requests: scale(48) } as const;
+const C1 = { ...C16, maxConcurrency: 1, requests: scale(8) } as const;
 const SCENARIOS: Record<string, Scenario[]> = {
-  "random-c16": [{ kind: "random", name: "random 128/128 c16", requests: scale(48), inputTokens: 128, outputTokens: 128, maxConcurrency: 16, requestRate: Infinity }],
-  "random-c1": [{ kind: "random", name: "random 128/128 c1", requests: scale(8), inputTokens: 128, outputTokens: 128, maxConcurrency: 1, requestRate: Infinity }],
+  "random-c16": [{ ...C16, name: "random 128/128 c16" }],
+  "random-c1": [{ ...C1, name: "random 128/128 c1" }],
+  "openai-c16": [{ ...C16, name: "openai sampling c16", sampling: "openai" }],
+  "openai-c1": [{ ...C1, name: "openai sampling c1", sampling: "openai" }],
+  "disturbed-c16": [{ ...C16, name: "random c16, one core busy", disturbed: true }],
   multiturn: [{ kind: "multiturn", name: "multiturn 6 turns", conversations: scale(8), turns: 6, outputTokens: 48, maxConcurrency: 4 }],
   mixed: [
     { kind: "random", name: "priority unloaded", requests: scale(8), inputTokens: 128, outputTokens: 64, maxConcurrency: 1, requestRate: Infinity, tierMix: { priority: 1 } },
@@ -41,10 +46,11 @@ const SCENARIOS: Record<string, Scenario[]> = {
 };
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
-  switchyard: ["random-c16", "random-c1", "multiturn", "mixed"],
+  switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed"],
+  "switchyard-1ctx": ["random-c16", "random-c1", "disturbed-c16"],
   "switchyard-f16": ["random-c16", "random-c1"],
   "switchyard-no-prefix-cache": ["multiturn"],
-  "llama-server": ["random-c16", "random-c1", "multiturn"],
+  "llama-server": ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn"],
   "llama-server-f16": ["random-c16", "random-c1"],
   "llama-cpp-python": ["random-c16", "random-c1"],
 };
@@ -61,6 +67,8 @@ const peer: PeerOptions = { modelId: opts.model, modelPath, threads: Number(opts
 
 const starters: Record<string, () => Promise<RunningTarget | null>> = {
   switchyard: () => startSwitchyard(peer),
+  // One context with every thread, instead of a one-thread shard per core.
+  "switchyard-1ctx": () => startSwitchyard(peer, "switchyard-1ctx", { SWITCHYARD_SHARDS: "1" }),
   "switchyard-f16": () => startSwitchyard(peer, "switchyard-f16", { SWITCHYARD_SERVE_FORMAT: "f16" }),
   "switchyard-no-prefix-cache": () => startSwitchyard(peer, "switchyard-no-prefix-cache", { SWITCHYARD_PREFIX_CACHE: "0" }),
   "llama-server": () => startLlamaServer(peer),
@@ -69,6 +77,8 @@ const starters: Record<string, () => Promise<RunningTarget | null>> = {
 };
 
 const wanted = opts.scenarios.split(",");
+// The ceiling first, alone on the machine: llama.cpp decoding 16 sequences with no server around it.
+const batched = opts.targets.includes("llama-server") ? runBatchedBench(peer) : null;
 const reports: ScenarioReport[] = [];
 const skipped: string[] = [];
 for (const name of opts.targets.split(",")) {
@@ -106,6 +116,7 @@ console.table(
     "itl p50": round(r.itlMs.p50),
     "itl p99": round(r.itlMs.p99),
     "cache hit": round(r.prefixCacheHitRate, 2),
+    "rss MB": round(r.peakRssMb, 0),
     "ttft turn1/2+": r.ttftLaterTurnsMs ? `${round(r.ttftFirstTurnMs!.mean, 0)}/${round(r.ttftLaterTurnsMs.mean, 0)}` : "",
   })),
 );
@@ -118,24 +129,40 @@ const best = (target: string, scenario: string) => {
   return rates.length ? Math.max(...rates) : undefined;
 };
 const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? round(a / b, 2) : null);
+const C16_NAME = "random 128/128 c16";
+const C1_NAME = "random 128/128 c1";
+const ours = (scenario: string) => find("switchyard", scenario);
+const peerOf = (scenario: string) => find("llama-server", scenario);
 const ratios = {
-  "c16 out tok/s vs llama-server (target >= 1.2)": ratio(tokensPerS("switchyard", "random 128/128 c16"), tokensPerS("llama-server", "random 128/128 c16")),
-  "F16, both: c16 out tok/s vs llama-server": ratio(tokensPerS("switchyard-f16", "random 128/128 c16"), tokensPerS("llama-server-f16", "random 128/128 c16")),
-  "c16 out tok/s, best format each: ours vs llama-server": ratio(best("switchyard", "random 128/128 c16"), best("llama-server", "random 128/128 c16")),
-  "c16 out tok/s vs llama-cpp-python (target >= 4)": ratio(tokensPerS("switchyard", "random 128/128 c16"), tokensPerS("llama-cpp-python", "random 128/128 c16")),
-  "c16 TTFT p50 vs llama-server (target <= 1)": ratio(find("switchyard", "random 128/128 c16")?.ttftMs.p50, find("llama-server", "random 128/128 c16")?.ttftMs.p50),
-  "c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", "random 128/128 c1"), tokensPerS("llama-server", "random 128/128 c1")),
-  "F16, both: c1 out tok/s vs llama-server": ratio(tokensPerS("switchyard-f16", "random 128/128 c1"), tokensPerS("llama-server-f16", "random 128/128 c1")),
-  "c1 out tok/s, best format each: ours vs llama-server": ratio(best("switchyard", "random 128/128 c1"), best("llama-server", "random 128/128 c1")),
-  "multiturn TTFT turns 2+ vs prefix cache off (target <= 0.5)": ratio(find("switchyard", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("switchyard-no-prefix-cache", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
-  "multiturn TTFT turns 2+ vs llama-server (target <= 1)": ratio(find("switchyard", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("llama-server", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
-  "priority TTFT p99 loaded vs unloaded (target <= 2)": ratio(find("switchyard", "mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, find("switchyard", "priority unloaded")?.byTier.priority?.ttftMs.p99),
+  "c16 out tok/s vs llama-server (target >= 1.2)": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("llama-server", C16_NAME)),
+  "F16, both: c16 out tok/s vs llama-server": ratio(tokensPerS("switchyard-f16", C16_NAME), tokensPerS("llama-server-f16", C16_NAME)),
+  "c16 out tok/s, best format each: ours vs llama-server (target >= 1.2)": ratio(best("switchyard", C16_NAME), best("llama-server", C16_NAME)),
+  "c16 TTFT p50 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.ttftMs.p50, peerOf(C16_NAME)?.ttftMs.p50),
+  "c16 ITL p99 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.itlMs.p99, peerOf(C16_NAME)?.itlMs.p99),
+  "c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("llama-server", C1_NAME)),
+  "c1 out tok/s, best format each: ours vs llama-server": ratio(best("switchyard", C1_NAME), best("llama-server", C1_NAME)),
+  "OpenAI sampling, c16 out tok/s vs llama-server (target >= 1.2)": ratio(tokensPerS("switchyard", "openai sampling c16"), tokensPerS("llama-server", "openai sampling c16")),
+  "OpenAI sampling, c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", "openai sampling c1"), tokensPerS("llama-server", "openai sampling c1")),
+  "one core busy, c16 out tok/s vs llama-server (target >= 1)": ratio(tokensPerS("switchyard", "random c16, one core busy"), tokensPerS("llama-server", "random c16, one core busy")),
+  "shards vs one 2-thread context, c16 quiet": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("switchyard-1ctx", C16_NAME)),
+  "shards vs one 2-thread context, c16 one core busy": ratio(tokensPerS("switchyard", "random c16, one core busy"), tokensPerS("switchyard-1ctx", "random c16, one core busy")),
+  "c16 out tok/s vs llama-batched-bench S_TG (the ceiling)": ratio(tokensPerS("switchyard", C16_NAME), batched?.sTg),
+  "c16 out tok/s vs llama-cpp-python": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("llama-cpp-python", C16_NAME)),
+  "multiturn TTFT turns 2+ vs prefix cache off (target <= 0.5)": ratio(ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("switchyard-no-prefix-cache", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
+  "multiturn TTFT turns 2+ vs llama-server (target <= 0.5)": ratio(ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean, peerOf("multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
+  "priority TTFT p99 loaded vs unloaded (target <= 2)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, ours("priority unloaded")?.byTier.priority?.ttftMs.p99),
+  "priority ITL p99 loaded vs unloaded (target <= 1.5)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99, ours("priority unloaded")?.byTier.priority?.itlMs.p99),
 };
+const rssOver = (ours(C16_NAME)?.peakRssMb ?? NaN) - (peerOf(C16_NAME)?.peakRssMb ?? NaN);
+const flexFailed = ours("mixed 20/50/30 saturating")?.byTier.flex?.failed;
 console.table(Object.entries(ratios).map(([what, value]) => ({ what, ratio: value })));
+console.log(`server RSS at c16, ours minus llama-server's (target <= 300 MB): ${round(rssOver, 0)} MB`);
+if (flexFailed !== undefined) console.log(`flex requests failed in the saturating mix (target 0 before their wait limit): ${flexFailed}`);
+if (batched) console.log(`llama-batched-bench, 16 x 128/128, ${peer.threads} threads: S_PP ${batched.sPp} tok/s, S_TG ${batched.sTg} tok/s`);
 for (const line of skipped) console.log(`skipped ${line}`);
 
 mkdirSync("bench/results", { recursive: true });
-writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, skipped }, null, 2));
+writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, rssOverMb: rssOver, batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null, skipped }, null, 2));
 const byScenario = [...new Set(reports.map((r) => r.scenario))];
 writeFileSync(
   `${opts.out}.png`,

@@ -7,6 +7,8 @@ export interface Target {
   baseURL: string;
   key: string;
   model: string;
+  /** The server's process, whose memory the benchmark samples. */
+  pid?: number;
 }
 
 export interface RequestResult {
@@ -27,24 +29,29 @@ export interface RequestResult {
 }
 
 /**
- * Every target gets the same explicit sampling settings (llama-server's defaults), so each does the
- * same sampling work: left unset, llama-server truncates to its top 40 tokens while our default
- * samples from the whole vocabulary, which node-llama-cpp does by sorting all of it every token.
+ * The sampling settings a request sends. `explicit`: llama-server's defaults spelled out, so every
+ * target does the same sampling work. `openai`: what OpenAI clients send (temperature 1 and nothing
+ * else), each server applying its own defaults to the rest (llama-server truncates to its top 40;
+ * ours samples the whole vocabulary): the load most users put on a server.
  */
-const SAMPLING = { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 };
+export const SAMPLING = {
+  explicit: { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 },
+  openai: { temperature: 1 },
+} as const;
+export type SamplingName = keyof typeof SAMPLING;
 
 /** Sends one streamed chat request and times every output chunk as it arrives; a dropped connection is a failure, not a crash. */
-export async function streamChat(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined): Promise<RequestResult> {
+export async function streamChat(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined, sampling: SamplingName = "explicit"): Promise<RequestResult> {
   const sent = performance.now();
   try {
-    return await timedStream(target, messages, maxTokens, tier, sent);
+    return await timedStream(target, messages, maxTokens, tier, sent, SAMPLING[sampling]);
   } catch (error) {
     const code = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
     return { ok: false, status: 0, errorCode: `network:${code}`, tier: tier ?? "default", e2eMs: performance.now() - sent, itlMs: [], outputTokens: 0, promptTokens: 0, content: "" };
   }
 }
 
-async function timedStream(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined, sent: number): Promise<RequestResult> {
+async function timedStream(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined, sent: number, sampling: Record<string, number>): Promise<RequestResult> {
   const response = await fetch(`${target.baseURL}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },
@@ -52,7 +59,7 @@ async function timedStream(target: Target, messages: ChatMessage[], maxTokens: n
       model: target.model,
       messages,
       max_tokens: maxTokens,
-      ...SAMPLING,
+      ...sampling,
       stream: true,
       stream_options: { include_usage: true },
       ...(tier ? { service_tier: tier } : {}),

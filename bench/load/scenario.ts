@@ -1,5 +1,7 @@
 import { conversationSystemPrompt, FOLLOW_UPS, randomPrompts, type ChatMessage } from "./datasets.js";
-import { streamChat, type RequestResult, type Target } from "./client-stream.js";
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { streamChat, type RequestResult, type SamplingName, type Target } from "./client-stream.js";
 import { poissonGapMs, seededRandom, summarize, type Summary } from "./stats.js";
 
 export interface RandomScenario {
@@ -13,6 +15,9 @@ export interface RandomScenario {
   requestRate: number;
   /** service_tier → share of requests, e.g. { priority: 0.2, default: 0.5, flex: 0.3 }. */
   tierMix?: Record<string, number>;
+  sampling?: SamplingName;
+  /** A busy loop runs on one core for the whole scenario: the machine is not the server's alone. */
+  disturbed?: boolean;
 }
 
 export interface MultiturnScenario {
@@ -41,7 +46,9 @@ export interface ScenarioReport {
   e2eMs: Summary;
   /** Cached prompt tokens over prompt tokens; null when the server reports none. */
   prefixCacheHitRate: number | null;
-  byTier: Record<string, { ttftMs: Summary; completed: number; failed: number }>;
+  byTier: Record<string, { ttftMs: Summary; itlMs: Summary; completed: number; failed: number }>;
+  /** The server's largest resident set during the scenario (MB); null when its process is unknown. */
+  peakRssMb: number | null;
   /** multiturn: TTFT of first turns and of later ones. */
   ttftFirstTurnMs?: Summary;
   ttftLaterTurnsMs?: Summary;
@@ -54,8 +61,35 @@ interface Timed extends RequestResult {
 /** Each scenario gets prompts of its own (seeded by its name), so no run finds another's prompts cached. */
 export async function runScenario(target: Target, scenario: Scenario, seed = [...scenario.name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7)): Promise<ScenarioReport> {
   const started = performance.now();
-  const results = scenario.kind === "random" ? await runRandom(target, scenario, seed) : await runMultiturn(target, scenario);
-  return report(target, scenario, results, (performance.now() - started) / 1000);
+  const busy = scenario.kind === "random" && scenario.disturbed ? spawn(process.execPath, ["-e", "for(;;){}"], { stdio: "ignore" }) : undefined;
+  const rss = rssSampler(target.pid);
+  try {
+    const results = scenario.kind === "random" ? await runRandom(target, scenario, seed) : await runMultiturn(target, scenario);
+    return { ...report(target, scenario, results, (performance.now() - started) / 1000), peakRssMb: rss.peak() };
+  } finally {
+    rss.stop();
+    busy?.kill("SIGKILL");
+  }
+}
+
+/** Samples a process's resident set twice a second (Linux /proc) and keeps the largest. */
+function rssSampler(pid: number | undefined) {
+  let peak: number | null = null;
+  const read = () => {
+    if (pid === undefined) return;
+    try {
+      const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]);
+      if (Number.isFinite(kb)) peak = Math.max(peak ?? 0, kb / 1024);
+    } catch {
+      // the process is gone, or this is not Linux
+    }
+  };
+  read();
+  const timer = setInterval(read, 500);
+  return {
+    peak: () => (read(), peak),
+    stop: () => clearInterval(timer),
+  };
 }
 
 async function runRandom(target: Target, s: RandomScenario, seed: number): Promise<Timed[]> {
@@ -66,7 +100,7 @@ async function runRandom(target: Target, s: RandomScenario, seed: number): Promi
   const running = new Set<Promise<void>>();
   for (let i = 0; i < s.requests; i++) {
     while (running.size >= s.maxConcurrency) await Promise.race(running);
-    const request = streamChat(target, prompts[i]!, s.outputTokens, tiers[i]).then((r) => {
+    const request = streamChat(target, prompts[i]!, s.outputTokens, tiers[i], s.sampling).then((r) => {
       results.push(r);
     });
     const tracked = request.finally(() => running.delete(tracked));
@@ -104,7 +138,7 @@ function pickTier(mix: Record<string, number> | undefined, random: () => number)
   return Object.keys(mix).at(-1);
 }
 
-function report(target: Target, scenario: Scenario, results: Timed[], durationS: number): ScenarioReport {
+function report(target: Target, scenario: Scenario, results: Timed[], durationS: number): Omit<ScenarioReport, "peakRssMb"> {
   const ok = results.filter((r) => r.ok && r.ttftMs !== undefined);
   const failed: ScenarioReport["failed"] = {};
   for (const r of results.filter((x) => !x.ok)) {
@@ -117,7 +151,8 @@ function report(target: Target, scenario: Scenario, results: Timed[], durationS:
   const byTier: ScenarioReport["byTier"] = {};
   for (const tier of new Set(results.map((r) => r.tier))) {
     const mine = results.filter((r) => r.tier === tier);
-    byTier[tier] = { ttftMs: summarize(mine.filter((r) => r.ok).map((r) => r.ttftMs!)), completed: mine.filter((r) => r.ok).length, failed: mine.filter((r) => !r.ok).length };
+    const done = mine.filter((r) => r.ok);
+    byTier[tier] = { ttftMs: summarize(done.map((r) => r.ttftMs!)), itlMs: summarize(done.flatMap((r) => r.itlMs)), completed: done.length, failed: mine.length - done.length };
   }
   return {
     scenario: scenario.name,

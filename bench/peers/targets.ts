@@ -44,7 +44,7 @@ export async function startSwitchyard(options: PeerOptions, name = "switchyard",
   const key = /(sk-sy-[A-Za-z0-9_-]+)/.exec(output)?.[1];
   if (!key) throw new Error(`no API key in the server's first-run output:\n${output}`);
   return {
-    target: { name, baseURL: `${url}/v1/compat`, key, model: options.modelId },
+    target: { name, baseURL: `${url}/v1/compat`, key, model: options.modelId, pid: child.pid },
     stop: async () => {
       await kill(child);
       rmSync(dataDir, { recursive: true, force: true });
@@ -67,7 +67,28 @@ export async function startLlamaServer(options: PeerOptions, name = "llama-serve
   const url = `http://127.0.0.1:${options.port}`;
   await waitHealthy(child, `${url}/health`, () => output);
   child.once("exit", (code, signal) => process.stderr.write(`${name} exited (${code ?? signal}):\n${output.slice(-2000)}\n`));
-  return { target: { name, baseURL: `${url}/v1`, key: "none", model: options.modelId }, stop: () => kill(child) };
+  return { target: { name, baseURL: `${url}/v1`, key: "none", model: options.modelId, pid: child.pid }, stop: () => kill(child) };
+}
+
+/**
+ * llama.cpp's own `llama-batched-bench`: `sequences` sequences of `prompt` tokens each, then
+ * `generate` tokens each, decoded together with no server around them, one KV stream per sequence
+ * (as our engine has). Its S_TG (decode tokens/s) is the ceiling for a step loop on this file and
+ * these threads. Null when it is not built.
+ */
+export function runBatchedBench(options: PeerOptions, shape = { prompt: 128, generate: 128, sequences: 16 }): { sTg: number; sPp: number; output: string } | null {
+  const server = builtPeer("build-llama-server.sh");
+  const binary = server && join(server, "..", "llama-batched-bench");
+  if (!binary || !existsSync(binary)) return null;
+  const context = shape.sequences * (shape.prompt + shape.generate);
+  const args = ["-m", options.modelPath, "-t", String(options.threads), "-tb", String(options.threads), "-c", String(context), "-b", "2048", "-ub", "512"];
+  args.push("-npp", String(shape.prompt), "-ntg", String(shape.generate), "-npl", String(shape.sequences));
+  const result = spawnSync(binary, args, { encoding: "utf8" });
+  const output = `${result.stdout}${result.stderr}`;
+  // | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |
+  const row = output.split("\n").map((line) => line.split("|").map((cell) => cell.trim()).filter(Boolean)).find((cells) => cells.length === 10 && cells[2] === String(shape.sequences));
+  if (!row) throw new Error(`llama-batched-bench printed no result row:\n${output.slice(-2000)}`);
+  return { sPp: Number(row[5]), sTg: Number(row[7]), output };
 }
 
 /**

@@ -73,15 +73,18 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     const template = chatTemplateFor(model, options.fallbackChatTemplate);
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const shardCount = Math.max(1, Math.min(options.shards ?? threads, options.sequences));
-    const threadsPerShard = Math.max(1, Math.floor(threads / shardCount));
     const router = new ShardRouter(options);
-    const shards = await Promise.all(
+    // Each shard's threadpool holds every thread; a step uses the cores no other busy shard uses,
+    // so one request alone decodes on all of them and 16 split them one per shard.
+    const threadsFor = () => Math.max(1, Math.floor(threads / Math.max(1, shards.filter((s) => s.busy).length)));
+    let shards: Shard[] = [];
+    shards = await Promise.all(
       Array.from({ length: shardCount }, async (_, i) => {
         const sequences = Math.floor(options.sequences / shardCount) + (i < options.sequences % shardCount ? 1 : 0);
         const stepTokens = Math.max(options.stepTokens ?? DEFAULT_STEP_TOKENS, sequences + 1);
-        const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads: threadsPerShard });
+        const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads });
         const scheduler = new ShardScheduler({ sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache }, tieredPolicy, model, () => router.steal(scheduler));
-        return new Shard(scheduler, runner);
+        return new Shard(scheduler, runner, threadsFor);
       }),
     );
     router.attach(shards);

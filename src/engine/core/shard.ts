@@ -21,8 +21,15 @@ export class Shard {
   constructor(
     readonly scheduler: ShardScheduler,
     private readonly runner: ShardRunner,
+    /** Threads this shard's next step may use: the cores that no other busy shard is using. */
+    private readonly threads: () => number,
   ) {
     this.done = this.loop();
+  }
+
+  /** It has requests running or waiting. */
+  get busy(): boolean {
+    return this.scheduler.running.length > 0 || this.scheduler.waiting.length > 0;
   }
 
   wake(): void {
@@ -47,7 +54,7 @@ export class Shard {
       }
       let reply: StepReply;
       try {
-        reply = await this.runner.step(plan.message());
+        reply = await this.runner.step(plan.message(this.threads()));
       } catch (error) {
         this.failAll(error as Error);
         return;

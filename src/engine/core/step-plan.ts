@@ -41,9 +41,10 @@ export class StepPlan {
     }
   }
 
-  message(): StepMessage {
+  message(threads: number): StepMessage {
     return {
       type: "step",
+      threads,
       ops: this.ops,
       newSamplers: this.newSamplers,
       freeSamplers: this.freeSamplers,

@@ -143,6 +143,7 @@ export interface LlamaLibrary {
   llama_init_from_model(model: Handle, params: ContextParamsValue): Handle;
   llama_free(context: Handle): void;
   llama_attach_threadpool(context: Handle, pool: Handle, batchPool: Handle): void;
+  llama_set_n_threads(context: Handle, threads: number, batchThreads: number): void;
   llama_get_memory(context: Handle): Handle;
   llama_memory_clear(memory: Handle, data: boolean): void;
   llama_memory_seq_rm(memory: Handle, seq: number, p0: number, p1: number): boolean;
@@ -189,6 +190,7 @@ const DECLARATIONS = [
   "uintptr_t llama_init_from_model(uintptr_t model, llama_context_params params)",
   "void llama_free(uintptr_t ctx)",
   "void llama_attach_threadpool(uintptr_t ctx, uintptr_t pool, uintptr_t batch_pool)",
+  "void llama_set_n_threads(uintptr_t ctx, int32_t n_threads, int32_t n_threads_batch)",
   "uintptr_t llama_get_memory(uintptr_t ctx)",
   "void llama_memory_clear(uintptr_t mem, bool data)",
   "bool llama_memory_seq_rm(uintptr_t mem, int32_t seq, int32_t p0, int32_t p1)",

@@ -16,6 +16,7 @@ const context = createContext(lib, init);
 const memory = lib.llama_get_memory(context);
 const batch = batchViews(lib.llama_batch_init(init.batchTokens, 0, 1), init.batchTokens);
 const samplers = new Map<number, Handle>();
+let threads = init.threads;
 
 function createContext(lib: LlamaLibrary, options: RunnerInit): Handle {
   const params = lib.llama_context_default_params();
@@ -122,6 +123,10 @@ function step(message: StepMessage): StepReply {
     } catch (error) {
       failedSamplers.push({ id, reason: (error as Error).message });
     }
+  }
+  if (message.threads !== threads) {
+    threads = Math.max(1, Math.min(init.threads, message.threads));
+    lib.llama_set_n_threads(context, threads, threads);
   }
   const n = message.tokens.length;
   const started = performance.now();

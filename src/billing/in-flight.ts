@@ -12,7 +12,7 @@ import type { DeliveryGuard, InFlightLedger, InFlightStart } from "../serving/po
 import type { Database } from "../storage/database.js";
 
 export interface InFlightOptions {
-  /** How far ahead of delivery the durable count is written; default 32 tokens. */
+  /** How far ahead of delivery the durable count is written; default 16 tokens. */
   stepTokens?: number;
 }
 
@@ -40,7 +40,7 @@ interface Tracked {
 }
 
 export function createInFlightLedger(db: Database, ownerId: string, options: InFlightOptions = {}): InFlightLedgerHandle {
-  const step = options.stepTokens ?? 32;
+  const step = options.stepTokens ?? 16;
   const dirty = new Set<Tracked>();
   let flushing: Promise<void> | null = null;
 

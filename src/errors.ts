@@ -46,7 +46,9 @@ export class Forbidden extends ServiceError {
 
 export class ModelNotFound extends ServiceError {
   constructor(model: string) {
-    super(404, "invalid_request_error", `The model '${model}' does not exist or you do not have access to it.`, "model_not_found", "model");
+    // Only a short prefix of what the caller sent is echoed back.
+    const shown = model.length > 64 ? `${model.slice(0, 64)}...` : model;
+    super(404, "invalid_request_error", `The model '${shown}' does not exist or you do not have access to it.`, "model_not_found", "model");
   }
 }
 
@@ -57,11 +59,12 @@ export class NotFound extends ServiceError {
 }
 
 export class ContextLengthExceeded extends ServiceError {
-  constructor(contextLength: number, promptTokens: number, maxTokens: number) {
+  /** `atLeast`: the prompt's size is a lower bound, found before the prompt was rendered. */
+  constructor(contextLength: number, promptTokens: number, maxTokens: number, atLeast = false) {
     super(
       400,
       "invalid_request_error",
-      `This model's maximum context length is ${contextLength} tokens. However, you requested ${promptTokens + maxTokens} tokens ` +
+      `This model's maximum context length is ${contextLength} tokens. However, you requested ${atLeast ? "at least " : ""}${promptTokens + maxTokens} tokens ` +
         `(${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
       "context_length_exceeded",
       "messages",

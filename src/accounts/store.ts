@@ -131,12 +131,14 @@ export async function findOrCreateAccount(db: Database, name: string): Promise<A
 }
 
 export async function findAccount(db: Database, name: string): Promise<Account | null> {
+  if (!storable(name)) return null; // no stored name holds one, and PostgreSQL refuses a NUL as a parameter
   const rows = await db.query<AccountRow>("SELECT * FROM accounts WHERE name = $1", [name]);
   return rows[0] ? toAccount(rows[0]) : null;
 }
 
 /** Returns the updated account, or null when there is no account with that name. */
 export async function setAccountDisabled(db: Database, name: string, disabled: boolean): Promise<Account | null> {
+  if (!storable(name)) return null;
   const rows = await db.query<AccountRow>("UPDATE accounts SET disabled = $2 WHERE name = $1 RETURNING *", [name, disabled]);
   return rows[0] ? toAccount(rows[0]) : null;
 }
@@ -167,6 +169,7 @@ export async function createKey(db: Database, input: CreateKeyInput): Promise<Cr
 }
 
 export async function listKeys(db: Database, filter: { account?: string } = {}): Promise<KeyInfo[]> {
+  if (filter.account !== undefined && !storable(filter.account)) return [];
   const rows = await db.query<KeyRow>(
     `SELECT ${keyColumns("k")}, a.name AS account_name
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
@@ -182,6 +185,7 @@ export async function listKeys(db: Database, filter: { account?: string } = {}):
  * null when no key has that id. Spend so far is kept: lowering a budget below it stops the key.
  */
 export async function setKeyLimits(db: Database, id: string, changes: KeyLimitChanges): Promise<KeyInfo | null> {
+  if (!storable(id)) return null;
   const assignments: string[] = [];
   const params: unknown[] = [id];
   const set = (column: string, value: unknown, cast = "") => {
@@ -211,6 +215,7 @@ export async function setKeyLimits(db: Database, id: string, changes: KeyLimitCh
  * that id.
  */
 export async function revokeKey(db: Database, id: string): Promise<boolean> {
+  if (!storable(id)) return false;
   const rows = await db.query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id", [id]);
   return rows.length > 0;
 }
@@ -314,8 +319,16 @@ function optionalKeyName(name: string | undefined): string | null {
   return trimmed === "" ? null : trimmed;
 }
 
+/** Text PostgreSQL can take: no NUL byte. */
+function storable(text: string): boolean {
+  return !text.includes("\u0000");
+}
+
 function validModelList(models: string[]): string[] {
   const cleaned = [...new Set(models.map((model) => model.trim()).filter((model) => model !== ""))];
+  if (cleaned.some((model) => model.length > 256 || /\p{Cc}/u.test(model))) {
+    throw new InvalidRequest("allowed_models entries must be model ids: at most 256 printable characters.", "allowed_models");
+  }
   if (cleaned.length === 0) {
     throw new InvalidRequest("allowed_models must name at least one model; omit it to allow every model.", "allowed_models");
   }

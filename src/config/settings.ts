@@ -9,6 +9,10 @@ const settingsSchema = z.object({
   port: z.coerce.number().int().min(0).max(65535),
   /** Largest request body accepted, in bytes (413 beyond). */
   bodyLimit: z.coerce.number().int().min(1024),
+  /** Time to receive a whole request, headers and body (ms); 408 beyond. */
+  requestTimeoutMs: z.coerce.number().int().min(100),
+  /** Open connections per client IP that have not made an authenticated request yet. */
+  maxUnauthenticatedPerIp: z.coerce.number().int().min(1),
   /** Sequences decoded together per model. */
   parallel: z.coerce.number().int().min(1).max(256),
   /** Requests that may wait for a sequence per model before 429. */
@@ -46,6 +50,8 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     host: flags.host ?? env.SWITCHYARD_HOST ?? "127.0.0.1",
     port: flags.port ?? env.SWITCHYARD_PORT ?? 8080,
     bodyLimit: env.SWITCHYARD_MAX_BODY_BYTES ?? 4 * 1024 * 1024,
+    requestTimeoutMs: env.SWITCHYARD_REQUEST_TIMEOUT_MS ?? 60_000,
+    maxUnauthenticatedPerIp: env.SWITCHYARD_MAX_UNAUTH_CONNECTIONS_PER_IP ?? 64,
     parallel: env.SWITCHYARD_PARALLEL ?? 8,
     maxWaiting: env.SWITCHYARD_MAX_WAITING ?? 256,
     threads: env.SWITCHYARD_THREADS ?? 0,

@@ -16,6 +16,8 @@ import {
 export interface RedisLimitsOptions {
   /** Prepended to every key; tests use a unique one per run. Default "switchyard:limits:". */
   keyPrefix?: string;
+  /** How long a concurrency lease lives unless refreshed; default CONCURRENCY_LEASE_TTL_MS. */
+  leaseTtlMs?: number;
 }
 
 export interface RedisRequestLimits extends RequestLimits {
@@ -138,7 +140,21 @@ end
 return held
 `;
 
+/**
+ * KEYS: slots. ARGV: lease id, lease ttl ms. Pushes a held lease's expiry to now + ttl (on Redis's
+ * clock, as admit sets it); a lease already released or aged out stays gone.
+ */
+const REFRESH_LUA = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+return 1
+`;
+
 interface LimitCommands {
+  switchyardLimitsRefresh(slotsKey: string, ...args: string[]): Promise<number>;
   switchyardLimitsAdmit(rpmKey: string, tpmKey: string, slotsKey: string, ...args: string[]): Promise<number[]>;
   switchyardLimitsRelease(tpmKey: string, slotsKey: string, ...args: string[]): Promise<number>;
 }
@@ -160,6 +176,8 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
   client.on("error", () => undefined);
   client.defineCommand("switchyardLimitsAdmit", { numberOfKeys: 3, lua: ADMIT_LUA });
   client.defineCommand("switchyardLimitsRelease", { numberOfKeys: 2, lua: RELEASE_LUA });
+  client.defineCommand("switchyardLimitsRefresh", { numberOfKeys: 1, lua: REFRESH_LUA });
+  const leaseTtlMs = options.leaseTtlMs ?? CONCURRENCY_LEASE_TTL_MS;
   const windowArgs = [String(BUCKET_MS), String(WINDOW_BUCKETS)];
 
   return {
@@ -181,7 +199,7 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
         String(limits.concurrent),
         String(estimate),
         leaseId,
-        String(CONCURRENCY_LEASE_TTL_MS),
+        String(leaseTtlMs),
       );
       const [code = -1] = reply;
       if (code !== 0) {
@@ -196,10 +214,17 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
       const chargesTokens = limits.tokensPerMinute !== null;
 
       let released = false;
+      // A stream may outlive the lease's TTL: the lease is kept alive while the request runs, so only
+      // a crashed process's leases age out.
+      const refresher = setInterval(() => {
+        client.switchyardLimitsRefresh(slotsKey, leaseId, String(leaseTtlMs)).catch(() => undefined);
+      }, Math.max(50, Math.floor(leaseTtlMs / 3)));
+      refresher.unref();
       const lease: LimitLease = {
         async release(actualTokens) {
           if (released) return;
           released = true;
+          clearInterval(refresher);
           await client.switchyardLimitsRelease(
             tpmKey,
             slotsKey,

@@ -1,37 +1,58 @@
 import { z } from "zod";
 
 /**
+ * Identifiers are stored in the ledger and echoed in errors, so they are short, printable text:
+ * a NUL byte cannot be stored in PostgreSQL text at all, and a megabyte "model" would be stored
+ * (and echoed) as it came.
+ */
+export const MAX_IDENTIFIER_CHARS = 256;
+const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+const identifier = (max = MAX_IDENTIFIER_CHARS) =>
+  z
+    .string()
+    .max(max, `must be at most ${max} characters.`)
+    .refine((value) => !CONTROL_CHARS.test(value), "must not contain control characters (NUL, newlines, ...).");
+/** Any text that may reach storage or a log: PostgreSQL text cannot hold NUL. */
+const text = z.string().refine((value) => !value.includes("\u0000"), "must not contain NUL bytes.");
+
+/** A short, safe preview of caller input for an error message: never the whole of it. */
+export function preview(value: unknown, max = 40): string {
+  const json = JSON.stringify(value) ?? String(value);
+  return json.length <= max ? json : `${json.slice(0, max)}...`;
+}
+
+/**
  * The chat request as it arrives on the wire. Unknown fields are ignored, as OpenAI-compatible
  * servers do; known fields are checked for type and range so a mistake names its `param`.
  */
-const textPart = z.object({ type: z.literal("text"), text: z.string() });
+const textPart = z.object({ type: z.literal("text"), text: text });
 const imagePart = z.object({ type: z.literal("image_url"), image_url: z.union([z.string(), z.object({ url: z.string(), detail: z.string().optional() })]) });
 const contentPart = z.discriminatedUnion("type", [textPart, imagePart]);
-const content = z.union([z.string(), z.array(contentPart)]);
+const content = z.union([text, z.array(contentPart)]);
 
 const functionName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, underscores or dashes.");
 
 const toolCall = z.object({
-  id: z.string().min(1),
+  id: identifier().min(1),
   type: z.literal("function"),
-  function: z.object({ name: functionName, arguments: z.string() }),
+  function: z.object({ name: functionName, arguments: text }),
 });
 
 const message = z.object({
   role: z.enum(["system", "developer", "user", "assistant", "tool"], {
-    error: (issue) => `Invalid value ${JSON.stringify(issue.input)}: 'role' must be one of 'system', 'developer', 'user', 'assistant', 'tool'.`,
+    error: (issue) => `Invalid value ${preview(issue.input)}: 'role' must be one of 'system', 'developer', 'user', 'assistant', 'tool'.`,
   }),
   content: z.union([content, z.null()]).optional(),
-  name: z.string().optional(),
+  name: identifier().optional(),
   tool_calls: z.array(toolCall).nullish(),
-  tool_call_id: z.string().nullish(),
+  tool_call_id: identifier().nullish(),
 });
 
 const tool = z.object({
   type: z.literal("function"),
   function: z.object({
     name: functionName,
-    description: z.string().optional(),
+    description: text.optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
     strict: z.boolean().nullish(),
   }),
@@ -49,7 +70,7 @@ const responseFormat = z.discriminatedUnion("type", [
     type: z.literal("json_schema"),
     json_schema: z.object({
       name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, underscores or dashes."),
-      description: z.string().optional(),
+      description: text.optional(),
       schema: z.record(z.string(), z.unknown()),
       strict: z.boolean().nullish(),
     }),
@@ -62,7 +83,7 @@ const penalty = z.number().min(-2).max(2).nullish();
 
 export const chatRequestSchema = z
   .object({
-    model: z.string().min(1),
+    model: identifier().min(1),
     messages: z.array(message).min(1, "'messages' must contain at least one message."),
     stream: z.boolean().nullish(),
     stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
@@ -77,7 +98,7 @@ export const chatRequestSchema = z
     repetition_penalty: z.number().gt(0).max(10).nullish(),
     logit_bias: z.record(z.string().regex(/^\d+$/, "keys must be token ids."), z.number().min(-100).max(100)).nullish(),
     seed: z.number().int().nullish(),
-    stop: z.union([z.string(), z.array(z.string().min(1)).max(16)]).nullish(),
+    stop: z.union([text, z.array(text.min(1)).max(16)]).nullish(),
     n: z.number().int().min(1).max(8).nullish(),
     logprobs: z.boolean().nullish(),
     top_logprobs: z.number().int().min(0).max(20).nullish(),
@@ -85,10 +106,12 @@ export const chatRequestSchema = z
     tools: z.array(tool).max(128).nullish(),
     tool_choice: toolChoice.nullish(),
     parallel_tool_calls: z.boolean().nullish(),
-    user: z.string().nullish(),
+    user: identifier().nullish(),
+    // OpenAI's limits: 16 pairs, keys up to 64 characters, values up to 512.
+    metadata: z.record(identifier(64), z.string().max(512, "values must be at most 512 characters.")).refine((m) => Object.keys(m).length <= 16, "at most 16 pairs.").nullish(),
     service_tier: z.enum(["auto", "default", "priority", "flex"]).nullish(),
     reasoning_effort: z
-      .enum(REASONING_EFFORTS, { error: (issue) => `Invalid value ${JSON.stringify(issue.input)}: must be one of ${REASONING_EFFORTS.map((e) => `'${e}'`).join(", ")}.` })
+      .enum(REASONING_EFFORTS, { error: (issue) => `Invalid value ${preview(issue.input)}: must be one of ${REASONING_EFFORTS.map((e) => `'${e}'`).join(", ")}.` })
       .nullish(),
   })
   .superRefine((body, ctx) => {

@@ -10,16 +10,30 @@ export function parseChatRequest(body: unknown): ChatRequestBody {
     throw new InvalidRequest("The request body must be a JSON object.");
   }
   const parsed = chatRequestSchema.safeParse(body);
-  if (!parsed.success) throw invalidFrom(parsed.error);
+  if (!parsed.success) throw invalidFrom(parsed.error, body);
   return parsed.data;
 }
 
-function invalidFrom(error: z.ZodError): InvalidRequest {
+/**
+ * Zod does not keep the input on an issue, so whether the parameter is missing is read from the
+ * body itself: a value of the wrong type is `invalid_type`, never "missing".
+ */
+function invalidFrom(error: z.ZodError, body: unknown): InvalidRequest {
   const issue = error.issues[0]!;
   const param = formatPath(issue.path);
-  const missing = issue.code === "invalid_type" && issue.input === undefined;
-  const message = missing ? `Missing required parameter: '${param}'.` : `Invalid '${param}': ${issue.message}`;
-  return new InvalidRequest(message, param || null, missing ? "missing_required_parameter" : "invalid_value");
+  const missing = issue.code === "invalid_type" && valueAt(body, issue.path) === undefined;
+  if (missing) return new InvalidRequest(`Missing required parameter: '${param}'.`, param || null, "missing_required_parameter");
+  const code = issue.code === "invalid_type" || issue.code === "invalid_union" ? "invalid_type" : "invalid_value";
+  return new InvalidRequest(`Invalid '${param}': ${issue.message}`, param || null, code);
+}
+
+function valueAt(body: unknown, path: readonly PropertyKey[]): unknown {
+  let value = body;
+  for (const key of path) {
+    if (value === null || typeof value !== "object") return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return value;
 }
 
 function formatPath(path: readonly PropertyKey[]): string {

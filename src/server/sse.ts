@@ -13,7 +13,7 @@ export function openSse(reply: FastifyReply): SseWriter {
   raw.writeHead(200, {
     "content-type": "text/event-stream; charset=utf-8",
     "cache-control": "no-cache",
-    connection: "keep-alive",
+    // No Connection header of our own: Node answers keep-alive or close as the client asked.
     "x-accel-buffering": "no",
   });
   raw.flushHeaders();

@@ -6,7 +6,7 @@ import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js
 import type { ChatMessage, EngineEvent, OutputConstraint, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";
-import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation } from "./ports.js";
+import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation, InFlightLedger } from "./ports.js";
 import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning, type SplitEvent } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
@@ -102,6 +102,8 @@ export interface ChatServiceDeps {
   ledger: UsageLedger;
   limits: RequestLimits;
   budgets: SpendBudgets;
+  /** Durable rows for requests while they run (crash recovery); without it rows are written at the end only. */
+  inFlight?: InFlightLedger;
   metrics?: ServingMetrics;
 }
 
@@ -111,7 +113,7 @@ const UNOBSERVED: RequestObserver = { admitted() {}, output() {}, preempted() {}
 const DEFAULT_TEMPERATURE = 1;
 const DEFAULT_TOP_P = 1;
 
-export function createChatService({ registry, ledger, limits, budgets, metrics }: ChatServiceDeps): ChatService {
+export function createChatService({ registry, ledger, limits, budgets, inFlight, metrics }: ChatServiceDeps): ChatService {
   return {
     async start(caller, input, signal) {
       const requestId = completionId();
@@ -123,6 +125,7 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
       try {
         const { entry, backend } = readyModel(registry, caller, input.model);
         checkCapabilities(entry, backend, input);
+        checkCheapContextBound(entry, backend, input);
         tier = resolveTier(entry.pricing, input.serviceTier);
         const prices = effectivePrices(entry.pricing, tier);
         const toolChoice: ToolChoice = input.tools?.length ? (input.toolChoice ?? "auto") : "none";
@@ -140,6 +143,8 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
         // The budget is reserved before the rate and concurrency limits are consulted, so a request
         // that cannot be paid for never takes a slot from one that can. Every choice may use max_tokens.
         const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens * n });
+        // Durable before anything is reserved or run, so a crash from here on is billed and released.
+        await meter.begin(inFlight, { serviceTier: tier, promptTokens, prices, maxCompletionTokens: maxTokens * n });
         reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase, budgetUsd: caller.limits.budgetUsd });
         lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * n, limits: caller.limits });
 
@@ -187,6 +192,7 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
             meter,
             settle,
             observer,
+            (completionTokens) => meter.cover(completionTokens, cachedPromptTokens),
           ),
         };
       } catch (error) {
@@ -232,6 +238,18 @@ function completionBudget(entry: CatalogEntry, backend: Backend, prompt: Prepare
     throw new ContextLengthExceeded(window, prompt.tokenCount, Math.max(maxTokens, requested ?? 1));
   }
   return maxTokens;
+}
+
+/**
+ * Rendering and tokenizing a prompt costs time in proportion to its size; a conversation that
+ * cannot fit is refused before that. Every message costs at least one token (a chat template adds
+ * role markers around each; even a template that did not would leave the message's text), so
+ * more messages than the window, with room for max_tokens, can never fit.
+ */
+function checkCheapContextBound(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
+  const window = Math.min(backend.contextWindow, entry.context_length);
+  const completion = input.maxTokens ?? 1;
+  if (input.messages.length + completion > window) throw new ContextLengthExceeded(window, input.messages.length, completion, true);
 }
 
 /** Which engine queue and batch precedence each billed tier gets. */
@@ -357,7 +375,13 @@ async function* merge<T>(sources: AsyncGenerator<T>[]): AsyncGenerator<T> {
  * away without draining the events, for what was generated until then. Usage counts the prompt
  * once and the completion tokens of every choice.
  */
-async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: RequestMeter, settle: Settle, observer: RequestObserver): AsyncGenerator<ServingEvent> {
+async function* meteredEvents(
+  choices: AsyncGenerator<ChoiceEvent>[],
+  meter: RequestMeter,
+  settle: Settle,
+  observer: RequestObserver,
+  cover: (completionTokens: number) => Promise<void> | undefined,
+): AsyncGenerator<ServingEvent> {
   const delivered = new Array<number>(choices.length).fill(0);
   const deliveredReasoning = new Array<number>(choices.length).fill(0);
   const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
@@ -372,6 +396,8 @@ async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], meter: Req
       }
       delivered[event.index] = event.completionTokens;
       deliveredReasoning[event.index] = event.reasoningTokens;
+      // Output leaves only once the durable row would bill it after a crash (a no-op mostly).
+      if (event.type !== "finish") await cover(total().completionTokens);
       if (event.type === "reasoning") {
         meter.firstToken();
         observer.output(event.index);

@@ -1,11 +1,15 @@
-import type { ServiceTier } from "../catalog/types.js";
+import type { ServiceTier, TokenPrices } from "../catalog/types.js";
 
 /**
  * What the request lifecycle needs from metering, limits and budgets. Serving calls these; the
  * implementations live in billing/ and limits/, and know nothing of HTTP or the engine.
  */
 
-export type UsageStatus = "completed" | "cancelled" | "failed" | "rejected" | "expired";
+/**
+ * `in_flight` while a request runs (its row is written at admission); `interrupted` when its server
+ * died and a later start (or another process) closed the row, billing what was delivered.
+ */
+export type UsageStatus = "completed" | "cancelled" | "failed" | "rejected" | "expired" | "in_flight" | "interrupted";
 
 /** One row of the usage ledger: exactly one per request, whatever happened to it. */
 export interface UsageRecord {
@@ -30,6 +34,40 @@ export interface UsageRecord {
 export interface UsageLedger {
   /** Idempotent per requestId: a second call for the same request changes nothing. */
   record(record: UsageRecord): Promise<void>;
+}
+
+/** What an admitted request's durable `in_flight` row starts with. */
+export interface InFlightStart {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+  serviceTier: ServiceTier;
+  promptTokens: number;
+  /** The prices the request is billed at, kept with the row so a crash is billed the same. */
+  prices: TokenPrices;
+  /** Every choice's max_tokens together: the most the row will ever bill. */
+  maxCompletionTokens: number;
+}
+
+/**
+ * Keeps the durable row's billable token count at or above what was delivered, batched: the
+ * count is written ahead in steps, so only a stream that outruns the writes ever waits.
+ */
+export interface DeliveryGuard {
+  /**
+   * Call before delivering output that brings the request's completion tokens (all choices) to
+   * `completionTokens`. Undefined when the row already covers it; else a promise that resolves once
+   * it does. `cachedTokens` is the prompt's cached part, billed at the cached price.
+   */
+  cover(completionTokens: number, cachedTokens: number): Promise<void> | undefined;
+  /** The request's final row is being written: stop tracking it. */
+  close(): void;
+}
+
+export interface InFlightLedger {
+  /** Writes the request's row as `in_flight`, owned by this process, before it runs. */
+  begin(start: InFlightStart): Promise<DeliveryGuard>;
 }
 
 /** Per-key limits as stored with the key; null means the server default applies. */

@@ -1,5 +1,5 @@
 import type { ServiceTier } from "../catalog/types.js";
-import type { UsageLedger, UsageRecord, UsageStatus } from "./ports.js";
+import type { DeliveryGuard, InFlightLedger, InFlightStart, UsageLedger, UsageRecord, UsageStatus } from "./ports.js";
 
 export interface MeterContext {
   requestId: string;
@@ -28,11 +28,23 @@ export class RequestMeter {
   private queueMs: number | null = null;
   private ttftMs: number | null = null;
   private written: Promise<void> | null = null;
+  private guard: DeliveryGuard | null = null;
 
   constructor(
     private readonly ledger: UsageLedger,
     readonly context: MeterContext,
   ) {}
+
+  /** Writes the durable `in_flight` row (when the service keeps them) before the request runs. */
+  async begin(inFlight: InFlightLedger | undefined, start: Omit<InFlightStart, keyof MeterContext>): Promise<void> {
+    if (!inFlight || this.written) return;
+    this.guard = await inFlight.begin({ ...this.context, ...start });
+  }
+
+  /** Before delivering output that brings the completion tokens to `completionTokens`: see DeliveryGuard. */
+  cover(completionTokens: number, cachedTokens: number): Promise<void> | undefined {
+    return this.guard?.cover(completionTokens, cachedTokens);
+  }
 
   admitted(queueMs: number): void {
     this.queueMs = Math.round(queueMs);
@@ -48,6 +60,7 @@ export class RequestMeter {
 
   record(outcome: MeterOutcome): Promise<void> {
     if (this.written) return this.written;
+    this.guard?.close();
     const row: UsageRecord = {
       ...this.context,
       ...outcome,

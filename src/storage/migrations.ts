@@ -83,6 +83,28 @@ export const migrations: Migration[] = [
       CREATE INDEX budget_reservations_key_id_idx ON budget_reservations (key_id);
     `,
   },
+  {
+    id: 4,
+    name: "in-flight ledger rows and their owning processes",
+    sql: `
+      -- A request's row is written when it is admitted (status 'in_flight'), owned by the server
+      -- process running it, with the prices it is billed at, and its completion_tokens kept at or
+      -- above what was delivered; a dead owner's rows are billed and closed as 'interrupted'.
+      ALTER TABLE usage_records
+        ADD COLUMN owner_id  text,
+        ADD COLUMN prices    text;
+
+      CREATE INDEX usage_records_in_flight_idx ON usage_records (owner_id) WHERE status = 'in_flight';
+
+      CREATE TABLE server_owners (
+        id          text PRIMARY KEY,
+        lock_key    bigint NOT NULL,
+        pid         integer NOT NULL,
+        host        text NOT NULL,
+        started_at  timestamptz NOT NULL DEFAULT now()
+      );
+    `,
+  },
 ];
 
 /**

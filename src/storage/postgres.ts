@@ -77,3 +77,37 @@ async function runStatement(target: pg.Pool | pg.PoolClient, sql: string, params
   if (Array.isArray(result)) return result.at(-1)?.rows ?? [];
   return result.rows;
 }
+
+export interface HeldLock {
+  release(): Promise<void>;
+}
+
+/**
+ * Holds a session advisory lock on a connection of its own for as long as this process lives:
+ * PostgreSQL frees it when the process (and so the connection) dies, which is how other processes
+ * tell a live owner from a dead one. A lost connection is reopened and the lock taken again.
+ */
+export async function holdAdvisoryLock(url: string, key: string, onError: (error: Error) => void = () => undefined): Promise<HeldLock> {
+  let client: pg.Client | null = null;
+  let released = false;
+  const take = async (): Promise<void> => {
+    const next = new pg.Client({ connectionString: url, types: typeParsers });
+    next.on("error", (error) => {
+      onError(error);
+      if (released || client !== next) return;
+      client = null;
+      setTimeout(() => void take().catch(onError), 1000).unref();
+    });
+    await next.connect();
+    await next.query("SELECT pg_advisory_lock($1::bigint)", [key]);
+    client = next;
+  };
+  await take();
+  return {
+    async release() {
+      released = true;
+      await client?.end().catch(() => undefined);
+      client = null;
+    },
+  };
+}

@@ -36,9 +36,21 @@ export function createKey(dataDir: string, account: string, extra: string[] = []
  * Starts the real server (the built CLI) on a random port with a fresh data dir, and waits until
  * its models are loaded. The models come from the shared models cache pulled by the test setup.
  */
-export async function startServer(options: { models?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<RunningServer> {
-  const dataDir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
-  const key = createKey(dataDir, "tester", [], options.env);
+export interface StartOptions {
+  models?: string[];
+  env?: NodeJS.ProcessEnv;
+  /** Serve this data dir (a restart) instead of a fresh one; it is then left in place by stop(). */
+  dataDir?: string;
+  /** The key to use on a restart; without it a new key is created for account `tester`. */
+  key?: string;
+  /** Extra `keys create` flags for the new key (e.g. --budget). */
+  keyArgs?: string[];
+}
+
+export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
+  const ownDir = options.dataDir === undefined;
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "switchyard-test-"));
+  const key = options.key ?? createKey(dataDir, "tester", options.keyArgs ?? [], options.env);
   let output = "";
   const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")], {
     env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...options.env },
@@ -52,7 +64,8 @@ export async function startServer(options: { models?: string[]; env?: NodeJS.Pro
     if (child.exitCode !== null) throw new Error(`server exited early:\n${output}`);
     const file = join(dataDir, "server.json");
     if (!existsSync(file)) return undefined;
-    const server = JSON.parse(readFileSync(file, "utf8")) as { url: string };
+    const server = JSON.parse(readFileSync(file, "utf8")) as { url: string; pid: number };
+    if (server.pid !== child.pid) return undefined; // a file a killed server left behind
     const health = await fetch(`${server.url}/health`).catch(() => undefined);
     return health?.status === 200 ? server.url : undefined;
   }, 120_000);
@@ -67,7 +80,7 @@ export async function startServer(options: { models?: string[]; env?: NodeJS.Pro
     async stop() {
       if (child.exitCode === null) child.kill("SIGTERM");
       await exited;
-      rmSync(dataDir, { recursive: true, force: true });
+      if (ownDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

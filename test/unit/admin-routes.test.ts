@@ -54,6 +54,16 @@ forEachDatabase("admin routes", ({ db }) => {
     assert.equal(bad.status, 400);
   });
 
+  test("a NUL byte anywhere it would reach the database is a 4xx, never a 500", async () => {
+    assert.equal((await call("POST", "/admin/v1/keys", { account: "acme", allowed_models: ["a\u0000b"] })).status, 400);
+    assert.equal((await call("POST", "/admin/v1/keys", { account: "ac\u0000me" })).status, 400);
+    assert.equal((await call("GET", "/admin/v1/keys?account=ac%00me")).status, 200);
+    assert.equal((await call("GET", "/admin/v1/usage?account=ac%00me")).status, 404);
+    assert.equal((await call("POST", "/admin/v1/accounts/ac%00me/disable")).status, 404);
+    assert.equal((await call("PATCH", "/admin/v1/keys/key%00x", { rpm_limit: 5 })).status, 404);
+    assert.equal((await call("DELETE", "/admin/v1/keys/key%00x")).status, 404);
+  });
+
   test("a body without an account is a 400 naming the param", async () => {
     const { status, body } = await call("POST", "/admin/v1/keys", { name: "orphan" });
     assert.equal(status, 400);

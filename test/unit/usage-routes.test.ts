@@ -103,7 +103,7 @@ forEachDatabase("usage routes", ({ db }) => {
     assert.equal(a.body.totals.cached_tokens, 6);
     assert.equal(a.body.totals.completion_tokens, 15);
     assert.equal(a.body.totals.total_tokens, 45);
-    assert.deepEqual(a.body.totals.by_status, { completed: 2, cancelled: 0, failed: 1, rejected: 0, expired: 0 });
+    assert.deepEqual(a.body.totals.by_status, { completed: 2, cancelled: 0, failed: 1, rejected: 0, expired: 0, in_flight: 0, interrupted: 0 });
     // The exact decimal is a bare JSON number (not a string, not 0.30000000100000004, no exponent).
     assert.match(a.text, /"cost_usd":0\.300000001[,}]/);
     assert.ok(!/e-?\d/i.test(a.text.replace(/"[^"]*"/g, "")), "no exponent anywhere outside strings");

@@ -1,0 +1,125 @@
+/**
+ * Durable rows for requests while they run, so a crash loses no bill.
+ *
+ * A request's ledger row is written as `in_flight` when it is admitted, owned by this process and
+ * carrying the prices it is billed at. As output is delivered its completion_tokens is kept at or
+ * above what the client has received: the count is written *ahead*, in steps of `stepTokens`, by
+ * one batched UPDATE for every request that needs it, so a stream waits only when it outruns the
+ * writes. After a crash the row therefore bills at least what was delivered (at most one step
+ * more), never less. recovery.ts closes a dead owner's rows.
+ */
+import type { DeliveryGuard, InFlightLedger, InFlightStart } from "../serving/ports.js";
+import type { Database } from "../storage/database.js";
+
+export interface InFlightOptions {
+  /** How far ahead of delivery the durable count is written; default 16 tokens. */
+  stepTokens?: number;
+}
+
+export interface InFlightLedgerHandle extends InFlightLedger {
+  /** Waits for the writes under way. */
+  drain(): Promise<void>;
+}
+
+interface Waiter {
+  tokens: number;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+interface Tracked {
+  requestId: string;
+  /** Completion tokens the row is known to hold. */
+  durable: number;
+  /** Completion tokens to write next. */
+  wanted: number;
+  cached: number;
+  max: number;
+  waiters: Waiter[];
+  closed: boolean;
+}
+
+export function createInFlightLedger(db: Database, ownerId: string, options: InFlightOptions = {}): InFlightLedgerHandle {
+  const step = options.stepTokens ?? 16;
+  const dirty = new Set<Tracked>();
+  let flushing: Promise<void> | null = null;
+
+  // Cleared in the same step as the loop sees nothing left, so a request marked dirty after that
+  // always starts a new loop.
+  const flushLoop = async (): Promise<void> => {
+    try {
+      await flushAll();
+    } finally {
+      flushing = null;
+    }
+  };
+  const flushAll = async (): Promise<void> => {
+    while (dirty.size > 0) {
+      const batch = [...dirty].map((t) => ({ t, tokens: t.wanted, cached: t.cached }));
+      dirty.clear();
+      try {
+        await db.query(
+          `UPDATE usage_records AS u
+              SET completion_tokens = GREATEST(u.completion_tokens, v.tokens), cached_tokens = v.cached
+             FROM (SELECT unnest($1::text[]) AS id, unnest($2::int[]) AS tokens, unnest($3::int[]) AS cached) AS v
+            WHERE u.request_id = v.id AND u.status = 'in_flight'`,
+          [batch.map((b) => b.t.requestId), batch.map((b) => b.tokens), batch.map((b) => b.cached)],
+        );
+        for (const { t, tokens } of batch) {
+          t.durable = Math.max(t.durable, tokens);
+          settleWaiters(t, (w) => w.tokens <= t.durable, (w) => w.resolve());
+        }
+      } catch (error) {
+        for (const { t } of batch) settleWaiters(t, () => true, (w) => w.reject(error));
+      }
+    }
+  };
+  const schedule = (t: Tracked) => {
+    dirty.add(t);
+    flushing ??= flushLoop();
+  };
+
+  return {
+    async begin(start: InFlightStart): Promise<DeliveryGuard> {
+      await db.query(
+        `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
+                                    completion_tokens, cost_usd, status, duration_ms, owner_id, prices)
+         VALUES ($1, $2, $3, $4, $5, $6, 0, 0, 0, 'in_flight', 0, $7, $8)`,
+        [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ownerId, JSON.stringify(start.prices)],
+      );
+      const t: Tracked = { requestId: start.requestId, durable: 0, wanted: 0, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
+      return {
+        cover(tokens, cachedTokens) {
+          if (t.closed) return undefined;
+          t.cached = cachedTokens;
+          const ahead = Math.max(tokens, Math.min(t.max, tokens + step));
+          if (tokens <= t.durable) {
+            // Covered; write the next step early, once the stream is half way through this one.
+            if (t.durable < t.max && tokens + step / 2 > t.durable && t.wanted < ahead) {
+              t.wanted = ahead;
+              schedule(t);
+            }
+            return undefined;
+          }
+          t.wanted = Math.max(t.wanted, ahead);
+          schedule(t);
+          return new Promise<void>((resolve, reject) => t.waiters.push({ tokens, resolve, reject }));
+        },
+        close() {
+          t.closed = true;
+          dirty.delete(t);
+          settleWaiters(t, () => true, (w) => w.resolve());
+        },
+      };
+    },
+    async drain() {
+      while (flushing) await flushing;
+    },
+  };
+}
+
+function settleWaiters(t: Tracked, which: (w: Waiter) => boolean, act: (w: Waiter) => void): void {
+  const keep: Waiter[] = [];
+  for (const w of t.waiters) (which(w) ? act(w) : keep.push(w));
+  t.waiters = keep;
+}

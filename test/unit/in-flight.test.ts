@@ -1,0 +1,106 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { test } from "node:test";
+import { createKey } from "../../src/accounts/store.js";
+import { createSpendBudgets } from "../../src/billing/budgets.js";
+import { requestCost } from "../../src/billing/cost.js";
+import { createInFlightLedger } from "../../src/billing/in-flight.js";
+import { createUsageLedger } from "../../src/billing/ledger.js";
+import { newOwner, reconcileDeadOwners, registerOwner } from "../../src/billing/recovery.js";
+import { holdAdvisoryLock } from "../../src/storage/postgres.js";
+import type { Database } from "../../src/storage/database.js";
+import { forEachDatabase } from "../helpers/databases.js";
+
+const PRICES = { input: "0.5", output: "1.5", cached_input: "0.25" };
+
+async function keyWithBudget(db: Database): Promise<{ keyId: string; accountId: string }> {
+  const created = await createKey(db, { account: `inflight-${randomUUID().slice(0, 8)}`, budgetUsd: "100" });
+  const [row] = await db.query<{ account_id: string }>("SELECT account_id FROM api_keys WHERE id = $1", [created.id]);
+  return { keyId: created.id, accountId: row!.account_id };
+}
+
+const rowOf = async (db: Database, requestId: string) =>
+  (await db.query<{ status: string; completion_tokens: number; cached_tokens: number; cost: string }>(
+    "SELECT status, completion_tokens, cached_tokens, cost_usd::text AS cost FROM usage_records WHERE request_id = $1",
+    [requestId],
+  ))[0]!;
+
+forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
+  const { db } = suite;
+
+  /** An admitted request of `owner` with a reservation of `reserved`, as the chat service makes it. */
+  async function admitted(ownerId: string, key: { keyId: string; accountId: string }, maxCompletionTokens = 100) {
+    const requestId = `chatcmpl-${randomUUID()}`;
+    const guard = await createInFlightLedger(db, ownerId, { stepTokens: 8 }).begin({
+      requestId, accountId: key.accountId, keyId: key.keyId, model: "m/test", serviceTier: "default", promptTokens: 10, prices: PRICES, maxCompletionTokens,
+    });
+    const reservation = await createSpendBudgets(db).reserve({ keyId: key.keyId, requestId, amountUsd: "1", budgetUsd: "100" });
+    return { requestId, guard, reservation: reservation! };
+  }
+
+  test("the row is in_flight from admission, and its token count stays at or ahead of delivery, capped at max", async () => {
+    const owner = newOwner();
+    await registerOwner(db, owner);
+    const { requestId, guard } = await admitted(owner.id, await keyWithBudget(db), 12);
+    assert.equal((await rowOf(db, requestId)).status, "in_flight");
+    const wait = guard.cover(1, 4);
+    assert.ok(wait, "the first token waits for the row to cover it");
+    await wait;
+    assert.equal((await rowOf(db, requestId)).completion_tokens, 9, "written one step ahead");
+    assert.equal((await rowOf(db, requestId)).cached_tokens, 4);
+    assert.equal(guard.cover(9, 4), undefined, "covered tokens do not wait");
+    await guard.cover(10, 4);
+    assert.equal((await rowOf(db, requestId)).completion_tokens, 12, "never beyond max_tokens");
+  });
+
+  test("a dead owner's rows are billed for what they covered, marked interrupted, their reservations released; once only", async () => {
+    const self = newOwner();
+    const dead = newOwner();
+    await registerOwner(db, self);
+    await registerOwner(db, dead);
+    const key = await keyWithBudget(db);
+    const { requestId, guard, reservation } = await admitted(dead.id, key);
+    await guard.cover(5, 0);
+    const covered = (await rowOf(db, requestId)).completion_tokens;
+
+    const result = await reconcileDeadOwners(db, self);
+    assert.ok(result.rows >= 1);
+    const row = await rowOf(db, requestId);
+    assert.equal(row.status, "interrupted");
+    const cost = requestCost(PRICES, { promptTokens: 10, cachedPromptTokens: 0, completionTokens: covered });
+    assert.equal(Number(row.cost), Number(cost));
+    const [keyRow] = await db.query<{ spent: string; held: string }>(
+      "SELECT spent_usd::text AS spent, (SELECT count(*)::text FROM budget_reservations WHERE key_id = $1) AS held FROM api_keys WHERE id = $1",
+      [key.keyId],
+    );
+    assert.equal(Number(keyRow!.spent), Number(cost));
+    assert.equal(keyRow!.held, "0");
+
+    // The dead process's own late settle and final write (had it lived on) change nothing.
+    await reservation.settle("0.9");
+    await createUsageLedger(db).record({ requestId, accountId: key.accountId, keyId: key.keyId, model: "m/test", serviceTier: "default", promptTokens: 10, cachedTokens: 0, completionTokens: 50, costUsd: "0.9", status: "completed", finishReason: "stop", errorCode: null, queueMs: 0, ttftMs: 0, durationMs: 1 });
+    assert.equal((await rowOf(db, requestId)).status, "interrupted");
+    const [again] = await db.query<{ spent: string }>("SELECT spent_usd::text AS spent FROM api_keys WHERE id = $1", [key.keyId]);
+    assert.equal(Number(again!.spent), Number(cost), "charged once");
+  });
+
+  test("a live owner's rows are left alone (PostgreSQL: its advisory lock is held)", async (t) => {
+    if (suite.kind !== "postgres") return t.skip("PGlite has one process per data dir: every other owner is dead");
+    const self = newOwner();
+    const live = newOwner();
+    const lock = await holdAdvisoryLock(suite.database.url!, live.lockKey);
+    try {
+      await registerOwner(db, self);
+      await registerOwner(db, live);
+      const { requestId } = await admitted(live.id, await keyWithBudget(db));
+      await reconcileDeadOwners(db, self);
+      assert.equal((await rowOf(db, requestId)).status, "in_flight");
+    } finally {
+      await lock.release();
+    }
+    const released = newOwner();
+    await registerOwner(db, released);
+    const result = await reconcileDeadOwners(db, released);
+    assert.ok(result.owners >= 1, "once its lock is gone, the owner is dead");
+  });
+});

@@ -15,6 +15,7 @@ import { createChatService } from "../serving/chat-service.js";
 import { createUsageLedger } from "../billing/ledger.js";
 import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
+import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
 import type { Database } from "../storage/database.js";
@@ -57,6 +58,7 @@ async function serve(flags: ServeFlags): Promise<void> {
     db,
     authenticate: (token) => authenticate(db, token),
     bodyLimit: settings.bodyLimit,
+    corsOrigins: settings.corsOrigins,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const adminToken = settings.adminKey ?? generateAdminToken();
@@ -111,8 +113,7 @@ async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, sett
     const file = pulled.find((p) => p.id === entry.id);
     try {
       if (!file) throw new Error("the model file was not pulled");
-      const backend = await createLocalEngineBackend({
-        modelPath: file.path,
+      const engine = {
         sequences: settings.parallel,
         contextWindow: Math.min(entry.context_length, settings.maxContext),
         fallbackChatTemplate: entry.fallback_chat_template ? await readFile(entry.fallback_chat_template, "utf8") : undefined,
@@ -121,8 +122,9 @@ async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, sett
         flexMaxWaitMs: settings.flexMaxWaitMs,
         prefixCache: settings.prefixCache,
         stepTokens: settings.stepTokens,
-      });
-      registry.ready(entry.id, backend);
+      };
+      const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
+      registry.ready(entry.id, backend, systemFingerprint(file.sha256, engine));
     } catch (error) {
       registry.failed(entry.id, (error as Error).message);
       process.stderr.write(`failed to load ${entry.id}: ${(error as Error).message}\n`);

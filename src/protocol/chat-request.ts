@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { commonRequestFields } from "./common-fields.js";
 
 /**
  * The chat request as it arrives on the wire. Unknown fields are ignored, as OpenAI-compatible
@@ -85,13 +86,15 @@ export const chatRequestSchema = z
     tools: z.array(tool).max(128).nullish(),
     tool_choice: toolChoice.nullish(),
     parallel_tool_calls: z.boolean().nullish(),
-    user: z.string().nullish(),
-    service_tier: z.enum(["auto", "default", "priority", "flex"]).nullish(),
+    ...commonRequestFields,
     reasoning_effort: z
       .enum(REASONING_EFFORTS, { error: (issue) => `Invalid value ${JSON.stringify(issue.input)}: must be one of ${REASONING_EFFORTS.map((e) => `'${e}'`).join(", ")}.` })
       .nullish(),
   })
   .superRefine((body, ctx) => {
+    if (body.stream_options != null && body.stream !== true) {
+      ctx.addIssue({ code: "custom", path: ["stream_options"], message: "'stream_options' is only allowed when 'stream' is true." });
+    }
     if (body.top_logprobs != null && body.top_logprobs > 0 && body.logprobs !== true) {
       ctx.addIssue({ code: "custom", path: ["top_logprobs"], message: "'top_logprobs' requires 'logprobs' to be true." });
     }

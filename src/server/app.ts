@@ -1,8 +1,11 @@
+import compress from "@fastify/compress";
+import cors from "@fastify/cors";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { ChatService } from "../serving/chat-service.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { installAuth, type Authenticate } from "./auth.js";
 import { installErrorHandlers } from "./errors.js";
+import { installRequestIds, requestIdFor } from "./request-id.js";
 import { chatRoutes } from "./routes/chat.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
@@ -20,8 +23,16 @@ export interface AppDeps {
   /** Largest accepted request body, in bytes. */
   bodyLimit: number;
   metrics: Metrics;
+  /** Origins browsers may call the API from; ["*"] (the default) allows any. */
+  corsOrigins?: string[];
   logger?: FastifyServerOptions["logger"];
 }
+
+/**
+ * The OpenAI-compatible routes are served under each of these: the specification's `compat`, the
+ * hosted service's own `openai` segment, and the bare `/v1` many tools assume.
+ */
+export const API_PREFIXES = ["/v1/compat", "/v1/openai", "/v1"] as const;
 
 /** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage. */
 export function buildApp(deps: AppDeps): FastifyInstance {
@@ -29,13 +40,46 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     bodyLimit: deps.bodyLimit,
     // Fastify's default request serializer logs method, URL and peer, never headers: keys stay out of logs.
     logger: deps.logger ?? false,
+    genReqId: requestIdFor,
   });
+  installRequestIds(app);
   installErrorHandlers(app);
   installAuth(app, deps.authenticate);
-  healthRoutes(app, deps.registry);
-  metricsRoutes(app, deps.metrics);
-  modelRoutes(app, deps.registry);
-  chatRoutes(app, deps.chat);
-  usageRoutes(app, deps.db);
+  installCors(app, deps.corsOrigins ?? ["*"]);
+  // Streams are written to the raw socket (hijacked), so only JSON bodies are ever compressed.
+  void app.register(compress, { encodings: ["br", "gzip"], threshold: 1024 });
+  void app.register(async (routes) => {
+    healthRoutes(routes, deps.registry);
+    metricsRoutes(routes, deps.metrics);
+    usageRoutes(routes, deps.db);
+    for (const prefix of API_PREFIXES) {
+      void routes.register(
+        async (api) => {
+          modelRoutes(api, deps.registry);
+          chatRoutes(api, deps.chat);
+        },
+        { prefix },
+      );
+    }
+  });
   return app;
+}
+
+/**
+ * Browsers may call the API from the configured origins; keys travel in headers, never cookies, so
+ * any origin is safe by default. The admin routes never answer cross-origin requests.
+ */
+function installCors(app: FastifyInstance, origins: string[]): void {
+  const origin = origins.includes("*") ? "*" : origins;
+  void app.register(cors, {
+    delegator: (request, callback) => {
+      const admin = (request.url ?? "").startsWith("/admin/");
+      callback(null, {
+        origin: admin ? false : origin,
+        methods: ["GET", "POST", "DELETE", "OPTIONS"],
+        exposedHeaders: ["x-request-id", "retry-after"],
+        maxAge: 600,
+      });
+    },
+  });
 }

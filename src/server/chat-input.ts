@@ -56,6 +56,7 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
     })),
     toolChoice: choice == null ? undefined : typeof choice === "string" ? choice : { name: choice.function.name },
     ...(body.reasoning_effort ? { reasoningEffort: body.reasoning_effort } : {}),
+    ...(body.prompt_cache_key != null ? { promptCacheKey: body.prompt_cache_key } : {}),
     hasImages: body.messages.some((m) => Array.isArray(m.content) && m.content.some((part) => part.type === "image_url")),
   };
 }

@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyReply } from "fastify";
 import { stringifyJson } from "../billing/money-json.js";
 
@@ -8,9 +9,12 @@ export interface SseWriter {
 }
 
 export function openSse(reply: FastifyReply): SseWriter {
+  // Headers set by hooks (x-request-id, CORS) are not sent for a hijacked reply unless copied here.
+  const hookHeaders = Object.fromEntries(Object.entries(reply.getHeaders()).filter(([, v]) => v !== undefined)) as OutgoingHttpHeaders;
   reply.hijack();
   const raw = reply.raw;
   raw.writeHead(200, {
+    ...hookHeaders,
     "content-type": "text/event-stream; charset=utf-8",
     "cache-control": "no-cache",
     connection: "keep-alive",

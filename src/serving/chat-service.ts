@@ -1,9 +1,9 @@
-import { randomBytes } from "node:crypto";
 import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
 import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
 import type { ChatMessage, EngineEvent, OutputConstraint, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
 import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation } from "./ports.js";
@@ -48,6 +48,14 @@ export interface ChatInput {
   hasImages?: boolean;
   /** `none` turns the model's thinking off where its chat template can; the others leave it on. */
   reasoningEffort?: ReasoningEffort;
+  /** OpenAI's `prompt_cache_key`: prompts share cached prefixes only within the account and this key. */
+  promptCacheKey?: string;
+}
+
+/** How the HTTP layer names the request: its id (the ledger row's too) and the API it came through. */
+export interface RequestContext {
+  requestId?: string;
+  api?: ApiKind;
 }
 
 export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";
@@ -83,6 +91,8 @@ export interface ChatRun {
   model: string;
   /** The tier the request is served and billed at (a tier the model lacks falls back to "default"). */
   serviceTier: ServiceTier;
+  /** Stable per model file and engine configuration (see fingerprint.ts). */
+  systemFingerprint: string;
   /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
   events: AsyncGenerator<ServingEvent>;
 }
@@ -93,7 +103,7 @@ export interface ChatService {
    * rejection (unknown model, too long, over a limit or budget, queue full) reaches the caller
    * before any output. Every request, admitted or not, leaves exactly one ledger row.
    */
-  start(caller: Caller, input: ChatInput, signal: AbortSignal): Promise<ChatRun>;
+  start(caller: Caller, input: ChatInput, signal: AbortSignal, context?: RequestContext): Promise<ChatRun>;
 }
 
 export interface ChatServiceDeps {
@@ -112,15 +122,15 @@ const DEFAULT_TOP_P = 1;
 
 export function createChatService({ registry, ledger, limits, budgets, metrics }: ChatServiceDeps): ChatService {
   return {
-    async start(caller, input, signal) {
-      const requestId = completionId();
-      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model });
+    async start(caller, input, signal, context = {}) {
+      const requestId = context.requestId ?? newRequestId(context.api ?? "chat.completions");
+      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: context.api ?? "chat.completions" });
       let tier: ServiceTier = "default";
       let promptTokens = 0;
       let lease: LimitLease | undefined;
       let reservation: BudgetReservation | null = null;
       try {
-        const { entry, backend } = readyModel(registry, caller, input.model);
+        const { entry, backend, systemFingerprint } = readyModel(registry, caller, input.model);
         checkCapabilities(entry, backend, input);
         tier = resolveTier(entry.pricing, input.serviceTier);
         const prices = effectivePrices(entry.pricing, tier);
@@ -154,7 +164,7 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
             logitBias: input.logitBias,
             seed: input.seed === undefined ? undefined : input.seed + index,
           };
-          const params = { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: caller.accountId };
+          const params = { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: cacheNamespace(caller, input) };
           return backend.generate(prompt, params, signal);
         });
         let cachedPromptTokens: number;
@@ -177,6 +187,7 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
           created: Math.floor(Date.now() / 1000),
           model: entry.id,
           serviceTier: tier,
+          systemFingerprint,
           events: meteredEvents(
             generations.map((g, index) => {
               const splitter = new ReasoningSplitter({ enabled: !constraint, startsInReasoning: prompt.opensThinking });
@@ -205,12 +216,17 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
   };
 }
 
-function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entry: CatalogEntry; backend: Backend } {
+/** Cached prefixes are never shared across accounts; `prompt_cache_key` narrows them further within one. */
+function cacheNamespace(caller: Caller, input: ChatInput): string {
+  return input.promptCacheKey === undefined ? caller.accountId : JSON.stringify([caller.accountId, input.promptCacheKey]);
+}
+
+function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entry: CatalogEntry; backend: Backend; systemFingerprint: string } {
   const served = registry.get(id);
   if (!served || (caller.allowedModels && !caller.allowedModels.includes(id))) throw new ModelNotFound(id);
   if (served.state === "failed") throw new CapacityUnavailable(`The model '${id}' failed to load: ${served.error ?? "unknown error"}`, 60);
   if (served.state !== "ready" || !served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
-  return { entry: served.entry, backend: served.backend };
+  return { entry: served.entry, backend: served.backend, systemFingerprint: served.systemFingerprint ?? "fp_unknown" };
 }
 
 async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: readonly ToolDefinition[], options: PromptOptions): Promise<PreparedPrompt> {
@@ -431,8 +447,4 @@ function outputConstraint(input: ChatInput, forced: readonly ToolDefinition[]): 
   if (format?.type === "json_object") return { constraint: { type: "json" }, constraintParam: "response_format" };
   if (format?.type === "json_schema") return { constraint: { type: "json_schema", schema: format.schema }, constraintParam: "response_format.json_schema.schema" };
   return { constraint: undefined, constraintParam: null };
-}
-
-function completionId(): string {
-  return `chatcmpl-${randomBytes(18).toString("base64url")}`;
 }

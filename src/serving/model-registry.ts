@@ -7,6 +7,8 @@ export interface ServedModel {
   entry: CatalogEntry;
   state: ModelState;
   backend?: Backend;
+  /** `system_fingerprint`: stable per model file and engine configuration (fingerprint.ts). */
+  systemFingerprint?: string;
   error?: string;
 }
 
@@ -14,7 +16,7 @@ export interface ServedModel {
 export interface ModelRegistry {
   list(): ServedModel[];
   get(id: string): ServedModel | undefined;
-  ready(id: string, backend: Backend): void;
+  ready(id: string, backend: Backend, systemFingerprint?: string): void;
   failed(id: string, error: string): void;
   allReady(): boolean;
   closeAll(): Promise<void>;
@@ -30,8 +32,8 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
   return {
     list: () => [...models.values()],
     get: (id) => models.get(id),
-    ready(id, backend) {
-      Object.assign(mustGet(id), { state: "ready", backend, error: undefined });
+    ready(id, backend, systemFingerprint) {
+      Object.assign(mustGet(id), { state: "ready", backend, systemFingerprint, error: undefined });
     },
     failed(id, error) {
       Object.assign(mustGet(id), { state: "failed", error });

@@ -83,6 +83,11 @@ export const migrations: Migration[] = [
       CREATE INDEX budget_reservations_key_id_idx ON budget_reservations (key_id);
     `,
   },
+  {
+    id: 4,
+    name: "the API each request came through",
+    sql: `ALTER TABLE usage_records ADD COLUMN api text NOT NULL DEFAULT 'chat.completions';`,
+  },
 ];
 
 /**

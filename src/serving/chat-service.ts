@@ -10,7 +10,7 @@ import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetr
 import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning, type SplitEvent } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
-import { mayBeToolCall, parseToolCalls, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
+import { mayBeToolCall, parseToolCalls, partialToolCall, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
 
 /** Who is asking; the serving layer needs only what scopes and limits the request. */
 export interface Caller {
@@ -332,10 +332,12 @@ async function* shapeChoice(index: number, generation: AsyncGenerator<SplitEvent
       continue;
     }
     if (holding && event.reason !== "cancelled" && shaping.mode !== "none") {
-      const calls = event.reason === "length" ? null : parseToolCalls(held, shaping.tools);
+      // A forced call cut by max_tokens still comes back as a call, with its partial arguments.
+      const cut = event.reason === "length";
+      const calls = cut ? (shaping.mode === "forced" ? partialToolCall(held, shaping.tools) : null) : parseToolCalls(held, shaping.tools);
       if (calls) {
         yield { type: "tool_calls", index, calls, ...counts };
-        yield { type: "finish", index, reason: "tool_calls", ...counts };
+        yield { type: "finish", index, reason: cut ? "length" : "tool_calls", ...counts };
         return;
       }
       if (held) yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };

@@ -173,6 +173,38 @@ describe("where clients look for the API, and the headers and fields they read",
     assert.match(sse.body.toString("utf8"), /^data: /);
   });
 
+  test("a forced tool call cut by max_tokens returns tool_calls with the partial arguments and finish_reason length", async () => {
+    const client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 120_000 });
+    const tools = [{ type: "function" as const, function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" }, unit: { type: "string", enum: ["celsius", "fahrenheit"] } }, required: ["city", "unit"] } } }];
+    const base = { model: SMOLLM2, messages: [{ role: "user" as const, content: "What's the weather in Paris?" }], tools, tool_choice: "required" as const, temperature: 0 };
+    // Greedy: the whole call first, then the same output cut three tokens before its end.
+    const whole = await client.chat.completions.create({ ...base, max_tokens: 200 });
+    assert.equal(whole.choices[0]!.finish_reason, "tool_calls");
+    const full = whole.choices[0]!.message.tool_calls![0]!;
+    assert.ok(full.type === "function");
+    const request = { ...base, max_tokens: whole.usage!.completion_tokens - 3 };
+    const reply = await client.chat.completions.create(request);
+    const [choice] = reply.choices;
+    assert.equal(choice!.finish_reason, "length");
+    assert.equal(choice!.message.content, null);
+    const call = choice!.message.tool_calls?.[0];
+    assert.ok(call && call.type === "function", "the cut call is a tool call, not content");
+    assert.equal(call.function.name, "get_weather");
+    assert.ok(call.function.arguments.trim().length > 1, `partial arguments: ${call.function.arguments}`);
+    assert.throws(() => JSON.parse(call.function.arguments), "the arguments are cut, so they do not parse");
+    assert.deepEqual(call.function.arguments.replace(/\s/g, ""), full.function.arguments.replace(/\s/g, "").slice(0, call.function.arguments.replace(/\s/g, "").length), "a prefix of the whole call's arguments");
+
+    const stream = await client.chat.completions.create({ ...request, stream: true });
+    let streamed = "";
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      for (const delta of chunk.choices[0]?.delta.tool_calls ?? []) streamed += delta.function?.arguments ?? "";
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    assert.equal(finish, "length");
+    assert.equal(streamed, call.function.arguments, "greedy: the stream cuts at the same place");
+  });
+
   test("the ledger has a row under each request id a client saw", async () => {
     server.process.kill("SIGTERM");
     await new Promise((resolve) => server.process.once("exit", resolve));

@@ -60,6 +60,11 @@ export interface ModelHost {
   readonly contextWindow: number;
   readonly vocabularySize: number;
   tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): RenderedPrompt;
+  /**
+   * A raw prompt (legacy completions), no chat template: BOS first when the model's tokenizer adds
+   * one, and special-token text recognised, as llama-server tokenizes a completion prompt.
+   */
+  tokenizeText(text: string): Token[];
   /** Whether the model's chat template renders a `tools` list itself. */
   readonly templateRendersTools: boolean;
   /**
@@ -238,6 +243,11 @@ function createHost(
     contextWindow,
     vocabularySize: vocabularySize(model),
     tokenizeChat: (messages, tools, options) => template.tokenize(messages, tools, options),
+    tokenizeText(text) {
+      const tokens = model.tokenize(text, true) as Token[];
+      const bos = model.tokens.bos;
+      return model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos ? [bos as Token, ...tokens] : tokens;
+    },
     templateRendersTools: template.rendersTools,
     generate,
     stats: () => {

@@ -24,6 +24,10 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
         throw error;
       }
     },
+    async prepareText(text) {
+      const tokens = host.tokenizeText(text);
+      return { tokens, tokenCount: tokens.length, opensThinking: false };
+    },
     async *generate(prompt, params, signal): AsyncGenerator<EngineEvent> {
       try {
         yield* host.generate({ promptTokens: prompt.tokens, ...params }, signal);

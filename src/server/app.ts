@@ -7,6 +7,7 @@ import { installAuth, type Authenticate } from "./auth.js";
 import { installErrorHandlers } from "./errors.js";
 import { installRequestIds, requestIdFor } from "./request-id.js";
 import { chatRoutes } from "./routes/chat.js";
+import { completionsRoutes } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { modelRoutes } from "./routes/models.js";
@@ -57,6 +58,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
         async (api) => {
           modelRoutes(api, deps.registry);
           chatRoutes(api, deps.chat);
+          completionsRoutes(api, deps.chat);
         },
         { prefix },
       );

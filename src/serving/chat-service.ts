@@ -48,6 +48,11 @@ export interface ChatInput {
   hasImages?: boolean;
   /** `none` turns the model's thinking off where its chat template can; the others leave it on. */
   reasoningEffort?: ReasoningEffort;
+  /**
+   * Raw prompts (legacy completions) in place of `messages`: no chat template, no tools, no thinking.
+   * Each gets `n` choices; choice `p × n + i` is prompt p's i-th.
+   */
+  rawPrompts?: string[];
   /** OpenAI's `prompt_cache_key`: prompts share cached prefixes only within the account and this key. */
   promptCacheKey?: string;
 }
@@ -140,19 +145,24 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
         const { constraint, constraintParam } = outputConstraint(input, forced);
         // Grammar-bound output cannot hold a think block, so the model is asked not to think.
         const thinking = input.reasoningEffort === "none" || constraint ? false : undefined;
-        const prompt = await preparePrompt(backend, input.messages, offered, { thinking });
-        promptTokens = prompt.tokenCount;
+        const prompts = input.rawPrompts
+          ? await Promise.all(input.rawPrompts.map((text) => backend.prepareText(text)))
+          : [await preparePrompt(backend, input.messages, offered, { thinking })];
+        promptTokens = prompts.reduce((sum, p) => sum + p.tokenCount, 0);
         const n = input.n ?? 1;
-        const maxTokens = completionBudget(entry, backend, prompt, input.maxTokens);
+        const choiceCount = n * prompts.length;
+        const maxTokens = Math.min(...prompts.map((prompt) => completionBudget(entry, backend, prompt, input.maxTokens)));
 
         // The budget is reserved before the rate and concurrency limits are consulted, so a request
         // that cannot be paid for never takes a slot from one that can. Every choice may use max_tokens.
-        const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens * n });
+        const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens * choiceCount });
         reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase, budgetUsd: caller.limits.budgetUsd });
-        lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * n, limits: caller.limits });
+        lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * choiceCount, limits: caller.limits });
 
         const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
-        const generations = Array.from({ length: n }, (_, index) => {
+        const choicePrompts = prompts.flatMap((prompt) => Array.from({ length: n }, () => prompt));
+        const generations = choicePrompts.map((prompt, choice) => {
+          const index = choice % n;
           const sampling = {
             temperature: input.temperature ?? DEFAULT_TEMPERATURE,
             topP: input.topP ?? DEFAULT_TOP_P,
@@ -172,8 +182,8 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
         try {
           starts = await Promise.all(generations.map((g) => admitted(g, constraintParam)));
           meter.admitted(Math.max(...starts.map((s) => s.queuedMs)));
-          // The prompt is billed once; only what every choice found cached counts as cached.
-          cachedPromptTokens = Math.min(...starts.map((s) => s.cachedTokens));
+          // Each prompt is billed once; only what every one of its choices found cached counts as cached.
+          cachedPromptTokens = prompts.reduce((sum, _, p) => sum + Math.min(...starts.slice(p * n, (p + 1) * n).map((s) => s.cachedTokens)), 0);
         } catch (error) {
           await Promise.allSettled(generations.map((g) => g.return(undefined)));
           throw error;
@@ -190,7 +200,7 @@ export function createChatService({ registry, ledger, limits, budgets, metrics }
           systemFingerprint,
           events: meteredEvents(
             generations.map((g, index) => {
-              const splitter = new ReasoningSplitter({ enabled: !constraint, startsInReasoning: prompt.opensThinking });
+              const splitter = new ReasoningSplitter({ enabled: !constraint && !input.rawPrompts, startsInReasoning: choicePrompts[index]!.opensThinking });
               return shapeChoice(index, splitReasoning(g, splitter), shaping);
             }),
             meter,

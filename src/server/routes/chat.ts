@@ -23,7 +23,7 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService): void {
 }
 
 /** Aborts the generation as soon as the client goes away, so its sequence is freed at once. */
-function abortOnDisconnect(reply: FastifyReply): AbortSignal {
+export function abortOnDisconnect(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
   reply.raw.on("close", () => {
     if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
@@ -31,7 +31,7 @@ function abortOnDisconnect(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
-function toWireUsage(usage: Usage): WireUsage {
+export function toWireUsage(usage: Usage): WireUsage {
   return {
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,

@@ -18,6 +18,7 @@ import { openRequestLimits } from "../limits/open.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
+import { createResponseStore } from "../responses/store.js";
 import type { Database } from "../storage/database.js";
 
 interface ServeFlags {
@@ -56,6 +57,7 @@ async function serve(flags: ServeFlags): Promise<void> {
     metrics,
     registry,
     db,
+    responses: createResponseStore(db),
     authenticate: (token) => authenticate(db, token),
     bodyLimit: settings.bodyLimit,
     corsOrigins: settings.corsOrigins,

@@ -8,12 +8,14 @@ import { installErrorHandlers } from "./errors.js";
 import { installRequestIds, requestIdFor } from "./request-id.js";
 import { chatRoutes } from "./routes/chat.js";
 import { completionsRoutes } from "./routes/completions.js";
+import { responsesRoutes } from "./routes/responses.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { modelRoutes } from "./routes/models.js";
 import { usageRoutes } from "./routes/usage.js";
 import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { ResponseStore } from "../responses/store.js";
 
 export interface AppDeps {
   chat: ChatService;
@@ -24,6 +26,8 @@ export interface AppDeps {
   /** Largest accepted request body, in bytes. */
   bodyLimit: number;
   metrics: Metrics;
+  /** Responses kept with `store: true` (the Responses API). */
+  responses: ResponseStore;
   /** Origins browsers may call the API from; ["*"] (the default) allows any. */
   corsOrigins?: string[];
   logger?: FastifyServerOptions["logger"];
@@ -59,6 +63,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
           modelRoutes(api, deps.registry);
           chatRoutes(api, deps.chat);
           completionsRoutes(api, deps.chat);
+          responsesRoutes(api, deps.chat, deps.responses);
         },
         { prefix },
       );

@@ -5,7 +5,11 @@ import { stringifyJson } from "../billing/money-json.js";
 /** A server-sent-events writer over the raw response; each event is one `data:` line. */
 export interface SseWriter {
   send(data: unknown): void;
+  /** A named event (`event:` line), as the Responses API streams them. */
+  event(name: string, data: unknown): void;
   done(): void;
+  /** Ends the stream with no `[DONE]` sentinel (the Responses API sends none). */
+  end(): void;
 }
 
 export function openSse(reply: FastifyReply): SseWriter {
@@ -26,8 +30,12 @@ export function openSse(reply: FastifyReply): SseWriter {
   };
   return {
     send: (data) => write(`data: ${stringifyJson(data)}\n\n`),
+    event: (name, data) => write(`event: ${name}\ndata: ${stringifyJson(data)}\n\n`),
     done() {
       write("data: [DONE]\n\n");
+      if (!raw.writableEnded) raw.end();
+    },
+    end() {
       if (!raw.writableEnded) raw.end();
     },
   };

@@ -3,10 +3,12 @@ import cors from "@fastify/cors";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { ChatService } from "../serving/chat-service.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
+import { API_PREFIXES } from "./api-paths.js";
 import { installAuth, type Authenticate } from "./auth.js";
 import { installErrorHandlers } from "./errors.js";
 import { installRequestIds, requestIdFor } from "./request-id.js";
 import { chatRoutes } from "./routes/chat.js";
+import { docsRoutes } from "./routes/docs.js";
 import { completionsRoutes } from "./routes/completions.js";
 import { responsesRoutes } from "./routes/responses.js";
 import { healthRoutes } from "./routes/health.js";
@@ -33,12 +35,6 @@ export interface AppDeps {
   logger?: FastifyServerOptions["logger"];
 }
 
-/**
- * The OpenAI-compatible routes are served under each of these: the specification's `compat`, the
- * hosted service's own `openai` segment, and the bare `/v1` many tools assume.
- */
-export const API_PREFIXES = ["/v1/compat", "/v1/openai", "/v1"] as const;
-
 /** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage. */
 export function buildApp(deps: AppDeps): FastifyInstance {
   const app = Fastify({
@@ -57,6 +53,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     healthRoutes(routes, deps.registry);
     metricsRoutes(routes, deps.metrics);
     usageRoutes(routes, deps.db);
+    void routes.register(docsRoutes);
     for (const prefix of API_PREFIXES) {
       void routes.register(
         async (api) => {

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { Command } from "commander";
 import { createLocalEngineBackend } from "../backends/local-engine.js";
 import { loadCatalog } from "../catalog/load.js";
-import { ensureModels } from "../catalog/pull.js";
+import { ensureModels, findPulledModel } from "../catalog/pull.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
 import { loadSettings, type Settings } from "../config/settings.js";
@@ -110,8 +110,13 @@ async function ensureFirstKey(db: Database): Promise<void> {
 const SHUTDOWN_GRACE_MS = 10_000;
 
 async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
-  const pulled = await ensureModels(catalog, { modelsDir: resolveModelsDir(), progress: true });
-  for (const entry of catalog) {
+  // An on-demand model is served only once someone has pulled it (`switchyard models pull <id>`).
+  const modelsDir = resolveModelsDir();
+  const absent = await Promise.all(catalog.map(async (entry) => entry.pull === "on_demand" && (await findPulledModel(entry, modelsDir)) === null));
+  const toLoad = catalog.filter((_, i) => !absent[i]);
+  catalog.filter((_, i) => absent[i]).forEach((entry) => registry.notPulled(entry.id));
+  const pulled = await ensureModels(toLoad, { modelsDir, progress: true });
+  for (const entry of toLoad) {
     const file = pulled.find((p) => p.id === entry.id);
     try {
       if (!file) throw new Error("the model file was not pulled");

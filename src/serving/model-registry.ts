@@ -1,7 +1,8 @@
 import type { Backend } from "../backends/backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
 
-export type ModelState = "loading" | "ready" | "failed";
+/** `not_pulled`: an on-demand catalog model whose file is not in the models dir. */
+export type ModelState = "loading" | "ready" | "failed" | "not_pulled";
 
 export interface ServedModel {
   entry: CatalogEntry;
@@ -18,6 +19,7 @@ export interface ModelRegistry {
   get(id: string): ServedModel | undefined;
   ready(id: string, backend: Backend, systemFingerprint?: string): void;
   failed(id: string, error: string): void;
+  notPulled(id: string): void;
   allReady(): boolean;
   closeAll(): Promise<void>;
 }
@@ -38,7 +40,11 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
     failed(id, error) {
       Object.assign(mustGet(id), { state: "failed", error });
     },
-    allReady: () => [...models.values()].every((m) => m.state === "ready"),
+    notPulled(id) {
+      Object.assign(mustGet(id), { state: "not_pulled" });
+    },
+    // A model nobody pulled is not a model this server failed to make ready.
+    allReady: () => [...models.values()].every((m) => m.state === "ready" || m.state === "not_pulled"),
     async closeAll() {
       await Promise.all([...models.values()].map((m) => m.backend?.close()));
     },

@@ -123,6 +123,7 @@ describe("legacy text completions on the real base model", () => {
       [{ best_of: 3 }, "best_of"],
       [{ prompt: [] }, "prompt"],
       [{ prompt: 42 }, "prompt"],
+      [{ prompt: "word ".repeat(9000) }, "prompt"],
     ];
     for (const [extra, param] of cases) {
       const error = await client.completions.create({ model: GEMMA, prompt: "Hi", max_tokens: 2, ...extra } as never).catch((e: unknown) => e);

@@ -108,6 +108,25 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
     ids.push(replay.id);
   });
 
+  test("a streamed function call: the item is added, its arguments come as delta and done, then the item is done", async () => {
+    const stream = await client.responses.create({ model: SMOLLM2, input: "What's the weather in Rome?", tools: [weatherTool], tool_choice: { type: "function", name: "get_weather" }, temperature: 0, stream: true });
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    const types = events.map((e) => e.type);
+    const added = events.find((e) => e.type === "response.output_item.added");
+    assert.ok(added?.type === "response.output_item.added" && added.item.type === "function_call");
+    const start = types.indexOf("response.output_item.added");
+    assert.deepEqual(types.slice(start, start + 4), ["response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done"]);
+    const done = events[start + 2] as OpenAI.Responses.ResponseFunctionCallArgumentsDoneEvent;
+    assert.equal(done.name, "get_weather");
+    assert.equal(typeof JSON.parse(done.arguments).city, "string");
+    const final = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent;
+    assert.equal(final.type, "response.completed");
+    ids.push(final.response.id);
+    const item = final.response.output[0]!;
+    assert.ok(item.type === "function_call" && item.arguments === done.arguments && item.id === added.item.id);
+  });
+
   test("previous_response_id continues a stored conversation; the instructions do not carry over", async () => {
     const first = await client.responses.create({ model: SMOLLM2, instructions: "You are a pirate. ".repeat(10), input: "My name is Ada.", max_output_tokens: 10 });
     const second = await client.responses.create({ model: SMOLLM2, previous_response_id: first.id, input: "What is my name?", max_output_tokens: 10 });
@@ -168,6 +187,7 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
       [{ tool_choice: "required" }, /^tool_choice$/],
       [{ temperature: 3 }, /^temperature$/],
       [{ metadata: { k: "v".repeat(600) } }, /^metadata/],
+      [{ input: "word ".repeat(9000) }, /^input$/],
     ];
     for (const [extra, param] of cases) {
       const error = await client.responses.create({ model: SMOLLM2, input: "Hi", ...extra } as never).catch((e: unknown) => e);

@@ -7,7 +7,7 @@ import { completionsRequestSchema, type CompletionsRequestBody, type WireComplet
 import type { ChatInput, ChatRun, ChatService } from "../../serving/chat-service.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
-import { toErrorBody } from "../errors.js";
+import { renamingParams, toErrorBody } from "../errors.js";
 import { openSse } from "../sse.js";
 import { abortOnDisconnect, toWireUsage } from "./chat.js";
 
@@ -20,7 +20,8 @@ export function completionsRoutes(app: FastifyInstance, chat: ChatService): void
     const body = parseRequest(completionsRequestSchema, request.body);
     const prompts = typeof body.prompt === "string" ? [body.prompt] : body.prompt;
     const signal = abortOnDisconnect(reply);
-    const run = await chat.start(callerOf(request), toInput(body, prompts), signal, { requestId: request.id, api: "completions" });
+    const started = chat.start(callerOf(request), toInput(body, prompts), signal, { requestId: request.id, api: "completions" });
+    const run = await renamingParams(started, { messages: "prompt" });
     const n = body.n ?? 1;
     // With echo each choice's text starts with its own prompt.
     const echoed = (index: number) => (body.echo ? prompts[Math.floor(index / n)]! : "");

@@ -7,11 +7,14 @@ import type { Caller, ChatRun, ChatService } from "../../serving/chat-service.js
 import type { ChatMessage } from "../../engine/types.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
-import { toErrorBody } from "../errors.js";
+import { renamingParams, toErrorBody } from "../errors.js";
 import { ResponseBuilder } from "../responses-output.js";
 import { toResponsesChatInput } from "../responses-input.js";
 import { openSse } from "../sse.js";
 import { abortOnDisconnect } from "./chat.js";
+
+/** Chat's parameter names in lifecycle errors, as the Responses API calls them. */
+const RESPONSES_PARAMS = { messages: "input", response_format: "text.format", "response_format.json_schema.schema": "text.format.schema" };
 
 const notFound = (id: string) => new NotFound(`No response with id '${id}' found.`);
 
@@ -25,7 +28,7 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
     const caller = callerOf(request);
     const earlier = await previousConversation(store, caller, body.previous_response_id);
     const { input, conversation } = toResponsesChatInput(body, earlier);
-    const run = await chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses" });
+    const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses" }), RESPONSES_PARAMS);
     const save = async (builder: ResponseBuilder, response: unknown) => {
       if (body.store === false) return;
       await store.save(caller.accountId, run.id, { conversation: [...conversation, builder.assistantMessage()], body: stringifyJson(response) });

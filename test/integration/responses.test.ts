@@ -180,6 +180,18 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
     assert.equal(data.reasoning?.effort, "low");
   });
 
+  test("the key's budget and rate limit apply as for chat, and a rejection leaves a ledger row", async () => {
+    const poor = new OpenAI({ apiKey: createKey(server.dataDir, "poor", ["--budget", "0.00000001"]), baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
+    const broke = await poor.responses.create({ model: SMOLLM2, input: "Hi", max_output_tokens: 50 }).catch((e: unknown) => e);
+    assert.ok(broke instanceof OpenAI.APIError && broke.status === 402, String(broke));
+    ids.push(broke.requestID!);
+    const limited = new OpenAI({ apiKey: createKey(server.dataDir, "limited", ["--rpm", "1"]), baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
+    ids.push((await limited.responses.create({ model: SMOLLM2, input: "Hi", max_output_tokens: 2 })).id);
+    const second = await limited.responses.create({ model: SMOLLM2, input: "Hi", max_output_tokens: 2 }).catch((e: unknown) => e);
+    assert.ok(second instanceof OpenAI.RateLimitError);
+    ids.push(second.requestID!);
+  });
+
   test("bad input is a 400 naming the parameter", async () => {
     const cases: Array<[Record<string, unknown>, RegExp]> = [
       [{ input: [] }, /^input$/],

@@ -6,3 +6,5 @@ cd "$(dirname "$0")/.."
 bash scripts/ensure-services.sh
 npx tsc -p tsconfig.json
 node bin/switchyard.js models pull
+# Pulled on demand, not with the rest; the tests that need a capable model use it.
+node bin/switchyard.js models pull Qwen/Qwen2.5-Coder-0.5B-Instruct

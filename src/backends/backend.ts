@@ -30,6 +30,8 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   readonly contextWindow: number;
   /** Renders the conversation with the model's chat template; throws PromptRejected if the template refuses it. */
   prepare(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): Promise<P>;
+  /** A raw prompt with no chat template (legacy completions). */
+  prepareText(text: string): Promise<P>;
   /** Token ids the model has (logit_bias keys must be below this). */
   readonly vocabularySize: number;
   /**

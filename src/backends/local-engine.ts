@@ -23,6 +23,10 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
         throw error;
       }
     },
+    async prepareText(text) {
+      const tokens = host.tokenizeText(text);
+      return { tokens, tokenCount: tokens.length, opensThinking: false };
+    },
     generate(prompt, choices, signal) {
       try {
         return host.generate(choices.map((params) => ({ promptTokens: prompt.tokens, ...params })), signal).map(backendErrors);

@@ -5,8 +5,11 @@
 import type { ModelPricing, ServiceTier, TokenPrices } from "../catalog/types.js";
 import { Dec, parseNonNegative, toText, type Decimal } from "./decimal.js";
 
-/** What a client may send as `service_tier` (null/absent mean the same as "auto"). */
-export type RequestedTier = "auto" | "default" | "priority" | "flex";
+/**
+ * What a client may send as `service_tier` (null/absent mean the same as "auto"). OpenAI's "scale"
+ * (reserved capacity) and "fast" are served as the closest tier we have: priority.
+ */
+export type RequestedTier = "auto" | "default" | "priority" | "flex" | "scale" | "fast";
 
 const PRICE_KEYS = ["input", "output", "cached_input"] as const;
 const ONE = Dec("1");
@@ -41,9 +44,10 @@ export function supportedTiers(pricing: ModelPricing): ServiceTier[] {
 
 /**
  * The tier a request is served (and billed, and echoed) at: "auto", null or absent → "default";
- * a tier the model does not offer → "default".
+ * "scale" and "fast" → "priority"; a tier the model does not offer → "default".
  */
 export function resolveTier(pricing: ModelPricing, requested: RequestedTier | null | undefined): ServiceTier {
+  if (requested === "scale" || requested === "fast") requested = "priority";
   if (requested === "priority" || requested === "flex") {
     return pricing.tiers?.[requested] !== undefined ? requested : "default";
   }

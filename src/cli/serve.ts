@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Command } from "commander";
 import { createLocalEngineBackend } from "../backends/local-engine.js";
 import { loadCatalog } from "../catalog/load.js";
-import { ensureModels } from "../catalog/pull.js";
+import { ensureModels, findPulledModel } from "../catalog/pull.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
 import { loadSettings, type Settings } from "../config/settings.js";
@@ -17,11 +17,13 @@ import { createChatService } from "../serving/chat-service.js";
 import { createUsageLedger } from "../billing/ledger.js";
 import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
+import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
 import { takeOwnership } from "../billing/recovery.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
+import { createResponseStore } from "../responses/store.js";
 import type { Database } from "../storage/database.js";
 
 interface ServeFlags {
@@ -78,9 +80,11 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     metrics,
     registry,
     db,
+    responses: createResponseStore(db),
     authenticate: (token) => authenticate(db, token),
     bodyLimit: settings.bodyLimit,
     connections: { requestTimeoutMs: settings.requestTimeoutMs, maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp },
+    corsOrigins: settings.corsOrigins,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const adminToken = settings.adminKey ?? generateAdminToken();
@@ -151,13 +155,17 @@ const FIRST_KEY_FILE = "first-api-key.txt";
 const SHUTDOWN_GRACE_MS = 10_000;
 
 async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
-  for (const entry of catalog) {
+  // An on-demand model is served only once someone has pulled it (`switchyard models pull <id>`).
+  const modelsDir = resolveModelsDir();
+  const absent = await Promise.all(catalog.map(async (entry) => entry.pull === "on_demand" && (await findPulledModel(entry, modelsDir)) === null));
+  const toLoad = catalog.filter((_, i) => !absent[i]);
+  catalog.filter((_, i) => absent[i]).forEach((entry) => registry.notPulled(entry.id));
+  for (const entry of toLoad) {
     try {
       // One model at a time: a file that fails to pull or verify marks that model failed, not the server.
-      const [file] = await ensureModels([entry], { modelsDir: resolveModelsDir(), progress: true });
+      const [file] = await ensureModels([entry], { modelsDir, progress: true });
       if (!file) throw new Error("the model file was not pulled");
-      const backend = await createLocalEngineBackend({
-        modelPath: file.path,
+      const engine = {
         sequences: settings.parallel,
         contextWindow: Math.min(entry.context_length, settings.maxContext),
         fallbackChatTemplate: entry.fallback_chat_template ? await readFile(entry.fallback_chat_template, "utf8") : undefined,
@@ -167,8 +175,9 @@ async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, sett
         flexMaxWaitMs: settings.flexMaxWaitMs,
         prefixCache: settings.prefixCache,
         stepTokens: settings.stepTokens,
-      });
-      registry.ready(entry.id, backend);
+      };
+      const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
+      registry.ready(entry.id, backend, systemFingerprint(file.sha256, engine));
     } catch (error) {
       registry.failed(entry.id, (error as Error).message);
       process.stderr.write(`failed to load ${entry.id}: ${(error as Error).message}\n`);

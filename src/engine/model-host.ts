@@ -9,7 +9,7 @@ import { constraintToGbnf } from "./grammar/index.js";
 import { loadModel } from "./native/loaded-model.js";
 import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
-import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PromptOptions, RenderedPrompt, ToolDefinition } from "./types.js";
+import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
 
 export { QueueFullError, WaitExpiredError };
 
@@ -39,6 +39,8 @@ export interface ModelHost {
   readonly contextWindow: number;
   readonly vocabularySize: number;
   tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): RenderedPrompt;
+  /** A raw prompt's tokens, with no chat template: BOS first where the tokenizer adds one, special tokens parsed. */
+  tokenizeText(text: string): Token[];
   /** Whether the model's chat template renders a `tools` list itself. */
   readonly templateRendersTools: boolean;
   /**
@@ -92,6 +94,7 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
       contextWindow,
       vocabularySize: model.vocabularySize,
       tokenizeChat: (messages, tools, promptOptions) => template.tokenize(messages, tools, promptOptions),
+      tokenizeText: (text) => model.tokenize(text, { addSpecial: true }),
       templateRendersTools: template.rendersTools,
       generate: (request, signal) => router.generate(request, signal),
       stats: () => router.stats(),

@@ -1,25 +1,8 @@
 import { z } from "zod";
+import { commonRequestFields } from "./common-fields.js";
+import { identifier, preview, text } from "./identifiers.js";
 
-/**
- * Identifiers are stored in the ledger and echoed in errors, so they are short, printable text:
- * a NUL byte cannot be stored in PostgreSQL text at all, and a megabyte "model" would be stored
- * (and echoed) as it came.
- */
-export const MAX_IDENTIFIER_CHARS = 256;
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
-const identifier = (max = MAX_IDENTIFIER_CHARS) =>
-  z
-    .string()
-    .max(max, `must be at most ${max} characters.`)
-    .refine((value) => !CONTROL_CHARS.test(value), "must not contain control characters (NUL, newlines, ...).");
-/** Any text that may reach storage or a log: PostgreSQL text cannot hold NUL. */
-const text = z.string().refine((value) => !value.includes("\u0000"), "must not contain NUL bytes.");
-
-/** A short, safe preview of caller input for an error message: never the whole of it. */
-export function preview(value: unknown, max = 40): string {
-  const json = JSON.stringify(value) ?? String(value);
-  return json.length <= max ? json : `${json.slice(0, max)}...`;
-}
+export { MAX_IDENTIFIER_CHARS, preview } from "./identifiers.js";
 
 /**
  * The chat request as it arrives on the wire. Unknown fields are ignored, as OpenAI-compatible
@@ -106,15 +89,15 @@ export const chatRequestSchema = z
     tools: z.array(tool).max(128).nullish(),
     tool_choice: toolChoice.nullish(),
     parallel_tool_calls: z.boolean().nullish(),
-    user: identifier().nullish(),
-    // OpenAI's limits: 16 pairs, keys up to 64 characters, values up to 512.
-    metadata: z.record(identifier(64), z.string().max(512, "values must be at most 512 characters.")).refine((m) => Object.keys(m).length <= 16, "at most 16 pairs.").nullish(),
-    service_tier: z.enum(["auto", "default", "priority", "flex"]).nullish(),
+    ...commonRequestFields,
     reasoning_effort: z
       .enum(REASONING_EFFORTS, { error: (issue) => `Invalid value ${preview(issue.input)}: must be one of ${REASONING_EFFORTS.map((e) => `'${e}'`).join(", ")}.` })
       .nullish(),
   })
   .superRefine((body, ctx) => {
+    if (body.stream_options != null && body.stream !== true) {
+      ctx.addIssue({ code: "custom", path: ["stream_options"], message: "'stream_options' is only allowed when 'stream' is true." });
+    }
     if (body.top_logprobs != null && body.top_logprobs > 0 && body.logprobs !== true) {
       ctx.addIssue({ code: "custom", path: ["top_logprobs"], message: "'top_logprobs' requires 'logprobs' to be true." });
     }

@@ -51,6 +51,7 @@ export interface ChatCompletion {
   created: number;
   model: string;
   service_tier: WireServiceTier;
+  system_fingerprint: string;
   choices: Array<{
     index: number;
     /** `reasoning_content`: the model's thinking, present only when it thought. */
@@ -67,6 +68,7 @@ export interface ChatCompletionChunk {
   created: number;
   model: string;
   service_tier: WireServiceTier;
+  system_fingerprint: string;
   choices: Array<{
     index: number;
     delta: { role?: "assistant"; content?: string | null; reasoning_content?: string; tool_calls?: WireToolCallDelta[] };

@@ -1,16 +1,24 @@
+import compress from "@fastify/compress";
+import cors from "@fastify/cors";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { ChatService } from "../serving/chat-service.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
+import { API_PREFIXES } from "./api-paths.js";
 import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { installErrorHandlers } from "./errors.js";
+import { installRequestIds, requestIdFor } from "./request-id.js";
 import { chatRoutes } from "./routes/chat.js";
+import { docsRoutes } from "./routes/docs.js";
+import { completionsRoutes } from "./routes/completions.js";
+import { responsesRoutes } from "./routes/responses.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { modelRoutes } from "./routes/models.js";
 import { usageRoutes } from "./routes/usage.js";
 import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { ResponseStore } from "../responses/store.js";
 
 export interface AppDeps {
   chat: ChatService;
@@ -23,6 +31,10 @@ export interface AppDeps {
   metrics: Metrics;
   /** Request timeout and the per-IP cap on unauthenticated connections. */
   connections?: Partial<ConnectionLimits>;
+  /** Responses kept with `store: true` (the Responses API). */
+  responses: ResponseStore;
+  /** Origins browsers may call the API from; ["*"] (the default) allows any. */
+  corsOrigins?: string[];
   logger?: FastifyServerOptions["logger"];
 }
 
@@ -42,14 +54,50 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     requestTimeout: connections.requestTimeoutMs,
     http: httpServerOptions(connections),
     clientErrorHandler,
+    genReqId: requestIdFor,
   });
+  installRequestIds(app);
   installErrorHandlers(app);
   installConnectionGuards(app, connections);
   installAuth(app, deps.authenticate);
-  healthRoutes(app, deps.registry);
-  metricsRoutes(app, deps.metrics);
-  modelRoutes(app, deps.registry);
-  chatRoutes(app, deps.chat);
-  usageRoutes(app, deps.db);
+  installCors(app, deps.corsOrigins ?? ["*"]);
+  // Streams are written to the raw socket (hijacked), so only JSON bodies are ever compressed.
+  void app.register(compress, { encodings: ["br", "gzip"], threshold: 1024 });
+  void app.register(async (routes) => {
+    healthRoutes(routes, deps.registry);
+    metricsRoutes(routes, deps.metrics);
+    usageRoutes(routes, deps.db);
+    void routes.register(docsRoutes);
+    for (const prefix of API_PREFIXES) {
+      void routes.register(
+        async (api) => {
+          modelRoutes(api, deps.registry);
+          chatRoutes(api, deps.chat);
+          completionsRoutes(api, deps.chat);
+          responsesRoutes(api, deps.chat, deps.responses);
+        },
+        { prefix },
+      );
+    }
+  });
   return app;
+}
+
+/**
+ * Browsers may call the API from the configured origins; keys travel in headers, never cookies, so
+ * any origin is safe by default. The admin routes never answer cross-origin requests.
+ */
+function installCors(app: FastifyInstance, origins: string[]): void {
+  const origin = origins.includes("*") ? "*" : origins;
+  void app.register(cors, {
+    delegator: (request, callback) => {
+      const admin = (request.url ?? "").startsWith("/admin/");
+      callback(null, {
+        origin: admin ? false : origin,
+        methods: ["GET", "POST", "DELETE", "OPTIONS"],
+        exposedHeaders: ["x-request-id", "retry-after"],
+        maxAge: 600,
+      });
+    },
+  });
 }

@@ -18,7 +18,22 @@ const KEY_PARAMS = /(?:^|[?&])(?:api[_-]?key|key|access[_-]?token|token)=/i;
 
 /** Routes anyone may call; the admin routes check the admin key themselves. */
 function isPublicRoute(route: string | undefined): boolean {
-  return route === undefined || route === "/health" || route === "/metrics" || route.startsWith("/admin/");
+  return route === undefined || route === "/health" || route === "/metrics" || route === "/openapi.json" || route === "/docs" || route.startsWith("/docs/") || route.startsWith("/admin/");
+}
+
+/**
+ * The key a request carries: `Authorization: Bearer`, or `api-key` (Azure-style clients) or
+ * `x-api-key` (Anthropic-style clients). A malformed Authorization header counts as absent only
+ * when one of the others is present.
+ */
+function presentedKey(request: FastifyRequest): string | undefined {
+  const bearer = BEARER.exec(request.headers.authorization ?? "");
+  if (bearer) return bearer[1]!;
+  for (const name of ["api-key", "x-api-key"]) {
+    const value = request.headers[name];
+    if (typeof value === "string" && value.trim()) return value.trim();
+  }
+  return undefined;
 }
 
 /**
@@ -33,10 +48,11 @@ export function installAuth(app: FastifyInstance, authenticate: Authenticate): v
     if (query !== -1 && KEY_PARAMS.test(request.url.slice(query))) {
       throw new InvalidRequest("API keys are not accepted in the URL; send 'Authorization: Bearer <API_KEY>' instead (and revoke a key sent in a URL).", null, "api_key_in_url");
     }
-    if (isPublicRoute(request.routeOptions.url)) return;
-    const match = BEARER.exec(request.headers.authorization ?? "");
-    if (!match) throw new Unauthorized("Missing or malformed Authorization header. Send 'Authorization: Bearer <API_KEY>'.");
-    const caller = await authenticate(match[1]!);
+    // A CORS preflight never carries credentials; it is answered before any route runs.
+    if (isPublicRoute(request.routeOptions.url) || request.method === "OPTIONS") return;
+    const key = presentedKey(request);
+    if (!key) throw new Unauthorized("Missing or malformed API key. Send 'Authorization: Bearer <API_KEY>' (or an 'api-key' or 'x-api-key' header).");
+    const caller = await authenticate(key);
     if (!caller) throw new Unauthorized("Incorrect API key provided.");
     request.caller = caller;
     markAuthenticated(request);

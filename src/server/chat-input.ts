@@ -4,14 +4,18 @@ import { InvalidRequest } from "../errors.js";
 import { chatRequestSchema, type ChatRequestBody, type WireMessage } from "../protocol/chat-request.js";
 import type { ChatInput } from "../serving/chat-service.js";
 
-/** Validates the wire body; the first problem becomes a 400 naming its `param`. */
-export function parseChatRequest(body: unknown): ChatRequestBody {
+/** Validates a wire body against its schema; the first problem becomes a 400 naming its `param`. */
+export function parseRequest<T>(schema: z.ZodType<T>, body: unknown): T {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     throw new InvalidRequest("The request body must be a JSON object.");
   }
-  const parsed = chatRequestSchema.safeParse(body);
+  const parsed = schema.safeParse(body);
   if (!parsed.success) throw invalidFrom(parsed.error, body);
   return parsed.data;
+}
+
+export function parseChatRequest(body: unknown): ChatRequestBody {
+  return parseRequest(chatRequestSchema, body);
 }
 
 /**
@@ -70,6 +74,7 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
     })),
     toolChoice: choice == null ? undefined : typeof choice === "string" ? choice : { name: choice.function.name },
     ...(body.reasoning_effort ? { reasoningEffort: body.reasoning_effort } : {}),
+    ...(body.prompt_cache_key != null ? { promptCacheKey: body.prompt_cache_key } : {}),
     hasImages: body.messages.some((m) => Array.isArray(m.content) && m.content.some((part) => part.type === "image_url")),
   };
 }

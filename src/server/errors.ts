@@ -29,6 +29,19 @@ function fromFastifyError(error: FastifyError): ServiceError | undefined {
   return undefined;
 }
 
+/**
+ * The chat lifecycle names chat's parameters in its errors; an API with other names for the same
+ * things (`input` for `messages`, `text.format` for `response_format`) renames them for its callers.
+ */
+export async function renamingParams<T>(work: Promise<T>, names: Record<string, string>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (!(error instanceof ServiceError) || error.param === null || !(error.param in names)) throw error;
+    throw new ServiceError(error.status, error.type, error.message, error.code, names[error.param]!, error.headers);
+  }
+}
+
 export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known = error instanceof ServiceError ? error : fromFastifyError(error);

@@ -1,9 +1,9 @@
-import { randomBytes } from "node:crypto";
 import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
 import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
 import type { ChatMessage, EngineEvent, OutputConstraint, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
 import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation, InFlightLedger } from "./ports.js";
@@ -11,7 +11,7 @@ import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning, type SplitEvent } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
 import { checkSchemas } from "./schema-check.js";
-import { mayBeToolCall, parseToolCalls, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
+import { mayBeToolCall, parseToolCalls, partialToolCall, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
 
 /** Who is asking; the serving layer needs only what scopes and limits the request. */
 export interface Caller {
@@ -49,6 +49,19 @@ export interface ChatInput {
   hasImages?: boolean;
   /** `none` turns the model's thinking off where its chat template can; the others leave it on. */
   reasoningEffort?: ReasoningEffort;
+  /**
+   * Raw prompts (legacy completions) in place of `messages`: no chat template, no tools, no thinking.
+   * Each gets `n` choices; choice `p × n + i` is prompt p's i-th.
+   */
+  rawPrompts?: string[];
+  /** OpenAI's `prompt_cache_key`: prompts share cached prefixes only within the account and this key. */
+  promptCacheKey?: string;
+}
+
+/** How the HTTP layer names the request: its id (the ledger row's too) and the API it came through. */
+export interface RequestContext {
+  requestId?: string;
+  api?: ApiKind;
 }
 
 export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";
@@ -84,6 +97,8 @@ export interface ChatRun {
   model: string;
   /** The tier the request is served and billed at (a tier the model lacks falls back to "default"). */
   serviceTier: ServiceTier;
+  /** Stable per model file and engine configuration (see fingerprint.ts). */
+  systemFingerprint: string;
   /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
   events: AsyncGenerator<ServingEvent>;
 }
@@ -94,7 +109,7 @@ export interface ChatService {
    * rejection (unknown model, too long, over a limit or budget, queue full) reaches the caller
    * before any output. Every request, admitted or not, leaves exactly one ledger row.
    */
-  start(caller: Caller, input: ChatInput, signal: AbortSignal): Promise<ChatRun>;
+  start(caller: Caller, input: ChatInput, signal: AbortSignal, context?: RequestContext): Promise<ChatRun>;
 }
 
 export interface ChatServiceDeps {
@@ -115,15 +130,15 @@ const DEFAULT_TOP_P = 1;
 
 export function createChatService({ registry, ledger, limits, budgets, inFlight, metrics }: ChatServiceDeps): ChatService {
   return {
-    async start(caller, input, signal) {
-      const requestId = completionId();
-      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model });
+    async start(caller, input, signal, context = {}) {
+      const requestId = context.requestId ?? newRequestId(context.api ?? "chat.completions");
+      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: context.api ?? "chat.completions" });
       let tier: ServiceTier = "default";
       let promptTokens = 0;
       let lease: LimitLease | undefined;
       let reservation: BudgetReservation | null = null;
       try {
-        const { entry, backend } = readyModel(registry, caller, input.model);
+        const { entry, backend, systemFingerprint } = readyModel(registry, caller, input.model);
         checkCapabilities(entry, backend, input);
         checkCheapContextBound(entry, backend, input);
         tier = resolveTier(entry.pricing, input.serviceTier);
@@ -135,18 +150,21 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
         const { constraint, constraintParam } = outputConstraint(input, forced);
         // Grammar-bound output cannot hold a think block, so the model is asked not to think.
         const thinking = input.reasoningEffort === "none" || constraint ? false : undefined;
-        const prompt = await preparePrompt(backend, input.messages, offered, { thinking });
-        promptTokens = prompt.tokenCount;
+        const prompts = input.rawPrompts
+          ? await Promise.all(input.rawPrompts.map((text) => backend.prepareText(text)))
+          : [await preparePrompt(backend, input.messages, offered, { thinking })];
+        promptTokens = prompts.reduce((sum, p) => sum + p.tokenCount, 0);
         const n = input.n ?? 1;
-        const maxTokens = completionBudget(entry, backend, prompt, input.maxTokens);
+        const choiceCount = n * prompts.length;
+        const maxTokens = Math.min(...prompts.map((prompt) => completionBudget(entry, backend, prompt, input.maxTokens)));
 
         // The budget is reserved before the rate and concurrency limits are consulted, so a request
         // that cannot be paid for never takes a slot from one that can. Every choice may use max_tokens.
-        const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens * n });
+        const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens * choiceCount });
         // Durable before anything is reserved or run, so a crash from here on is billed and released.
-        await meter.begin(inFlight, { serviceTier: tier, promptTokens, prices, maxCompletionTokens: maxTokens * n });
+        await meter.begin(inFlight, { serviceTier: tier, promptTokens, prices, maxCompletionTokens: maxTokens * choiceCount });
         reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase, budgetUsd: caller.limits.budgetUsd });
-        lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * n, limits: caller.limits });
+        lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * choiceCount, limits: caller.limits });
 
         const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
         const choices = Array.from({ length: n }, (_, index) => {
@@ -161,16 +179,17 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
             logitBias: input.logitBias,
             seed: input.seed === undefined ? undefined : input.seed + index,
           };
-          return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: caller.accountId };
+          return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: cacheNamespace(caller, input) };
         });
-        const generations = backend.generate(prompt, choices, signal);
+        // Each prompt's n choices go together: the backend computes the prompt once for them.
+        const generations = prompts.flatMap((prompt) => backend.generate(prompt, choices, signal));
         let cachedPromptTokens: number;
         let starts: Array<{ queuedMs: number; cachedTokens: number }>;
         try {
           starts = await Promise.all(generations.map((g) => admitted(g, constraintParam)));
           meter.admitted(Math.max(...starts.map((s) => s.queuedMs)));
-          // The prompt is billed once; only what every choice found cached counts as cached.
-          cachedPromptTokens = Math.min(...starts.map((s) => s.cachedTokens));
+          // Each prompt is billed once; only what every one of its choices found cached counts as cached.
+          cachedPromptTokens = prompts.reduce((sum, _, p) => sum + Math.min(...starts.slice(p * n, (p + 1) * n).map((s) => s.cachedTokens)), 0);
         } catch (error) {
           await Promise.allSettled(generations.map((g) => g.return(undefined)));
           throw error;
@@ -184,9 +203,10 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
           created: Math.floor(Date.now() / 1000),
           model: entry.id,
           serviceTier: tier,
+          systemFingerprint,
           events: meteredEvents(
             generations.map((g, index) => {
-              const splitter = new ReasoningSplitter({ enabled: !constraint, startsInReasoning: prompt.opensThinking });
+              const splitter = new ReasoningSplitter({ enabled: !constraint && !input.rawPrompts, startsInReasoning: prompts[Math.floor(index / n)]!.opensThinking });
               return shapeChoice(index, splitReasoning(g, splitter), shaping);
             }),
             meter,
@@ -213,12 +233,21 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
   };
 }
 
-function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entry: CatalogEntry; backend: Backend } {
+/** Cached prefixes are never shared across accounts; `prompt_cache_key` narrows them further within one. */
+function cacheNamespace(caller: Caller, input: ChatInput): string {
+  return input.promptCacheKey === undefined ? caller.accountId : JSON.stringify([caller.accountId, input.promptCacheKey]);
+}
+
+function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entry: CatalogEntry; backend: Backend; systemFingerprint: string } {
   const served = registry.get(id);
   if (!served || (caller.allowedModels && !caller.allowedModels.includes(id))) throw new ModelNotFound(id);
+  if (served.state === "not_pulled") {
+    const how = `Pull it with 'switchyard models pull ${id}' (or 'npx switchyard models pull ${id}'), then restart the server.`;
+    throw new ServiceError(503, "server_error", `The model '${id}' is in the catalog but not pulled on this server. ${how}`, "model_not_pulled");
+  }
   if (served.state === "failed") throw new CapacityUnavailable(`The model '${id}' failed to load: ${served.error ?? "unknown error"}`, 60);
   if (served.state !== "ready" || !served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
-  return { entry: served.entry, backend: served.backend };
+  return { entry: served.entry, backend: served.backend, systemFingerprint: served.systemFingerprint ?? "fp_unknown" };
 }
 
 async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: readonly ToolDefinition[], options: PromptOptions): Promise<PreparedPrompt> {
@@ -336,10 +365,12 @@ async function* shapeChoice(index: number, generation: AsyncGenerator<SplitEvent
       continue;
     }
     if (holding && event.reason !== "cancelled" && shaping.mode !== "none") {
-      const calls = event.reason === "length" ? null : parseToolCalls(held, shaping.tools);
+      // A forced call cut by max_tokens still comes back as a call, with its partial arguments.
+      const cut = event.reason === "length";
+      const calls = cut ? (shaping.mode === "forced" ? partialToolCall(held, shaping.tools) : null) : parseToolCalls(held, shaping.tools);
       if (calls) {
         yield { type: "tool_calls", index, calls, ...counts };
-        yield { type: "finish", index, reason: "tool_calls", ...counts };
+        yield { type: "finish", index, reason: cut ? "length" : "tool_calls", ...counts };
         return;
       }
       if (held) yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
@@ -459,8 +490,4 @@ function outputConstraint(input: ChatInput, forced: readonly ToolDefinition[]): 
   if (format?.type === "json_object") return { constraint: { type: "json" }, constraintParam: "response_format" };
   if (format?.type === "json_schema") return { constraint: { type: "json_schema", schema: format.schema }, constraintParam: "response_format.json_schema.schema" };
   return { constraint: undefined, constraintParam: null };
-}
-
-function completionId(): string {
-  return `chatcmpl-${randomBytes(18).toString("base64url")}`;
 }

@@ -1,12 +1,15 @@
 import type { Backend } from "../backends/backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
 
-export type ModelState = "loading" | "ready" | "failed";
+/** `not_pulled`: an on-demand catalog model whose file is not in the models dir. */
+export type ModelState = "loading" | "ready" | "failed" | "not_pulled";
 
 export interface ServedModel {
   entry: CatalogEntry;
   state: ModelState;
   backend?: Backend;
+  /** `system_fingerprint`: stable per model file and engine configuration (fingerprint.ts). */
+  systemFingerprint?: string;
   error?: string;
 }
 
@@ -14,8 +17,9 @@ export interface ServedModel {
 export interface ModelRegistry {
   list(): ServedModel[];
   get(id: string): ServedModel | undefined;
-  ready(id: string, backend: Backend): void;
+  ready(id: string, backend: Backend, systemFingerprint?: string): void;
   failed(id: string, error: string): void;
+  notPulled(id: string): void;
   allReady(): boolean;
   closeAll(): Promise<void>;
 }
@@ -30,13 +34,17 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
   return {
     list: () => [...models.values()],
     get: (id) => models.get(id),
-    ready(id, backend) {
-      Object.assign(mustGet(id), { state: "ready", backend, error: undefined });
+    ready(id, backend, systemFingerprint) {
+      Object.assign(mustGet(id), { state: "ready", backend, systemFingerprint, error: undefined });
     },
     failed(id, error) {
       Object.assign(mustGet(id), { state: "failed", error });
     },
-    allReady: () => [...models.values()].every((m) => m.state === "ready"),
+    notPulled(id) {
+      Object.assign(mustGet(id), { state: "not_pulled" });
+    },
+    // A model nobody pulled is not a model this server failed to make ready.
+    allReady: () => [...models.values()].every((m) => m.state === "ready" || m.state === "not_pulled"),
     async closeAll() {
       await Promise.all([...models.values()].map((m) => m.backend?.close()));
     },

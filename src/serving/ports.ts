@@ -1,4 +1,5 @@
 import type { ServiceTier, TokenPrices } from "../catalog/types.js";
+import type { ApiKind } from "../protocol/request-ids.js";
 
 /**
  * What the request lifecycle needs from metering, limits and budgets. Serving calls these; the
@@ -17,6 +18,8 @@ export interface UsageRecord {
   accountId: string;
   keyId: string;
   model: string;
+  /** The API the request came through; absent: chat completions. */
+  api?: ApiKind;
   serviceTier: ServiceTier;
   promptTokens: number;
   cachedTokens: number;

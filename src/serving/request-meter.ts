@@ -1,4 +1,5 @@
 import type { ServiceTier } from "../catalog/types.js";
+import type { ApiKind } from "../protocol/request-ids.js";
 import type { DeliveryGuard, InFlightLedger, InFlightStart, UsageLedger, UsageRecord, UsageStatus } from "./ports.js";
 
 export interface MeterContext {
@@ -6,6 +7,7 @@ export interface MeterContext {
   accountId: string;
   keyId: string;
   model: string;
+  api: ApiKind;
 }
 
 export interface MeterOutcome {

@@ -45,6 +45,25 @@ export function parseToolCalls(text: string, tools: readonly ToolDefinition[]): 
   return calls;
 }
 
+/**
+ * A forced call cut off by max_tokens: the grammar emits `{"name": ..., "arguments": ...}` in that
+ * order, so the text so far names the tool and holds the start of its arguments. Returned as a call
+ * whose `arguments` is that partial text, as OpenAI returns it with finish_reason "length". Null when
+ * the cut came before the name was settled (no tool, or more than one, starts with what was written).
+ */
+export function partialToolCall(text: string, tools: readonly ToolDefinition[]): ToolCall[] | null {
+  const complete = parseToolCalls(text, tools);
+  if (complete) return complete;
+  const match = /^\s*\{\s*"name"\s*:\s*"([^"\\]*)(")?/u.exec(text);
+  if (!match) return null;
+  const [head, written, closed] = match;
+  const candidates = tools.filter((t) => (closed ? t.name === written : t.name.startsWith(written!)));
+  if (candidates.length !== 1) return null;
+  const args = closed ? /^\s*,\s*"arguments"\s*:\s*/u.exec(text.slice(head.length)) : null;
+  const argumentsText = args ? text.slice(head.length + args[0].length) : "";
+  return [{ id: toolCallId(), name: candidates[0]!.name, arguments: argumentsText }];
+}
+
 /** Whether text that starts like this may turn out to be a tool call in `auto` mode (so it is held back). */
 export function mayBeToolCall(prefix: string): boolean {
   const start = prefix.trimStart();

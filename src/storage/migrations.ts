@@ -105,6 +105,26 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    id: 5,
+    name: "the API each request came through",
+    sql: `ALTER TABLE usage_records ADD COLUMN api text NOT NULL DEFAULT 'chat.completions';`,
+  },
+  {
+    id: 6,
+    name: "stored responses",
+    sql: `
+      CREATE TABLE responses (
+        id            text PRIMARY KEY,
+        account_id    text NOT NULL REFERENCES accounts (id),
+        conversation  jsonb NOT NULL,
+        body          text NOT NULL,
+        created_at    timestamptz NOT NULL DEFAULT now()
+      );
+
+      CREATE INDEX responses_account_id_idx ON responses (account_id);
+    `,
+  },
 ];
 
 /**

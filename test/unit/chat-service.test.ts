@@ -26,6 +26,9 @@ function faultyBackend(failAfterTokens: number): Backend {
   return {
     contextWindow: 1024,
     vocabularySize: 0,
+    async prepareText(): Promise<PreparedPrompt> {
+      return { tokenCount: 3, opensThinking: false };
+    },
     async prepare(): Promise<PreparedPrompt> {
       return { tokenCount: 10, opensThinking: false };
     },

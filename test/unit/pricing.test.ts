@@ -103,6 +103,14 @@ describe("supportedTiers / resolveTier", () => {
     assert.equal(resolveTier(flexOnly, "priority"), "default");
     assert.equal(resolveTier(flexOnly, "flex"), "flex");
   });
+
+  it("OpenAI's scale and fast are the closest tier the model has: priority, else default", () => {
+    for (const requested of ["scale", "fast"] as const) {
+      assert.equal(resolveTier(discounted, requested), "priority");
+      assert.equal(resolveTier(standardOnly, requested), "default");
+      assert.equal(resolveTier(flexOnly, requested), "default");
+    }
+  });
 });
 
 describe("requestCost", () => {

@@ -4,7 +4,7 @@ import { JsonEnd } from "../../src/engine/json-end.js";
 import { toolCallGbnf } from "../../src/engine/grammar/index.js";
 import { TextStream } from "../../src/engine/text-stream.js";
 import { chatRequestSchema } from "../../src/protocol/chat-request.js";
-import { mayBeToolCall, parseToolCalls, toolCallConstraint } from "../../src/serving/tool-calls.js";
+import { mayBeToolCall, parseToolCalls, partialToolCall, toolCallConstraint } from "../../src/serving/tool-calls.js";
 
 const detokenize = (tokens: readonly number[]) => Buffer.from(tokens).toString("utf8");
 const bytesOf = (text: string) => [...Buffer.from(text, "utf8")];
@@ -56,6 +56,20 @@ test("tool calls are read from a JSON object, an array, a <tool_call> wrapper or
   assert.ok(mayBeToolCall("  {\"na"));
   assert.ok(mayBeToolCall("<tool"));
   assert.ok(!mayBeToolCall("The weather"));
+});
+
+test("a forced call cut short keeps the tool's name and the partial arguments text", () => {
+  const two = [...tools, { name: "get_time", parameters: { type: "object", properties: {} } }];
+  const cut = partialToolCall('{"name": "get_weather", "arguments": {"city": "Par', two)!;
+  assert.equal(cut.length, 1);
+  assert.equal(cut[0]!.name, "get_weather");
+  assert.equal(cut[0]!.arguments, '{"city": "Par');
+  assert.match(cut[0]!.id, /^call_/);
+  assert.equal(partialToolCall('{"name":"get_weather","argu', two)![0]!.arguments, "", "no arguments written yet");
+  assert.equal(partialToolCall('{"name": "get_w', two)![0]!.name, "get_weather", "a name prefix only one tool has");
+  assert.equal(partialToolCall('{"name": "get_', two), null, "a name prefix two tools share");
+  assert.equal(partialToolCall("{", two), null);
+  assert.deepEqual(JSON.parse(partialToolCall('{"name": "get_time", "arguments": {}}', two)![0]!.arguments), {}, "a complete call parses whole");
 });
 
 test("a forced call's constraint carries the tools, and its grammar holds each call to a const name", () => {

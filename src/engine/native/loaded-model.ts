@@ -14,8 +14,11 @@ export interface LoadedModel {
   readonly chatTemplate: string | undefined;
   readonly bosText: string;
   readonly eosText: string;
-  /** Special tokens written in the text (`<|im_start|>`) are recognised; no BOS is added. */
-  tokenize(text: string): Token[];
+  /**
+   * Special tokens written in the text (`<|im_start|>`) are recognised. `addSpecial`: BOS (and EOS)
+   * where the tokenizer adds them, for a raw prompt; a rendered chat template writes its own.
+   */
+  tokenize(text: string, options?: { addSpecial?: boolean }): Token[];
   /** The bytes a generated token adds to the text (special tokens add none). */
   pieceBytes(token: Token): Uint8Array;
   /** The token as text, special tokens spelled out (for log probabilities). */
@@ -43,7 +46,7 @@ export function loadModel(path: string): LoadedModel {
     chatTemplate: lib.llama_model_chat_template(handle, null) ?? undefined,
     bosText: specialText(lib, vocab, lib.llama_vocab_bos(vocab)),
     eosText: specialText(lib, vocab, lib.llama_vocab_eos(vocab)),
-    tokenize: (text) => tokenize(lib, vocab, text),
+    tokenize: (text, options) => tokenize(lib, vocab, text, options?.addSpecial ?? false),
     pieceBytes: (token) => (pieces[token] ??= piece(token, false)),
     tokenText(token) {
       let text = texts.get(token);
@@ -55,14 +58,14 @@ export function loadModel(path: string): LoadedModel {
   };
 }
 
-function tokenize(lib: LlamaLibrary, vocab: Handle, text: string): Token[] {
+function tokenize(lib: LlamaLibrary, vocab: Handle, text: string, addSpecial: boolean): Token[] {
   const bytes = Buffer.from(text, "utf8");
   // A token covers at least one byte, plus room for special tokens the tokenizer may add.
   let out = new Int32Array(bytes.length + 8);
-  let count = lib.llama_tokenize(vocab, bytes, bytes.length, out, out.length, false, true);
+  let count = lib.llama_tokenize(vocab, bytes, bytes.length, out, out.length, addSpecial, true);
   if (count < 0) {
     out = new Int32Array(-count);
-    count = lib.llama_tokenize(vocab, bytes, bytes.length, out, out.length, false, true);
+    count = lib.llama_tokenize(vocab, bytes, bytes.length, out, out.length, addSpecial, true);
   }
   if (count < 0) throw new Error(`llama.cpp could not tokenize a text of ${bytes.length} bytes`);
   return Array.from(out.subarray(0, count)) as Token[];

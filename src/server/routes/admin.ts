@@ -14,7 +14,7 @@ export interface AdminRoutesOptions {
   adminToken: string;
 }
 
-const createKeyBody = z.object({
+export const createKeyBody = z.object({
   account: z.string().min(1),
   name: z.string().nullish(),
   /** Unix seconds or an ISO 8601 date. */
@@ -24,7 +24,7 @@ const createKeyBody = z.object({
 });
 
 /** Only the limits may change; an unknown field is a 400 rather than silently ignored. */
-const patchKeyBody = z.strictObject(keyLimitFields());
+export const patchKeyBody = z.strictObject(keyLimitFields());
 
 /** Ranges are checked by the store, so the API and the CLI give the same messages. */
 function keyLimitFields() {
@@ -36,7 +36,7 @@ function keyLimitFields() {
   };
 }
 
-const listKeysQuery = z.object({ account: z.string().optional() });
+export const listKeysQuery = z.object({ account: z.string().optional() });
 
 /**
  * Key and account administration under /admin/v1, for operators and for the CLI while a server

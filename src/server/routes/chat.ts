@@ -9,12 +9,13 @@ import { parseChatRequest, toChatInput } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
 import { openSse } from "../sse.js";
 
+/** Registered under each API prefix (see app.ts), so the paths here are relative to it. */
 export function chatRoutes(app: FastifyInstance, chat: ChatService): void {
-  app.post("/v1/compat/chat/completions", async (request, reply) => {
+  app.post("/chat/completions", async (request, reply) => {
     const body = parseChatRequest(request.body);
     const signal = abortOnDisconnect(reply);
     const input = toChatInput(body);
-    const run = await chat.start(callerOf(request), input, signal);
+    const run = await chat.start(callerOf(request), input, signal, { requestId: request.id, api: "chat.completions" });
     const logprobs = input.logprobs !== undefined;
     if (body.stream) return streamRun(run, reply, request, body.stream_options?.include_usage === true, logprobs);
     return sendCompletion(run, reply, input.n ?? 1, logprobs);
@@ -22,7 +23,7 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService): void {
 }
 
 /** Aborts the generation as soon as the client goes away, so its sequence is freed at once. */
-function abortOnDisconnect(reply: FastifyReply): AbortSignal {
+export function abortOnDisconnect(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
   reply.raw.on("close", () => {
     if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
@@ -30,7 +31,7 @@ function abortOnDisconnect(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
-function toWireUsage(usage: Usage): WireUsage {
+export function toWireUsage(usage: Usage): WireUsage {
   return {
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,
@@ -73,6 +74,7 @@ async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logp
         created: run.created,
         model: run.model,
         service_tier: run.serviceTier,
+        system_fingerprint: run.systemFingerprint,
         choices: choices.map((c, index) => ({
           index,
           message: {
@@ -101,6 +103,7 @@ async function streamRun(run: ChatRun, reply: FastifyReply, request: FastifyRequ
     created: run.created,
     model: run.model,
     service_tier: run.serviceTier,
+    system_fingerprint: run.systemFingerprint,
     choices,
     ...(includeUsage ? { usage: usage ?? null } : {}),
   });

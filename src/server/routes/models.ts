@@ -25,13 +25,13 @@ function toWireModel({ entry, state }: ServedModel) {
 export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void {
   const visible = (allowed: string[] | null) => registry.list().filter((m) => !allowed || allowed.includes(m.entry.id));
 
-  app.get("/v1/compat/models", async (request, reply) => {
+  app.get("/models", async (request, reply) => {
     const data = visible(callerOf(request).allowedModels).map(toWireModel);
     return reply.type("application/json; charset=utf-8").send(stringifyJson({ object: "list", data }));
   });
 
   // Model ids contain a slash (`owner/name`), so the id is the rest of the path.
-  app.get("/v1/compat/models/*", async (request, reply) => {
+  app.get("/models/*", async (request, reply) => {
     const id = decodeURIComponent((request.params as { "*": string })["*"]);
     const model = visible(callerOf(request).allowedModels).find((m) => m.entry.id === id);
     if (!model) throw new ModelNotFound(id);

@@ -1,0 +1,23 @@
+import { z } from "zod";
+
+/**
+ * Identifiers are stored in the ledger and echoed in errors, so they are short, printable text:
+ * a NUL byte cannot be stored in PostgreSQL text at all, and a megabyte "model" would be stored
+ * (and echoed) as it came.
+ */
+export const MAX_IDENTIFIER_CHARS = 256;
+const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+export const identifier = (max = MAX_IDENTIFIER_CHARS) =>
+  z
+    .string()
+    .max(max, `must be at most ${max} characters.`)
+    .refine((value) => !CONTROL_CHARS.test(value), "must not contain control characters (NUL, newlines, ...).");
+/** Any text that may reach storage or a log: PostgreSQL text cannot hold NUL. */
+export const text = z.string().refine((value) => !value.includes("\u0000"), "must not contain NUL bytes.");
+
+/** A short, safe preview of caller input for an error message: never the whole of it. */
+export function preview(value: unknown, max = 40): string {
+  const json = JSON.stringify(value) ?? String(value);
+  return json.length <= max ? json : `${json.slice(0, max)}...`;
+}
+

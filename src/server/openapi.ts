@@ -1,0 +1,138 @@
+import { z } from "zod";
+import { chatRequestSchema } from "../protocol/chat-request.js";
+import { completionsRequestSchema } from "../protocol/completions-request.js";
+import { responsesRequestSchema } from "../protocol/responses-request.js";
+import { API_PREFIXES } from "./api-paths.js";
+import { createKeyBody, listKeysQuery, patchKeyBody } from "./routes/admin.js";
+
+type Method = "get" | "post" | "patch" | "delete";
+type Auth = "key" | "admin" | "none";
+
+interface Operation {
+  method: Method;
+  path: string;
+  id: string;
+  summary: string;
+  auth: Auth;
+  /** The zod schema the route validates its body with. */
+  body?: z.ZodType;
+  /** Query parameters: the zod object the route validates them with, or a list written out. */
+  query?: z.ZodObject | Array<{ name: string; description: string; schema?: Record<string, unknown> }>;
+  pathParams?: Array<{ name: string; description: string }>;
+  response: { description: string; contentType?: string; streams?: boolean };
+  errors: number[];
+}
+
+/** The same shape every error has (src/server/errors.ts). */
+const errorSchema = z.object({
+  error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }),
+});
+
+const responseId = [{ name: "id", description: "The response's id (`resp_…`)." }];
+
+/** The OpenAI-compatible operations, served under every prefix in API_PREFIXES. */
+const API_OPERATIONS: Operation[] = [
+  { method: "post", path: "/chat/completions", id: "createChatCompletion", summary: "Chat completion", auth: "key", body: chatRequestSchema, response: { description: "A chat.completion object, or with `stream: true` server-sent chat.completion.chunk events.", streams: true }, errors: [400, 401, 402, 404, 413, 415, 429, 503] },
+  { method: "post", path: "/completions", id: "createCompletion", summary: "Legacy text completion (raw prompt, no chat template)", auth: "key", body: completionsRequestSchema, response: { description: "A text_completion object, or server-sent text_completion chunks.", streams: true }, errors: [400, 401, 402, 404, 429, 503] },
+  { method: "post", path: "/responses", id: "createResponse", summary: "Create a response (Responses API)", auth: "key", body: responsesRequestSchema, response: { description: "A response object, or typed server-sent events (response.created … response.completed).", streams: true }, errors: [400, 401, 402, 404, 429, 503] },
+  { method: "get", path: "/responses/{id}", id: "getResponse", summary: "A stored response of the caller's account", auth: "key", pathParams: responseId, response: { description: "The response object as it was returned." }, errors: [401, 404] },
+  { method: "delete", path: "/responses/{id}", id: "deleteResponse", summary: "Delete a stored response", auth: "key", pathParams: responseId, response: { description: "`{id, object: \"response\", deleted: true}`" }, errors: [401, 404] },
+  { method: "get", path: "/models", id: "listModels", summary: "The models the key may use", auth: "key", response: { description: "`{object: \"list\", data: [model]}` with context length, precision, tags, prices per tier and status." }, errors: [401] },
+  { method: "get", path: "/models/{model}", id: "retrieveModel", summary: "One model (the id has a slash: `owner/name`)", auth: "key", pathParams: [{ name: "model", description: "`owner/name`" }], response: { description: "A model object." }, errors: [401, 404] },
+];
+
+const usageQuery = [
+  { name: "start", description: "Inclusive; Unix seconds or an ISO 8601 date or date-time." },
+  { name: "end", description: "Exclusive; Unix seconds or an ISO 8601 date or date-time." },
+  { name: "group_by", description: "`model`, `day` or `key`.", schema: { type: "string", enum: ["model", "day", "key"] } },
+];
+
+const OTHER_OPERATIONS: Operation[] = [
+  { method: "get", path: "/v1/usage", id: "getUsage", summary: "The caller's account's usage and exact cost", auth: "key", query: usageQuery, response: { description: "Totals and groups." }, errors: [400, 401] },
+  { method: "get", path: "/health", id: "health", summary: "Readiness and load per model", auth: "none", response: { description: "200 once every model is loaded, 503 while loading." }, errors: [503] },
+  { method: "get", path: "/metrics", id: "metrics", summary: "Prometheus metrics (vLLM names)", auth: "none", response: { description: "Prometheus text.", contentType: "text/plain" }, errors: [] },
+  { method: "get", path: "/openapi.json", id: "openapi", summary: "This document", auth: "none", response: { description: "OpenAPI 3.1." }, errors: [] },
+  { method: "get", path: "/docs", id: "docs", summary: "The rendered API reference", auth: "none", response: { description: "HTML.", contentType: "text/html" }, errors: [] },
+  { method: "get", path: "/docs/assets/{file}", id: "docsAssets", summary: "The reference page's scripts and styles (from swagger-ui-dist)", auth: "none", pathParams: [{ name: "file", description: "File name." }], response: { description: "The file.", contentType: "application/octet-stream" }, errors: [404] },
+  { method: "post", path: "/admin/v1/keys", id: "adminCreateKey", summary: "Create an API key (the key is shown once)", auth: "admin", body: createKeyBody, response: { description: "The key and its id." }, errors: [400, 401] },
+  { method: "get", path: "/admin/v1/keys", id: "adminListKeys", summary: "List keys", auth: "admin", query: listKeysQuery, response: { description: "The keys (never their secrets)." }, errors: [401] },
+  { method: "patch", path: "/admin/v1/keys/{id}", id: "adminPatchKey", summary: "Change a key's limits and budget", auth: "admin", body: patchKeyBody, pathParams: [{ name: "id", description: "Key id." }], response: { description: "The key." }, errors: [400, 401, 404] },
+  { method: "delete", path: "/admin/v1/keys/{id}", id: "adminRevokeKey", summary: "Revoke a key", auth: "admin", pathParams: [{ name: "id", description: "Key id." }], response: { description: "The revoked key." }, errors: [401, 404] },
+  { method: "get", path: "/admin/v1/usage", id: "adminUsage", summary: "An account's usage", auth: "admin", query: [{ name: "account", description: "Account name (required)." }, ...usageQuery], response: { description: "Totals and groups." }, errors: [400, 401, 404] },
+  { method: "post", path: "/admin/v1/accounts/{name}/disable", id: "adminDisableAccount", summary: "Disable an account", auth: "admin", pathParams: [{ name: "name", description: "Account name." }], response: { description: "The account." }, errors: [401, 404] },
+  { method: "post", path: "/admin/v1/accounts/{name}/enable", id: "adminEnableAccount", summary: "Enable an account", auth: "admin", pathParams: [{ name: "name", description: "Account name." }], response: { description: "The account." }, errors: [401, 404] },
+];
+
+/** A zod schema as the JSON Schema (2020-12, as OpenAPI 3.1 uses) of what a client may send. */
+function jsonSchema(schema: z.ZodType): Record<string, unknown> {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+  return rest;
+}
+
+const SECURITY: Record<Auth, Array<Record<string, string[]>>> = {
+  key: [{ bearerKey: [] }, { apiKeyHeader: [] }, { xApiKeyHeader: [] }],
+  admin: [{ adminBearer: [] }],
+  none: [],
+};
+
+function queryParameters(query: Operation["query"]) {
+  if (!query) return [];
+  if (Array.isArray(query)) return query.map((p) => ({ name: p.name, in: "query", required: false, description: p.description, schema: p.schema ?? { type: "string" } }));
+  const schema = jsonSchema(query) as { properties?: Record<string, unknown>; required?: string[] };
+  return Object.entries(schema.properties ?? {}).map(([name, property]) => ({ name, in: "query", required: schema.required?.includes(name) ?? false, schema: property }));
+}
+
+function operationObject(op: Operation, operationId: string) {
+  const ok = op.response.streams
+    ? { "application/json": { schema: { type: "object" } }, "text/event-stream": { schema: { type: "string" } } }
+    : { [op.response.contentType ?? "application/json"]: { schema: op.response.contentType ? { type: "string" } : { type: "object" } } };
+  const errors = Object.fromEntries(op.errors.map((status) => [String(status), { $ref: "#/components/responses/Error" }]));
+  const parameters = [
+    ...(op.pathParams ?? []).map((p) => ({ name: p.name, in: "path", required: true, description: p.description, schema: { type: "string" } })),
+    ...queryParameters(op.query),
+  ];
+  return {
+    operationId,
+    summary: op.summary,
+    security: SECURITY[op.auth],
+    ...(parameters.length ? { parameters } : {}),
+    ...(op.body ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(op.body) } } } } : {}),
+    responses: { "200": { description: op.response.description, content: ok }, ...errors },
+  };
+}
+
+/**
+ * The OpenAPI 3.1 document. Request bodies come from the zod schemas the routes validate with, so
+ * the document cannot drift from what is accepted. The API operations appear under every prefix.
+ */
+export function openApiDocument(version: string): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  const add = (path: string, method: Method, operation: unknown) => ((paths[path] ??= {})[method] = operation);
+  for (const op of API_OPERATIONS) {
+    for (const prefix of API_PREFIXES) {
+      const suffix = prefix === "/v1/compat" ? "" : prefix === "/v1/openai" ? "_openai" : "_v1";
+      add(prefix + op.path, op.method, operationObject(op, op.id + suffix));
+    }
+  }
+  for (const op of OTHER_OPERATIONS) add(op.path, op.method, operationObject(op, op.id));
+  return {
+    openapi: "3.1.0",
+    info: { title: "Switchyard", version, description: "OpenAI-compatible chat completions, completions and responses on embedded llama.cpp models." },
+    paths,
+    components: {
+      securitySchemes: {
+        bearerKey: { type: "http", scheme: "bearer", description: "An API key: `Authorization: Bearer KEY`." },
+        apiKeyHeader: { type: "apiKey", in: "header", name: "api-key", description: "The same key, Azure-style." },
+        xApiKeyHeader: { type: "apiKey", in: "header", name: "x-api-key", description: "The same key." },
+        adminBearer: { type: "http", scheme: "bearer", description: "The admin key (SWITCHYARD_ADMIN_KEY, or server.json)." },
+      },
+      schemas: { Error: jsonSchema(errorSchema) },
+      responses: {
+        Error: {
+          description: "An error in the OpenAI shape. Every response carries `x-request-id`.",
+          content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,61 @@
+import type { ChatMessage } from "../engine/types.js";
+import type { ResponsesInputItem, ResponsesRequestBody } from "../protocol/responses-request.js";
+import type { ChatInput } from "../serving/chat-service.js";
+
+const partsText = (content: string | Array<{ text: string }>) => (typeof content === "string" ? content : content.map((p) => p.text).join(""));
+
+/**
+ * Input items as chat messages: message items become turns (`developer` is `system`), consecutive
+ * `function_call` items join the assistant turn before them, each `function_call_output` is a
+ * `tool` message answering its `call_id`. Reasoning items are dropped, as chat drops thinking.
+ */
+export function itemsToMessages(input: string | ResponsesInputItem[]): ChatMessage[] {
+  if (typeof input === "string") return [{ role: "user", content: input }];
+  const messages: ChatMessage[] = [];
+  for (const item of input) {
+    if (item.type === "reasoning") continue;
+    if (item.type === "function_call") {
+      const call = { id: item.call_id, name: item.name, arguments: item.arguments };
+      const last = messages.at(-1);
+      if (last?.role === "assistant") (last.toolCalls ??= []).push(call);
+      else messages.push({ role: "assistant", content: "", toolCalls: [call] });
+    } else if (item.type === "function_call_output") {
+      messages.push({ role: "tool", content: partsText(item.output), toolCallId: item.call_id });
+    } else if ("role" in item) {
+      messages.push({ role: item.role === "developer" ? "system" : item.role, content: partsText(item.content) });
+    }
+  }
+  return messages;
+}
+
+/**
+ * The Responses request as the chat lifecycle's input. `conversation` is what a later
+ * `previous_response_id` continues from: the earlier conversation and this input, without the
+ * instructions (which, as OpenAI has it, do not carry over).
+ */
+export function toResponsesChatInput(body: ResponsesRequestBody, earlier: readonly ChatMessage[]): { input: ChatInput; conversation: ChatMessage[] } {
+  const conversation = [...earlier, ...itemsToMessages(body.input)];
+  const messages: ChatMessage[] = body.instructions ? [{ role: "system", content: body.instructions }, ...conversation] : conversation;
+  const format = body.text?.format;
+  const choice = body.tool_choice;
+  const input: ChatInput = {
+    model: body.model,
+    messages,
+    maxTokens: body.max_output_tokens ?? undefined,
+    temperature: body.temperature ?? undefined,
+    topP: body.top_p ?? undefined,
+    stop: [],
+    n: 1,
+    serviceTier: body.service_tier ?? undefined,
+    responseFormat: format?.type === "json_object" ? { type: "json_object" } : format?.type === "json_schema" ? { type: "json_schema", schema: format.schema } : undefined,
+    tools: body.tools?.map((t) => ({
+      name: t.name,
+      ...(t.description != null ? { description: t.description } : {}),
+      parameters: t.parameters ?? { type: "object", properties: {} },
+    })),
+    toolChoice: choice == null ? undefined : typeof choice === "string" ? choice : { name: choice.name },
+    ...(body.reasoning?.effort ? { reasoningEffort: body.reasoning.effort } : {}),
+    ...(body.prompt_cache_key != null ? { promptCacheKey: body.prompt_cache_key } : {}),
+  };
+  return { input, conversation };
+}

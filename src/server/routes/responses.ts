@@ -1,0 +1,99 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { stringifyJson } from "../../billing/money-json.js";
+import { NotFound, ServiceError } from "../../errors.js";
+import { responsesRequestSchema, type ResponsesRequestBody } from "../../protocol/responses-request.js";
+import type { ResponseStore } from "../../responses/store.js";
+import type { Caller, ChatRun, ChatService } from "../../serving/chat-service.js";
+import type { ChatMessage } from "../../engine/types.js";
+import { callerOf } from "../auth.js";
+import { parseRequest } from "../chat-input.js";
+import { renamingParams, toErrorBody } from "../errors.js";
+import { ResponseBuilder } from "../responses-output.js";
+import { toResponsesChatInput } from "../responses-input.js";
+import { openSse } from "../sse.js";
+import { abortOnDisconnect } from "./chat.js";
+
+/** Chat's parameter names in lifecycle errors, as the Responses API calls them. */
+const RESPONSES_PARAMS = { messages: "input", response_format: "text.format", "response_format.json_schema.schema": "text.format.schema" };
+
+const notFound = (id: string) => new NotFound(`No response with id '${id}' found.`);
+
+/**
+ * The Responses API on the chat lifecycle: the request becomes a chat input, the run's events
+ * become output items (and, streamed, typed events). Stored responses belong to one account.
+ */
+export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: ResponseStore): void {
+  app.post("/responses", async (request, reply) => {
+    const body = parseRequest(responsesRequestSchema, request.body);
+    const caller = callerOf(request);
+    const earlier = await previousConversation(store, caller, body.previous_response_id);
+    const { input, conversation } = toResponsesChatInput(body, earlier);
+    const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses" }), RESPONSES_PARAMS);
+    const save = async (builder: ResponseBuilder, response: unknown) => {
+      if (body.store === false) return;
+      await store.save(caller.accountId, run.id, { conversation: [...conversation, builder.assistantMessage()], body: stringifyJson(response) });
+    };
+    if (body.stream) return streamResponse(run, body, reply, request, save);
+    const builder = new ResponseBuilder(run, body);
+    for await (const event of run.events) {
+      const response = builder.apply(event);
+      if (response) {
+        await save(builder, response);
+        return reply.type("application/json; charset=utf-8").send(stringifyJson(response));
+      }
+    }
+    return reply; // cancelled: the client is gone
+  });
+
+  app.get<{ Params: { id: string } }>("/responses/:id", async (request, reply) => {
+    const stored = await store.get(callerOf(request).accountId, request.params.id);
+    if (!stored) throw notFound(request.params.id);
+    return reply.type("application/json; charset=utf-8").send(stored.body);
+  });
+
+  app.delete<{ Params: { id: string } }>("/responses/:id", async (request) => {
+    if (!(await store.delete(callerOf(request).accountId, request.params.id))) throw notFound(request.params.id);
+    return { id: request.params.id, object: "response", deleted: true };
+  });
+}
+
+async function previousConversation(store: ResponseStore, caller: Caller, id: string | null | undefined): Promise<ChatMessage[]> {
+  if (!id) return [];
+  const stored = await store.get(caller.accountId, id);
+  if (!stored) throw new ServiceError(404, "invalid_request_error", `Previous response with id '${id}' not found.`, "previous_response_not_found", "previous_response_id");
+  return stored.conversation;
+}
+
+async function streamResponse(
+  run: ChatRun,
+  body: ResponsesRequestBody,
+  reply: FastifyReply,
+  request: FastifyRequest,
+  save: (builder: ResponseBuilder, response: unknown) => Promise<void>,
+): Promise<void> {
+  const sse = openSse(reply);
+  let sequence = 0;
+  let final: { type: string; payload: Record<string, unknown> } | null = null;
+  const builder = new ResponseBuilder(run, body, (type, payload) => {
+    sequence = (payload.sequence_number as number) + 1;
+    // The last event waits until the response is stored, so a client may continue from it at once.
+    if (type === "response.completed" || type === "response.incomplete") final = { type, payload };
+    else sse.event(type, payload);
+  });
+  try {
+    builder.started();
+    for await (const event of run.events) {
+      const response = builder.apply(event);
+      if (response && final) {
+        await save(builder, response);
+        const { type, payload } = final;
+        sse.event(type, payload);
+      }
+    }
+  } catch (error) {
+    request.log.error({ err: error }, "generation failed mid-stream");
+    const known = error instanceof ServiceError ? error : new ServiceError(500, "server_error", "The generation failed.", "internal_error");
+    sse.event("error", { ...toErrorBody(known).error, type: "error", sequence_number: sequence });
+  }
+  sse.end();
+}

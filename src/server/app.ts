@@ -3,6 +3,7 @@ import type { ChatService } from "../serving/chat-service.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { installAuth, type Authenticate } from "./auth.js";
 import { installErrorHandlers } from "./errors.js";
+import { accountKeyRoutes } from "./routes/account-keys.js";
 import { chatRoutes } from "./routes/chat.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
@@ -37,5 +38,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   modelRoutes(app, deps.registry);
   chatRoutes(app, deps.chat);
   usageRoutes(app, deps.db);
+  accountKeyRoutes(app, deps.db);
   return app;
 }

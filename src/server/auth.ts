@@ -2,11 +2,18 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Unauthorized } from "../errors.js";
 import type { Caller } from "../serving/chat-service.js";
 
-export type Authenticate = (token: string) => Promise<Caller | null>;
+/** The serving layer's caller, plus what only the account-scoped key API needs. */
+export interface ApiCaller extends Caller {
+  accountName: string;
+  /** The key was created with the manage-keys right: it may list, create and revoke its account's keys. */
+  manageKeys: boolean;
+}
+
+export type Authenticate = (token: string) => Promise<ApiCaller | null>;
 
 declare module "fastify" {
   interface FastifyRequest {
-    caller: Caller | null;
+    caller: ApiCaller | null;
   }
 }
 
@@ -25,7 +32,7 @@ export function installAuth(app: FastifyInstance, authenticate: Authenticate): v
   });
 }
 
-export function callerOf(request: FastifyRequest): Caller {
+export function callerOf(request: FastifyRequest): ApiCaller {
   if (!request.caller) throw new Unauthorized();
   return request.caller;
 }

@@ -83,6 +83,12 @@ export const migrations: Migration[] = [
       CREATE INDEX budget_reservations_key_id_idx ON budget_reservations (key_id);
     `,
   },
+  {
+    id: 4,
+    name: "manage-keys right",
+    // Existing keys keep exactly what they could do: no key gains the right by the upgrade.
+    sql: `ALTER TABLE api_keys ADD COLUMN manage_keys boolean NOT NULL DEFAULT false;`,
+  },
 ];
 
 /**

@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastif
 import type { ChatService } from "../serving/chat-service.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { installAuth, type Authenticate } from "./auth.js";
+import { consoleRoutes } from "./console.js";
 import { installErrorHandlers } from "./errors.js";
 import { accountKeyRoutes } from "./routes/account-keys.js";
 import { chatRoutes } from "./routes/chat.js";
@@ -39,5 +40,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   chatRoutes(app, deps.chat);
   usageRoutes(app, deps.db);
   accountKeyRoutes(app, deps.db);
+  void app.register(consoleRoutes);
   return app;
 }

@@ -32,3 +32,19 @@ export function addDays(day: string, days: number): string {
   date.setUTCDate(date.getUTCDate() + days);
   return utcDay(date);
 }
+
+/** Exact product of two plain decimal strings ("0.02" × "1.5" = "0.03"), on digits, never floats. */
+export function multiplyDecimal(a: string, b: string): string {
+  const [ai, as] = splitDecimal(a);
+  const [bi, bs] = splitDecimal(b);
+  const scale = as + bs;
+  const digits = (ai * bi).toString().padStart(scale + 1, "0");
+  const whole = digits.slice(0, digits.length - scale);
+  const fraction = digits.slice(digits.length - scale).replace(/0+$/, "");
+  return fraction ? `${whole}.${fraction}` : whole;
+}
+
+function splitDecimal(text: string): [bigint, number] {
+  const [whole = "0", fraction = ""] = text.split(".");
+  return [BigInt(whole + fraction), fraction.length];
+}

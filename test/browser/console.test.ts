@@ -192,9 +192,22 @@ describe("web console (/console) in Chromium", () => {
     await page.click("text=Sign out");
     await signIn(ADMIN_KEY);
     await page.waitForSelector(`article.engine[data-model="${SMOLLM2}"]`);
-    const card = (await page.textContent(`article.engine[data-model="${SMOLLM2}"]`)) ?? "";
-    assert.match(card, /KV cache/);
-    assert.match(card, /priority/);
+    const card = page.locator(`article.engine[data-model="${SMOLLM2}"]`);
+    assert.match((await card.textContent()) ?? "", /KV cache[\s\S]*Preemptions/);
+    assert.deepEqual(await card.locator("tbody tr td:first-child").allTextContents(), ["priority", "default", "flex"]);
+
+    // A request made while the page watches shows up in its TTFT and tokens/s, from /metrics.
+    await page.waitForFunction(() => document.querySelector("[data-testid=engines-window]")?.textContent?.includes("over the last"), null, { timeout: 60_000 });
+    const answered = await fetch(`${server.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${managerKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: SMOLLM2, messages: [{ role: "user", content: "Count to five." }], max_tokens: 24, service_tier: "priority" }),
+    });
+    assert.equal(answered.status, 200);
+    await page.waitForFunction(() => !/^–/.test(document.querySelector("[data-testid=engine-ttft]")?.textContent ?? "–"), null, { timeout: 60_000 });
+    assert.match((await card.locator("[data-testid=engine-ttft]").textContent()) ?? "", /^\d+(\.\d+)? m?s \/ \d+(\.\d+)? m?s$/);
+    // Generated tokens are counted when the request ends, which may be a scrape after its first token.
+    await page.waitForFunction(() => Number(document.querySelector("[data-testid=engine-tps]")?.textContent) > 0, null, { timeout: 60_000 });
     await screenshot(page, "engines");
   });
 

@@ -69,13 +69,22 @@ export function EnginesPage() {
         <h1>Engines</h1>
         <span class={`status status-${health?.status ?? "loading"}`}>{health?.status ?? "…"}</span>
       </div>
-      <p class="muted">Live from /health and /metrics every 5 s; rates and TTFT over the last {Math.max(1, Math.round(windowMs(list) / 60_000))} min ({list.length} scrapes).</p>
+      <p class="muted" data-testid="engines-window">
+        Live from /health and /metrics every 5 s.{" "}
+        {list.length < 2
+          ? "Rates and TTFT appear from the second scrape on."
+          : `Rates and TTFT over the last ${formatWindow(windowMs(list))} (up to 5 min kept).`}
+      </p>
       <ErrorBox error={error} />
       <div class="engine-grid">
         {health?.models.map((model) => <EngineCard key={model.id} model={model} scrapes={list} />)}
       </div>
     </section>
   );
+}
+
+function formatWindow(msSpan: number): string {
+  return msSpan < 60_000 ? `${Math.round(msSpan / 1000)} s` : `${(msSpan / 60_000).toFixed(1)} min`;
 }
 
 function windowMs(list: Scrape[]): number {

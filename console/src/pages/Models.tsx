@@ -1,7 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { call, messageOf } from "../api.js";
 import { ErrorBox, useNotify } from "../feedback.js";
-import { integer } from "../format.js";
+import { integer, multiplyDecimal } from "../format.js";
 import type { Session } from "../session.js";
 import type { Exact, PriceTriple, WireModel } from "../wire.js";
 
@@ -106,19 +106,4 @@ function ModelCard({ model }: { model: WireModel }) {
 function listFor(list: PriceTriple, multiplier: Exact | undefined): Record<"input" | "output" | "cached_input", string> {
   const times = (price: Exact) => (multiplier === undefined ? String(price) : multiplyDecimal(String(price), String(multiplier)));
   return { input: times(list.input), output: times(list.output), cached_input: times(list.cached_input) };
-}
-
-export function multiplyDecimal(a: string, b: string): string {
-  const [ai, as] = split(a);
-  const [bi, bs] = split(b);
-  const digits = (ai * bi).toString().padStart(as + bs + 1, "0");
-  const scale = as + bs;
-  const whole = digits.slice(0, digits.length - scale);
-  const fraction = digits.slice(digits.length - scale).replace(/0+$/, "");
-  return fraction ? `${whole}.${fraction}` : whole;
-}
-
-function split(text: string): [bigint, number] {
-  const [whole = "0", fraction = ""] = text.split(".");
-  return [BigInt(whole + fraction), fraction.length];
 }

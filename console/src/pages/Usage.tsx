@@ -112,7 +112,11 @@ function UsageView({ data, label, groupBy }: { data: Loaded; label: (g: string) 
         <div class="card">
           <h2>Spend per day (USD), by {groupBy}</h2>
           {/* Charts draw floats; the table and totals keep the API's exact decimals. */}
-          <ChartCanvas label="Spend per day" config={{ type: "bar", data: { labels: data.days, datasets: series((r) => Number(r.cost_usd)) }, options: { scales: stacked } }} />
+          <ChartCanvas label="Spend per day" config={{
+              type: "bar",
+              data: { labels: data.days, datasets: series((r) => Number(r.cost_usd)) },
+              options: { scales: { ...stacked, y: { ...stacked.y, ticks: { callback: (value) => plainDollars(Number(value)) } } } },
+            }} />
         </div>
         <div class="card">
           <h2>Tokens per day, by {groupBy}</h2>
@@ -148,6 +152,13 @@ function UsageView({ data, label, groupBy }: { data: Loaded; label: (g: string) 
       </div>
     </>
   );
+}
+
+/** Axis labels: small amounts without an exponent ($0.0000007, not 7e-7). */
+function plainDollars(value: number): string {
+  if (value === 0) return "$0";
+  const digits = Math.min(20, Math.max(2, 2 - Math.floor(Math.log10(Math.abs(value)))));
+  return `$${value.toFixed(digits).replace(/(\.\d*?)0+$/, "$1").replace(/\.$/, "")}`;
 }
 
 async function loadUsage(key: string, start: string, end: string, groupBy: GroupBy): Promise<Loaded> {

@@ -40,6 +40,8 @@ describe("web console (/console) in Chromium", () => {
   });
 
   after(async () => {
+    // The page as the last test left it: the first thing to look at when one failed.
+    if (page) await screenshot(page, "last").catch(() => {});
     await browser?.close();
     await server?.stop();
   });
@@ -102,7 +104,7 @@ describe("web console (/console) in Chromium", () => {
   test("stream an answer in the playground and see its usage and cost", async () => {
     await page.click("a[href='#/playground']");
     await page.waitForSelector(`select[name=model] option[value="${SMOLLM2}"]`, { state: "attached" });
-    await page.fill("input[name=max_tokens]", "48");
+    await page.fill("input[name=max_tokens]", "16");
     await page.fill("input[name=seed]", "7");
     await page.fill("textarea[aria-label=Message]", "Name three colours.");
     await page.click("form.composer button[type=submit]");
@@ -115,7 +117,32 @@ describe("web console (/console) in Chromium", () => {
     assert.match((await stat("cost")) ?? "", /^\$0\.\d+$/);
     assert.match((await stat("ttft")) ?? "", /\d+ (ms|s)$/);
     assert.ok(((await page.textContent("li.message-assistant .message-text")) ?? "").trim().length > 0);
+  });
+
+  test("a second turn resends the whole history (its prompt holds the first exchange, served from the prefix cache)", async () => {
+    const number = async (selector: string) => Number(await page.locator(selector).last().textContent());
+    const firstPrompt = await number("li.message-assistant [data-stat=prompt]");
+    const firstCompletion = await number("li.message-assistant [data-stat=completion]");
+    await page.fill("textarea[aria-label=Message]", "And two more?");
+    await page.click("form.composer button[type=submit]");
+    await page.waitForFunction(() => document.querySelectorAll("li.message-assistant [data-testid=answer-stats]").length === 2, null, { timeout: ANSWER_TIMEOUT_MS });
+    assert.ok((await number("li.message-assistant [data-stat=prompt]")) > firstPrompt + firstCompletion - 1);
+    assert.ok((await number("li.message-assistant [data-stat=cached]")) > 0, "the first turn's tokens came from the prefix cache");
     await screenshot(page, "playground");
+
+    // Regenerate replaces the last answer; editing the first question drops everything after it.
+    await page.locator("li.message-assistant button:has-text('Regenerate')").last().click();
+    await page.waitForFunction(() => document.querySelectorAll("li.message-assistant [data-testid=answer-stats]").length === 2, null, { timeout: ANSWER_TIMEOUT_MS });
+    assert.equal(await page.locator("li.message").count(), 4);
+    await page.locator("li.message-user button:has-text('Edit')").first().click();
+    await page.fill("li.message-user .edit textarea", "Name one colour.");
+    await page.click("button:has-text('Save & resend')");
+    await page.waitForFunction(
+      () => document.querySelectorAll("li.message").length === 2 && document.querySelector("li.message-assistant [data-testid=answer-stats]") !== null,
+      null,
+      { timeout: ANSWER_TIMEOUT_MS },
+    );
+    assert.equal(await page.textContent("li.message-user .message-text"), "Name one colour.");
 
     await page.click("text=View code");
     const curl = (await page.textContent("pre.code")) ?? "";
@@ -201,7 +228,7 @@ describe("web console (/console) in Chromium", () => {
     const answered = await fetch(`${server.baseURL}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${managerKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: SMOLLM2, messages: [{ role: "user", content: "Count to five." }], max_tokens: 24, service_tier: "priority" }),
+      body: JSON.stringify({ model: SMOLLM2, messages: [{ role: "user", content: "Count to five." }], max_tokens: 8, service_tier: "priority" }),
     });
     assert.equal(answered.status, 200);
     await page.waitForFunction(() => !/^–/.test(document.querySelector("[data-testid=engine-ttft]")?.textContent ?? "–"), null, { timeout: 60_000 });
@@ -219,11 +246,13 @@ describe("web console (/console) in Chromium", () => {
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), "dark");
     await screenshot(page, "models-dark");
     await page.setViewportSize({ width: 400, height: 800 });
-    await page.click("a[href='#/playground']");
-    await page.waitForSelector("form.composer");
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-    assert.ok(overflow <= 1, `no sideways scrolling at 400 px (overflow ${overflow}px)`);
-    await screenshot(page, "playground-narrow");
+    for (const [name, ready] of [["playground", "form.composer"], ["usage", "[data-testid=usage-table]"], ["keys", "[data-testid=keys-table]"], ["models", "article.model"]]) {
+      await page.click(`a[href='#/${name}']`);
+      await page.waitForSelector(ready!);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      assert.ok(overflow <= 1, `${name}: no sideways scrolling at 400 px (overflow ${overflow}px)`);
+      await screenshot(page, `${name}-narrow`);
+    }
     assert.deepEqual(problems, [], "no page errors and no CSP refusals");
     assert.ok(!server.logs().includes(managerKey), "the key never reaches the server's log");
   });

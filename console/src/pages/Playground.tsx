@@ -37,11 +37,11 @@ export function PlaygroundPage({ session }: { session: Session }) {
     return () => abort.current?.abort();
   }, [session.key]);
 
-  /** Sends `history` (ending with a user turn) and streams the answer in after it. */
-  const run = async (history: Turn[]) => {
+  /** Sends `history` (ending with a user turn) and streams the answer in after it; earlier answers keep their stats. */
+  const run = async (history: Message[]) => {
     let body: Record<string, unknown>;
     try {
-      body = buildRequest(settings, history, true);
+      body = buildRequest(settings, history.map(turnOf), true);
     } catch (failure) {
       return setError(messageOf(failure));
     }
@@ -75,22 +75,22 @@ export function PlaygroundPage({ session }: { session: Session }) {
   const send = (event: Event) => {
     event.preventDefault();
     if (!draft.trim() || busy) return;
-    const history = [...messages.map(({ role, content }) => ({ role, content })), { role: "user" as const, content: draft }];
+    const history = [...messages, { role: "user" as const, content: draft }];
     setDraft("");
     void run(history);
   };
 
-  const regenerate = (index: number) => void run(messages.slice(0, index).map(({ role, content }) => ({ role, content })));
+  const regenerate = (index: number) => void run(messages.slice(0, index));
   const saveEdit = () => {
     if (!editing) return;
-    const history = [...messages.slice(0, editing.index).map(({ role, content }) => ({ role, content })), { role: "user" as const, content: editing.text }];
+    const history = [...messages.slice(0, editing.index), { role: "user" as const, content: editing.text }];
     setEditing(null);
     void run(history);
   };
 
   let codeBody: Record<string, unknown> | null = null;
   try {
-    codeBody = buildRequest(settings, [...messages.map(({ role, content }) => ({ role, content })), ...(draft ? [{ role: "user" as const, content: draft }] : [])], true);
+    codeBody = buildRequest(settings, [...messages.map(turnOf), ...(draft ? [{ role: "user" as const, content: draft }] : [])], true);
   } catch {
     codeBody = null;
   }
@@ -160,6 +160,11 @@ export function PlaygroundPage({ session }: { session: Session }) {
       {showCode && codeBody ? <CodeDialog body={codeBody} onClose={() => setShowCode(false)} /> : null}
     </section>
   );
+}
+
+/** What the API is sent of a message: its role and text, nothing the console measured. */
+function turnOf({ role, content }: Message): Turn {
+  return { role, content };
 }
 
 function Stats({ stats }: { stats: AnswerStats }) {

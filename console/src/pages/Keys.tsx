@@ -47,41 +47,47 @@ export function KeysPage({ session }: { session: Session }) {
       {keys ? (
         <>
           <CreateKeyForm session={session} models={models} onCreated={(k) => { setCreated(k); void load(); }} />
-          <div class="card table-wrap">
-            <table class="data" data-testid="keys-table">
-              <thead>
-                <tr>
-                  <th>Name</th><th>Key</th><th>Created</th><th>Last used</th><th>Expires</th><th>Models</th><th>Limits</th><th>Rights</th><th>Status</th><th />
-                </tr>
-              </thead>
-              <tbody>
-                {keys.map((k) => {
-                  const status = k.revoked_at ? "revoked" : k.expires_at && k.expires_at * 1000 < Date.now() ? "expired" : "active";
-                  return (
-                    <tr key={k.id} data-key-id={k.id} data-status={status}>
-                      <td>{k.name ?? <span class="muted">unnamed</span>}</td>
-                      <td class="mono">{k.prefix}…</td>
-                      <td>{when(k.created_at)}</td>
-                      <td>{when(k.last_used_at)}</td>
-                      <td>{k.expires_at ? when(k.expires_at) : "never"}</td>
-                      <td>{k.allowed_models ? k.allowed_models.join(", ") : "all"}</td>
-                      <td class="small">
-                        {k.rpm_limit ?? "default"} RPM · {k.tpm_limit ?? "default"} TPM
-                        <br />
-                        {k.budget_usd === null ? "no budget" : `$${k.spent_usd} of $${k.budget_usd}`}
-                      </td>
-                      <td>{k.manage_keys ? "manage keys" : "–"}</td>
-                      <td><span class={`status status-${status}`}>{status}</span></td>
-                      <td>{status === "active" ? <button class="danger small" onClick={() => void revoke(k)}>Revoke</button> : null}</td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
+          <KeysTable keys={keys} onRevoke={(k) => void revoke(k)} />
         </>
       ) : null}
     </section>
+  );
+}
+
+function KeysTable({ keys, onRevoke }: { keys: WireKey[]; onRevoke: (key: WireKey) => void }) {
+  return (
+    <div class="card table-wrap">
+      <table class="data" data-testid="keys-table">
+        <thead>
+          <tr>
+            <th>Name</th><th>Key</th><th>Created</th><th>Last used</th><th>Expires</th><th>Models</th><th>Limits</th><th>Rights</th><th>Status</th><th />
+          </tr>
+        </thead>
+        <tbody>
+          {keys.map((k) => {
+            const status = k.revoked_at ? "revoked" : k.expires_at && k.expires_at * 1000 < Date.now() ? "expired" : "active";
+            return (
+              <tr key={k.id} data-key-id={k.id} data-status={status}>
+                <td>{k.name ?? <span class="muted">unnamed</span>}</td>
+                <td class="mono">{k.prefix}…</td>
+                <td>{when(k.created_at)}</td>
+                <td>{when(k.last_used_at)}</td>
+                <td>{k.expires_at ? when(k.expires_at) : "never"}</td>
+                <td>{k.allowed_models ? k.allowed_models.join(", ") : "all"}</td>
+                <td class="small">
+                  {k.rpm_limit ?? "default"} RPM · {k.tpm_limit ?? "default"} TPM
+                  <br />
+                  {k.budget_usd === null ? "no budget" : `$${k.spent_usd} of $${k.budget_usd}`}
+                </td>
+                <td>{k.manage_keys ? "manage keys" : "–"}</td>
+                <td><span class={`status status-${status}`}>{status}</span></td>
+                <td>{status === "active" ? <button class="danger small" onClick={() => onRevoke(k)}>Revoke</button> : null}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
   );
 }
 

@@ -1,18 +1,13 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { call, messageOf } from "../api.js";
 import { ErrorBox, useNotify } from "../feedback.js";
-import { ms } from "../format.js";
 import { CodeDialog } from "../playground/CodeDialog.js";
 import { SettingsPanel } from "../playground/SettingsPanel.js";
 import { buildRequest, DEFAULT_SETTINGS, type Settings, type Turn } from "../playground/request.js";
-import { streamChat, type AnswerStats } from "../playground/stream.js";
+import { MessageItem, type Message } from "../playground/MessageItem.js";
+import { streamChat } from "../playground/stream.js";
 import type { Session } from "../session.js";
 import type { WireModel } from "../wire.js";
-
-interface Message extends Turn {
-  stats?: AnswerStats;
-  streaming?: boolean;
-}
 
 /** Streamed chat with any model; every send resends the whole history, as the API requires. */
 export function PlaygroundPage({ session }: { session: Session }) {
@@ -115,29 +110,15 @@ export function PlaygroundPage({ session }: { session: Session }) {
           <ol class="messages">
             {messages.length === 0 ? <li class="muted empty">Send a message to start. Each turn resends the whole conversation.</li> : null}
             {messages.map((message, index) => (
-              <li key={index} class={`message message-${message.role}`} data-role={message.role}>
-                <div class="message-role">{message.role}</div>
-                {editing?.index === index ? (
-                  <div class="edit">
-                    <textarea value={editing.text} onInput={(e) => setEditing({ index, text: (e.target as HTMLTextAreaElement).value })} rows={3} />
-                    <div class="actions">
-                      <button class="primary" onClick={saveEdit}>Save &amp; resend</button>
-                      <button onClick={() => setEditing(null)}>Cancel</button>
-                    </div>
-                  </div>
-                ) : (
-                  <pre class="message-text">{message.content}{message.streaming ? <span class="cursor">▍</span> : null}</pre>
-                )}
-                <div class="message-foot">
-                  {message.stats ? <Stats stats={message.stats} /> : null}
-                  {message.role === "user" && !busy && editing?.index !== index ? (
-                    <button class="link" onClick={() => setEditing({ index, text: message.content })}>Edit</button>
-                  ) : null}
-                  {message.role === "assistant" && !busy ? (
-                    <button class="link" onClick={() => regenerate(index)}>Regenerate</button>
-                  ) : null}
-                </div>
-              </li>
+              <MessageItem
+                key={index}
+                message={message}
+                busy={busy}
+                editing={editing?.index === index ? editing.text : null}
+                onEdit={(text) => setEditing(text === null ? null : { index, text })}
+                onSaveEdit={saveEdit}
+                onRegenerate={() => regenerate(index)}
+              />
             ))}
           </ol>
           <form class="composer" onSubmit={send}>
@@ -165,36 +146,4 @@ export function PlaygroundPage({ session }: { session: Session }) {
 /** What the API is sent of a message: its role and text, nothing the console measured. */
 function turnOf({ role, content }: Message): Turn {
   return { role, content };
-}
-
-function Stats({ stats }: { stats: AnswerStats }) {
-  const usage = stats.usage;
-  return (
-    <dl class="stats" data-testid="answer-stats">
-      <dt>prompt</dt>
-      <dd data-stat="prompt">{usage?.prompt_tokens ?? "–"}</dd>
-      <dt>cached</dt>
-      <dd data-stat="cached">{usage?.prompt_tokens_details?.cached_tokens ?? 0}</dd>
-      <dt>completion</dt>
-      <dd data-stat="completion">{usage?.completion_tokens ?? "–"}</dd>
-      <dt>cost</dt>
-      <dd data-stat="cost">{usage?.estimated_cost !== undefined ? `$${String(usage.estimated_cost)}` : "–"}</dd>
-      <dt>TTFT</dt>
-      <dd data-stat="ttft">{ms(stats.ttftMs)}</dd>
-      <dt>speed</dt>
-      <dd data-stat="tps">{stats.tokensPerSecond === null ? "–" : `${stats.tokensPerSecond.toFixed(1)} tok/s`}</dd>
-      {stats.serviceTier ? (
-        <>
-          <dt>tier</dt>
-          <dd>{stats.serviceTier}</dd>
-        </>
-      ) : null}
-      {stats.finishReason ? (
-        <>
-          <dt>finish</dt>
-          <dd>{stats.finishReason}</dd>
-        </>
-      ) : null}
-    </dl>
-  );
 }

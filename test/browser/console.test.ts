@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -24,11 +25,13 @@ describe("web console (/console) in Chromium", () => {
   let page: Page;
   let problems: string[];
   let managerKey: string;
+  let catalogDir: string;
 
   before(async () => {
     const catalog = JSON.parse(readFileSync(join(ROOT, "catalog/models.json"), "utf8")) as { models: Array<{ id: string; pricing: Record<string, unknown> }> };
     const entry = catalog.models.find((m) => m.id === SMOLLM2)!;
-    const discounted = join(ROOT, "test-artifacts", `catalog-${process.pid}.json`);
+    catalogDir = mkdtempSync(join(tmpdir(), "switchyard-console-"));
+    const discounted = join(catalogDir, "catalog.json");
     writeFileSync(discounted, JSON.stringify({ models: [{ ...entry, pricing: { ...entry.pricing, discount_percent: "50" } }] }));
     server = await startServer({ env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY, SWITCHYARD_CATALOG: discounted, SWITCHYARD_LOG_LEVEL: "info" } });
     managerKey = createKey(server.dataDir, "tester", ["--name", "console", "--manage-keys"]);
@@ -44,6 +47,7 @@ describe("web console (/console) in Chromium", () => {
     if (page) await screenshot(page, "last").catch(() => {});
     await browser?.close();
     await server?.stop();
+    if (catalogDir) rmSync(catalogDir, { recursive: true, force: true });
   });
 
   const signIn = async (key: string) => {
@@ -176,6 +180,13 @@ describe("web console (/console) in Chromium", () => {
     const csv = readFileSync((await download.path())!, "utf8");
     assert.match(csv.split("\n")[0]!, /^day,model,requests,prompt_tokens,cached_tokens,completion_tokens,total_tokens,cost_usd$/);
     assert.ok(csv.includes(SMOLLM2));
+
+    // By key: this key may list its account's keys, so the rows carry their names.
+    await page.click("button:has-text('By key')");
+    await page.waitForSelector("h2:has-text('Tokens per day, by key')");
+    await page.waitForSelector("[data-testid=usage-table] tbody tr:has-text('console')");
+    assert.equal(await page.textContent("[data-testid=usage-table-total]"), report.totals.cost_usd);
+    await screenshot(page, "usage-by-key");
   });
 
   test("create a key, use it, revoke it, and watch it fail", async () => {

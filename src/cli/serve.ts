@@ -92,6 +92,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
   writeServerFile(dataDir, { url: address, adminToken });
+  process.stdout.write(`Console: ${address}/console/ (sign in with an API key)\n`);
 
   let stopping = false;
   const stop = async () => {
@@ -132,7 +133,8 @@ function selectModels(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
 async function ensureFirstKey(db: Database, dataDir: string): Promise<void> {
   if ((await countActiveKeys(db)) > 0) return;
   await findOrCreateAccount(db, "default");
-  const created = await createKey(db, { account: "default", name: "first key" });
+  // The owner's key: it may also manage the account's keys (the console's Keys page, /v1/keys).
+  const created = await createKey(db, { account: "default", name: "first key", manageKeys: true });
   if (process.stdout.isTTY) {
     process.stdout.write(
       `\nCreated an API key for account 'default'. It is shown only this once; store it now:\n\n    ${created.key}\n\n` +

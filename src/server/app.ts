@@ -8,6 +8,8 @@ import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { installErrorHandlers } from "./errors.js";
 import { installRequestIds, requestIdFor } from "./request-id.js";
+import { consoleRoutes } from "./console.js";
+import { accountKeyRoutes } from "./routes/account-keys.js";
 import { chatRoutes } from "./routes/chat.js";
 import { docsRoutes } from "./routes/docs.js";
 import { completionsRoutes } from "./routes/completions.js";
@@ -67,6 +69,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     healthRoutes(routes, deps.registry);
     metricsRoutes(routes, deps.metrics);
     usageRoutes(routes, deps.db);
+    accountKeyRoutes(routes, deps.db);
+    void routes.register(consoleRoutes);
     void routes.register(docsRoutes);
     for (const prefix of API_PREFIXES) {
       void routes.register(

@@ -3,11 +3,18 @@ import { InvalidRequest, Unauthorized } from "../errors.js";
 import type { Caller } from "../serving/chat-service.js";
 import { markAuthenticated } from "./connections.js";
 
-export type Authenticate = (token: string) => Promise<Caller | null>;
+/** The serving layer's caller, plus what only the account-scoped key API needs. */
+export interface ApiCaller extends Caller {
+  accountName: string;
+  /** The key was created with the manage-keys right: it may list, create and revoke its account's keys. */
+  manageKeys: boolean;
+}
+
+export type Authenticate = (token: string) => Promise<ApiCaller | null>;
 
 declare module "fastify" {
   interface FastifyRequest {
-    caller: Caller | null;
+    caller: ApiCaller | null;
   }
 }
 
@@ -18,7 +25,7 @@ const KEY_PARAMS = /(?:^|[?&])(?:api[_-]?key|key|access[_-]?token|token)=/i;
 
 /** Routes anyone may call; the admin routes check the admin key themselves. */
 function isPublicRoute(route: string | undefined): boolean {
-  return route === undefined || route === "/health" || route === "/metrics" || route === "/openapi.json" || route === "/docs" || route.startsWith("/docs/") || route.startsWith("/admin/");
+  return route === undefined || route === "/health" || route === "/metrics" || route === "/openapi.json" || route === "/docs" || route.startsWith("/docs/") || route.startsWith("/console") || route.startsWith("/admin/");
 }
 
 /**
@@ -59,7 +66,7 @@ export function installAuth(app: FastifyInstance, authenticate: Authenticate): v
   });
 }
 
-export function callerOf(request: FastifyRequest): Caller {
+export function callerOf(request: FastifyRequest): ApiCaller {
   if (!request.caller) throw new Unauthorized();
   return request.caller;
 }

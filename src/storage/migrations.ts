@@ -125,6 +125,12 @@ export const migrations: Migration[] = [
       CREATE INDEX responses_account_id_idx ON responses (account_id);
     `,
   },
+  {
+    id: 7,
+    name: "manage-keys right",
+    // Existing keys keep exactly what they could do: no key gains the right by the upgrade.
+    sql: `ALTER TABLE api_keys ADD COLUMN manage_keys boolean NOT NULL DEFAULT false;`,
+  },
 ];
 
 /**

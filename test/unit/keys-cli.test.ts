@@ -76,8 +76,8 @@ describe("keys CLI without a server (opens the database itself)", () => {
     const id = /key_[A-Za-z0-9_-]+/.exec(created.join("\n"))![0];
 
     const table = await runKeys("list", "--data-dir", dataDir);
-    assert.match(table[0]!, /LAST USED\s+RPM\s+TPM\s+BUDGET USD\s+SPENT USD$/);
-    assert.match(table.find((line) => line.includes(id))!, /\s60\s+90000\s+25\.5\s+0$/);
+    assert.match(table[0]!, /LAST USED\s+RPM\s+TPM\s+BUDGET USD\s+SPENT USD\s+MANAGE KEYS$/);
+    assert.match(table.find((line) => line.includes(id))!, /\s60\s+90000\s+25\.5\s+0\s+no$/);
 
     const [json] = JSON.parse((await runKeys("list", "--json", "--data-dir", dataDir)).join("\n"));
     assert.deepEqual([json.rpm_limit, json.tpm_limit, json.budget_usd, json.spent_usd], [60, 90000, "25.5", "0"]);
@@ -85,14 +85,14 @@ describe("keys CLI without a server (opens the database itself)", () => {
     assert.deepEqual(await runKeys("set-limits", id, "--rpm", "none", "--budget", "0.000001", "--data-dir", dataDir), [
       `Updated ${id}: server default RPM, 90000 TPM, budget $0.000001 (spent $0).`,
     ]);
-    assert.match((await runKeys("list", "--data-dir", dataDir)).find((line) => line.includes(id))!, /\sdefault\s+90000\s+0\.000001\s+0$/);
+    assert.match((await runKeys("list", "--data-dir", dataDir)).find((line) => line.includes(id))!, /\sdefault\s+90000\s+0\.000001\s+0\s+no$/);
     await assert.rejects(runKeys("set-limits", id, "--data-dir", dataDir), /Nothing to change/);
     await assert.rejects(runKeys("set-limits", "key_nope", "--tpm", "5", "--data-dir", dataDir), /No API key with id 'key_nope'/);
 
     const plain = await runKeys("create", "--account", "plain", "--data-dir", dataDir);
     assert.ok(plain.some((line) => line.includes("server default RPM, server default TPM, no budget")));
     const plainRow = (await runKeys("list", "--account", "plain", "--data-dir", dataDir))[1]!;
-    assert.match(plainRow, /\sdefault\s+default\s+unlimited\s+0$/);
+    assert.match(plainRow, /\sdefault\s+default\s+unlimited\s+0\s+no$/);
   });
 
   test("bad --rpm, --tpm and --budget values are refused before anything is created", async () => {
@@ -134,6 +134,23 @@ describe("keys CLI without a server (opens the database itself)", () => {
   });
 });
 
+describe("keys CLI: the manage-keys right, without a server", () => {
+  test("--manage-keys grants it; keys have no right unless asked", async () => {
+    const withRight = await runKeys("create", "--account", "ops", "--manage-keys", "--data-dir", dataDir);
+    const without = await runKeys("create", "--account", "ops", "--data-dir", dataDir);
+    assert.ok(withRight.includes("  rights:  manage keys") && without.includes("  rights:  none"));
+    const table = (await runKeys("list", "--data-dir", dataDir)).slice(1);
+    assert.deepEqual(table.map((line) => line.trim().split(/\s+/).at(-1)).sort(), ["no", "yes"]);
+    const db = await openDatabase({ dataDir });
+    try {
+      assert.equal((await authenticate(db, withRight.at(-1)!))?.manageKeys, true);
+      assert.equal((await authenticate(db, without.at(-1)!))?.manageKeys, false);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
 describe("keys CLI with a live server on the same data dir (goes through the admin API)", () => {
   let serverDb: Database;
   let app: FastifyInstance;
@@ -168,6 +185,14 @@ describe("keys CLI with a live server on the same data dir (goes through the adm
     assert.equal(await authenticate(serverDb, key), null);
 
     assert.deepEqual(requests, ["POST /admin/v1/keys", "GET /admin/v1/keys?account=served", `DELETE /admin/v1/keys/${principal!.keyId}`]);
+  });
+
+  test("--manage-keys goes over HTTP too, and the key then manages its account", async () => {
+    const created = await runKeys("create", "--account", "served-ops", "--manage-keys", "--data-dir", dataDir);
+    assert.ok(created.includes("  rights:  manage keys"), created.join("\n"));
+    assert.equal((await authenticate(serverDb, created.at(-1)!))?.manageKeys, true);
+    const [json] = JSON.parse((await runKeys("list", "--json", "--account", "served-ops", "--data-dir", dataDir)).join("\n"));
+    assert.equal(json.manage_keys, true);
   });
 
   test("limits go over HTTP too", async () => {

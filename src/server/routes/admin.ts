@@ -6,6 +6,7 @@ import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKey
 import { parseUsageParams, queryUsage, toWireUsage } from "../../billing/ledger.js";
 import { stringifyJson } from "../../billing/money-json.js";
 import { InvalidRequest, NotFound, Unauthorized } from "../../errors.js";
+import { budgetText, keyLimitFields, newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
 import type { Database } from "../../storage/database.js";
 
 export interface AdminRoutesOptions {
@@ -14,27 +15,10 @@ export interface AdminRoutesOptions {
   adminToken: string;
 }
 
-export const createKeyBody = z.object({
-  account: z.string().min(1),
-  name: z.string().nullish(),
-  /** Unix seconds or an ISO 8601 date. */
-  expires_at: z.union([z.number().positive(), z.string().min(1)]).nullish(),
-  allowed_models: z.array(z.string()).nullish(),
-  ...keyLimitFields(),
-});
+export const createKeyBody = z.object({ account: z.string().min(1), ...newKeyFields() });
 
 /** Only the limits may change; an unknown field is a 400 rather than silently ignored. */
 export const patchKeyBody = z.strictObject(keyLimitFields());
-
-/** Ranges are checked by the store, so the API and the CLI give the same messages. */
-function keyLimitFields() {
-  return {
-    rpm_limit: z.number().nullish(),
-    tpm_limit: z.number().nullish(),
-    /** A decimal string ("25.50"); a JSON number is taken as its shortest text. */
-    budget_usd: z.union([z.string(), z.number()]).nullish(),
-  };
-}
 
 export const listKeysQuery = z.object({ account: z.string().optional() });
 
@@ -56,15 +40,7 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
 
   app.post("/admin/v1/keys", async (request, reply) => {
     const body = parse(createKeyBody, request.body ?? {});
-    const created = await createKey(db, {
-      account: body.account,
-      name: body.name ?? undefined,
-      expiresAt: body.expires_at == null ? undefined : parseExpiry(body.expires_at),
-      allowedModels: body.allowed_models ?? undefined,
-      requestsPerMinute: body.rpm_limit ?? undefined,
-      tokensPerMinute: body.tpm_limit ?? undefined,
-      budgetUsd: budgetText(body.budget_usd) ?? undefined,
-    });
+    const created = await createKey(db, toCreateKeyInput(body.account, body));
     return reply.code(201).send(toWireCreatedKey(created));
   });
 
@@ -122,24 +98,4 @@ function hasAdminToken(request: FastifyRequest, expectedTokenHash: Buffer): bool
 
 function sha256(text: string): Buffer {
   return createHash("sha256").update(text, "utf8").digest();
-}
-
-function parse<T>(schema: z.ZodType<T>, input: unknown): T {
-  const result = schema.safeParse(input);
-  if (result.success) return result.data;
-  const issue = result.error.issues[0];
-  const param = issue && issue.path.length > 0 ? issue.path.join(".") : null;
-  throw new InvalidRequest(param ? `Invalid '${param}': ${issue?.message}` : `Invalid request: ${issue?.message ?? "malformed"}`, param);
-}
-
-/** undefined and null pass through; a JSON number becomes its shortest text, which the store then validates. */
-function budgetText(value: string | number | null | undefined): string | null | undefined {
-  return typeof value === "number" ? String(value) : value;
-}
-
-function parseExpiry(value: number | string): Date {
-  const date = typeof value === "number" ? new Date(value * 1000) : new Date(value);
-  if (Number.isNaN(date.getTime())) throw new InvalidRequest("expires_at must be unix seconds or an ISO 8601 date.", "expires_at");
-  if (date.getTime() <= Date.now()) throw new InvalidRequest("expires_at must be in the future.", "expires_at");
-  return date;
 }

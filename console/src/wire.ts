@@ -1,0 +1,64 @@
+/** The API's JSON shapes as the console reads them (fractional numbers arrive as exact text). */
+export type Exact = string | number;
+
+export interface PriceTriple {
+  input: Exact;
+  output: Exact;
+  cached_input: Exact;
+  multiplier?: Exact;
+}
+
+export interface WireModel {
+  id: string;
+  metadata: {
+    context_length: number;
+    precision: string;
+    tags: string[];
+    status: "loading" | "ready" | "failed";
+    dedicated_endpoint: boolean;
+    pricing: {
+      list: PriceTriple;
+      discount_percent: Exact;
+      tiers: { default: PriceTriple; priority?: PriceTriple; flex?: PriceTriple };
+    };
+  };
+}
+
+export interface UsageTotals {
+  requests: number;
+  prompt_tokens: number;
+  cached_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cost_usd: Exact;
+}
+
+export interface UsageReport {
+  totals: UsageTotals;
+  data: Array<UsageTotals & { group: string }>;
+}
+
+export interface WireKey {
+  id: string;
+  name: string | null;
+  prefix: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+  last_used_at: number | null;
+  allowed_models: string[] | null;
+  rpm_limit: number | null;
+  tpm_limit: number | null;
+  budget_usd: string | null;
+  spent_usd: string;
+  manage_keys: boolean;
+  key?: string;
+}
+
+export interface ChatUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  estimated_cost?: Exact;
+  prompt_tokens_details?: { cached_tokens?: number };
+}

@@ -1,0 +1,60 @@
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import fastifyStatic from "@fastify/static";
+import type { FastifyInstance } from "fastify";
+import { ServiceError } from "../errors.js";
+
+/** The built console (console/ → vite → dist/console), the same path from src/ (tsx) and dist/. */
+export const CONSOLE_DIR = resolve(import.meta.dirname, "../../dist/console");
+
+/**
+ * Only files from this server, no inline script or style, no framing, no form posts elsewhere:
+ * a key in the page can only be sent back to this origin.
+ */
+export const CONSOLE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data: blob:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "manifest-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+const SECURITY_HEADERS: Record<string, string> = {
+  "content-security-policy": CONSOLE_CSP,
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "cross-origin-opener-policy": "same-origin",
+};
+
+/**
+ * The web console: static files under /console/, served by this same server. Every call it makes
+ * is an ordinary API call with the signed-in key, so it can do nothing the key could not.
+ */
+export async function consoleRoutes(app: FastifyInstance, options: { dir?: string } = {}): Promise<void> {
+  const dir = options.dir ?? CONSOLE_DIR;
+  app.get("/console", async (_request, reply) => reply.redirect("/console/", 301));
+  if (!existsSync(resolve(dir, "index.html"))) {
+    app.get("/console/*", async () => {
+      throw new ServiceError(404, "not_found_error", "The console is not built. Run 'npm install' (or 'npm run build:console') and restart.", "console_not_built");
+    });
+    return;
+  }
+  await app.register(fastifyStatic, {
+    root: dir,
+    prefix: "/console/",
+    decorateReply: false,
+    index: ["index.html"],
+    cacheControl: false,
+    // Hashed asset names change with their content; the page itself is always re-read.
+    setHeaders(reply, path) {
+      for (const [name, value] of Object.entries(SECURITY_HEADERS)) reply.header(name, value);
+      reply.header("cache-control", path.includes("/assets/") ? "public, max-age=31536000, immutable" : "no-cache");
+    },
+  });
+}

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Target } from "../load/client-stream.js";
@@ -41,7 +41,9 @@ export async function startSwitchyard(options: PeerOptions, name = "switchyard",
   child.stderr!.on("data", (d: Buffer) => (output += d));
   const url = `http://127.0.0.1:${options.port}`;
   await waitHealthy(child, `${url}/health`, () => output);
-  const key = /(sk-sy-[A-Za-z0-9_-]+)/.exec(output)?.[1];
+  // With stdout not a terminal, the first key goes to an owner-only file in the data dir.
+  const keyFile = join(dataDir, "first-api-key.txt");
+  const key = existsSync(keyFile) ? readFileSync(keyFile, "utf8").trim() : /(sk-sy-[A-Za-z0-9_-]+)/.exec(output)?.[1];
   if (!key) throw new Error(`no API key in the server's first-run output:\n${output}`);
   return {
     target: { name, baseURL: `${url}/v1/compat`, key, model: options.modelId, pid: child.pid },

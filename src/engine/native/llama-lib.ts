@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import koffi from "koffi";
+import "./llama-structs.js";
 
 /**
  * The one seam between the engine and llama.cpp: its C API, bound through koffi to the shared
@@ -17,88 +18,6 @@ export const CHECKED_LLAMA_RELEASE = "v0.5.0";
 export type Handle = number | bigint;
 
 const require = createRequire(import.meta.url);
-
-const ModelParams = koffi.struct("llama_model_params", {
-  devices: "void *",
-  tensor_buft_overrides: "void *",
-  n_gpu_layers: "int32_t",
-  split_mode: "int32_t",
-  load_mode: "int32_t",
-  lazy_mode: "int32_t",
-  main_gpu: "int32_t",
-  tensor_split: "void *",
-  progress_callback: "void *",
-  progress_callback_user_data: "void *",
-  kv_overrides: "void *",
-  vocab_only: "bool",
-  check_tensors: "bool",
-  use_extra_bufts: "bool",
-  no_host: "bool",
-  no_alloc: "bool",
-  load_mtp: "bool",
-});
-
-const ContextParams = koffi.struct("llama_context_params", {
-  n_ctx: "uint32_t",
-  n_batch: "uint32_t",
-  n_ubatch: "uint32_t",
-  n_seq_max: "uint32_t",
-  n_rs_seq: "uint32_t",
-  n_outputs_max: "uint32_t",
-  n_outputs_max_per_seq: "uint32_t",
-  n_threads: "int32_t",
-  n_threads_batch: "int32_t",
-  ctx_type: "int32_t",
-  rope_scaling_type: "int32_t",
-  pooling_type: "int32_t",
-  attention_type: "int32_t",
-  flash_attn_type: "int32_t",
-  rope_freq_base: "float",
-  rope_freq_scale: "float",
-  yarn_ext_factor: "float",
-  yarn_attn_factor: "float",
-  yarn_beta_fast: "float",
-  yarn_beta_slow: "float",
-  yarn_orig_ctx: "uint32_t",
-  defrag_thold: "float",
-  cb_eval: "void *",
-  cb_eval_user_data: "void *",
-  type_k: "int32_t",
-  type_v: "int32_t",
-  abort_callback: "void *",
-  abort_callback_data: "void *",
-  embeddings: "bool",
-  offload_kqv: "bool",
-  no_perf: "bool",
-  op_offload: "bool",
-  swa_full: "bool",
-  kv_unified: "bool",
-  samplers: "void *",
-  n_samplers: "size_t",
-  ctx_other: "void *",
-});
-
-const Batch = koffi.struct("llama_batch", {
-  n_tokens: "int32_t",
-  token: "void *",
-  embd: "void *",
-  pos: "void *",
-  n_seq_id: "void *",
-  seq_id: "void *",
-  logits: "void *",
-});
-
-const SamplerChainParams = koffi.struct("llama_sampler_chain_params", { no_perf: "bool" });
-koffi.struct("llama_logit_bias", { token: "int32_t", bias: "float" });
-
-const ThreadpoolParams = koffi.struct("ggml_threadpool_params", {
-  cpumask: koffi.array("bool", 512),
-  n_threads: "int",
-  prio: "int32_t",
-  poll: "uint32_t",
-  strict_cpu: "bool",
-  paused: "bool",
-});
 
 const ThreadpoolNew = koffi.proto("uintptr_t ggml_threadpool_new_fn(ggml_threadpool_params *params)");
 const LogCallback = koffi.proto("void llama_log_cb(int level, const char *text, void *user)");
@@ -311,4 +230,3 @@ function checkLayout(lib: LlamaLibrary): void {
   if (!sane) throw new Error(`llama.cpp's parameter structs do not match this binding (n_ctx ${context.n_ctx}, n_batch ${context.n_batch}, n_gpu_layers ${model.n_gpu_layers})`);
 }
 
-export { Batch, ContextParams, ModelParams, SamplerChainParams, ThreadpoolParams };

@@ -4,16 +4,13 @@ import type { EngineRequest } from "./request.js";
 import { SequenceTable } from "./sequences.js";
 import { StepPlan } from "./step-plan.js";
 import type { MemoryOp } from "../runner/step-protocol.js";
-import type { FinishReason, SchedulingClass } from "../types.js";
+import type { FinishReason, ModelHostStats } from "../types.js";
 
 export class QueueFullError extends Error {}
 export class WaitExpiredError extends Error {}
 
-export interface ShardStats {
+export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" | "preemptions"> {
   sequences: number;
-  running: Record<SchedulingClass, number>;
-  waiting: Record<SchedulingClass, number>;
-  preemptions: number;
   usedCells: number;
   totalCells: number;
 }

@@ -24,6 +24,9 @@ function createContext(lib: LlamaLibrary, options: RunnerInit): Handle {
   params.n_batch = options.batchTokens;
   params.n_ubatch = options.batchTokens;
   params.n_seq_max = options.sequences;
+  // Logits are read for at most one token per sequence a step; room for a whole batch of them
+  // (n_vocab floats each) would cost 50 MB a context at 256 tokens for a 49k vocabulary.
+  params.n_outputs_max = options.sequences;
   params.n_threads = options.threads;
   params.n_threads_batch = options.threads;
   // One KV stream per sequence: attention then reads only the sequence's own cells. A unified

@@ -117,6 +117,8 @@ console.table(
     "itl p99": round(r.itlMs.p99),
     "cache hit": round(r.prefixCacheHitRate, 2),
     "rss MB": round(r.peakRssMb, 0),
+    // Our shards' decode time over the wall time (two shards busy all along make 2.0).
+    "decode/wall": r.engine ? round(r.engine.decodeS / r.durationS, 2) : "",
     "ttft turn1/2+": r.ttftLaterTurnsMs ? `${round(r.ttftFirstTurnMs!.mean, 0)}/${round(r.ttftLaterTurnsMs.mean, 0)}` : "",
   })),
 );

@@ -49,6 +49,11 @@ export interface ScenarioReport {
   byTier: Record<string, { ttftMs: Summary; itlMs: Summary; completed: number; failed: number }>;
   /** The server's largest resident set during the scenario (MB); null when its process is unknown. */
   peakRssMb: number | null;
+  /**
+   * Where our engine's time went during the scenario (from /health's step counters, summed over
+   * shards): steps, decode and sampling seconds, and mean tokens per step. Null for other servers.
+   */
+  engine: { steps: number; decodeS: number; sampleS: number; tokensPerStep: number; promptTokensComputed: number } | null;
   /** multiturn: TTFT of first turns and of later ones. */
   ttftFirstTurnMs?: Summary;
   ttftLaterTurnsMs?: Summary;
@@ -63,13 +68,41 @@ export async function runScenario(target: Target, scenario: Scenario, seed = [..
   const started = performance.now();
   const busy = scenario.kind === "random" && scenario.disturbed ? spawn(process.execPath, ["-e", "for(;;){}"], { stdio: "ignore" }) : undefined;
   const rss = rssSampler(target.pid);
+  const before = await engineCounters(target);
   try {
     const results = scenario.kind === "random" ? await runRandom(target, scenario, seed) : await runMultiturn(target, scenario);
-    return { ...report(target, scenario, results, (performance.now() - started) / 1000), peakRssMb: rss.peak() };
+    const after = await engineCounters(target);
+    return { ...report(target, scenario, results, (performance.now() - started) / 1000), peakRssMb: rss.peak(), engine: engineDelta(before, after) };
   } finally {
     rss.stop();
     busy?.kill("SIGKILL");
   }
+}
+
+interface Counters {
+  steps: number;
+  batch_tokens: number;
+  prompt_tokens_computed: number;
+  decode_seconds: number;
+  sample_seconds: number;
+}
+
+/** Our server's step counters for the target's model, or null for a server that has none. */
+async function engineCounters(target: Target): Promise<Counters | null> {
+  const health = await fetch(new URL("/health", target.baseURL)).then((r) => r.json() as Promise<{ models?: Array<{ id: string; engine?: Counters }> }>).catch(() => null);
+  return health?.models?.find((m) => m.id === target.model)?.engine ?? null;
+}
+
+function engineDelta(before: Counters | null, after: Counters | null): ScenarioReport["engine"] {
+  if (!before || !after) return null;
+  const steps = after.steps - before.steps;
+  return {
+    steps,
+    decodeS: after.decode_seconds - before.decode_seconds,
+    sampleS: after.sample_seconds - before.sample_seconds,
+    tokensPerStep: steps > 0 ? (after.batch_tokens - before.batch_tokens) / steps : 0,
+    promptTokensComputed: after.prompt_tokens_computed - before.prompt_tokens_computed,
+  };
 }
 
 /** Samples a process's resident set twice a second (Linux /proc) and keeps the largest. */
@@ -138,7 +171,7 @@ function pickTier(mix: Record<string, number> | undefined, random: () => number)
   return Object.keys(mix).at(-1);
 }
 
-function report(target: Target, scenario: Scenario, results: Timed[], durationS: number): Omit<ScenarioReport, "peakRssMb"> {
+function report(target: Target, scenario: Scenario, results: Timed[], durationS: number): Omit<ScenarioReport, "peakRssMb" | "engine"> {
   const ok = results.filter((r) => r.ok && r.ttftMs !== undefined);
   const failed: ScenarioReport["failed"] = {};
   for (const r of results.filter((x) => !x.ok)) {

@@ -42,7 +42,9 @@ export class SchemaWalk implements Shapes {
     const rule = this.grammar.fresh(`${this.prefix}schema`);
     this.queue.push({ rule, schema: this.root, path: "", depth: 0 });
     this.defs.set("#", rule);
-    for (let next = this.queue.shift(); next; next = this.queue.shift()) {
+    // The queue grows while it is read: each definition is compiled once, in the order first referred to.
+    for (let i = 0; i < this.queue.length; i++) {
+      const next = this.queue[i]!;
       this.origins.set(next.rule, next.path);
       this.grammar.define(next.rule, this.value(next.schema, next.path, next.depth));
     }

@@ -122,8 +122,11 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
   test("the same seed with top_k, min_p and penalties gives the same output; unknown parameters and user are accepted", async () => {
     const params = { seed: 42, temperature: 1.2, top_k: 30, min_p: 0.05, presence_penalty: 0.8, frequency_penalty: 0.6, repetition_penalty: 1.2, logit_bias: { "30": -100, "31": 3 }, user: "u-1", some_future_field: true, max_tokens: 12 };
     const texts = [];
+    // An account of its own: the first request computes the prompt cold, the second from its
+    // cache, and no other test's cells are involved (see README, Chat parameters, `seed`).
+    const key = createKey(server.dataDir, "seeded");
     for (let i = 0; i < 2; i++) {
-      const response = await postChat(server, ask("Write about the sea.", params));
+      const response = await postChat(server, ask("Write about the sea.", params), { key });
       assert.equal(response.status, 200);
       const body = (await response.json()) as { choices: Array<{ message: { content: string } }> };
       texts.push(body.choices[0]!.message.content);

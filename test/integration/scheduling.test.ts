@@ -54,7 +54,7 @@ async function holdSlot(server: RunningServer, extra: Record<string, unknown> = 
  * machine (at 1.5 s a flex request expired while priority and standard went first), and short
  * enough for the expiry test to wait it out.
  */
-const FLEX_WAIT_MS = 20_000;
+const FLEX_WAIT_MS = 10_000;
 
 describe("one sequence, three tiers: admission order, flex expiry, preemption, bounded queue", () => {
   let server: RunningServer;

@@ -2,7 +2,8 @@ import { queryUsage, type UsageGroupBy, type UsageReport } from "../billing/ledg
 import { NotFound } from "../errors.js";
 import { openDatabase } from "../storage/open.js";
 import { httpKeyAdmin } from "./admin-client.js";
-import { findLiveServer } from "./local-server.js";
+import { liveLockHolder } from "../config/data-dir-lock.js";
+import { findLiveServer, type LocalServer } from "./local-server.js";
 import {
   createKey,
   findAccount,
@@ -41,7 +42,7 @@ export interface KeyAdmin {
  * PGlite directory, which a second process cannot open), else straight on the database.
  */
 export async function openKeyAdmin(dataDir: string): Promise<KeyAdmin> {
-  const server = findLiveServer(dataDir);
+  const server = findLiveServer(dataDir) ?? (await awaitStartingServer(dataDir));
   if (server) return httpKeyAdmin(server);
 
   const db = await openDatabase({ dataDir });
@@ -63,4 +64,22 @@ export async function openKeyAdmin(dataDir: string): Promise<KeyAdmin> {
     },
     close: () => db.close(),
   };
+}
+
+const STARTING_SERVER_WAIT_MS = 120_000;
+
+/**
+ * A server that holds the data dir but has not written server.json yet is starting (migrating,
+ * creating the first key): the database is its, so this waits for its admin API rather than
+ * opening the database beside it. Null when no server holds the data dir.
+ */
+async function awaitStartingServer(dataDir: string): Promise<LocalServer | null> {
+  const deadline = Date.now() + STARTING_SERVER_WAIT_MS;
+  while (liveLockHolder(dataDir)) {
+    const server = findLiveServer(dataDir);
+    if (server) return server;
+    if (Date.now() > deadline) throw new Error(`The server holding ${dataDir} has not started its admin API in ${STARTING_SERVER_WAIT_MS / 1000} s; try again when it is up.`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  return null;
 }

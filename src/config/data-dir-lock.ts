@@ -97,3 +97,9 @@ function isServing(pid: number): boolean {
     return true; // no /proc: a live pid is taken at its word
   }
 }
+
+/** The live server holding the data dir's lock (perhaps still starting), or null. */
+export function liveLockHolder(dataDir: string): { pid: number; url: string | null } | null {
+  const holder = readLock(join(dataDir, LOCK_FILE));
+  return holder && isServing(holder.pid) ? { pid: holder.pid, url: holder.url } : null;
+}

@@ -96,11 +96,16 @@ export async function holdAdvisoryLock(url: string, key: string, onError: (error
       onError(error);
       if (released || client !== next) return;
       client = null;
-      setTimeout(() => void take().catch(onError), 1000).unref();
+      retake();
     });
     await next.connect();
     await next.query("SELECT pg_advisory_lock($1::bigint)", [key]);
     client = next;
+  };
+  // Until it is held again, another process may close this one's rows as a dead owner's; its own
+  // final writes then change nothing and its reservations are not charged twice (see recovery.ts).
+  const retake = (): void => {
+    setTimeout(() => void take().catch((error: Error) => (onError(error), released || retake())), 1000).unref();
   };
   await take();
   return {

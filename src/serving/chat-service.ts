@@ -156,6 +156,7 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
         promptTokens = prompts.reduce((sum, p) => sum + p.tokenCount, 0);
         const n = input.n ?? 1;
         const choiceCount = n * prompts.length;
+        checkChoiceCount(backend, choiceCount, input);
         const maxTokens = Math.min(...prompts.map((prompt) => completionBudget(entry, backend, prompt, input.maxTokens)));
 
         // The budget is reserved before the rate and concurrency limits are consulted, so a request
@@ -462,6 +463,17 @@ async function* meteredEvents(
       observer.finished("abort", total().completionTokens);
     }
   }
+}
+
+/**
+ * Every choice must hold a sequence at once: the choices are admitted together, so one more than
+ * the model runs at once would wait for a sequence its own request holds.
+ */
+function checkChoiceCount(backend: Backend, choices: number, input: ChatInput): void {
+  const slots = backend.stats().slots;
+  if (choices <= slots) return;
+  const asked = input.rawPrompts ? `${input.rawPrompts.length} prompts × n=${input.n ?? 1}` : `n=${input.n ?? 1}`;
+  throw new InvalidRequest(`This request asks for ${choices} choices (${asked}), more than the ${slots} this model generates at once.`, input.rawPrompts ? "prompt" : "n", "too_many_choices");
 }
 
 /** The model's catalog tags say what it can do; asking for more is a 400 naming what is missing. */

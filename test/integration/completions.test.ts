@@ -124,6 +124,7 @@ describe("legacy text completions on the real base model", () => {
       [{ prompt: [] }, "prompt"],
       [{ prompt: 42 }, "prompt"],
       [{ prompt: "word ".repeat(9000) }, "prompt"],
+      [{ prompt: ["a", "b", "c", "d", "e"], n: 2 }, "prompt"],
     ];
     for (const [extra, param] of cases) {
       const error = await client.completions.create({ model: GEMMA, prompt: "Hi", max_tokens: 2, ...extra } as never).catch((e: unknown) => e);

@@ -127,10 +127,15 @@ class ShardRouter {
     if (this.waitingCount() >= this.options.maxWaiting && !this.shards.some((s) => s.scheduler.freeSequences > 0)) {
       throw new QueueFullError("The model's request queue is full.");
     }
-    const [leader, ...siblings] = requests;
-    leader!.siblings.push(...siblings);
-    this.place(leader!);
-    const timer = leader!.schedulingClass === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
+    // A group is admitted on one shard, all at once: one larger than a shard is split into groups
+    // that fit (each computes the prompt once), or it would wait forever for its own sequences.
+    const size = Math.min(...this.shards.map((s) => s.scheduler.stats().sequences));
+    for (let at = 0; at < requests.length; at += size) {
+      const [leader, ...siblings] = requests.slice(at, at + size);
+      leader!.siblings.push(...siblings);
+      this.place(leader!);
+    }
+    const timer = requests[0]!.schedulingClass === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
     const onAbort = () => requests.forEach((r) => this.abort(r, signal?.reason));
     signal?.addEventListener("abort", onAbort, { once: true });
     let open = requests.length;

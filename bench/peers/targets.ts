@@ -54,13 +54,20 @@ export async function startSwitchyard(options: PeerOptions, name = "switchyard",
   };
 }
 
+/**
+ * The native build's AMX matrix kernels (weight repacking, on by default) crash on this machine's
+ * CPU (SIGSEGV in ggml_backend_amx_mul_mat on the first batch), so the peers run without repacking.
+ * Our engine runs node-llama-cpp's prebuilt CPU library, whose repacking works here.
+ */
+const PEER_FLAGS = ["--no-repack"];
+
 /** llama.cpp's llama-server from the release node-llama-cpp ships; null when it is not built (bench/peers/build-llama-server.sh). */
 export async function startLlamaServer(options: PeerOptions, name = "llama-server"): Promise<RunningTarget | null> {
   const binary = builtPeer("build-llama-server.sh");
   if (!binary) return null;
   const child = spawn(
     binary,
-    ["-m", options.modelPath, "-t", String(options.threads), "-tb", String(options.threads), "-np", String(options.parallel), "-cb", "-c", String(options.parallel * options.contextPerSequence), "--port", String(options.port), "--host", "127.0.0.1"],
+    ["-m", options.modelPath, ...PEER_FLAGS, "-t", String(options.threads), "-tb", String(options.threads), "-np", String(options.parallel), "-cb", "-c", String(options.parallel * options.contextPerSequence), "--port", String(options.port), "--host", "127.0.0.1"],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   let output = "";
@@ -83,7 +90,7 @@ export function runBatchedBench(options: PeerOptions, shape = { prompt: 128, gen
   const binary = server && join(server, "..", "llama-batched-bench");
   if (!binary || !existsSync(binary)) return null;
   const context = shape.sequences * (shape.prompt + shape.generate);
-  const args = ["-m", options.modelPath, "-t", String(options.threads), "-tb", String(options.threads), "-c", String(context), "-b", "2048", "-ub", "512"];
+  const args = ["-m", options.modelPath, ...PEER_FLAGS, "-t", String(options.threads), "-tb", String(options.threads), "-c", String(context), "-b", "2048", "-ub", "512"];
   args.push("-npp", String(shape.prompt), "-ntg", String(shape.generate), "-npl", String(shape.sequences));
   const result = spawnSync(binary, args, { encoding: "utf8" });
   const output = `${result.stdout}${result.stderr}`;

@@ -3,6 +3,7 @@ import { chatRequestSchema } from "../protocol/chat-request.js";
 import { completionsRequestSchema } from "../protocol/completions-request.js";
 import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { API_PREFIXES } from "./api-paths.js";
+import { accountCreateKeyBody } from "./routes/account-keys.js";
 import { createKeyBody, listKeysQuery, patchKeyBody } from "./routes/admin.js";
 
 type Method = "get" | "post" | "patch" | "delete";
@@ -49,6 +50,11 @@ const usageQuery = [
 
 const OTHER_OPERATIONS: Operation[] = [
   { method: "get", path: "/v1/usage", id: "getUsage", summary: "The caller's account's usage and exact cost", auth: "key", query: usageQuery, response: { description: "Totals and groups." }, errors: [400, 401] },
+  { method: "get", path: "/v1/keys", id: "listAccountKeys", summary: "The caller's account's keys (needs the manage-keys right)", auth: "key", response: { description: "The keys (never their secrets)." }, errors: [401, 403] },
+  { method: "post", path: "/v1/keys", id: "createAccountKey", summary: "Create a key in the caller's account (needs the manage-keys right; shown once)", auth: "key", body: accountCreateKeyBody, response: { description: "The key and its id." }, errors: [400, 401, 403] },
+  { method: "delete", path: "/v1/keys/{id}", id: "revokeAccountKey", summary: "Revoke a key of the caller's account (needs the manage-keys right)", auth: "key", pathParams: [{ name: "id", description: "Key id." }], response: { description: "The revoked key." }, errors: [401, 403, 404] },
+  { method: "get", path: "/console", id: "console", summary: "The web console (redirects to /console/)", auth: "none", response: { description: "A redirect.", contentType: "text/html" }, errors: [] },
+  { method: "get", path: "/console/{file}", id: "consoleFiles", summary: "The web console's page and assets", auth: "none", pathParams: [{ name: "file", description: "File path." }], response: { description: "The file.", contentType: "application/octet-stream" }, errors: [404] },
   { method: "get", path: "/health", id: "health", summary: "Readiness and load per model", auth: "none", response: { description: "200 once every model is loaded, 503 while loading." }, errors: [503] },
   { method: "get", path: "/metrics", id: "metrics", summary: "Prometheus metrics (vLLM names)", auth: "none", response: { description: "Prometheus text.", contentType: "text/plain" }, errors: [] },
   { method: "get", path: "/openapi.json", id: "openapi", summary: "This document", auth: "none", response: { description: "OpenAPI 3.1." }, errors: [] },

@@ -8,7 +8,7 @@ import { callerOf, type ApiCaller } from "../auth.js";
 import { newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
 
 /** Strict: a body naming an `account` (or anything unknown) is a 400, never quietly another account. */
-const createBody = z.strictObject(newKeyFields());
+export const accountCreateKeyBody = z.strictObject(newKeyFields());
 
 /**
  * The account-scoped key API: a key created with the manage-keys right lists, creates and revokes
@@ -24,7 +24,7 @@ export function accountKeyRoutes(app: FastifyInstance, db: Database): void {
 
   app.post("/v1/keys", async (request, reply) => {
     const caller = keyManager(request);
-    const body = parse(createBody, request.body ?? {});
+    const body = parse(accountCreateKeyBody, request.body ?? {});
     const created = await createKey(db, {
       ...toCreateKeyInput(caller.accountName, body),
       allowedModels: allowedModelsFor(caller, body.allowed_models ?? undefined),

@@ -129,7 +129,7 @@ class ShardRouter {
     }
     // A group is admitted on one shard, all at once: one larger than a shard is split into groups
     // that fit (each computes the prompt once), or it would wait forever for its own sequences.
-    const size = Math.min(...this.shards.map((s) => s.scheduler.stats().sequences));
+    const size = Math.min(...this.shards.map((s) => s.scheduler.sequenceCount));
     for (let at = 0; at < requests.length; at += size) {
       const [leader, ...siblings] = requests.slice(at, at + size);
       leader!.siblings.push(...siblings);
@@ -159,7 +159,7 @@ class ShardRouter {
   steal(thief: ShardScheduler): EngineRequest | undefined {
     // Only requests that never ran move: a preempted one keeps its sampler on its own shard.
     for (const shard of this.shards) {
-      if (shard.scheduler === thief) continue;
+      if (shard.scheduler === thief || shard.failure) continue;
       const request = shard.scheduler.waiting.find((r) => !r.resumed && !r.started && r.siblings.length === 0);
       if (request && shard.scheduler.remove(request)) return request;
     }
@@ -187,10 +187,13 @@ class ShardRouter {
 
   /** The shard whose idle cache holds the longest prefix of the prompt, else the least loaded. */
   private place(request: EngineRequest): void {
-    const load = (shard: Shard) => (shard.scheduler.running.length + shard.scheduler.waiting.length) / shard.scheduler.stats().sequences;
-    let chosen = this.shards[0]!;
+    const load = (shard: Shard) => (shard.scheduler.running.length + shard.scheduler.waiting.length) / shard.scheduler.sequenceCount;
+    // A shard whose runner thread died takes nothing: a request placed there would wait forever.
+    const live = this.shards.filter((shard) => !shard.failure);
+    if (live.length === 0) throw this.shards[0]!.failure!;
+    let chosen = live[0]!;
     let best = { cached: -1, load: Infinity };
-    for (const shard of this.shards) {
+    for (const shard of live) {
       const candidate = { cached: shard.scheduler.cachedPrefix(request), load: load(shard) };
       const roomy = candidate.load < 1;
       if ((roomy && candidate.cached > best.cached) || (candidate.cached === best.cached && candidate.load < best.load)) [chosen, best] = [shard, candidate];

@@ -40,6 +40,11 @@ export class ShardScheduler {
     this.sequences = new SequenceTable(options.sequences, options.cellsPerSequence, options.prefixCache);
   }
 
+  /** Sequences this shard has in all. */
+  get sequenceCount(): number {
+    return this.sequences.size;
+  }
+
   get freeSequences(): number {
     return this.sequences.free;
   }

@@ -15,6 +15,8 @@ export type StepCounters = EngineCounters;
 export class Shard {
   private sleeping: (() => void) | undefined;
   private closed = false;
+  /** Its runner thread died: it takes no more requests. */
+  failure: Error | undefined;
   private readonly done: Promise<void>;
   readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0 };
 
@@ -88,6 +90,7 @@ export class Shard {
   /** The runner thread is gone: every request here fails, and the shard takes no more. */
   private failAll(error: Error): void {
     this.closed = true;
+    this.failure = error;
     for (const request of [...this.scheduler.running, ...this.scheduler.waiting]) this.scheduler.fail(request, error);
   }
 }

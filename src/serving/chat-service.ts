@@ -329,8 +329,8 @@ function billedPrompt(estimates: readonly ReportedPrompt[], choicesPerPrompt: nu
   let promptTokens = 0;
   let cachedPromptTokens = 0;
   estimates.forEach((estimate, p) => {
-    const reports = reported.slice(p * choicesPerPrompt, (p + 1) * choicesPerPrompt);
-    const all = reports.length === choicesPerPrompt && reports.every((r) => r !== undefined) ? (reports as ReportedPrompt[]) : null;
+    const reports = Array.from({ length: choicesPerPrompt }, (_, i) => reported[p * choicesPerPrompt + i]);
+    const all = reports.every((r) => r !== undefined) ? (reports as ReportedPrompt[]) : null;
     promptTokens += all ? Math.max(...all.map((r) => r.promptTokens)) : estimate.promptTokens;
     cachedPromptTokens += all ? Math.min(...all.map((r) => r.cachedTokens)) : estimate.cachedTokens;
   });
@@ -463,7 +463,7 @@ async function* meteredEvents(
 ): AsyncGenerator<ServingEvent> {
   const delivered = new Array<number>(choices.length).fill(0);
   const deliveredReasoning = new Array<number>(choices.length).fill(0);
-  const reported = new Array<ReportedPrompt | undefined>(choices.length);
+  const reported = new Array<ReportedPrompt | undefined>(choices.length).fill(undefined);
   const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
   const total = () => ({ completionTokens: sum(delivered), reasoningTokens: sum(deliveredReasoning) });
   let finished = 0;

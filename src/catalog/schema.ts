@@ -41,6 +41,7 @@ const upstreamSchema = z.strictObject({
   api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an environment variable name" }).optional(),
   model: z.string().min(1, { error: "must not be empty" }).optional(),
   max_concurrency: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).min(1, { error: "must be at least 1" }).max(4096).optional(),
+  send_priority: z.boolean({ error: "must be true or false" }).optional(),
 });
 
 const entrySchema = z.strictObject({

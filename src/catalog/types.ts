@@ -28,6 +28,8 @@ export interface UpstreamBackendSpec {
   model?: string;
   /** Requests one replica runs at once; more wait at the gateway in tier order. Absent: 8. */
   max_concurrency?: number;
+  /** Also send vLLM's `priority` (only vLLM with `--scheduling-policy priority` accepts a non-zero one). */
+  send_priority?: boolean;
 }
 
 export interface CatalogEntry {

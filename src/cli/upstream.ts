@@ -23,6 +23,7 @@ export function upstreamBackend(entry: CatalogEntry, spec: UpstreamBackendSpec, 
     contextWindow: Math.min(entry.context_length, settings.maxContext),
     maxWaiting: settings.maxWaiting,
     flexMaxWaitMs: settings.flexMaxWaitMs,
+    sendPriority: spec.send_priority ?? false,
   });
   void backend.checkHealth();
   // The gateway cannot see the upstream's weights: the fingerprint names what it routes to.

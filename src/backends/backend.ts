@@ -6,6 +6,12 @@ import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, Prompt
  */
 export interface PreparedPrompt {
   tokenCount: number;
+  /**
+   * `tokenCount` is only a safe upper bound (an upstream engine tokenizes, not us): it sizes budget
+   * reservations and limits, the context-length check is left to the engine, and the bill uses the
+   * prompt tokens the engine reports (EngineEvent `finish`).
+   */
+  tokenCountIsUpperBound?: boolean;
   /** The rendered prompt leaves a `<think>` block open: the output starts as reasoning. */
   opensThinking: boolean;
 }
@@ -23,7 +29,17 @@ export interface GenerationParams {
   cacheNamespace?: string;
 }
 
-export type BackendStats = ModelHostStats;
+/** An upstream replica as /health shows it (its URL stays private: /health needs no key). */
+export interface ReplicaStatus {
+  index: number;
+  health: "up" | "down";
+  running: number;
+  maxConcurrency: number;
+  /** Requests sent to it since start. */
+  served: number;
+}
+
+export type BackendStats = ModelHostStats & { replicas?: ReplicaStatus[] };
 
 export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   /** Tokens one request may hold: prompt plus completion. */
@@ -52,6 +68,20 @@ export class BackendBusy extends Error {}
 
 /** A flex request found no spare capacity within its wait limit. */
 export class BackendWaitExpired extends Error {}
+
+/** No replica of an upstream backend can take the request now (all down, or all failed it). */
+export class BackendUnavailable extends Error {}
+
+/** An upstream engine refused the request as invalid (its 4xx); its message, code and param are kept. */
+export class UpstreamRejected extends Error {
+  constructor(
+    message: string,
+    readonly code: string | null,
+    readonly param: string | null,
+  ) {
+    super(message);
+  }
+}
 
 /** The backend cannot constrain output this way (e.g. a JSON schema keyword its grammar lacks). */
 export class ConstraintRejected extends Error {}

@@ -62,7 +62,7 @@ export function parseCatalog(raw: unknown, origin: string): CatalogEntry[] {
   const catalogDir = dirname(origin);
   return entries.map((entry) => ({
     ...entry,
-    source: anchorFileSource(entry.source, catalogDir),
+    ...(entry.source !== undefined ? { source: anchorFileSource(entry.source, catalogDir) } : {}),
     ...(entry.fallback_chat_template ? { fallback_chat_template: resolve(catalogDir, entry.fallback_chat_template) } : {}),
   }));
 }

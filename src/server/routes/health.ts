@@ -31,6 +31,7 @@ function load(stats: BackendStats) {
     preemptions: stats.preemptions,
     by_tier: { running: stats.running, waiting: stats.waiting },
     ...(stats.engine ? { engine: engineCounters(stats.engine) } : {}),
+    ...(stats.replicas ? { replicas: stats.replicas.map((r) => ({ index: r.index, health: r.health, running: r.running, max_concurrency: r.maxConcurrency, served: r.served })) } : {}),
   };
 }
 

@@ -1,0 +1,120 @@
+/**
+ * The gateway's added latency in front of an upstream engine: llama-server called directly, and the
+ * same llama-server behind our gateway (a catalog entry with a `backend`), side by side in one run.
+ *
+ *   bash bench/peers/build-llama-server.sh   # once
+ *   npm run bench:upstream [-- --quick]
+ *
+ * c1: requests one at a time, alternating direct and gateway request by request (each prompt is
+ * different, so neither gains from llama-server's prompt cache); TTFT and ITL p50/p99. c16: rounds
+ * of 16 concurrent streams, alternating direct and gateway round by round; output tokens/s.
+ * Prints a table; writes bench/results/upstream-overhead-<time>.json.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Command } from "commander";
+import { streamChat, type RequestResult, type Target } from "./load/client-stream.js";
+import { randomPrompts } from "./load/datasets.js";
+import { summarize } from "./load/stats.js";
+import { startLlamaServer, startSwitchyard, type PeerOptions } from "./peers/targets.js";
+
+const opts = new Command()
+  .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
+  .option("--threads <n>", "llama-server threads", "2")
+  .option("--quick", "a quarter of the requests (a smoke run)")
+  .option("--out <file>", "where the JSON goes", `bench/results/upstream-overhead-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
+  .parse()
+  .opts<{ model: string; threads: string; quick?: boolean; out: string }>();
+const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
+const C1_REQUESTS = scale(32);
+const C16_ROUNDS = scale(4);
+const INPUT_TOKENS = 128;
+const OUTPUT_TOKENS = 64;
+
+const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; published_path: string | null }>).find((m) => m.id === opts.model);
+if (!listed?.published_path) throw new Error(`${opts.model} is not pulled: run 'npx switchyard models pull'`);
+const peer: PeerOptions = { modelId: opts.model, modelPath: listed.published_path, threads: Number(opts.threads), parallel: 16, contextPerSequence: 1024, port: 18500 };
+
+const llama = await startLlamaServer(peer);
+if (!llama) throw new Error("llama-server is not built: run 'bash bench/peers/build-llama-server.sh'");
+const catalogDir = mkdtempSync(join(tmpdir(), "switchyard-upstream-bench-"));
+const catalog = join(catalogDir, "catalog.json");
+writeFileSync(catalog, JSON.stringify({ models: [gatewayEntry(llama.target.baseURL)] }));
+const gateway = await startSwitchyard({ ...peer, port: 18501 }, "gateway", { SWITCHYARD_CATALOG: catalog });
+const targets: Record<"direct" | "gateway", Target> = { direct: llama.target, gateway: gateway.target };
+
+try {
+  const c1 = await runC1();
+  const c16 = await runC16();
+  report(c1, c16);
+} finally {
+  await gateway.stop();
+  await llama.stop();
+}
+
+async function runC1(): Promise<Record<string, RequestResult[]>> {
+  const prompts = randomPrompts(C1_REQUESTS * 2 + 2, INPUT_TOKENS, 11);
+  // One warm-up each: connections open, caches and JIT warm.
+  await streamChat(targets.direct, prompts.pop()!, 8, undefined);
+  await streamChat(targets.gateway, prompts.pop()!, 8, undefined);
+  const results: Record<string, RequestResult[]> = { direct: [], gateway: [] };
+  for (let i = 0; i < C1_REQUESTS; i++) {
+    for (const name of i % 2 === 0 ? (["direct", "gateway"] as const) : (["gateway", "direct"] as const)) {
+      results[name]!.push(await streamChat(targets[name], prompts.pop()!, OUTPUT_TOKENS, undefined));
+    }
+  }
+  return results;
+}
+
+async function runC16(): Promise<Record<string, { tokens: number; seconds: number; failed: number }>> {
+  const prompts = randomPrompts(C16_ROUNDS * 2 * 16, INPUT_TOKENS, 17);
+  const totals: Record<string, { tokens: number; seconds: number; failed: number }> = { direct: { tokens: 0, seconds: 0, failed: 0 }, gateway: { tokens: 0, seconds: 0, failed: 0 } };
+  for (let round = 0; round < C16_ROUNDS * 2; round++) {
+    const name = round % 2 === 0 ? "direct" : "gateway";
+    const started = performance.now();
+    const results = await Promise.all(Array.from({ length: 16 }, () => streamChat(targets[name], prompts.pop()!, OUTPUT_TOKENS, undefined)));
+    totals[name]!.seconds += (performance.now() - started) / 1000;
+    totals[name]!.tokens += results.reduce((n, r) => n + r.outputTokens, 0);
+    totals[name]!.failed += results.filter((r) => !r.ok).length;
+  }
+  return totals;
+}
+
+function report(c1: Record<string, RequestResult[]>, c16: Record<string, { tokens: number; seconds: number; failed: number }>): void {
+  const rows = (["direct", "gateway"] as const).map((name) => {
+    const ok = c1[name]!.filter((r) => r.ok);
+    const ttft = summarize(ok.map((r) => r.ttftMs!));
+    const itl = summarize(ok.flatMap((r) => r.itlMs));
+    const t = c16[name]!;
+    return { name, ttft, itl, c1Failed: c1[name]!.length - ok.length, c16TokensPerSecond: t.tokens / t.seconds, c16Failed: t.failed };
+  });
+  const [direct, via] = rows as [(typeof rows)[number], (typeof rows)[number]];
+  const ms = (v: number) => v.toFixed(2);
+  const lines = [
+    "| target | c1 TTFT p50 / p99 ms | c1 ITL p50 / p99 ms | c16 out tok/s | failures |",
+    "|---|---|---|---|---|",
+    ...rows.map((r) => `| ${r.name === "direct" ? "llama-server direct" : "gateway → llama-server"} | ${ms(r.ttft.p50)} / ${ms(r.ttft.p99)} | ${ms(r.itl.p50)} / ${ms(r.itl.p99)} | ${r.c16TokensPerSecond.toFixed(1)} | ${r.c1Failed + r.c16Failed} |`),
+    "",
+    `added by the gateway: TTFT p50 ${ms(via.ttft.p50 - direct.ttft.p50)} ms, p99 ${ms(via.ttft.p99 - direct.ttft.p99)} ms; ITL p50 ${ms(via.itl.p50 - direct.itl.p50)} ms, p99 ${ms(via.itl.p99 - direct.itl.p99)} ms; ` +
+      `c16 throughput ${((via.c16TokensPerSecond / direct.c16TokensPerSecond) * 100).toFixed(1)}% of direct`,
+  ];
+  process.stdout.write(`${lines.join("\n")}\n`);
+  mkdirSync("bench/results", { recursive: true });
+  writeFileSync(opts.out, JSON.stringify({ at: new Date().toISOString(), model: opts.model, threads: peer.threads, c1Requests: C1_REQUESTS, c16Rounds: C16_ROUNDS, inputTokens: INPUT_TOKENS, outputTokens: OUTPUT_TOKENS, rows }, null, 2));
+  process.stdout.write(`wrote ${opts.out}\n`);
+}
+
+/** The model, served by the llama-server above: the gateway keeps auth, tiers and metering. */
+function gatewayEntry(baseURL: string) {
+  return {
+    id: opts.model,
+    backend: { type: "openai", replicas: [baseURL], model: "smollm2", max_concurrency: 16 },
+    context_length: 1024,
+    precision: "q4_1",
+    tags: ["JSON", "Function"],
+    pricing: { input: "0.02", output: "0.06", cached_input: "0.01" },
+    created: 1738886400,
+  };
+}

@@ -1,0 +1,126 @@
+import type { EngineEvent } from "../../engine/types.js";
+import { BackendUnavailable, type Backend, type BackendStats, type GenerationParams } from "../backend.js";
+import { createAgent, openStream, probe, ReplicaFailed } from "./http.js";
+import { ReplicaPool } from "./pool.js";
+import { chatPrompt, textPrompt, type UpstreamPrompt } from "./prompt.js";
+import { Replica } from "./replica.js";
+import { requestBody } from "./request-body.js";
+import { streamEvents } from "./stream-events.js";
+
+export interface UpstreamOptions {
+  /** Base URLs (ending where `/chat/completions` lives, e.g. `http://10.0.0.5:8000/v1`). */
+  replicas: readonly string[];
+  apiKey?: string;
+  /** The model name the upstream serves. */
+  model: string;
+  /** Requests one replica runs at once. */
+  maxConcurrency: number;
+  contextWindow: number;
+  maxWaiting: number;
+  flexMaxWaitMs: number;
+  /** Send vLLM's `priority` field. */
+  sendPriority?: boolean;
+  /** How often each replica's health is checked (GET /models). */
+  healthIntervalMs?: number;
+}
+
+const DEFAULT_HEALTH_INTERVAL_MS = 5_000;
+
+/**
+ * An OpenAI-compatible upstream engine (vLLM, SGLang, llama-server, a Switchyard worker) behind the
+ * Backend seam: the gateway keeps tiers, routing and metering, the upstream renders, tokenizes and
+ * generates. Each choice is one streamed upstream request; a replica that fails before answering
+ * 200 is retried on another one (nothing has reached the client then), never after.
+ */
+export function createUpstreamBackend(options: UpstreamOptions): Backend<UpstreamPrompt> & { checkHealth(): Promise<void> } {
+  const replicas = options.replicas.map((url, i) => new Replica(i, url.replace(/\/+$/, ""), options.maxConcurrency));
+  const pool = new ReplicaPool(replicas, { maxWaiting: options.maxWaiting, flexMaxWaitMs: options.flexMaxWaitMs });
+  const agent = createAgent();
+  const bodyOptions = { model: options.model, sendPriority: options.sendPriority ?? false };
+
+  const checkHealth = async () => {
+    await Promise.all(
+      replicas.map(async (replica) => {
+        if (await probe(replica.baseUrl, options.apiKey, agent, 2_000)) replica.succeeded();
+        else if (replica.health === "up" || replica.running === 0) replica.failed(true);
+      }),
+    );
+    pool.dispatch();
+  };
+  const timer = setInterval(() => void checkHealth(), options.healthIntervalMs ?? DEFAULT_HEALTH_INTERVAL_MS);
+  timer.unref();
+
+  async function* generation(prompt: UpstreamPrompt, params: GenerationParams, signal: AbortSignal): AsyncGenerator<EngineEvent> {
+    const queuedAt = performance.now();
+    const schedulingClass = params.schedulingClass ?? "standard";
+    const path = prompt.kind === "chat" ? "/chat/completions" : "/completions";
+    const body = JSON.stringify(requestBody(prompt, params, bodyOptions));
+    const affinityKey = params.cacheNamespace === undefined ? undefined : `${params.cacheNamespace}\u0000${prompt.prefix}`;
+    const tried = new Set<Replica>();
+    let lastFailure = "";
+    for (;;) {
+      let replica: Replica;
+      try {
+        replica = await pool.acquire({ schedulingClass, affinityKey, exclude: tried }, signal);
+      } catch (error) {
+        if (error instanceof BackendUnavailable && lastFailure) throw new BackendUnavailable(`${error.message} Last: ${lastFailure}`);
+        throw error;
+      }
+      let opened;
+      try {
+        opened = await openStream(`${replica.baseUrl}${path}`, body, options.apiKey, agent, signal);
+      } catch (error) {
+        pool.done(replica, schedulingClass, error instanceof ReplicaFailed && error.replicaFault ? "failed" : "neutral", error instanceof ReplicaFailed && error.fatal);
+        if (!(error instanceof ReplicaFailed)) throw error;
+        tried.add(replica);
+        lastFailure = `replica ${replica.index}: ${error.message}`;
+        continue;
+      }
+      let outcome: "ok" | "failed" | "neutral" = "neutral";
+      try {
+        yield { type: "started", queuedMs: performance.now() - queuedAt, cachedTokens: 0 };
+        for await (const event of streamEvents(opened.body, signal)) {
+          if (event.type === "finish") outcome = event.reason === "cancelled" ? "neutral" : "ok";
+          yield event;
+        }
+      } catch (error) {
+        outcome = "failed";
+        throw error;
+      } finally {
+        if (outcome !== "ok") opened.body.destroy();
+        pool.done(replica, schedulingClass, outcome, outcome === "failed");
+      }
+      return;
+    }
+  }
+
+  return {
+    contextWindow: options.contextWindow,
+    vocabularySize: 0, // unknown here: the upstream checks logit_bias ids itself
+    checkHealth,
+    async prepare(messages, tools = [], promptOptions = {}) {
+      return chatPrompt(messages, tools, promptOptions);
+    },
+    async prepareText(text) {
+      return textPrompt(text);
+    },
+    generate(prompt, choices, signal) {
+      return choices.map((params) => generation(prompt, params, signal));
+    },
+    stats(): BackendStats {
+      return {
+        slots: replicas.reduce((n, r) => n + r.maxConcurrency, 0),
+        running: { ...pool.runningByClass },
+        waiting: pool.waitingByClass(),
+        preemptions: 0,
+        idleSequences: 0,
+        kvCacheUsage: 0,
+        replicas: replicas.map((r) => ({ index: r.index, health: r.health, running: r.running, maxConcurrency: r.maxConcurrency, served: r.served })),
+      };
+    },
+    async close() {
+      clearInterval(timer);
+      await agent.close();
+    },
+  };
+}

@@ -1,0 +1,116 @@
+import { randomBytes } from "node:crypto";
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+import type { EngineEvent, FinishReason, TokenAlternative, TokenLogprob, ToolCall } from "../../engine/types.js";
+
+/** The upstream stopped answering in the middle of a stream (it died, or the connection broke). */
+export class UpstreamStreamFailed extends Error {}
+
+interface WireAlternative {
+  token?: string;
+  logprob?: number;
+  bytes?: number[] | null;
+}
+interface WireChunk {
+  choices?: Array<{
+    delta?: { content?: string | null; tool_calls?: Array<{ index?: number; id?: string; function?: { name?: string; arguments?: string } }> };
+    /** Legacy completions. */
+    text?: string;
+    logprobs?: { content?: Array<WireAlternative & { top_logprobs?: WireAlternative[] }> | null } | null;
+    finish_reason?: string | null;
+  }>;
+  usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
+  error?: { message?: string };
+}
+
+/**
+ * An upstream's SSE body as engine events: text deltas, tool calls (assembled from their
+ * fragments), then one `finish` carrying the upstream's usage. Without usage, each content chunk
+ * counts as one completion token (what an engine that streams token by token sends), and the prompt
+ * stays at its estimate. A body that ends before `finish_reason` and `[DONE]` is a failure.
+ */
+export async function* streamEvents(body: AsyncIterable<Uint8Array>, signal: AbortSignal): AsyncGenerator<EngineEvent> {
+  const chunks: WireChunk[] = [];
+  let done = false;
+  const parser = createParser({
+    onEvent: (message: EventSourceMessage) => {
+      if (message.data === "[DONE]") done = true;
+      else chunks.push(JSON.parse(message.data) as WireChunk);
+    },
+  });
+  const decoder = new TextDecoder();
+  const state = new StreamState();
+  try {
+    for await (const bytes of body) {
+      parser.feed(decoder.decode(bytes, { stream: true }));
+      for (const chunk of chunks.splice(0)) yield* state.read(chunk);
+      if (done) break;
+    }
+  } catch (error) {
+    if (signal.aborted) {
+      yield { type: "finish", reason: "cancelled", completionTokens: state.completionTokens };
+      return;
+    }
+    throw new UpstreamStreamFailed(`The upstream engine's stream broke after ${state.completionTokens} tokens: ${(error as Error).message}`);
+  }
+  if (signal.aborted) {
+    yield { type: "finish", reason: "cancelled", completionTokens: state.completionTokens };
+    return;
+  }
+  if (!state.finishReason) throw new UpstreamStreamFailed(`The upstream engine's stream ended after ${state.completionTokens} tokens without finishing.`);
+  yield* state.finish();
+}
+
+class StreamState {
+  completionTokens = 0;
+  finishReason: FinishReason | null = null;
+  private calls: Array<{ id: string; name: string; arguments: string }> = [];
+  private usage: WireChunk["usage"] = null;
+
+  *read(chunk: WireChunk): Generator<EngineEvent> {
+    if (chunk.error) throw new UpstreamStreamFailed(`The upstream engine failed mid-stream: ${chunk.error.message ?? "unknown error"}`);
+    if (chunk.usage) this.usage = chunk.usage;
+    const choice = chunk.choices?.[0];
+    if (!choice) return;
+    for (const fragment of choice.delta?.tool_calls ?? []) this.addCallFragment(fragment);
+    if (choice.delta?.tool_calls?.length) this.completionTokens++;
+    const text = choice.delta?.content ?? choice.text ?? "";
+    const logprobs = choice.logprobs?.content?.map(toTokenLogprob);
+    if (text || logprobs?.length) {
+      this.completionTokens += logprobs?.length || 1;
+      yield { type: "text", text, completionTokens: this.completionTokens, ...(logprobs ? { logprobs } : {}) };
+    }
+    if (choice.finish_reason) this.finishReason = choice.finish_reason === "length" ? "length" : "stop";
+  }
+
+  *finish(): Generator<EngineEvent> {
+    const reported = this.usage?.completion_tokens;
+    if (reported !== undefined) this.completionTokens = Math.max(this.completionTokens, reported);
+    if (this.calls.length > 0) {
+      const calls: ToolCall[] = this.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
+      yield { type: "tool_calls", calls, completionTokens: this.completionTokens };
+    }
+    const prompt = this.usage?.prompt_tokens;
+    yield {
+      type: "finish",
+      reason: this.finishReason!,
+      completionTokens: this.completionTokens,
+      ...(prompt !== undefined ? { promptTokens: prompt, cachedTokens: this.usage?.prompt_tokens_details?.cached_tokens ?? 0 } : {}),
+    };
+  }
+
+  private addCallFragment(fragment: { index?: number; id?: string; function?: { name?: string; arguments?: string } }): void {
+    const index = fragment.index ?? this.calls.length;
+    const call = (this.calls[index] ??= { id: fragment.id ?? `call_${randomBytes(12).toString("hex")}`, name: "", arguments: "" });
+    if (fragment.id) call.id = fragment.id;
+    call.name += fragment.function?.name ?? "";
+    call.arguments += fragment.function?.arguments ?? "";
+  }
+}
+
+function alternative(a: WireAlternative): TokenAlternative {
+  return { token: a.token ?? "", logprob: a.logprob ?? -9999, bytes: a.bytes ?? [...Buffer.from(a.token ?? "", "utf8")] };
+}
+
+function toTokenLogprob(t: WireAlternative & { top_logprobs?: WireAlternative[] }): TokenLogprob {
+  return { ...alternative(t), top: (t.top_logprobs ?? []).map(alternative) };
+}

@@ -1,0 +1,44 @@
+import { createChatService } from "../serving/chat-service.js";
+import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
+import { UNMETERED } from "../serving/unmetered.js";
+import { createMetrics } from "../observability/metrics.js";
+import { buildWorkerApp } from "../server/worker-app.js";
+import type { CatalogEntry } from "../catalog/types.js";
+import type { Settings } from "../config/settings.js";
+
+type LoadModels = (catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings) => Promise<void>;
+
+/**
+ * `switchyard serve --worker`: the models and the engine API, for a gateway. It refuses to start
+ * without SWITCHYARD_WORKER_KEY, wherever it listens: it has no accounts, so the key is its only gate,
+ * and a loopback address still lets every local user in.
+ */
+export async function runWorker(settings: Settings, catalog: CatalogEntry[], loadModels: LoadModels): Promise<void> {
+  if (!settings.workerKey) throw new Error("serve --worker needs SWITCHYARD_WORKER_KEY (16 characters or more): the key the gateway sends, and the only thing that guards this worker.");
+  const registry = createModelRegistry(catalog);
+  const metrics = createMetrics(() => registry.list().flatMap(({ entry, backend }) => (backend ? [{ model: entry.id, stats: backend.stats() }] : [])));
+  const app = buildWorkerApp({
+    chat: createChatService({ registry, ...UNMETERED, metrics }),
+    registry,
+    metrics,
+    workerKey: settings.workerKey,
+    bodyLimit: settings.bodyLimit,
+    connections: { requestTimeoutMs: settings.requestTimeoutMs, maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp },
+    logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
+  });
+  const address = await app.listen({ host: settings.host, port: settings.port });
+  process.stdout.write(`Worker: ${address}/v1 (engine API for a gateway; key: SWITCHYARD_WORKER_KEY)\n`);
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    setTimeout(() => app.server.closeAllConnections(), 10_000).unref();
+    await app.close();
+    await registry.closeAll();
+    process.exit(0);
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  await loadModels(catalog, registry, settings);
+  app.log.info(`worker serving ${catalog.map((m) => m.id).join(", ")} on ${address}/v1`);
+}

@@ -1,0 +1,62 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import type { Metrics } from "../observability/metrics.js";
+import type { ChatService } from "../serving/chat-service.js";
+import type { ModelRegistry } from "../serving/model-registry.js";
+import { API_PREFIXES } from "./api-paths.js";
+import { buildBaseApp, type BaseAppDeps } from "./app.js";
+import type { ApiCaller, Authenticate } from "./auth.js";
+import { chatRoutes } from "./routes/chat.js";
+import { completionsRoutes } from "./routes/completions.js";
+import { healthRoutes } from "./routes/health.js";
+import { metricsRoutes } from "./routes/metrics.js";
+import { modelRoutes } from "./routes/models.js";
+
+export interface WorkerAppDeps extends Omit<BaseAppDeps, "authenticate"> {
+  chat: ChatService;
+  registry: ModelRegistry;
+  metrics: Metrics;
+  /** The one key a gateway presents (SWITCHYARD_WORKER_KEY). */
+  workerKey: string;
+}
+
+/**
+ * `serve --worker`: the engine API for a gateway in front of it. Chat and legacy completions, the
+ * models list, /health and /metrics; no accounts, ledger, limits, budgets, console or admin. The
+ * gateway's `prompt_cache_key` (an opaque hash of the account and its key) is the prefix-cache
+ * namespace, so accounts' cached prompts stay apart here as they do in the gateway.
+ */
+export function buildWorkerApp(deps: WorkerAppDeps): FastifyInstance {
+  const app = buildBaseApp({ ...deps, authenticate: workerAuthenticate(deps.workerKey), corsOrigins: deps.corsOrigins ?? [] });
+  void app.register(async (routes) => {
+    healthRoutes(routes, deps.registry);
+    metricsRoutes(routes, deps.metrics);
+    for (const prefix of API_PREFIXES) {
+      void routes.register(
+        async (api) => {
+          modelRoutes(api, deps.registry);
+          chatRoutes(api, deps.chat);
+          completionsRoutes(api, deps.chat);
+        },
+        { prefix },
+      );
+    }
+  });
+  return app;
+}
+
+/** The gateway, as the one caller a worker has. */
+const GATEWAY: ApiCaller = {
+  accountId: "gateway",
+  accountName: "gateway",
+  keyId: "gateway",
+  allowedModels: null,
+  limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null },
+  manageKeys: false,
+};
+
+/** Compares digests in constant time, so neither the key's bytes nor its length leak through timing. */
+export function workerAuthenticate(workerKey: string): Authenticate {
+  const expected = createHash("sha256").update(workerKey).digest();
+  return async (token) => (timingSafeEqual(createHash("sha256").update(token).digest(), expected) ? GATEWAY : null);
+}

@@ -1,0 +1,11 @@
+import type { RequestLimits, SpendBudgets, UsageLedger } from "./ports.js";
+
+/**
+ * Metering ports for a worker (`serve --worker`): the gateway in front of it keeps the ledger,
+ * limits and budgets, so the worker records nothing and refuses nothing on their account.
+ */
+export const UNMETERED: { ledger: UsageLedger; limits: RequestLimits; budgets: SpendBudgets } = {
+  ledger: { record: async () => {} },
+  limits: { admit: async () => ({ release: async () => {} }) },
+  budgets: { reserve: async () => null },
+};

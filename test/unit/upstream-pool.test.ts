@@ -36,6 +36,20 @@ describe("the replica pool", () => {
     assert.deepEqual(order, ["priority", "standard-1", "standard-2", "flex"]);
   });
 
+  test("a request's n choices take their slots together: two n=2 requests on 2 slots never hold half each", async () => {
+    const pool = new ReplicaPool(replicas(2, 1), { maxWaiting: 10, flexMaxWaitMs: 1000 });
+    const first = await pool.acquireAll(claim({ count: 2 }), never);
+    assert.equal(first.length, 2);
+    let secondGot: Replica[] | undefined;
+    const second = pool.acquireAll(claim({ count: 2 }), never).then((r) => (secondGot = r));
+    pool.done(first[0]!, "standard", "ok");
+    await new Promise((r) => setImmediate(r));
+    assert.equal(secondGot, undefined, "one free slot is not enough for a group of two");
+    assert.equal(pool.replicas.reduce((n, r) => n + r.running, 0), 1);
+    pool.done(first[1]!, "standard", "ok");
+    assert.equal((await second).length, 2);
+  });
+
   test("a flex waiter expires; a full queue refuses at once", async () => {
     const pool = new ReplicaPool(replicas(1), { maxWaiting: 1, flexMaxWaitMs: 20 });
     await pool.acquire(claim(), never);

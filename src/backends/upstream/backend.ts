@@ -50,18 +50,19 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
   const timer = setInterval(() => void checkHealth(), options.healthIntervalMs ?? DEFAULT_HEALTH_INTERVAL_MS);
   timer.unref();
 
-  async function* generation(prompt: UpstreamPrompt, params: GenerationParams, signal: AbortSignal): AsyncGenerator<EngineEvent> {
+  /** `firstSlot`: a slot taken for this choice with its siblings (all at once); retries take their own. */
+  async function* generation(prompt: UpstreamPrompt, params: GenerationParams, signal: AbortSignal, firstSlot?: Promise<Replica>): AsyncGenerator<EngineEvent> {
     const queuedAt = performance.now();
     const schedulingClass = params.schedulingClass ?? "standard";
     const path = prompt.kind === "chat" ? "/chat/completions" : "/completions";
     const body = JSON.stringify(requestBody(prompt, params, bodyOptions));
-    const affinityKey = params.cacheNamespace === undefined ? undefined : `${params.cacheNamespace}\u0000${prompt.prefix}`;
+    const affinityKey = affinityKeyOf(prompt, params);
     const tried = new Set<Replica>();
     let lastFailure = "";
     for (;;) {
       let replica: Replica;
       try {
-        replica = await pool.acquire({ schedulingClass, affinityKey, exclude: tried }, signal);
+        replica = firstSlot && tried.size === 0 ? await firstSlot : await pool.acquire({ schedulingClass, affinityKey, exclude: tried }, signal);
       } catch (error) {
         if (error instanceof BackendUnavailable && lastFailure) throw new BackendUnavailable(`${error.message} Last: ${lastFailure}`);
         throw error;
@@ -105,7 +106,12 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
       return textPrompt(text);
     },
     generate(prompt, choices, signal) {
-      return choices.map((params) => generation(prompt, params, signal));
+      if (choices.length === 1) return [generation(prompt, choices[0]!, signal)];
+      // The choices share one tier and namespace; their slots are taken together (see Claim.count).
+      const first = choices[0]!;
+      const slots = pool.acquireAll({ schedulingClass: first.schedulingClass ?? "standard", affinityKey: affinityKeyOf(prompt, first), exclude: new Set(), count: choices.length }, signal);
+      slots.catch(() => {}); // each choice's stream throws it at its first read
+      return choices.map((params, i) => generation(prompt, params, signal, slots.then((taken) => taken[i]!)));
     },
     stats(): BackendStats {
       return {
@@ -123,4 +129,9 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
       await agent.close();
     },
   };
+}
+
+/** Prompts that start the same within one cache namespace (account) prefer the same replica. */
+function affinityKeyOf(prompt: UpstreamPrompt, params: GenerationParams): string | undefined {
+  return params.cacheNamespace === undefined ? undefined : `${params.cacheNamespace}\u0000${prompt.prefix}`;
 }

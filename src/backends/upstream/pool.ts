@@ -15,11 +15,16 @@ export interface Claim {
   affinityKey?: string;
   /** Replicas this request already failed on (a retry goes elsewhere). */
   exclude: ReadonlySet<Replica>;
+  /**
+   * Slots taken together (a request's `n` choices; default 1). All or none: choices that took
+   * slots one by one could each hold part of what the others wait for, and none would ever start.
+   */
+  count?: number;
 }
 
 interface Waiter {
   claim: Claim;
-  resolve(replica: Replica): void;
+  resolve(replicas: Replica[]): void;
   reject(error: unknown): void;
   cleanup(): void;
 }
@@ -50,10 +55,16 @@ export class ReplicaPool {
   }
 
   /** Resolves with the replica the request may now send to (its slot taken); release it with `done`. */
-  acquire(claim: Claim, signal: AbortSignal): Promise<Replica> {
+  async acquire(claim: Claim, signal: AbortSignal): Promise<Replica> {
+    const [replica] = await this.acquireAll({ ...claim, count: 1 }, signal);
+    return replica!;
+  }
+
+  /** Resolves with `claim.count` slots at once (a replica may appear more than once); release each with `done`. */
+  acquireAll(claim: Claim, signal: AbortSignal): Promise<Replica[]> {
     signal.throwIfAborted();
     if (this.waiting >= this.options.maxWaiting) return Promise.reject(new BackendBusy(`The queue for this model is full (${this.options.maxWaiting} waiting).`));
-    return new Promise<Replica>((resolve, reject) => {
+    return new Promise<Replica[]>((resolve, reject) => {
       const queue = this.queues[claim.schedulingClass];
       const onAbort = () => this.drop(waiter, signal.reason);
       const timer =
@@ -96,16 +107,22 @@ export class ReplicaPool {
           waiter.reject(new BackendUnavailable(this.unavailableMessage(waiter.claim)));
           continue;
         }
-        const replica = choose(waiter.claim, usable);
-        if (!replica) {
+        const count = waiter.claim.count ?? 1;
+        // A down replica takes one trial request, however many slots it has.
+        const freeSlots = usable.reduce((n, r) => n + Math.min(r.health === "up" ? Infinity : 1, Math.max(0, r.maxConcurrency - r.running)), 0);
+        if (freeSlots < count) {
           i++;
           continue;
         }
         queue.splice(i, 1);
         waiter.cleanup();
-        replica.take();
-        this.runningByClass[schedulingClass]++;
-        waiter.resolve(replica);
+        const taken = Array.from({ length: count }, () => {
+          const replica = choose(waiter.claim, usable.filter((r) => r.available(now)))!;
+          replica.take();
+          return replica;
+        });
+        this.runningByClass[schedulingClass] += count;
+        waiter.resolve(taken);
       }
     }
   }

@@ -154,6 +154,22 @@ describe("the upstream request and stream", () => {
     assert.deepEqual(events.at(-1), { type: "finish", reason: "stop", completionTokens: 9, promptTokens: 12, cachedTokens: 8 });
   });
 
+  test("reasoning sent apart from the content goes on as a think block, which serving splits again", async () => {
+    const sse = [
+      { choices: [{ delta: { reasoning_content: "Let me" } }] },
+      { choices: [{ delta: { reasoning_content: " think." } }] },
+      { choices: [{ delta: { content: "Hi" }, finish_reason: "stop" }] },
+    ]
+      .map((c) => `data: ${JSON.stringify(c)}\n\n`)
+      .join("");
+    const body = (async function* () {
+      yield new TextEncoder().encode(`${sse}data: [DONE]\n\n`);
+    })();
+    let text = "";
+    for await (const e of streamEvents(body, never)) if (e.type === "text") text += e.text;
+    assert.equal(text, "<think>Let me think.</think>Hi");
+  });
+
   test("a body that ends before finishing is a failure, after the text it delivered", async () => {
     const body = (async function* () {
       yield new TextEncoder().encode(`data: ${JSON.stringify({ choices: [{ delta: { content: "Hi" } }] })}\n\n`);

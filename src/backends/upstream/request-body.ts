@@ -49,7 +49,8 @@ export function requestBody(prompt: UpstreamPrompt, params: GenerationParams, op
     messages: prompt.messages.map(wireMessage),
     ...toolFields(prompt.tools, params.constraint),
     ...responseFormat(params.constraint),
-    ...(prompt.options.thinking === false ? { chat_template_kwargs: { enable_thinking: false } } : {}),
+    // Qwen3-style templates read the kwarg (vLLM, SGLang, llama-server); a Switchyard worker reads reasoning_effort.
+    ...(prompt.options.thinking === false ? { chat_template_kwargs: { enable_thinking: false }, reasoning_effort: "none" } : {}),
   };
 }
 

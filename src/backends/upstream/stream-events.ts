@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
+import { THINK_CLOSE, THINK_OPEN } from "../../engine/think-tags.js";
 import type { EngineEvent, FinishReason, TokenAlternative, TokenLogprob, ToolCall } from "../../engine/types.js";
 
 /** The upstream stopped answering in the middle of a stream (it died, or the connection broke). */
@@ -12,7 +13,8 @@ interface WireAlternative {
 }
 interface WireChunk {
   choices?: Array<{
-    delta?: { content?: string | null; tool_calls?: Array<{ index?: number; id?: string; function?: { name?: string; arguments?: string } }> };
+    /** `reasoning_content` (DeepSeek, llama-server, Switchyard), `reasoning` (newer vLLM). */
+    delta?: { content?: string | null; reasoning_content?: string | null; reasoning?: string | null; tool_calls?: Array<{ index?: number; id?: string; function?: { name?: string; arguments?: string } }> };
     /** Legacy completions. */
     text?: string;
     logprobs?: { content?: Array<WireAlternative & { top_logprobs?: WireAlternative[] }> | null } | null;
@@ -65,6 +67,7 @@ class StreamState {
   finishReason: FinishReason | null = null;
   private calls: Array<{ id: string; name: string; arguments: string }> = [];
   private usage: WireChunk["usage"] = null;
+  private inReasoning = false;
 
   *read(chunk: WireChunk): Generator<EngineEvent> {
     if (chunk.error) throw new UpstreamStreamFailed(`The upstream engine failed mid-stream: ${chunk.error.message ?? "unknown error"}`);
@@ -73,13 +76,32 @@ class StreamState {
     if (!choice) return;
     for (const fragment of choice.delta?.tool_calls ?? []) this.addCallFragment(fragment);
     if (choice.delta?.tool_calls?.length) this.completionTokens++;
-    const text = choice.delta?.content ?? choice.text ?? "";
+    const text = this.withThinkTags(choice.delta?.reasoning_content ?? choice.delta?.reasoning ?? "", choice.delta?.content ?? choice.text ?? "");
     const logprobs = choice.logprobs?.content?.map(toTokenLogprob);
     if (text || logprobs?.length) {
       this.completionTokens += logprobs?.length || 1;
       yield { type: "text", text, completionTokens: this.completionTokens, ...(logprobs ? { logprobs } : {}) };
     }
     if (choice.finish_reason) this.finishReason = choice.finish_reason === "length" ? "length" : "stop";
+  }
+
+  /**
+   * An upstream that splits reasoning itself sends it apart from the content; it goes on as a
+   * `<think>` block in the text, which serving's reasoning splitter takes apart again like any
+   * model's, so the caller gets `reasoning_content` and the reasoning token count either way.
+   */
+  private withThinkTags(reasoning: string, content: string): string {
+    let text = "";
+    if (reasoning) {
+      if (!this.inReasoning) text += THINK_OPEN;
+      this.inReasoning = true;
+      text += reasoning;
+    }
+    if (content && this.inReasoning) {
+      text += THINK_CLOSE;
+      this.inReasoning = false;
+    }
+    return text + content;
   }
 
   *finish(): Generator<EngineEvent> {

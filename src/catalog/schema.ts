@@ -29,6 +29,7 @@ const pricingSchema = z.strictObject({
       flex: decimalString("0.8").optional(),
     })
     .optional(),
+  dedicated_instance_hour: decimalString("0.36").optional(),
 });
 
 export const catalogEntrySchema = z.strictObject({
@@ -54,6 +55,9 @@ export const catalogEntrySchema = z.strictObject({
     })
     .optional(),
   pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
+}).refine((entry) => entry.dedicated !== true || entry.pricing.dedicated_instance_hour !== undefined, {
+  error: "a model with dedicated: true needs pricing.dedicated_instance_hour (US dollars per instance hour)",
+  path: ["pricing", "dedicated_instance_hour"],
 });
 
 export const catalogFileSchema = z.strictObject({

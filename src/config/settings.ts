@@ -35,6 +35,12 @@ const settingsSchema = z.object({
   adminKey: z.string().min(16).optional(),
   /** Origins browsers may call the API from; `*` allows any (keys travel in headers, not cookies). */
   corsOrigins: z.array(z.string()).min(1),
+  /** Dedicated deployments: heartbeat/autoscale period, billed segment length, idle time before an extra instance stops. */
+  deployments: z.object({
+    tickMs: z.coerce.number().int().min(100),
+    segmentMs: z.coerce.number().int().min(1000),
+    idleMs: z.coerce.number().int().min(0),
+  }),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
@@ -66,6 +72,11 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     databaseUrl: env.SWITCHYARD_DATABASE_URL || undefined,
     adminKey: env.SWITCHYARD_ADMIN_KEY || undefined,
     corsOrigins: list(env.SWITCHYARD_CORS_ORIGINS ?? "*"),
+    deployments: {
+      tickMs: env.SWITCHYARD_DEPLOYMENT_TICK_MS ?? 5000,
+      segmentMs: Number(env.SWITCHYARD_DEPLOYMENT_SEGMENT_S ?? 3600) * 1000,
+      idleMs: env.SWITCHYARD_DEPLOYMENT_IDLE_MS ?? 60_000,
+    },
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

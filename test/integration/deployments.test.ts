@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import Big from "big.js";
 import OpenAI from "openai";
-import { cli, createKey, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
+import { api, waitForDeployment } from "../helpers/deployments.js";
+import { cli, createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 /**
  * Issue 13, section 1: a dedicated deployment's whole life on the real model over real HTTP:
@@ -14,25 +15,6 @@ import { cli, createKey, SMOLLM2, startServer, waitFor, type RunningServer } fro
  */
 const TICK = { SWITCHYARD_DEPLOYMENT_TICK_MS: "300", SWITCHYARD_DEPLOYMENT_SEGMENT_S: "2", SWITCHYARD_MAX_CONTEXT: "1024", SWITCHYARD_PARALLEL: "2" };
 const PER_SECOND = new Big("0.36").div(3600); // SmolLM2's dedicated_instance_hour, per second: 0.0001 exactly
-
-export interface Reply {
-  status: number;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-}
-
-export async function api(server: RunningServer, key: string, method: string, path: string, body?: unknown): Promise<Reply> {
-  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${server.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  return { status: response.status, body: await response.json() };
-}
-
-export function waitForDeployment(server: RunningServer, key: string, id: string, done: (d: any) => boolean): Promise<any> {
-  return waitFor(async () => {
-    const { body } = await api(server, key, "GET", `/v1/deployments/${id}`);
-    return done(body) ? body : undefined;
-  }, 120_000);
-}
 
 /** Exact instance time and its cost, from the caller's own /v1/usage (numbers kept as their text). */
 async function instanceTime(server: RunningServer, key: string): Promise<{ seconds: Big; cost: Big }> {

@@ -1,5 +1,5 @@
 import type { EngineEvent, SchedulingClass } from "../engine/types.js";
-import type { Backend, BackendStats, GenerationParams, PreparedPrompt } from "./backend.js";
+import { BackendBusy, type Backend, type BackendStats, type GenerationParams, type PreparedPrompt } from "./backend.js";
 
 interface Instance {
   backend: Backend;
@@ -46,7 +46,8 @@ export class BackendPool implements Backend {
 
   generate(prompt: PreparedPrompt, choices: readonly GenerationParams[], signal: AbortSignal): AsyncGenerator<EngineEvent>[] {
     const candidates = this.serving();
-    if (candidates.length === 0) throw new Error("The deployment has no running instance.");
+    // Only in the moment between a request finding the deployment and its last instance draining.
+    if (candidates.length === 0) return choices.map(() => refused(new BackendBusy("The deployment has no running instance right now.")));
     // Every instance runs the same model with the same tokenizer, so a prompt prepared on one runs on any.
     const instance = candidates.reduce((best, next) => (next.active < best.active ? next : best));
     instance.active += choices.length;
@@ -153,4 +154,10 @@ function tracked(stream: AsyncGenerator<EngineEvent>, release: () => void): Asyn
     },
   };
   return wrapper as unknown as AsyncGenerator<EngineEvent>;
+}
+
+/** A stream refused before it queued: it throws at its first read, like any refusal. */
+// eslint-disable-next-line require-yield
+async function* refused(error: Error): AsyncGenerator<EngineEvent> {
+  throw error;
 }

@@ -1,4 +1,5 @@
-import { queryUsage, type UsageGroupBy, type UsageReport } from "../billing/ledger.js";
+import { queryAccountUsage } from "../billing/instance-usage.js";
+import type { UsageGroupBy, UsageReport } from "../billing/ledger.js";
 import { NotFound } from "../errors.js";
 import { openDatabase } from "../storage/open.js";
 import { httpKeyAdmin } from "./admin-client.js";
@@ -60,7 +61,7 @@ export async function openKeyAdmin(dataDir: string): Promise<KeyAdmin> {
     async usage({ account, start, end, groupBy }) {
       const found = await findAccount(db, account.trim());
       if (!found) throw new NotFound(`No account named '${account.trim()}'.`);
-      return queryUsage(db, { accountId: found.id, start, end, groupBy });
+      return queryAccountUsage(db, { accountId: found.id, start, end, groupBy });
     },
     close: () => db.close(),
   };

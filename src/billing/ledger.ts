@@ -12,6 +12,7 @@ import type { UsageLedger, UsageRecord, UsageStatus } from "../serving/ports.js"
 import type { Database } from "../storage/database.js";
 import { parseMoney, parseNonNegative, toText } from "./decimal.js";
 import { ExactDecimal } from "./money-json.js";
+import type { InstanceUsage } from "./instance-usage.js";
 
 export type UsageGroupBy = "model" | "day" | "key";
 export const USAGE_GROUP_BY: readonly UsageGroupBy[] = ["model", "day", "key"];
@@ -54,6 +55,8 @@ export interface UsageReport {
   totals: UsageTotals;
   /** Empty when no groupBy was asked for; otherwise sorted by group (byte order; days ascend). */
   groups: UsageGroup[];
+  /** Dedicated instance time, billed apart from tokens (instance-usage.ts); absent where not asked for. */
+  deployments?: InstanceUsage;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -340,6 +343,8 @@ export interface WireUsage {
   group_by: UsageGroupBy | null;
   totals: WireUsageTotals;
   data: Array<{ group: string } & WireUsageTotals>;
+  /** Dedicated instance time: seconds and cost as exact JSON numbers, in total and per deployment. */
+  deployments?: { instance_seconds: ExactDecimal; cost_usd: ExactDecimal; data: Array<{ deployment_id: string; model_id: string; instance_seconds: ExactDecimal; cost_usd: ExactDecimal }> };
 }
 
 /** A usage report as the API sends it; serialise with stringifyJson so costs are exact numbers. */
@@ -353,7 +358,13 @@ export function toWireUsage(report: UsageReport, params: UsageParams & { account
     group_by: params.groupBy ?? null,
     totals: wireTotals(report.totals),
     data: report.groups.map(({ group, ...totals }) => ({ group, ...wireTotals(totals) })),
+    ...(report.deployments ? { deployments: wireDeployments(report.deployments) } : {}),
   };
+}
+
+function wireDeployments(usage: InstanceUsage): NonNullable<WireUsage["deployments"]> {
+  const exact = (d: { instance_seconds: string; cost_usd: string }) => ({ instance_seconds: ExactDecimal.of(d.instance_seconds), cost_usd: ExactDecimal.of(d.cost_usd) });
+  return { ...exact(usage), data: usage.data.map((d) => ({ deployment_id: d.deployment_id, model_id: d.model_id, ...exact(d) })) };
 }
 
 /**
@@ -361,7 +372,7 @@ export function toWireUsage(report: UsageReport, params: UsageParams & { account
  * is captured as its exact source text before JSON.parse sees it.
  */
 export function parseWireUsage(text: string): UsageReport {
-  const parsed = JSON.parse(quoteJsonNumbers(text)) as { totals?: unknown; data?: unknown };
+  const parsed = JSON.parse(quoteJsonNumbers(text)) as { totals?: unknown; data?: unknown; deployments?: InstanceUsage };
   if (!parsed || typeof parsed !== "object" || !Array.isArray(parsed.data)) throw new Error("The usage response is malformed.");
   return {
     totals: totalsFromWire(parsed.totals),
@@ -370,6 +381,8 @@ export function parseWireUsage(text: string): UsageReport {
       if (typeof group !== "string") throw new Error("The usage response is malformed: a group has no name.");
       return { group, ...totalsFromWire(entry) };
     }),
+    // Numbers were quoted above, so seconds and costs arrive as their exact text.
+    ...(parsed.deployments ? { deployments: parsed.deployments } : {}),
   };
 }
 

@@ -45,6 +45,16 @@ async function isDead(tx: Database, self: Owner, other: { id: string; lock_key: 
   return rows[0]?.free === true;
 }
 
+/**
+ * Whether the process behind an owner id is gone: no owner row (a reconciliation already removed
+ * it, or it never was), or a dead one. For other per-owner state (a deployment's instances).
+ */
+export async function ownerIsGone(tx: Database, self: Owner, ownerId: string): Promise<boolean> {
+  if (ownerId === self.id) return false;
+  const [row] = await tx.query<{ id: string; lock_key: string }>("SELECT id, lock_key::text AS lock_key FROM server_owners WHERE id = $1", [ownerId]);
+  return !row || (await isDead(tx, self, row));
+}
+
 export interface Reconciled {
   owners: number;
   rows: number;

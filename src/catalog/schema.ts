@@ -29,6 +29,7 @@ const pricingSchema = z.strictObject({
       flex: decimalString("0.8").optional(),
     })
     .optional(),
+  dedicated_instance_hour: decimalString("0.36").optional(),
 });
 
 const replicaUrl = z
@@ -69,6 +70,9 @@ const entrySchema = z.strictObject({
     })
     .optional(),
   pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
+}).refine((entry) => entry.dedicated !== true || entry.pricing.dedicated_instance_hour !== undefined, {
+  error: "a model with dedicated: true needs pricing.dedicated_instance_hour (US dollars per instance hour)",
+  path: ["pricing", "dedicated_instance_hour"],
 });
 
 /** A model comes from a GGUF (`source`) or from upstream engines (`backend`), never both. */

@@ -15,6 +15,8 @@ export interface ModelPricing extends TokenPrices {
   discount_percent?: string;
   /** Multiplier per tier against standard; a tier absent here is not supported by the model. */
   tiers?: Partial<Record<Exclude<ServiceTier, "default">, string>>;
+  /** US dollars per hour of one running instance of a dedicated deployment; required when `dedicated`. */
+  dedicated_instance_hour?: string;
 }
 
 /** An OpenAI-compatible upstream (vLLM, SGLang, llama-server, a `switchyard serve --worker`) and its replicas. */
@@ -47,7 +49,7 @@ export interface CatalogEntry {
   pricing: ModelPricing;
   /** Unix seconds the entry was published; shown as `created` in the models list. */
   created: number;
-  /** Whether the model may run as a private dedicated endpoint. */
+  /** Whether the model may run as a private dedicated endpoint (then `pricing.dedicated_instance_hour` is required). */
   dedicated?: boolean;
   /**
    * A Jinja chat template file for a GGUF that carries none (base models, some conversions);

@@ -1,4 +1,5 @@
 import { Command } from "commander";
+import { deploymentsCommand } from "./deployments.js";
 import { keysCommand } from "./keys.js";
 import { modelsCommand } from "./models.js";
 import { serveCommand } from "./serve.js";
@@ -9,7 +10,8 @@ const program = new Command("switchyard")
   .addCommand(serveCommand())
   .addCommand(modelsCommand())
   .addCommand(keysCommand())
-  .addCommand(usageCommand());
+  .addCommand(usageCommand())
+  .addCommand(deploymentsCommand());
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`switchyard: ${(error as Error).message}\n`);

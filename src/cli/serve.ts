@@ -1,5 +1,4 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Command } from "commander";
 import { createLocalEngineBackend } from "../backends/local-engine.js";
@@ -21,7 +20,9 @@ import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
-import { takeOwnership } from "../billing/recovery.js";
+import { ownerIsGone, takeOwnership } from "../billing/recovery.js";
+import { createDeploymentManager } from "../deployments/manager.js";
+import { engineOptions, localInstanceFactory } from "./instance-factory.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import { createResponseStore } from "../responses/store.js";
 import type { Database } from "../storage/database.js";
@@ -54,13 +55,14 @@ export function serveCommand(): Command {
 async function serve(flags: ServeFlags): Promise<void> {
   const settings = loadSettings(flags);
   const dataDir = resolveDataDir(flags.dataDir);
-  const catalog = selectModels(await loadCatalog({ extraCatalogPath: flags.catalog }), settings.models);
+  const fullCatalog = await loadCatalog({ extraCatalogPath: flags.catalog });
+  const catalog = selectModels(fullCatalog, settings.models);
   // A worker keeps no database: nothing of it lives in the data dir.
   if (flags.worker) return runWorker(settings, catalog, loadModels);
   // Before anything else touches the data dir: a second server on it refuses here.
   const lock = lockDataDir(dataDir);
   try {
-    await run(settings, dataDir, catalog, lock);
+    await run(settings, dataDir, catalog, lock, fullCatalog);
   } catch (error) {
     removeServerFile(dataDir);
     lock.release();
@@ -68,7 +70,7 @@ async function serve(flags: ServeFlags): Promise<void> {
   }
 }
 
-async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[], lock: DataDirLock): Promise<void> {
+async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[], lock: DataDirLock, fullCatalog: CatalogEntry[]): Promise<void> {
   const db = await openDatabase({ dataDir, url: settings.databaseUrl });
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   const ownership = await takeOwnership(db, settings.databaseUrl, log);
@@ -80,7 +82,17 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
 
   const limits = await openRequestLimits();
   const registry = createModelRegistry(catalog);
-  const metrics = createMetrics(() => registry.list().flatMap(({ entry, backend }) => (backend ? [{ model: entry.id, stats: backend.stats() }] : [])));
+  // Deployments' gauges would name their accounts: metrics are public.
+  const metrics = createMetrics(() => registry.list().flatMap(({ entry, backend, dedicated }) => (backend && !dedicated ? [{ model: entry.id, stats: backend.stats() }] : [])));
+  const deployments = createDeploymentManager({
+    db,
+    registry,
+    catalog: fullCatalog,
+    factory: localInstanceFactory(settings),
+    owner: { id: ownership.owner.id, isGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId) },
+    log,
+    ...settings.deployments,
+  });
   const app = buildApp({
     chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics }),
     metrics,
@@ -91,6 +103,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     bodyLimit: settings.bodyLimit,
     connections: { requestTimeoutMs: settings.requestTimeoutMs, maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp },
     corsOrigins: settings.corsOrigins,
+    deployments,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const adminToken = settings.adminKey ?? generateAdminToken();
@@ -99,6 +112,8 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   lock.listening(address);
   writeServerFile(dataDir, { url: address, adminToken });
   process.stdout.write(`Console: ${address}/console/ (sign in with an API key)\n`);
+  // Deployments this server (or a dead one) ran come back; their instances load beside the public models.
+  await deployments.start();
 
   let stopping = false;
   const stop = async () => {
@@ -109,6 +124,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     // clients open ahead) would otherwise hold the close until their keep-alive timeout, 72 s.
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     await app.close();
+    await deployments.close();
     await registry.closeAll();
     await inFlight.drain();
     await ownership.close();
@@ -178,17 +194,7 @@ export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistr
       // One model at a time: a file that fails to pull or verify marks that model failed, not the server.
       const [file] = await ensureModels([entry], { modelsDir, progress: true });
       if (!file) throw new Error("the model file was not pulled");
-      const engine = {
-        sequences: settings.parallel,
-        contextWindow: Math.min(entry.context_length, settings.maxContext),
-        fallbackChatTemplate: entry.fallback_chat_template ? await readFile(entry.fallback_chat_template, "utf8") : undefined,
-        threads: settings.threads || undefined,
-        shards: settings.shards || undefined,
-        maxWaiting: settings.maxWaiting,
-        flexMaxWaitMs: settings.flexMaxWaitMs,
-        prefixCache: settings.prefixCache,
-        stepTokens: settings.stepTokens,
-      };
+      const engine = await engineOptions(entry, settings, settings.parallel);
       const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
       registry.ready(entry.id, backend, systemFingerprint(file.sha256, engine));
     } catch (error) {

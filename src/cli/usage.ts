@@ -93,5 +93,15 @@ export function formatUsage(account: string, report: UsageReport, range: { start
 
   const statuses = Object.entries(report.totals.by_status).filter(([, count]) => count > 0);
   lines.push("", `By status: ${statuses.length === 0 ? "no requests" : statuses.map(([status, count]) => `${status} ${count}`).join(", ")}`);
+  if (report.deployments && report.deployments.data.length > 0) lines.push("", ...formatInstanceTime(report.deployments));
   return lines.join("\n");
+}
+
+/** Dedicated instance time, billed apart from the tokens above (requests to a deployment cost 0). */
+function formatInstanceTime(usage: NonNullable<UsageReport["deployments"]>): string[] {
+  const header = ["DEPLOYMENT", "MODEL ID", "INSTANCE SECONDS", "COST (USD)"];
+  const rows = [...usage.data.map((d) => [d.deployment_id, d.model_id, d.instance_seconds, d.cost_usd]), ["TOTAL", "", usage.instance_seconds, usage.cost_usd]];
+  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((cells) => cells[column]?.length ?? 0)));
+  const render = (cells: string[]) => cells.map((cell, column) => (column < 2 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0))).join("  ").trimEnd();
+  return ["Dedicated deployments (instance time):", render(header), ...rows.map(render)];
 }

@@ -37,6 +37,12 @@ const settingsSchema = z.object({
   workerKey: z.string().min(16, "must be at least 16 characters").optional(),
   /** Origins browsers may call the API from; `*` allows any (keys travel in headers, not cookies). */
   corsOrigins: z.array(z.string()).min(1),
+  /** Dedicated deployments: heartbeat/autoscale period, billed segment length, idle time before an extra instance stops. */
+  deployments: z.object({
+    tickMs: z.coerce.number().int().min(100),
+    segmentMs: z.coerce.number().int().min(1000),
+    idleMs: z.coerce.number().int().min(0),
+  }),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
@@ -69,6 +75,11 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     adminKey: env.SWITCHYARD_ADMIN_KEY || undefined,
     workerKey: env.SWITCHYARD_WORKER_KEY || undefined,
     corsOrigins: list(env.SWITCHYARD_CORS_ORIGINS ?? "*"),
+    deployments: {
+      tickMs: env.SWITCHYARD_DEPLOYMENT_TICK_MS ?? 5000,
+      segmentMs: Number(env.SWITCHYARD_DEPLOYMENT_SEGMENT_S ?? 3600) * 1000,
+      idleMs: env.SWITCHYARD_DEPLOYMENT_IDLE_MS ?? 60_000,
+    },
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

@@ -13,6 +13,7 @@ import { accountKeyRoutes } from "./routes/account-keys.js";
 import { chatRoutes } from "./routes/chat.js";
 import { docsRoutes } from "./routes/docs.js";
 import { completionsRoutes } from "./routes/completions.js";
+import { deploymentRoutes } from "./routes/deployments.js";
 import { responsesRoutes } from "./routes/responses.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
@@ -21,6 +22,7 @@ import { usageRoutes } from "./routes/usage.js";
 import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ResponseStore } from "../responses/store.js";
+import type { DeploymentService } from "../deployments/types.js";
 
 export interface AppDeps {
   chat: ChatService;
@@ -37,6 +39,8 @@ export interface AppDeps {
   responses: ResponseStore;
   /** Origins browsers may call the API from; ["*"] (the default) allows any. */
   corsOrigins?: string[];
+  /** Dedicated deployments (`/v1/deployments`); absent: the routes are not served. */
+  deployments?: DeploymentService;
   logger?: FastifyServerOptions["logger"];
 }
 
@@ -56,6 +60,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     metricsRoutes(routes, deps.metrics);
     usageRoutes(routes, deps.db);
     accountKeyRoutes(routes, deps.db);
+    if (deps.deployments) deploymentRoutes(routes, deps.deployments);
     void routes.register(consoleRoutes);
     void routes.register(docsRoutes);
     for (const prefix of API_PREFIXES) {
@@ -106,7 +111,7 @@ function installCors(app: FastifyInstance, origins: string[]): void {
       const admin = (request.url ?? "").startsWith("/admin/");
       callback(null, {
         origin: admin ? false : origin,
-        methods: ["GET", "POST", "DELETE", "OPTIONS"],
+        methods: ["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
         exposedHeaders: ["x-request-id", "retry-after"],
         maxAge: 600,
       });

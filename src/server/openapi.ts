@@ -5,6 +5,7 @@ import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { accountCreateKeyBody } from "./routes/account-keys.js";
 import { createKeyBody, listKeysQuery, patchKeyBody } from "./routes/admin.js";
+import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from "./routes/deployments.js";
 
 type Method = "get" | "post" | "patch" | "delete";
 type Auth = "key" | "admin" | "none";
@@ -30,6 +31,7 @@ const errorSchema = z.object({
 });
 
 const responseId = [{ name: "id", description: "The response's id (`resp_…`)." }];
+const deploymentId = [{ name: "id", description: "The deployment's id (`dep_…`)." }];
 
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES. */
 const API_OPERATIONS: Operation[] = [
@@ -53,6 +55,11 @@ const OTHER_OPERATIONS: Operation[] = [
   { method: "get", path: "/v1/keys", id: "listAccountKeys", summary: "The caller's account's keys (needs the manage-keys right)", auth: "key", response: { description: "The keys (never their secrets)." }, errors: [401, 403] },
   { method: "post", path: "/v1/keys", id: "createAccountKey", summary: "Create a key in the caller's account (needs the manage-keys right; shown once)", auth: "key", body: accountCreateKeyBody, response: { description: "The key and its id." }, errors: [400, 401, 403] },
   { method: "delete", path: "/v1/keys/{id}", id: "revokeAccountKey", summary: "Revoke a key of the caller's account (needs the manage-keys right)", auth: "key", pathParams: [{ name: "id", description: "Key id." }], response: { description: "The revoked key." }, errors: [401, 403, 404] },
+  { method: "post", path: "/v1/deployments", id: "createDeployment", summary: "Deploy a catalog model marked dedicated as a private endpoint of the caller's account (instances load in the background)", auth: "key", body: createDeploymentBody, response: { description: "The deploy object: id, model, name, model_id (`<account>/<name>`, what requests name as `model`), status, fail_reason, instances {running, pending}, settings, created_at, updated_at." }, errors: [400, 401] },
+  { method: "get", path: "/v1/deployments", id: "listDeployments", summary: "The caller's account's deployments (deleted ones only with status=deleted)", auth: "key", query: listDeploymentsQuery, response: { description: "`{object: \"list\", data: [deployment]}`" }, errors: [400, 401] },
+  { method: "get", path: "/v1/deployments/{id}", id: "getDeployment", summary: "One deployment of the caller's account", auth: "key", pathParams: deploymentId, response: { description: "The deploy object." }, errors: [401, 404] },
+  { method: "patch", path: "/v1/deployments/{id}", id: "scaleDeployment", summary: "Change min_instances / max_instances (0 stops it and its billing)", auth: "key", body: scaleDeploymentBody, pathParams: deploymentId, response: { description: "The deploy object." }, errors: [400, 401, 404] },
+  { method: "delete", path: "/v1/deployments/{id}", id: "deleteDeployment", summary: "Drain its requests in flight, unload it, stop its billing", auth: "key", pathParams: deploymentId, response: { description: "The deploy object, status `deleted`." }, errors: [401, 404] },
   { method: "get", path: "/console", id: "console", summary: "The web console (redirects to /console/)", auth: "none", response: { description: "A redirect.", contentType: "text/html" }, errors: [] },
   { method: "get", path: "/console/{file}", id: "consoleFiles", summary: "The web console's page and assets", auth: "none", pathParams: [{ name: "file", description: "File path." }], response: { description: "The file.", contentType: "application/octet-stream" }, errors: [404] },
   { method: "get", path: "/health", id: "health", summary: "Readiness and load per model", auth: "none", response: { description: "200 once every model is loaded, 503 while loading." }, errors: [503] },

@@ -5,7 +5,7 @@ import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js
 import type { ChatMessage, EngineEvent, OutputConstraint, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
 import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
-import type { ModelRegistry } from "./model-registry.js";
+import { visibleTo, type ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation, InFlightLedger } from "./ports.js";
 import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning, type ReportedPrompt, type SplitEvent } from "./reasoning-stream.js";
@@ -138,7 +138,7 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
       let lease: LimitLease | undefined;
       let reservation: BudgetReservation | null = null;
       try {
-        const { entry, backend, systemFingerprint } = readyModel(registry, caller, input.model);
+        const { entry, backend, systemFingerprint, metricsModel } = readyModel(registry, caller, input.model);
         checkCapabilities(entry, backend, input);
         checkCheapContextBound(entry, backend, input);
         tier = resolveTier(entry.pricing, input.serviceTier);
@@ -197,7 +197,8 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
         }
 
         const cachedPromptTokens = cachedByPrompt.reduce((a, b) => a + b, 0);
-        const observer = metrics?.request(entry.id, tier) ?? UNOBSERVED;
+        // Metrics carry no account's name: a deployment is labelled with the catalog model it runs.
+        const observer = metrics?.request(metricsModel ?? entry.id, tier) ?? UNOBSERVED;
         observer.admitted(Math.max(...starts.map((s) => s.queuedMs)), promptTokens, cachedPromptTokens);
         const estimates = prompts.map((prompt, p) => ({ promptTokens: prompt.tokenCount, cachedTokens: cachedByPrompt[p]! }));
         const settle = settlement(meter, { tier, estimates, choicesPerPrompt: n, prices, lease, reservation });
@@ -241,16 +242,19 @@ function cacheNamespace(caller: Caller, input: ChatInput): string {
   return input.promptCacheKey === undefined ? caller.accountId : JSON.stringify([caller.accountId, input.promptCacheKey]);
 }
 
-function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entry: CatalogEntry; backend: Backend; systemFingerprint: string } {
+function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entry: CatalogEntry; backend: Backend; systemFingerprint: string; metricsModel?: string } {
   const served = registry.get(id);
-  if (!served || (caller.allowedModels && !caller.allowedModels.includes(id))) throw new ModelNotFound(id);
+  // Another account's deployment is refused exactly like a model that does not exist.
+  if (!served || !visibleTo(served, caller.accountId) || (caller.allowedModels && !caller.allowedModels.includes(id))) throw new ModelNotFound(id);
+  if (served.state === "stopped") throw new ServiceError(503, "server_error", `The deployment '${id}' is scaled to zero instances; scale it up (PATCH /v1/deployments/{id} with min_instances ≥ 1) to call it.`, "deployment_stopped");
+  if (served.state === "elsewhere") throw new CapacityUnavailable(`The deployment '${id}' runs on another server process sharing this database; send the request there.`, 5);
   if (served.state === "not_pulled") {
     const how = `Pull it with 'switchyard models pull ${id}' (or 'npx switchyard models pull ${id}'), then restart the server.`;
     throw new ServiceError(503, "server_error", `The model '${id}' is in the catalog but not pulled on this server. ${how}`, "model_not_pulled");
   }
   if (served.state === "failed") throw new CapacityUnavailable(`The model '${id}' failed to load: ${served.error ?? "unknown error"}`, 60);
   if (served.state !== "ready" || !served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
-  return { entry: served.entry, backend: served.backend, systemFingerprint: served.systemFingerprint ?? "fp_unknown" };
+  return { entry: served.entry, backend: served.backend, systemFingerprint: served.systemFingerprint ?? "fp_unknown", metricsModel: served.dedicated && `${served.dedicated.baseModel} (dedicated)` };
 }
 
 async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: readonly ToolDefinition[], options: PromptOptions): Promise<PreparedPrompt> {

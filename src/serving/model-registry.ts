@@ -1,8 +1,19 @@
 import type { Backend } from "../backends/backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
 
-/** `not_pulled`: an on-demand catalog model whose file is not in the models dir. */
-export type ModelState = "loading" | "ready" | "failed" | "not_pulled";
+/**
+ * `not_pulled`: an on-demand catalog model whose file is not in the models dir. `stopped`: a
+ * dedicated deployment scaled to zero. `elsewhere`: a deployment another server process runs.
+ */
+export type ModelState = "loading" | "ready" | "failed" | "not_pulled" | "stopped" | "elsewhere";
+
+/** What makes a model private: the account whose dedicated deployment it is. */
+export interface Dedicated {
+  accountId: string;
+  deploymentId: string;
+  /** The catalog model the deployment runs. */
+  baseModel: string;
+}
 
 export interface ServedModel {
   entry: CatalogEntry;
@@ -11,6 +22,13 @@ export interface ServedModel {
   /** `system_fingerprint`: stable per model file and engine configuration (fingerprint.ts). */
   systemFingerprint?: string;
   error?: string;
+  /** Present for a dedicated deployment: only that account may see or call it. */
+  dedicated?: Dedicated;
+}
+
+/** Whether an account may see (and call) a model: public ones, and its own deployments. */
+export function visibleTo(model: ServedModel, accountId: string): boolean {
+  return model.dedicated === undefined || model.dedicated.accountId === accountId;
 }
 
 /** The models this server publishes, and the backend serving each once it is loaded. */
@@ -20,6 +38,10 @@ export interface ModelRegistry {
   ready(id: string, backend: Backend, systemFingerprint?: string): void;
   failed(id: string, error: string): void;
   notPulled(id: string): void;
+  /** Adds or replaces a private model (a dedicated deployment); public ones come from the catalog. */
+  putDedicated(model: ServedModel & { dedicated: Dedicated }): void;
+  removeDedicated(id: string): void;
+  /** Every public model is ready (or not pulled); deployments do not count. */
   allReady(): boolean;
   closeAll(): Promise<void>;
 }
@@ -43,10 +65,19 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
     notPulled(id) {
       Object.assign(mustGet(id), { state: "not_pulled" });
     },
+    putDedicated(model) {
+      const existing = models.get(model.entry.id);
+      if (existing && !existing.dedicated) throw new Error(`${model.entry.id} is a public model.`);
+      models.set(model.entry.id, model);
+    },
+    removeDedicated(id) {
+      if (models.get(id)?.dedicated) models.delete(id);
+    },
     // A model nobody pulled is not a model this server failed to make ready.
-    allReady: () => [...models.values()].every((m) => m.state === "ready" || m.state === "not_pulled"),
+    allReady: () => [...models.values()].every((m) => m.dedicated !== undefined || m.state === "ready" || m.state === "not_pulled"),
     async closeAll() {
-      await Promise.all([...models.values()].map((m) => m.backend?.close()));
+      // Deployments' backends are their manager's to close (it meters their instances).
+      await Promise.all([...models.values()].filter((m) => !m.dedicated).map((m) => m.backend?.close()));
     },
   };
 }

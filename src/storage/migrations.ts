@@ -131,6 +131,64 @@ export const migrations: Migration[] = [
     // Existing keys keep exactly what they could do: no key gains the right by the upgrade.
     sql: `ALTER TABLE api_keys ADD COLUMN manage_keys boolean NOT NULL DEFAULT false;`,
   },
+  {
+    id: 8,
+    name: "dedicated deployments and their metered instance time",
+    sql: `
+      -- A deployment: an account's private copy of a catalog model on its own instances. owner_id is
+      -- the server process (server_owners) that runs it; NULL or a dead owner: the next to start adopts it.
+      CREATE TABLE deployments (
+        id              text PRIMARY KEY,
+        account_id      text NOT NULL REFERENCES accounts (id),
+        model           text NOT NULL,
+        name            text NOT NULL,
+        status          text NOT NULL,
+        fail_reason     text,
+        min_instances   integer NOT NULL,
+        max_instances   integer NOT NULL,
+        max_batch_size  integer NOT NULL,
+        owner_id        text,
+        created_at      timestamptz NOT NULL DEFAULT now(),
+        updated_at      timestamptz NOT NULL DEFAULT now(),
+        deleted_at      timestamptz
+      );
+
+      CREATE UNIQUE INDEX deployments_account_name_idx ON deployments (account_id, name) WHERE deleted_at IS NULL;
+
+      -- One row per instance from the moment it runs until it stops: heartbeat_at proves it still
+      -- ran; billed_until is how far deployment_usage already bills it. A dead owner's open row is
+      -- closed at its last heartbeat. Times are whole milliseconds.
+      CREATE TABLE deployment_instances (
+        id             text PRIMARY KEY,
+        deployment_id  text NOT NULL REFERENCES deployments (id),
+        owner_id       text NOT NULL,
+        hourly_usd     numeric NOT NULL,
+        started_at     timestamptz NOT NULL,
+        heartbeat_at   timestamptz NOT NULL,
+        billed_until   timestamptz NOT NULL,
+        ended_at       timestamptz
+      );
+
+      CREATE INDEX deployment_instances_open_idx ON deployment_instances (deployment_id) WHERE ended_at IS NULL;
+
+      -- The instance-time ledger: billed segments, at most one per (instance, start), written in the
+      -- same transaction that advances billed_until, so each millisecond is billed exactly once.
+      CREATE TABLE deployment_usage (
+        instance_id    text NOT NULL REFERENCES deployment_instances (id),
+        start_at       timestamptz NOT NULL,
+        end_at         timestamptz NOT NULL,
+        deployment_id  text NOT NULL REFERENCES deployments (id),
+        account_id     text NOT NULL REFERENCES accounts (id),
+        model_id       text NOT NULL,
+        seconds        numeric NOT NULL,
+        hourly_usd     numeric NOT NULL,
+        cost_usd       numeric NOT NULL,
+        PRIMARY KEY (instance_id, start_at)
+      );
+
+      CREATE INDEX deployment_usage_account_idx ON deployment_usage (account_id, start_at);
+    `,
+  },
 ];
 
 /**

@@ -12,6 +12,7 @@ import { createMetrics } from "../../src/observability/metrics.js";
 import { createResponseStore } from "../../src/responses/store.js";
 import { buildApp } from "../../src/server/app.js";
 import { adminRoutes } from "../../src/server/routes/admin.js";
+import { createDeploymentManager } from "../../src/deployments/manager.js";
 import { createChatService } from "../../src/serving/chat-service.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";
 import type { Database } from "../../src/storage/database.js";
@@ -39,6 +40,8 @@ describe("the OpenAPI document and the reference page", () => {
       metrics: createMetrics(() => []),
       authenticate: async () => null,
       bodyLimit: 1 << 20,
+      // The real manager, never started: the routes are what is checked here, no instance loads.
+      deployments: createDeploymentManager({ db, registry, catalog: await loadCatalog({}), factory: async () => Promise.reject(new Error("no engine here")), owner: { id: "own_openapi", isGone: async () => false }, log: () => {} }),
     });
     app.addHook("onRoute", (route) => {
       for (const method of [route.method].flat()) routes.push({ method, url: route.url });

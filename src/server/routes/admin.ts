@@ -3,7 +3,8 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { toWireAccount, toWireCreatedKey, toWireKey, type WireRevokedKey } from "../../accounts/admin-wire.js";
 import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKeyLimits } from "../../accounts/store.js";
-import { parseUsageParams, queryUsage, toWireUsage } from "../../billing/ledger.js";
+import { queryAccountUsage } from "../../billing/instance-usage.js";
+import { parseUsageParams, toWireUsage } from "../../billing/ledger.js";
 import { stringifyJson } from "../../billing/money-json.js";
 import { InvalidRequest, NotFound, Unauthorized } from "../../errors.js";
 import { budgetText, keyLimitFields, newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
@@ -75,7 +76,7 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     const params = parseUsageParams(query);
     const found = await findAccount(db, account.trim());
     if (!found) throw new NotFound(`No account named '${account.trim()}'.`);
-    const report = await queryUsage(db, { accountId: found.id, ...params });
+    const report = await queryAccountUsage(db, { accountId: found.id, ...params });
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsage(report, { ...params, account: found.name })));
   });
 

@@ -6,7 +6,8 @@ import type { ModelRegistry } from "../../serving/model-registry.js";
 /** Unauthenticated readiness: 200 once every model is loaded; 503 while loading, or if one failed to load. */
 export function healthRoutes(app: FastifyInstance, registry: ModelRegistry): void {
   app.get("/health", async (_request, reply) => {
-    const models = registry.list().map(({ entry, state, backend, error }) => ({
+    // Unauthenticated: private deployments are never listed here.
+    const models = registry.list().filter((m) => !m.dedicated).map(({ entry, state, backend, error }) => ({
       id: entry.id,
       state,
       ...(backend ? load(backend.stats()) : {}),

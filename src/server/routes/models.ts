@@ -2,10 +2,10 @@ import type { FastifyInstance } from "fastify";
 import { stringifyJson } from "../../billing/money-json.js";
 import { pricingView } from "../../billing/pricing-view.js";
 import { ModelNotFound } from "../../errors.js";
-import type { ModelRegistry, ServedModel } from "../../serving/model-registry.js";
+import { visibleTo, type ModelRegistry, type ServedModel } from "../../serving/model-registry.js";
 import { callerOf } from "../auth.js";
 
-function toWireModel({ entry, state }: ServedModel) {
+function toWireModel({ entry, state, dedicated }: ServedModel) {
   return {
     id: entry.id,
     object: "model" as const,
@@ -18,22 +18,26 @@ function toWireModel({ entry, state }: ServedModel) {
       pricing: pricingView(entry.pricing),
       dedicated_endpoint: entry.dedicated === true,
       status: state,
+      // The caller's own deployment: which one, and the catalog model it runs.
+      ...(dedicated ? { deployment: { id: dedicated.deploymentId, model: dedicated.baseModel } } : {}),
     },
   };
 }
 
 export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void {
-  const visible = (allowed: string[] | null) => registry.list().filter((m) => !allowed || allowed.includes(m.entry.id));
+  // Public models and the caller's own deployments; another account's are never listed.
+  const visible = ({ allowedModels: allowed, accountId }: { allowedModels: string[] | null; accountId: string }) =>
+    registry.list().filter((m) => visibleTo(m, accountId) && (!allowed || allowed.includes(m.entry.id)));
 
   app.get("/models", async (request, reply) => {
-    const data = visible(callerOf(request).allowedModels).map(toWireModel);
+    const data = visible(callerOf(request)).map(toWireModel);
     return reply.type("application/json; charset=utf-8").send(stringifyJson({ object: "list", data }));
   });
 
   // Model ids contain a slash (`owner/name`), so the id is the rest of the path.
   app.get("/models/*", async (request, reply) => {
     const id = decodeURIComponent((request.params as { "*": string })["*"]);
-    const model = visible(callerOf(request).allowedModels).find((m) => m.entry.id === id);
+    const model = visible(callerOf(request)).find((m) => m.entry.id === id);
     if (!model) throw new ModelNotFound(id);
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireModel(model)));
   });

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
-import { parseUsageParams, queryUsage, toWireUsage } from "../../billing/ledger.js";
+import { queryAccountUsage } from "../../billing/instance-usage.js";
+import { parseUsageParams, toWireUsage } from "../../billing/ledger.js";
 import { stringifyJson } from "../../billing/money-json.js";
 import type { Database } from "../../storage/database.js";
 import { callerOf } from "../auth.js";
@@ -7,13 +8,14 @@ import { callerOf } from "../auth.js";
 /**
  * GET /v1/usage?start=&end=&group_by=model|day|key: the calling key's own account's usage, never
  * anyone else's. start is inclusive, end exclusive; each is Unix seconds or an ISO 8601 date or
- * date-time (UTC unless it has an offset). Costs are exact JSON numbers.
+ * date-time (UTC unless it has an offset). Costs are exact JSON numbers. Dedicated instance time
+ * is reported apart, under `deployments`.
  */
 export function usageRoutes(app: FastifyInstance, db: Database): void {
   app.get("/v1/usage", async (request, reply) => {
     const { accountId } = callerOf(request);
     const params = parseUsageParams(request.query);
-    const report = await queryUsage(db, { accountId, ...params });
+    const report = await queryAccountUsage(db, { accountId, ...params });
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsage(report, params)));
   });
 }

@@ -1,0 +1,171 @@
+/**
+ * One deployment this process runs: its instances (each a loaded model of its own, from the
+ * factory), the pool that routes its requests, its entry in the model registry, and the metering
+ * of every instance's running time. Changes (scale, autoscale, delete) run one at a time.
+ */
+import type { Backend } from "../backends/backend.js";
+import { BackendPool } from "../backends/pool.js";
+import type { CatalogEntry } from "../catalog/types.js";
+import type { ModelRegistry } from "../serving/model-registry.js";
+import type { Database } from "../storage/database.js";
+import type { InstanceMeter } from "./metering.js";
+import { privateEntry } from "./settings.js";
+import { setStatus, type DeploymentRow } from "./store.js";
+import type { DeploymentSettings, DeploymentStatus, InstanceFactory } from "./types.js";
+
+export interface InstanceContext {
+  db: Database;
+  registry: ModelRegistry;
+  meter: InstanceMeter;
+  factory: InstanceFactory;
+  log: (message: string) => void;
+}
+
+export class LocalDeployment {
+  readonly pool = new BackendPool();
+  /** Metering interval id of each running instance. */
+  private readonly intervals = new Map<Backend, string>();
+  /** Instances wanted now: min_instances, or more while the autoscaler says so (up to max). */
+  private target: number;
+  pending = 0;
+  status: DeploymentStatus;
+  failReason: string | null = null;
+  deleting = false;
+  private fingerprint: string | undefined;
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    readonly row: DeploymentRow,
+    private readonly base: CatalogEntry,
+    public settings: DeploymentSettings,
+    private readonly context: InstanceContext,
+  ) {
+    this.target = settings.minInstances;
+    this.status = row.status === "failed" ? "failed" : settings.minInstances === 0 ? "stopped" : "initializing";
+    this.failReason = row.status === "failed" ? row.failReason : null;
+    this.publish();
+  }
+
+  get modelId(): string {
+    return `${this.row.accountName}/${this.row.name}`;
+  }
+
+  get running(): number {
+    return this.pool.size;
+  }
+
+  /** New settings: the instances go to the new min (the autoscaler may add more again); a failed deployment tries again. */
+  rescale(settings: DeploymentSettings): Promise<void> {
+    this.settings = settings;
+    if (this.status === "failed") {
+      this.status = "initializing";
+      this.failReason = null;
+    }
+    this.target = settings.minInstances;
+    return this.reconcile();
+  }
+
+  /** One more instance while requests queue, one fewer once one has idled `idleMs`; within min and max. */
+  autoscale(idleMs: number): void {
+    if (this.deleting || this.status !== "running") return;
+    if (this.pool.waiting() > 0 && this.target < this.settings.maxInstances && this.target === this.running) {
+      this.target++;
+      void this.reconcile();
+    } else if (this.target > this.settings.minInstances && this.target === this.running && this.pool.longestIdleMs() >= idleMs) {
+      this.target--;
+      void this.reconcile();
+    }
+  }
+
+  /** Loads or drains instances until `target` run, one change at a time. Never rejects. */
+  reconcile(): Promise<void> {
+    this.chain = this.chain.then(() => this.converge()).catch((error: Error) => this.context.log(`deployment ${this.row.id}: ${error.message}`));
+    return this.chain;
+  }
+
+  /** No new requests (its id is gone from the registry), the ones in flight finish, every instance unloads. */
+  async delete(): Promise<void> {
+    this.deleting = true;
+    this.context.registry.removeDedicated(this.modelId);
+    this.target = 0;
+    await this.reconcile();
+    await this.setStatus("deleted");
+  }
+
+  /** This process stops: unload every instance (their intervals close and are billed); the DB keeps the settings. */
+  async shutdown(): Promise<void> {
+    this.deleting = true;
+    this.context.registry.removeDedicated(this.modelId);
+    this.target = 0;
+    await this.reconcile();
+  }
+
+  private async converge(): Promise<void> {
+    while (this.running < this.target && this.status !== "failed") {
+      this.pending = this.target - this.running;
+      await this.setStatus("deploying");
+      if (!(await this.startInstance())) break;
+    }
+    this.pending = 0;
+    while (this.running > this.target) await this.stopInstance();
+    if (this.deleting) return;
+    if (this.status !== "failed") await this.setStatus(this.running > 0 ? "running" : "stopped");
+  }
+
+  private async startInstance(): Promise<boolean> {
+    let loaded: Awaited<ReturnType<InstanceFactory>>;
+    try {
+      loaded = await this.context.factory(this.base, this.settings);
+    } catch (error) {
+      const reason = (error as Error).message;
+      this.context.log(`deployment ${this.row.id}: an instance failed to load: ${reason}`);
+      // With instances running it keeps serving at the size it has; with none it has failed.
+      this.target = this.running;
+      if (this.running === 0) await this.setStatus("failed", `The model could not be loaded: ${reason}`);
+      return false;
+    }
+    if (this.deleting) {
+      await loaded.backend.close();
+      return false;
+    }
+    const interval = await this.context.meter.open(this.row.id, this.base.pricing.dedicated_instance_hour ?? "0");
+    this.intervals.set(loaded.backend, interval);
+    this.fingerprint ??= loaded.systemFingerprint;
+    this.pool.add(loaded.backend);
+    this.publish();
+    return true;
+  }
+
+  private async stopInstance(): Promise<void> {
+    const backend = await this.pool.drainOne();
+    if (!backend) return;
+    await backend.close();
+    const interval = this.intervals.get(backend);
+    this.intervals.delete(backend);
+    if (interval) await this.context.meter.close(interval);
+    this.publish();
+  }
+
+  private async setStatus(status: DeploymentStatus, failReason: string | null = null): Promise<void> {
+    if (this.status !== status || this.failReason !== failReason) {
+      this.status = status;
+      this.failReason = failReason;
+      await setStatus(this.context.db, this.row.id, status, failReason);
+    }
+    this.publish();
+  }
+
+  /** The registry's view: ready with instances, else what it is doing. */
+  private publish(): void {
+    if (this.deleting) return;
+    const state = this.running > 0 ? "ready" : this.status === "failed" ? "failed" : this.status === "stopped" ? "stopped" : "loading";
+    this.context.registry.putDedicated({
+      entry: privateEntry(this.base, this.modelId, this.row.createdAt),
+      state,
+      backend: this.running > 0 ? this.pool : undefined,
+      systemFingerprint: this.fingerprint,
+      error: this.failReason ?? undefined,
+      dedicated: { accountId: this.row.accountId, deploymentId: this.row.id, baseModel: this.base.id },
+    });
+  }
+}

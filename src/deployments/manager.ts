@@ -1,0 +1,183 @@
+/**
+ * The deployments API's implementation and the loop that keeps this process's deployments
+ * running. State lives in the database, so any process sharing it answers for any deployment:
+ * the process that owns one (deployments.owner_id, a server_owners id) runs its instances; the
+ * others list it, change its settings (the owner applies them on its next tick) and answer its
+ * requests with a 503 naming where it runs. A deployment whose owner is gone is adopted by the
+ * next process to look (at start, then every tick), after its open intervals are closed and billed.
+ */
+import type { CatalogEntry } from "../catalog/types.js";
+import type { ModelRegistry } from "../serving/model-registry.js";
+import type { Database } from "../storage/database.js";
+import { LocalDeployment } from "./instances.js";
+import { closeDeadIntervals, createInstanceMeter, type InstanceMeter } from "./metering.js";
+import { checkName, deployableEntry, privateEntry, resolveSettings } from "./settings.js";
+import { claimDeployment, findDeployment, insertDeployment, listDeployments, liveDeployments, markDeleting, setStatus, updateSettings, type DeploymentRow } from "./store.js";
+import type { Deployment, DeploymentCaller, DeploymentService, InstanceFactory } from "./types.js";
+
+export interface DeploymentManagerOptions {
+  db: Database;
+  registry: ModelRegistry;
+  /** The whole catalog: a deployment may run a model this process does not serve publicly. */
+  catalog: readonly CatalogEntry[];
+  factory: InstanceFactory;
+  /** This process's owner id, and how to tell whether another owner's process is gone. */
+  owner: { id: string; isGone(tx: Database, ownerId: string): Promise<boolean> };
+  log: (message: string) => void;
+  /** Heartbeat, autoscaling and sync period (default 5 s). */
+  tickMs?: number;
+  /** Length of a billed segment of instance time (default one hour). */
+  segmentMs?: number;
+  /** An instance above min_instances idle this long is stopped (default 60 s). */
+  idleMs?: number;
+}
+
+export interface DeploymentManager extends DeploymentService {
+  /** Closes dead owners' intervals, adopts orphaned deployments, starts the loop. */
+  start(): Promise<void>;
+  /** Unloads this process's instances (billing them up to now) and lets the deployments go, to be adopted again. */
+  close(): Promise<void>;
+}
+
+export function createDeploymentManager(options: DeploymentManagerOptions): DeploymentManager {
+  const { db, registry, catalog, owner, log } = options;
+  const tickMs = options.tickMs ?? 5_000;
+  const segmentMs = options.segmentMs ?? 3_600_000;
+  const idleMs = options.idleMs ?? 60_000;
+  const meter: InstanceMeter = createInstanceMeter(db, owner.id, segmentMs);
+  const local = new Map<string, LocalDeployment>();
+  const context = { db, registry, meter, factory: options.factory, log };
+  let timer: NodeJS.Timeout | undefined;
+  let ticking: Promise<void> | null = null;
+
+  const view = (row: DeploymentRow): Deployment => {
+    const mine = local.get(row.id);
+    return {
+      id: row.id,
+      accountId: row.accountId,
+      model: row.model,
+      name: row.name,
+      modelId: `${row.accountName}/${row.name}`,
+      status: mine && !mine.deleting ? mine.status : row.status,
+      failReason: mine && !mine.deleting ? mine.failReason : row.failReason,
+      settings: mine?.settings ?? row.settings,
+      instances: { running: mine ? mine.running : row.openInstances, pending: mine?.pending ?? 0 },
+      createdAt: row.createdAt,
+      updatedAt: row.updatedAt,
+    };
+  };
+  const reread = async (id: string) => view((await findDeployment(db, id))!);
+
+  const run = (row: DeploymentRow): LocalDeployment | undefined => {
+    const base = catalog.find((m) => m.id === row.model);
+    if (!base) {
+      log(`deployment ${row.id}: its model ${row.model} is not in this server's catalog`);
+      return undefined;
+    }
+    const deployment = new LocalDeployment(row, base, row.settings, context);
+    local.set(row.id, deployment);
+    void deployment.reconcile();
+    return deployment;
+  };
+
+  /** Deployments another live process runs are known here, so their requests get a clear 503, not a 404. */
+  const showElsewhere = (row: DeploymentRow) => {
+    const base = catalog.find((m) => m.id === row.model);
+    if (!base || local.has(row.id)) return;
+    const modelId = `${row.accountName}/${row.name}`;
+    registry.putDedicated({ entry: privateEntry(base, modelId, row.createdAt), state: "elsewhere", dedicated: { accountId: row.accountId, deploymentId: row.id, baseModel: base.id } });
+  };
+
+  /** Applies what the database says: deletions and settings changed by other processes, adoptions, the rest's whereabouts. */
+  const sync = async () => {
+    await closeDeadIntervals(db, owner.id, owner.isGone, segmentMs);
+    for (const row of await liveDeployments(db)) {
+      const mine = local.get(row.id);
+      if (mine && row.ownerId === owner.id) {
+        if (row.deletedAt && !mine.deleting) await removeLocal(mine);
+        else if (!sameSettings(row, mine)) await mine.rescale(row.settings);
+      } else if (!mine && row.ownerId !== owner.id && (row.ownerId === null || (await db.transaction((tx) => owner.isGone(tx, row.ownerId!))))) {
+        if (!(await claimDeployment(db, row.id, row.ownerId, owner.id))) continue;
+        if (row.deletedAt) await setStatus(db, row.id, "deleted", row.failReason);
+        else run({ ...row, ownerId: owner.id });
+      } else if (!mine) {
+        showElsewhere(row);
+      }
+    }
+  };
+
+  const removeLocal = async (deployment: LocalDeployment) => {
+    await deployment.delete();
+    local.delete(deployment.row.id);
+  };
+
+  const tick = async () => {
+    await meter.heartbeat();
+    for (const deployment of local.values()) deployment.autoscale(idleMs);
+    await sync();
+  };
+
+  return {
+    async start() {
+      await sync();
+      timer = setInterval(() => {
+        ticking ??= tick()
+          .catch((error: Error) => log(`deployments: ${error.message}`))
+          .finally(() => (ticking = null));
+      }, tickMs);
+      timer.unref();
+    },
+
+    async close() {
+      clearInterval(timer);
+      await ticking;
+      await Promise.all([...local.values()].map((d) => d.shutdown()));
+      for (const id of local.keys()) await claimDeployment(db, id, owner.id, null);
+      local.clear();
+    },
+
+    async create(caller, input) {
+      const base = deployableEntry(catalog, input.model);
+      const name = checkName(input.name, caller.accountName, catalog);
+      const settings = resolveSettings(undefined, input.settings);
+      const status = settings.minInstances === 0 ? "stopped" : "initializing";
+      const row = await insertDeployment(db, { accountId: caller.accountId, model: base.id, name, status, settings, ownerId: owner.id });
+      run(row);
+      return view(row);
+    },
+
+    async list(caller, { status }) {
+      return (await listDeployments(db, caller.accountId, status)).map(view);
+    },
+
+    async get(caller, id) {
+      const row = await findDeployment(db, id, { accountId: caller.accountId });
+      return row ? view(row) : null;
+    },
+
+    async scale(caller, id, changes) {
+      const row = await findDeployment(db, id, { accountId: caller.accountId });
+      if (!row || row.deletedAt) return null;
+      const settings = resolveSettings(row.settings, changes);
+      await updateSettings(db, id, settings);
+      const mine = local.get(id);
+      if (mine) void mine.rescale(settings);
+      return reread(id);
+    },
+
+    async remove(caller, id) {
+      const row = await findDeployment(db, id, { accountId: caller.accountId });
+      if (!row || row.status === "deleted") return null;
+      await markDeleting(db, id);
+      const mine = local.get(id);
+      if (mine) await removeLocal(mine);
+      else if (row.ownerId === null || (await db.transaction((tx) => owner.isGone(tx, row.ownerId!)))) await setStatus(db, id, "deleted", row.failReason);
+      // Else its owner drains and unloads it on its next tick.
+      return reread(id);
+    },
+  };
+}
+
+function sameSettings(row: DeploymentRow, deployment: LocalDeployment): boolean {
+  return row.settings.minInstances === deployment.settings.minInstances && row.settings.maxInstances === deployment.settings.maxInstances;
+}

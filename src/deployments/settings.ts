@@ -1,0 +1,81 @@
+/**
+ * What may be deployed, and with which settings: the one place where deployment input is checked
+ * and defaults are applied, for creating and for scaling alike. Also the private catalog entry a
+ * deployment is served under.
+ */
+import type { CatalogEntry } from "../catalog/types.js";
+import { InvalidRequest } from "../errors.js";
+import { DEPLOYMENT_LIMITS, type DeploymentSettings } from "./types.js";
+
+/** Like the second half of a catalog id: it becomes `<account>/<name>`. */
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+export const DEFAULT_MAX_BATCH_SIZE = 4;
+
+/** The catalog model to deploy; a 400 that says why when it cannot be. */
+export function deployableEntry(catalog: readonly CatalogEntry[], model: string): CatalogEntry {
+  const entry = catalog.find((m) => m.id === model);
+  const dedicated = catalog.filter((m) => m.dedicated === true).map((m) => m.id);
+  const which = dedicated.length ? `Models that support them: ${dedicated.join(", ")}.` : "No model in this server's catalog supports them.";
+  if (!entry) throw new InvalidRequest(`The model '${shorten(model)}' is not in this server's catalog. ${which}`, "model", "model_not_found");
+  if (entry.dedicated !== true) throw new InvalidRequest(`The model '${model}' does not support dedicated endpoints. ${which}`, "model", "model_not_deployable");
+  return entry;
+}
+
+/** The deployment's name; its private id `<account>/<name>` must not be a public model's. */
+export function checkName(name: string, accountName: string, catalog: readonly CatalogEntry[]): string {
+  if (!NAME.test(name)) {
+    throw new InvalidRequest("A deployment name is 1-64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit.", "name", "invalid_value");
+  }
+  if (catalog.some((m) => m.id === `${accountName}/${name}`)) {
+    throw new InvalidRequest(`'${accountName}/${name}' is a public model's id; choose another name.`, "name", "invalid_value");
+  }
+  return name;
+}
+
+export interface SettingsInput {
+  minInstances?: number;
+  maxInstances?: number;
+  maxBatchSize?: number;
+}
+
+/**
+ * Settings after a change (or for a new deployment, from defaults: one instance, batch 4):
+ * 0 ≤ min ≤ max, 1 ≤ max ≤ the server's limit, 1 ≤ batch ≤ its limit. A max below the new min
+ * (or an absent max) follows the min; a min above an explicit max is a 400.
+ */
+export function resolveSettings(current: DeploymentSettings | undefined, changes: SettingsInput): DeploymentSettings {
+  const min = changes.minInstances ?? current?.minInstances ?? 1;
+  const max = changes.maxInstances ?? Math.max(current?.maxInstances ?? 1, min);
+  const batch = changes.maxBatchSize ?? current?.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
+  const limit = DEPLOYMENT_LIMITS.maxInstances;
+  integerIn(min, 0, limit, "min_instances");
+  integerIn(max, 1, limit, "max_instances");
+  integerIn(batch, 1, DEPLOYMENT_LIMITS.maxBatchSize, "max_batch_size");
+  if (min > max) throw new InvalidRequest(`min_instances (${min}) must not exceed max_instances (${max}).`, "min_instances", "invalid_value");
+  return { minInstances: min, maxInstances: max, maxBatchSize: batch };
+}
+
+function integerIn(value: number, low: number, high: number, param: string): void {
+  if (!Number.isSafeInteger(value) || value < low || value > high) {
+    throw new InvalidRequest(`Invalid '${param}': expected an integer from ${low} to ${high}, got ${String(value)}.`, param, "invalid_value");
+  }
+}
+
+/**
+ * The entry a deployment is served under: its private id, the base model's file and abilities,
+ * and no token prices, since its instance time is what is billed (requests report cost 0).
+ */
+export function privateEntry(base: CatalogEntry, modelId: string, createdAt: Date): CatalogEntry {
+  const { pull: _pull, dedicated: _dedicated, ...rest } = base;
+  return {
+    ...rest,
+    id: modelId,
+    created: Math.floor(createdAt.getTime() / 1000),
+    pricing: { input: "0", output: "0", cached_input: "0", tiers: base.pricing.tiers, dedicated_instance_hour: base.pricing.dedicated_instance_hour },
+  };
+}
+
+function shorten(text: string): string {
+  return text.length > 64 ? `${text.slice(0, 64)}...` : text;
+}

@@ -1,0 +1,134 @@
+/**
+ * Deployment rows (migration 8). Every read by an account is scoped to it; the manager's own reads
+ * (what to run, what to adopt) are scoped to an owner process.
+ */
+import { randomBytes } from "node:crypto";
+import { InvalidRequest } from "../errors.js";
+import type { Database } from "../storage/database.js";
+import type { DeploymentSettings, DeploymentStatus } from "./types.js";
+
+export interface DeploymentRow {
+  id: string;
+  accountId: string;
+  accountName: string;
+  model: string;
+  name: string;
+  status: DeploymentStatus;
+  failReason: string | null;
+  settings: DeploymentSettings;
+  ownerId: string | null;
+  /** Instances with an open metering interval: the ones running, wherever. */
+  openInstances: number;
+  createdAt: Date;
+  updatedAt: Date;
+  deletedAt: Date | null;
+}
+
+interface Row {
+  id: string;
+  account_id: string;
+  account_name: string;
+  model: string;
+  name: string;
+  status: DeploymentStatus;
+  fail_reason: string | null;
+  min_instances: number;
+  max_instances: number;
+  max_batch_size: number;
+  owner_id: string | null;
+  open_instances: string | number;
+  created_at: Date;
+  updated_at: Date;
+  deleted_at: Date | null;
+}
+
+const SELECT = `
+  SELECT d.*, a.name AS account_name,
+         (SELECT count(*) FROM deployment_instances i WHERE i.deployment_id = d.id AND i.ended_at IS NULL) AS open_instances
+    FROM deployments d JOIN accounts a ON a.id = d.account_id`;
+
+export function newDeploymentId(): string {
+  return `dep_${randomBytes(12).toString("base64url")}`;
+}
+
+export async function insertDeployment(
+  db: Database,
+  input: { accountId: string; model: string; name: string; status: DeploymentStatus; settings: DeploymentSettings; ownerId: string },
+): Promise<DeploymentRow> {
+  const id = newDeploymentId();
+  // The partial unique index (account, name) among the live ones decides races; a loser gets the 400.
+  const inserted = await db.query<{ id: string }>(
+    `INSERT INTO deployments (id, account_id, model, name, status, min_instances, max_instances, max_batch_size, owner_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT (account_id, name) WHERE deleted_at IS NULL DO NOTHING RETURNING id`,
+    [id, input.accountId, input.model, input.name, input.status, input.settings.minInstances, input.settings.maxInstances, input.settings.maxBatchSize, input.ownerId],
+  );
+  if (inserted.length === 0) {
+    throw new InvalidRequest(`This account already has a deployment named '${input.name}'. Choose another name, or delete that one first.`, "name", "deployment_exists");
+  }
+  return (await findDeployment(db, id))!;
+}
+
+export async function findDeployment(db: Database, id: string, scope: { accountId?: string } = {}): Promise<DeploymentRow | null> {
+  const rows = await db.query<Row>(`${SELECT} WHERE d.id = $1 AND ($2::text IS NULL OR d.account_id = $2)`, [id, scope.accountId ?? null]);
+  return rows[0] ? toDeployment(rows[0]) : null;
+}
+
+/** An account's deployments, newest first; the deleted ones only when asked for by status. */
+export async function listDeployments(db: Database, accountId: string, status?: DeploymentStatus): Promise<DeploymentRow[]> {
+  const rows = await db.query<Row>(
+    `${SELECT} WHERE d.account_id = $1 AND (($2::text IS NULL AND d.status <> 'deleted') OR d.status = $2) ORDER BY d.created_at DESC, d.id`,
+    [accountId, status ?? null],
+  );
+  return rows.map(toDeployment);
+}
+
+/**
+ * Every deployment not yet deleted (those being deleted included), with its owner: what a process
+ * runs, adopts, finishes deleting, or knows to be elsewhere.
+ */
+export async function liveDeployments(db: Database): Promise<DeploymentRow[]> {
+  return (await db.query<Row>(`${SELECT} WHERE d.status <> 'deleted' ORDER BY d.created_at`)).map(toDeployment);
+}
+
+export async function setStatus(db: Database, id: string, status: DeploymentStatus, failReason: string | null = null): Promise<void> {
+  await db.query(
+    `UPDATE deployments SET status = $2, fail_reason = $3, updated_at = now(),
+            deleted_at = CASE WHEN $2 = 'deleted' THEN coalesce(deleted_at, now()) ELSE deleted_at END
+      WHERE id = $1`,
+    [id, status, failReason],
+  );
+}
+
+export async function updateSettings(db: Database, id: string, settings: DeploymentSettings): Promise<void> {
+  await db.query("UPDATE deployments SET min_instances = $2, max_instances = $3, updated_at = now() WHERE id = $1", [id, settings.minInstances, settings.maxInstances]);
+}
+
+/** Asked to be deleted: the name is free at once; the owner drains it and marks it deleted. */
+export async function markDeleting(db: Database, id: string): Promise<void> {
+  await db.query("UPDATE deployments SET deleted_at = coalesce(deleted_at, now()), updated_at = now() WHERE id = $1", [id]);
+}
+
+/** Takes a deployment over from `from` (a dead owner, or none): compare-and-set, so only one process wins. */
+export async function claimDeployment(db: Database, id: string, from: string | null, to: string | null): Promise<boolean> {
+  const rows = await db.query("UPDATE deployments SET owner_id = $3 WHERE id = $1 AND owner_id IS NOT DISTINCT FROM $2 RETURNING id", [id, from, to]);
+  return rows.length > 0;
+}
+
+function toDeployment(row: Row): DeploymentRow {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    accountName: row.account_name,
+    model: row.model,
+    name: row.name,
+    status: row.status,
+    failReason: row.fail_reason,
+    settings: { minInstances: row.min_instances, maxInstances: row.max_instances, maxBatchSize: row.max_batch_size },
+    ownerId: row.owner_id,
+    openInstances: Number(row.open_instances),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    deletedAt: row.deleted_at,
+  };
+}

@@ -1,0 +1,81 @@
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { NotFound } from "../../errors.js";
+import { DEPLOYMENT_STATUSES, type Deployment, type DeploymentService } from "../../deployments/types.js";
+import { callerOf } from "../auth.js";
+import { parse } from "./key-input.js";
+
+const count = () => z.number().int().optional();
+
+/** Types only; ranges, defaults and min ≤ max are checked in one place (deployments/settings.ts). */
+export const createDeploymentBody = z.strictObject({
+  model: z.string().min(1).max(256),
+  name: z.string().min(1).max(256),
+  min_instances: count(),
+  max_instances: count(),
+  max_batch_size: count(),
+});
+
+export const scaleDeploymentBody = z.strictObject({ min_instances: count(), max_instances: count() });
+
+export const listDeploymentsQuery = z.object({ status: z.enum(DEPLOYMENT_STATUSES).optional() });
+
+/** The deploy object. */
+export function toWireDeployment(d: Deployment) {
+  return {
+    id: d.id,
+    object: "deployment" as const,
+    model: d.model,
+    name: d.name,
+    model_id: d.modelId,
+    status: d.status,
+    fail_reason: d.failReason,
+    instances: d.instances,
+    settings: { min_instances: d.settings.minInstances, max_instances: d.settings.maxInstances, max_batch_size: d.settings.maxBatchSize },
+    created_at: Math.floor(d.createdAt.getTime() / 1000),
+    updated_at: Math.floor(d.updatedAt.getTime() / 1000),
+  };
+}
+
+/**
+ * Dedicated deployments of the calling key's own account. Another account's deployment id is the
+ * same 404 as an id that does not exist.
+ */
+export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentService): void {
+  const missing = (id: string) => new NotFound(`No deployment with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}'.`);
+  const account = (request: Parameters<typeof callerOf>[0]) => {
+    const caller = callerOf(request);
+    return { accountId: caller.accountId, accountName: caller.accountName };
+  };
+
+  app.post("/v1/deployments", async (request) => {
+    const body = parse(createDeploymentBody, request.body ?? {});
+    const settings = { minInstances: body.min_instances, maxInstances: body.max_instances, maxBatchSize: body.max_batch_size };
+    return toWireDeployment(await deployments.create(account(request), { model: body.model, name: body.name, settings }));
+  });
+
+  app.get("/v1/deployments", async (request) => {
+    const query = parse(listDeploymentsQuery, request.query ?? {});
+    const list = await deployments.list(account(request), { status: query.status });
+    return { object: "list", data: list.map(toWireDeployment) };
+  });
+
+  app.get<{ Params: { id: string } }>("/v1/deployments/:id", async (request) => {
+    const found = await deployments.get(account(request), request.params.id);
+    if (!found) throw missing(request.params.id);
+    return toWireDeployment(found);
+  });
+
+  app.patch<{ Params: { id: string } }>("/v1/deployments/:id", async (request) => {
+    const body = parse(scaleDeploymentBody, request.body ?? {});
+    const scaled = await deployments.scale(account(request), request.params.id, { minInstances: body.min_instances, maxInstances: body.max_instances });
+    if (!scaled) throw missing(request.params.id);
+    return toWireDeployment(scaled);
+  });
+
+  app.delete<{ Params: { id: string } }>("/v1/deployments/:id", async (request) => {
+    const removed = await deployments.remove(account(request), request.params.id);
+    if (!removed) throw missing(request.params.id);
+    return toWireDeployment(removed);
+  });
+}

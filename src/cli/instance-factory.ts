@@ -6,6 +6,7 @@ import { resolveModelsDir } from "../config/paths.js";
 import type { Settings } from "../config/settings.js";
 import type { InstanceFactory } from "../deployments/types.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
+import { upstreamBackend } from "./upstream.js";
 
 /** The embedded engine's settings for one loaded copy of a model with `sequences` sequences. */
 export async function engineOptions(entry: CatalogEntry, settings: Settings, sequences: number) {
@@ -24,11 +25,17 @@ export async function engineOptions(entry: CatalogEntry, settings: Settings, seq
 
 /**
  * A dedicated deployment's instance: the model (pulled or verified first) loaded into an engine of
- * its own, with max_batch_size sequences and their own KV cells and prefix cache.
+ * its own, with max_batch_size sequences and their own KV cells and prefix cache. For a model served
+ * by upstream engines, an instance is a gateway-side pool of its own over the entry's replicas (its
+ * own queue and max_batch_size requests at once; the upstream's cores are shared).
  */
 export function localInstanceFactory(settings: Settings): InstanceFactory {
   const modelsDir = resolveModelsDir();
   return async (entry, deployment) => {
+    if (entry.backend) {
+      const { backend, fingerprint } = upstreamBackend(entry, { ...entry.backend, max_concurrency: deployment.maxBatchSize }, settings);
+      return { backend, systemFingerprint: fingerprint };
+    }
     const [file] = await ensureModels([entry], { modelsDir, progress: false });
     if (!file) throw new Error("the model file was not pulled");
     const engine = await engineOptions(entry, settings, deployment.maxBatchSize);

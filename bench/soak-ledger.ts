@@ -113,7 +113,7 @@ async function reconcile(ledger: pg.Client) {
   const byId = new Map(rows.map((r) => [r.request_id, r]));
   const known = new Set(views.flatMap((v) => (v.id ? [v.id] : [])));
   const problems: string[] = [];
-  const sums = { completedClientCost: "0", completedLedgerCost: "0", otherTokensReceived: 0, otherTokensBilled: 0 };
+  const sums = { completedClientCost: "0", completedLedgerCost: "0", otherTokensReceived: 0, otherTokensBilled: 0, completedAfterClientLeft: 0 };
   for (const view of views.filter((v) => v.id)) {
     const row = byId.get(view.id!);
     if (!row) {
@@ -134,7 +134,10 @@ async function reconcile(ledger: pg.Client) {
       sums.otherTokensReceived += view.tokensReceived;
       sums.otherTokensBilled += row.completion_tokens;
       if (row.completion_tokens < view.tokensReceived) problems.push(`${row.request_id}: billed ${row.completion_tokens} < received ${view.tokensReceived}`);
-      if (!["cancelled", "interrupted", "failed"].includes(row.status)) problems.push(`${row.request_id}: unfinished client but row ${row.status}`);
+      // A client that left after the last token but before the usage chunk: the server had
+      // finished, and bills the whole completion (at least what the client received, checked above).
+      if (row.status === "completed") sums.completedAfterClientLeft++;
+      else if (!["cancelled", "interrupted", "failed"].includes(row.status)) problems.push(`${row.request_id}: unfinished client but row ${row.status}`);
     }
   }
   const refused = views.filter((v) => v.status === 402 || v.status === 429).length;
@@ -174,7 +177,7 @@ async function reconcile(ledger: pg.Client) {
     rows_doubled: doubled,
     statuses: rows.reduce<Record<string, number>>((acc, r) => ((acc[r.status] = (acc[r.status] ?? 0) + 1), acc), {}),
     completed: { client_cost_usd: sums.completedClientCost, ledger_cost_usd: sums.completedLedgerCost },
-    unfinished: { tokens_received: sums.otherTokensReceived, tokens_billed: sums.otherTokensBilled },
+    unfinished: { tokens_received: sums.otherTokensReceived, tokens_billed: sums.otherTokensBilled, completed_after_client_left: sums.completedAfterClientLeft },
     in_flight_rows_left: inFlight,
     reservations_left: reservations,
     budget_key: { budget_usd: keyRow.budget, spent_usd: keyRow.spent, rows_cost_usd: budgetRowsCost },

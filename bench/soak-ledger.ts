@@ -12,9 +12,13 @@
  *     of its rows' costs and stays within its budget;
  *   - the server's RSS when each run started and when it ended.
  *
- *   node --import tsx bench/soak-ledger.ts [--requests 10000] [--kill-every 1000] [--disconnect 0.2]
- *     [--concurrency 16] [--budget-share 0.1] [--postgres postgres://postgres@127.0.0.1:5432/postgres]
- *     [--out bench/results/soak-ledger.json]
+ *   nice -n 10 node --import tsx bench/soak-ledger.ts [--requests 10000] [--kill-every 1000]
+ *     [--disconnect 0.2] [--concurrency 16] [--budget-share 0.1] [--budget <USD>]
+ *     [--postgres postgres://postgres@127.0.0.1:5432/postgres] [--out bench/results/soak-ledger.json]
+ *
+ * `--postgres` names the server whose admin database is used to create (and afterwards drop) a
+ * throwaway database for the soak; `--budget` overrides the budget key's limit (default: what ~60%
+ * of its share of the requests costs, so it runs into its limit part-way).
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -32,6 +36,7 @@ const { values } = parseArgs({
     disconnect: { type: "string", default: "0.2" },
     concurrency: { type: "string", default: "16" },
     "budget-share": { type: "string", default: "0.1" },
+    budget: { type: "string" },
     postgres: { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
     model: { type: "string", default: "HuggingFaceTB/SmolLM2-135M-Instruct" },
     out: { type: "string", default: "bench/results/soak-ledger.json" },
@@ -43,7 +48,7 @@ const PRICES = { input: "0.02", output: "0.06", cached_input: "0.01" }; // SmolL
 const total = Number(values.requests);
 const killEvery = Number(values["kill-every"]);
 // About 1.5e-6 USD a request: the budget key can pay for ~60% of its share, so it runs at its limit.
-const budgetUsd = (0.6 * Number(values["budget-share"]) * total * 1.5e-6).toFixed(9);
+const budgetUsd = values.budget ?? (0.6 * Number(values["budget-share"]) * total * 1.5e-6).toFixed(9);
 
 interface ClientView {
   id: string | null;
@@ -108,7 +113,7 @@ async function reconcile(ledger: pg.Client) {
   const byId = new Map(rows.map((r) => [r.request_id, r]));
   const known = new Set(views.flatMap((v) => (v.id ? [v.id] : [])));
   const problems: string[] = [];
-  const sums = { completedClientCost: "0", completedLedgerCost: "0", otherTokensReceived: 0, otherTokensBilled: 0 };
+  const sums = { completedClientCost: "0", completedLedgerCost: "0", otherTokensReceived: 0, otherTokensBilled: 0, completedAfterClientLeft: 0 };
   for (const view of views.filter((v) => v.id)) {
     const row = byId.get(view.id!);
     if (!row) {
@@ -129,7 +134,10 @@ async function reconcile(ledger: pg.Client) {
       sums.otherTokensReceived += view.tokensReceived;
       sums.otherTokensBilled += row.completion_tokens;
       if (row.completion_tokens < view.tokensReceived) problems.push(`${row.request_id}: billed ${row.completion_tokens} < received ${view.tokensReceived}`);
-      if (!["cancelled", "interrupted", "failed"].includes(row.status)) problems.push(`${row.request_id}: unfinished client but row ${row.status}`);
+      // A client that left after the last token but before the usage chunk: the server had
+      // finished, and bills the whole completion (at least what the client received, checked above).
+      if (row.status === "completed") sums.completedAfterClientLeft++;
+      else if (!["cancelled", "interrupted", "failed"].includes(row.status)) problems.push(`${row.request_id}: unfinished client but row ${row.status}`);
     }
   }
   const refused = views.filter((v) => v.status === 402 || v.status === 429).length;
@@ -139,6 +147,9 @@ async function reconcile(ledger: pg.Client) {
   const cutWithoutId = views.filter((v) => v.cut && !v.id).length;
   if (orphans.some((r) => r.status !== "interrupted")) problems.push("a row no client knows is not interrupted");
   if (orphans.length > cutWithoutId) problems.push(`${orphans.length} unknown rows but only ${cutWithoutId} requests cut before their first chunk`);
+  const doubled = Number((await ledger.query("SELECT count(*) AS n FROM (SELECT request_id FROM usage_records GROUP BY request_id HAVING count(*) > 1) d")).rows[0].n);
+  if (doubled > 0) problems.push(`${doubled} request ids with more than one row`);
+  const missing = [...known].filter((id) => !byId.has(id)).length;
   const inFlight = rows.filter((r) => r.status === "in_flight").length;
   const reservations = Number((await ledger.query("SELECT count(*) AS n FROM budget_reservations")).rows[0].n);
   const keyRow = (await ledger.query("SELECT id, spent_usd::text AS spent, budget_usd::text AS budget FROM api_keys WHERE budget_usd IS NOT NULL")).rows[0] as { id: string; spent: string; budget: string };
@@ -158,12 +169,19 @@ async function reconcile(ledger: pg.Client) {
     rows_for_answered_requests: views.filter((v) => v.id && byId.has(v.id)).length,
     answered_requests: known.size,
     rows_unknown_to_clients: orphans.length,
+    // Admitted: answered with a stream (the client saw its id), or cut by a kill before its first
+    // chunk yet recorded (the unknown rows); each has exactly one row, and refusals one `rejected` row.
+    admitted_requests: known.size + orphans.length,
+    rows_for_admitted_requests: rows.length - rejectedRows,
+    rows_missing: missing,
+    rows_doubled: doubled,
     statuses: rows.reduce<Record<string, number>>((acc, r) => ((acc[r.status] = (acc[r.status] ?? 0) + 1), acc), {}),
     completed: { client_cost_usd: sums.completedClientCost, ledger_cost_usd: sums.completedLedgerCost },
-    unfinished: { tokens_received: sums.otherTokensReceived, tokens_billed: sums.otherTokensBilled },
+    unfinished: { tokens_received: sums.otherTokensReceived, tokens_billed: sums.otherTokensBilled, completed_after_client_left: sums.completedAfterClientLeft },
     in_flight_rows_left: inFlight,
     reservations_left: reservations,
     budget_key: { budget_usd: keyRow.budget, spent_usd: keyRow.spent, rows_cost_usd: budgetRowsCost },
+    rss_mb: { first_start: runs[0]?.rss_start_mb, last_end: runs.at(-1)?.rss_end_mb },
     server_runs: runs,
     mismatches: problems.length,
     problems: problems.slice(0, 20),

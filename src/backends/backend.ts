@@ -48,6 +48,12 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   prepare(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): Promise<P>;
   /** A raw prompt with no chat template (legacy completions). */
   prepareText(text: string): Promise<P>;
+  /**
+   * Lower bounds on the tokens `prepare` and `prepareText` would find, cheap enough to check before
+   * them (absent: the backend knows none beyond one token a message).
+   */
+  minimumPromptTokens?(messages: readonly ChatMessage[]): number;
+  minimumTextTokens?(text: string): number;
   /** Token ids the model has (logit_bias keys must be below this). */
   readonly vocabularySize: number;
   /**

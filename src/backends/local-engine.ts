@@ -16,7 +16,7 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
     vocabularySize: host.vocabularySize,
     async prepare(messages, tools, options) {
       try {
-        const { tokens, opensThinking } = host.tokenizeChat(messages, tools, options);
+        const { tokens, opensThinking } = await host.tokenizeChat(messages, tools, options);
         return { tokens, tokenCount: tokens.length, opensThinking };
       } catch (error) {
         if (error instanceof PromptTemplateError) throw new PromptRejected(error.message);
@@ -24,9 +24,11 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
       }
     },
     async prepareText(text) {
-      const tokens = host.tokenizeText(text);
+      const tokens = await host.tokenizeText(text);
       return { tokens, tokenCount: tokens.length, opensThinking: false };
     },
+    minimumPromptTokens: (messages) => host.minimumPromptTokens(messages),
+    minimumTextTokens: (text) => host.minimumTextTokens(text),
     generate(prompt, choices, signal) {
       try {
         return host.generate(choices.map((params) => ({ promptTokens: prompt.tokens, ...params })), signal).map(backendErrors);

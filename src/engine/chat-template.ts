@@ -11,6 +11,8 @@ export interface ChatTemplate {
   tokenize(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): RenderedPrompt;
   /** Whether the template renders a `tools` list itself (else the tools go into a system message). */
   readonly rendersTools: boolean;
+  /** The Jinja source rendered: the GGUF's own template or the fallback. */
+  readonly source: string;
 }
 
 /**
@@ -41,6 +43,7 @@ export function chatTemplateFor(model: Pick<LoadedModel, "chatTemplate" | "bosTe
 
   return {
     rendersTools,
+    source,
     tokenize(messages, tools = [], options = {}) {
       const conversation = rendersTools ? messages.map(templateMessage) : withToolInstructions(messages, tools, knowsToolRole);
       let text: string;
@@ -61,6 +64,22 @@ export function chatTemplateFor(model: Pick<LoadedModel, "chatTemplate" | "bosTe
       return { tokens: model.tokenize(text), opensThinking: promptOpensThinking(text) };
     },
   };
+}
+
+/**
+ * A lower bound on the tokens of the prompt these messages render to, found without rendering
+ * them: every message costs at least one token (a template writes role markers around it), and
+ * the text a template writes verbatim at least its UTF-8 bytes over the longest a token stands
+ * for. Templates trim content, and drop what an assistant turn reasoned before its `</think>`
+ * (Qwen3, DeepSeek-R1), so only what is left of each is counted.
+ */
+export function minimumPromptTokens(messages: readonly ChatMessage[], maxTokenBytes: number): number {
+  let bytes = 0;
+  for (const { role, content } of messages) {
+    const end = role === "assistant" ? content.lastIndexOf("</think>") : -1;
+    bytes += Buffer.byteLength((end < 0 ? content : content.slice(end + "</think>".length)).trim());
+  }
+  return Math.max(messages.length, Math.ceil(bytes / maxTokenBytes));
 }
 
 /** A message in the shape Hugging Face chat templates expect. */

@@ -1,12 +1,13 @@
 import { availableParallelism } from "node:os";
 import { randomInt } from "node:crypto";
-import { chatTemplateFor } from "./chat-template.js";
+import { chatTemplateFor, minimumPromptTokens, type ChatTemplate } from "./chat-template.js";
 import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { QueueFullError, ShardScheduler, WaitExpiredError } from "./core/scheduler.js";
 import { Shard, type StepCounters } from "./core/shard.js";
 import { constraintToGbnf } from "./grammar/index.js";
-import { loadModel } from "./native/loaded-model.js";
+import { loadModel, type LoadedModel } from "./native/loaded-model.js";
+import { startPromptPool, type PromptPool } from "./prompt/prompt-pool.js";
 import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
 import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
@@ -38,9 +39,16 @@ export interface ModelHost {
   /** Tokens one request may hold in all: prompt plus completion. */
   readonly contextWindow: number;
   readonly vocabularySize: number;
-  tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): RenderedPrompt;
+  /**
+   * Renders the chat template and tokenizes. A large prompt is rendered on a worker thread, so the
+   * caller's thread never spends time in proportion to a prompt's size.
+   */
+  tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): Promise<RenderedPrompt>;
   /** A raw prompt's tokens, with no chat template: BOS first where the tokenizer adds one, special tokens parsed. */
-  tokenizeText(text: string): Token[];
+  tokenizeText(text: string): Promise<Token[]>;
+  /** Lower bounds on a prompt's tokens, found cheaply without rendering or tokenizing it. */
+  minimumPromptTokens(messages: readonly ChatMessage[]): number;
+  minimumTextTokens(text: string): number;
   /** Whether the model's chat template renders a `tools` list itself. */
   readonly templateRendersTools: boolean;
   /**
@@ -62,6 +70,15 @@ export interface ModelHost {
 const DEFAULT_STEP_TOKENS = 256;
 
 /**
+ * Prompts up to this many characters are rendered and tokenized where they are asked for (well
+ * under a millisecond, less than a message to a worker costs); larger ones on a prompt worker.
+ */
+const INLINE_PROMPT_CHARS = 16 * 1024;
+
+/** Prompt workers per model: two, so that one huge prompt leaves another worker free. */
+const PROMPT_WORKERS = 2;
+
+/**
  * Loads the model once and starts its shards: K independent step loops over K contexts of one
  * thread each (K = threads by default), the sequences split between them. llama.cpp's CPU
  * threads wait for each other in a spin loop, so one context with 2 threads on 2 cores loses more
@@ -73,6 +90,7 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
   try {
     const contextWindow = Math.min(options.contextWindow, model.trainContextSize);
     const template = chatTemplateFor(model, options.fallbackChatTemplate);
+    const prompts = await startPromptPool({ libraryDir: model.libraryDir, model: model.handle, templateSource: template.source }, PROMPT_WORKERS);
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const shardCount = Math.max(1, Math.min(options.shards ?? threads, options.sequences));
     const router = new ShardRouter(options);
@@ -93,13 +111,13 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     return {
       contextWindow,
       vocabularySize: model.vocabularySize,
-      tokenizeChat: (messages, tools, promptOptions) => template.tokenize(messages, tools, promptOptions),
-      tokenizeText: (text) => model.tokenize(text, { addSpecial: true }),
+      ...promptTokenizers(model, template, prompts),
       templateRendersTools: template.rendersTools,
       generate: (request, signal) => router.generate(request, signal),
       stats: () => router.stats(),
       close: async () => {
         await Promise.all(shards.map((shard) => shard.close()));
+        await prompts.close();
         model.free();
       },
     };
@@ -107,6 +125,22 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     model.free();
     throw error;
   }
+}
+
+function promptTokenizers(model: LoadedModel, template: ChatTemplate, pool: PromptPool) {
+  return {
+    async tokenizeChat(messages: readonly ChatMessage[], tools: readonly ToolDefinition[] = [], options: PromptOptions = {}): Promise<RenderedPrompt> {
+      const size = messages.reduce((n, m) => n + m.content.length + (m.toolCalls?.reduce((k, c) => k + c.arguments.length, 0) ?? 0), 0);
+      if (size + (tools.length > 0 ? JSON.stringify(tools).length : 0) <= INLINE_PROMPT_CHARS) return template.tokenize(messages, tools, options);
+      return pool.run({ kind: "chat", messages, tools, options });
+    },
+    async tokenizeText(text: string): Promise<Token[]> {
+      if (text.length <= INLINE_PROMPT_CHARS) return model.tokenize(text, { addSpecial: true });
+      return (await pool.run({ kind: "text", text })).tokens;
+    },
+    minimumPromptTokens: (messages: readonly ChatMessage[]) => minimumPromptTokens(messages, model.maxTokenBytes),
+    minimumTextTokens: (text: string) => Math.ceil(Buffer.byteLength(text) / model.maxTokenBytes),
+  };
 }
 
 /** Places requests on shards, bounds the queue, expires flex waits, and turns aborts into state. */

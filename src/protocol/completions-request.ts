@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { commonRequestFields } from "./common-fields.js";
+import { identifier, text } from "./identifiers.js";
 
 const penalty = z.number().min(-2).max(2).nullish();
 
@@ -9,8 +10,8 @@ const penalty = z.number().min(-2).max(2).nullish();
  */
 export const completionsRequestSchema = z
   .object({
-    model: z.string().min(1),
-    prompt: z.union([z.string(), z.array(z.string()).min(1, "'prompt' must hold at least one prompt.").max(16)]),
+    model: identifier().min(1),
+    prompt: z.union([text, z.array(text).min(1, "'prompt' must hold at least one prompt.").max(16)]),
     suffix: z.string().nullish(),
     stream: z.boolean().nullish(),
     stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),

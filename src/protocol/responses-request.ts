@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { identifier, text } from "./identifiers.js";
 import { commonRequestFields } from "./common-fields.js";
 
 /**
@@ -7,11 +8,11 @@ import { commonRequestFields } from "./common-fields.js";
  */
 const functionName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, underscores or dashes.");
 
-const textPart = z.object({ type: z.enum(["input_text", "output_text", "text"]), text: z.string() });
+const textPart = z.object({ type: z.enum(["input_text", "output_text", "text"]), text: text });
 const messageItem = z.object({
   type: z.literal("message").optional(),
   role: z.enum(["user", "assistant", "system", "developer"]),
-  content: z.union([z.string(), z.array(textPart)]),
+  content: z.union([text, z.array(textPart)]),
   id: z.string().optional(),
   status: z.string().optional(),
 });
@@ -19,14 +20,14 @@ const functionCallItem = z.object({
   type: z.literal("function_call"),
   call_id: z.string().min(1),
   name: functionName,
-  arguments: z.string(),
+  arguments: text,
   id: z.string().optional(),
   status: z.string().optional(),
 });
 const functionCallOutputItem = z.object({
   type: z.literal("function_call_output"),
   call_id: z.string().min(1),
-  output: z.union([z.string(), z.array(textPart)]),
+  output: z.union([text, z.array(textPart)]),
   id: z.string().optional(),
   status: z.string().optional(),
 });
@@ -59,9 +60,9 @@ const REASONING_EFFORTS = ["none", "minimal", "low", "medium", "high"] as const;
 
 export const responsesRequestSchema = z
   .object({
-    model: z.string().min(1),
-    input: z.union([z.string(), z.array(inputItem).min(1, "'input' must hold at least one item.")]),
-    instructions: z.string().nullish(),
+    model: identifier().min(1),
+    input: z.union([text, z.array(inputItem).min(1, "'input' must hold at least one item.")]),
+    instructions: text.nullish(),
     previous_response_id: z.string().min(1).nullish(),
     max_output_tokens: z.number().int().min(1).nullish(),
     temperature: z.number().min(0).max(2).nullish(),

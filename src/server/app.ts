@@ -114,6 +114,9 @@ function installCors(app: FastifyInstance, origins: string[]): void {
         methods: ["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
         exposedHeaders: ["x-request-id", "retry-after"],
         maxAge: 600,
+        // An OPTIONS request that is not a browser's preflight (no Origin) gets the plain 204, not
+        // the plugin's text/plain 400, which is not an OpenAI error body.
+        strictPreflight: false,
       });
     },
   });

@@ -282,15 +282,17 @@ function completionBudget(entry: CatalogEntry, backend: Backend, prompt: Prepare
 }
 
 /**
- * Rendering and tokenizing a prompt costs time in proportion to its size; a conversation that
- * cannot fit is refused before that. Every message costs at least one token (a chat template adds
- * role markers around each; even a template that did not would leave the message's text), so
- * more messages than the window, with room for max_tokens, can never fit.
+ * Rendering and tokenizing a prompt costs time in proportion to its size; a prompt that cannot fit
+ * is refused before that. Every message costs at least one token, and the backend may know a
+ * tighter lower bound from the text's size; each raw prompt must fit on its own.
  */
 function checkCheapContextBound(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
   const window = Math.min(backend.contextWindow, entry.context_length);
   const completion = input.maxTokens ?? 1;
-  if (input.messages.length + completion > window) throw new ContextLengthExceeded(window, input.messages.length, completion, true);
+  const atLeast = input.rawPrompts
+    ? Math.max(0, ...input.rawPrompts.map((text) => backend.minimumTextTokens?.(text) ?? 0))
+    : Math.max(input.messages.length, backend.minimumPromptTokens?.(input.messages) ?? 0);
+  if (atLeast + completion > window) throw new ContextLengthExceeded(window, atLeast, completion, true);
 }
 
 /** Which engine queue and batch precedence each billed tier gets. */

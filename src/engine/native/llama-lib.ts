@@ -77,6 +77,11 @@ export interface LlamaLibrary {
   llama_vocab_is_control(vocab: Handle, token: number): boolean;
   llama_vocab_bos(vocab: Handle): number;
   llama_vocab_eos(vocab: Handle): number;
+  llama_vocab_type(vocab: Handle): number;
+  llama_vocab_get_attr(vocab: Handle, token: number): number;
+  llama_vocab_get_text(vocab: Handle, token: number): string;
+  llama_vocab_get_add_bos(vocab: Handle): boolean;
+  llama_vocab_get_add_eos(vocab: Handle): boolean;
   llama_tokenize(vocab: Handle, text: Buffer, length: number, out: Int32Array, max: number, addSpecial: boolean, parseSpecial: boolean): number;
   llama_token_to_piece(vocab: Handle, token: number, out: Buffer, length: number, lstrip: number, special: boolean): number;
   llama_sampler_chain_init(params: { no_perf: boolean }): Handle;
@@ -124,6 +129,11 @@ const DECLARATIONS = [
   "bool llama_vocab_is_control(uintptr_t vocab, int32_t token)",
   "int32_t llama_vocab_bos(uintptr_t vocab)",
   "int32_t llama_vocab_eos(uintptr_t vocab)",
+  "int llama_vocab_type(uintptr_t vocab)",
+  "int llama_vocab_get_attr(uintptr_t vocab, int32_t token)",
+  "const char *llama_vocab_get_text(uintptr_t vocab, int32_t token)",
+  "bool llama_vocab_get_add_bos(uintptr_t vocab)",
+  "bool llama_vocab_get_add_eos(uintptr_t vocab)",
   "int32_t llama_tokenize(uintptr_t vocab, const uint8_t *text, int32_t len, _Out_ int32_t *tokens, int32_t max, bool add_special, bool parse_special)",
   "int32_t llama_token_to_piece(uintptr_t vocab, int32_t token, _Out_ uint8_t *buf, int32_t length, int32_t lstrip, bool special)",
   "uintptr_t llama_sampler_chain_init(llama_sampler_chain_params params)",

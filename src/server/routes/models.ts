@@ -34,9 +34,10 @@ export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void
     return reply.type("application/json; charset=utf-8").send(stringifyJson({ object: "list", data }));
   });
 
-  // Model ids contain a slash (`owner/name`), so the id is the rest of the path.
+  // Model ids contain a slash (`owner/name`), so the id is the rest of the path. The router has
+  // already decoded it: decoding again turned `%25` into a stray `%` (a 500 for `a%25b`).
   app.get("/models/*", async (request, reply) => {
-    const id = decodeURIComponent((request.params as { "*": string })["*"]);
+    const id = (request.params as { "*": string })["*"];
     const model = visible(callerOf(request)).find((m) => m.entry.id === id);
     if (!model) throw new ModelNotFound(id);
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireModel(model)));

@@ -44,6 +44,14 @@ export class BackendPool implements Backend {
     return this.any().prepareText(text);
   }
 
+  minimumPromptTokens(messages: Parameters<Backend["prepare"]>[0]): number {
+    return this.any().minimumPromptTokens?.(messages) ?? messages.length;
+  }
+
+  minimumTextTokens(text: string): number {
+    return this.any().minimumTextTokens?.(text) ?? 0;
+  }
+
   generate(prompt: PreparedPrompt, choices: readonly GenerationParams[], signal: AbortSignal): AsyncGenerator<EngineEvent>[] {
     const candidates = this.serving();
     // Only in the moment between a request finding the deployment and its last instance draining.

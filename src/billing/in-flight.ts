@@ -88,10 +88,6 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
         [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ownerId, JSON.stringify(start.prices)],
       );
       const t: Tracked = { requestId: start.requestId, durable: 0, wanted: 0, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
-      // The first step is written now, while the prompt is computed, so the first token never waits
-      // for a write: the row runs ahead of delivery by at most one step, as it always does.
-      t.wanted = Math.min(t.max, step);
-      if (t.wanted > 0) schedule(t);
       return {
         cover(tokens, cachedTokens) {
           if (t.closed) return undefined;

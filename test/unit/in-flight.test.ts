@@ -31,27 +31,24 @@ forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
   /** An admitted request of `owner` with a reservation of `reserved`, as the chat service makes it. */
   async function admitted(ownerId: string, key: { keyId: string; accountId: string }, maxCompletionTokens = 100) {
     const requestId = `chatcmpl-${randomUUID()}`;
-    const ledger = createInFlightLedger(db, ownerId, { stepTokens: 8 });
-    const guard = await ledger.begin({
+    const guard = await createInFlightLedger(db, ownerId, { stepTokens: 8 }).begin({
       requestId, accountId: key.accountId, keyId: key.keyId, model: "m/test", serviceTier: "default", promptTokens: 10, prices: PRICES, maxCompletionTokens,
     });
     const reservation = await createSpendBudgets(db).reserve({ keyId: key.keyId, requestId, amountUsd: "1", budgetUsd: "100" });
-    return { requestId, guard, ledger, reservation: reservation! };
+    return { requestId, guard, reservation: reservation! };
   }
 
   test("the row is in_flight from admission, and its token count stays at or ahead of delivery, capped at max", async () => {
     const owner = newOwner();
     await registerOwner(db, owner);
-    const { requestId, guard, ledger } = await admitted(owner.id, await keyWithBudget(db), 12);
+    const { requestId, guard } = await admitted(owner.id, await keyWithBudget(db), 12);
     assert.equal((await rowOf(db, requestId)).status, "in_flight");
-    await ledger.drain();
-    assert.equal((await rowOf(db, requestId)).completion_tokens, 8, "the first step is written at admission, before any token");
-    assert.equal(guard.cover(1, 4), undefined, "so the first token does not wait for a write");
-    const wait = guard.cover(9, 4);
-    assert.ok(wait, "a token beyond the written count waits for the row to cover it");
+    const wait = guard.cover(1, 4);
+    assert.ok(wait, "the first token waits for the row to cover it");
     await wait;
-    assert.ok((await rowOf(db, requestId)).completion_tokens >= 9, "written ahead");
+    assert.equal((await rowOf(db, requestId)).completion_tokens, 9, "written one step ahead");
     assert.equal((await rowOf(db, requestId)).cached_tokens, 4);
+    assert.equal(guard.cover(9, 4), undefined, "covered tokens do not wait");
     await guard.cover(10, 4);
     assert.equal((await rowOf(db, requestId)).completion_tokens, 12, "never beyond max_tokens");
   });
@@ -62,9 +59,8 @@ forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
     await registerOwner(db, self);
     await registerOwner(db, dead);
     const key = await keyWithBudget(db);
-    const { requestId, guard, ledger, reservation } = await admitted(dead.id, key);
+    const { requestId, guard, reservation } = await admitted(dead.id, key);
     await guard.cover(5, 0);
-    await ledger.drain();
     const covered = (await rowOf(db, requestId)).completion_tokens;
 
     const result = await reconcileDeadOwners(db, self);

@@ -113,6 +113,8 @@ export interface Ownership {
   owner: Owner;
   /** What the reconciliation at start closed. */
   recovered: Reconciled;
+  /** Records the URL this process listens on, so other gateways can forward its deployments' requests to it. */
+  advertise(url: string): Promise<void>;
   /** Stops the periodic reconciliation, removes the owner row and frees its lock. Call after the last request ended. */
   close(): Promise<void>;
 }
@@ -141,6 +143,9 @@ export async function takeOwnership(db: Database, databaseUrl: string | undefine
   return {
     owner,
     recovered,
+    async advertise(url) {
+      await db.query("UPDATE server_owners SET url = $2 WHERE id = $1", [owner.id, url]);
+    },
     async close() {
       clearInterval(timer);
       await unregisterOwner(db, owner).catch((e: Error) => log(`removing the owner row failed: ${e.message}`));

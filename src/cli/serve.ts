@@ -110,6 +110,8 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   await app.register(adminRoutes, { db, adminToken });
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
+  // Only the address it listens on: gateways sharing the database forward its deployments' requests there.
+  await ownership.advertise(address);
   writeServerFile(dataDir, { url: address, adminToken });
   process.stdout.write(`Console: ${address}/console/ (sign in with an API key)\n`);
   // Deployments this server (or a dead one) ran come back; their instances load beside the public models.

@@ -2,8 +2,8 @@
  * The deployments API's implementation and the loop that keeps this process's deployments
  * running. State lives in the database, so any process sharing it answers for any deployment:
  * the process that owns one (deployments.owner_id, a server_owners id) runs its instances; the
- * others list it, change its settings (the owner applies them on its next tick) and answer its
- * requests with a 503 naming where it runs. A deployment whose owner is gone is adopted by the
+ * others list it, change its settings (the owner applies them on its next tick) and forward its
+ * requests to the owner (`locate`; the owner's URL is on its server_owners row). A deployment whose owner is gone is adopted by the
  * next process to look (at start, then every tick), after its open intervals are closed and billed.
  */
 import type { CatalogEntry } from "../catalog/types.js";
@@ -12,7 +12,7 @@ import type { Database } from "../storage/database.js";
 import { LocalDeployment } from "./instances.js";
 import { closeDeadIntervals, createInstanceMeter, type InstanceMeter } from "./metering.js";
 import { checkName, deployableEntry, privateEntry, resolveSettings } from "./settings.js";
-import { claimDeployment, findDeployment, insertDeployment, listDeployments, liveDeployments, markDeleting, setStatus, updateSettings, type DeploymentRow } from "./store.js";
+import { claimDeployment, findDeployment, insertDeployment, listDeployments, liveDeployments, markDeleting, ownerUrlOf, setStatus, updateSettings, type DeploymentRow } from "./store.js";
 import type { Deployment, DeploymentCaller, DeploymentService, InstanceFactory } from "./types.js";
 
 export interface DeploymentManagerOptions {
@@ -174,6 +174,15 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
       else if (row.ownerId === null || (await db.transaction((tx) => owner.isGone(tx, row.ownerId!)))) await setStatus(db, id, "deleted", row.failReason);
       // Else its owner drains and unloads it on its next tick.
       return reread(id);
+    },
+
+    async locate(caller, modelId) {
+      const prefix = `${caller.accountName}/`;
+      if (!modelId.startsWith(prefix)) return null;
+      // Served here (a public model, or a deployment this process runs): no database round trip.
+      const served = registry.get(modelId);
+      if (served && served.state !== "elsewhere") return null;
+      return ownerUrlOf(db, caller.accountId, modelId.slice(prefix.length), owner.id);
     },
   };
 }

@@ -115,6 +115,19 @@ export async function claimDeployment(db: Database, id: string, from: string | n
   return rows.length > 0;
 }
 
+/**
+ * The URL of the server process that runs an account's live deployment `name`, when that is not
+ * `self` and the process has recorded where it listens; null otherwise.
+ */
+export async function ownerUrlOf(db: Database, accountId: string, name: string, self: string): Promise<string | null> {
+  const rows = await db.query<{ url: string }>(
+    `SELECT o.url FROM deployments d JOIN server_owners o ON o.id = d.owner_id
+      WHERE d.account_id = $1 AND d.name = $2 AND d.deleted_at IS NULL AND d.owner_id <> $3 AND o.url IS NOT NULL`,
+    [accountId, name, self],
+  );
+  return rows[0]?.url ?? null;
+}
+
 function toDeployment(row: Row): DeploymentRow {
   return {
     id: row.id,

@@ -59,6 +59,12 @@ export interface DeploymentService {
   scale(caller: DeploymentCaller, id: string, changes: { minInstances?: number; maxInstances?: number }): Promise<Deployment | null>;
   /** Stops new requests, drains the ones in flight, unloads, and marks it deleted. */
   remove(caller: DeploymentCaller, id: string): Promise<Deployment | null>;
+  /**
+   * Where a request naming `modelId` must go: the URL of the other live server process that runs
+   * the caller's own deployment of that id, or null when this process answers it itself (it runs
+   * it, or it is a public model, or not the caller's deployment: those get this process's answer).
+   */
+  locate(caller: DeploymentCaller, modelId: string): Promise<string | null>;
 }
 
 /** Makes one loaded instance of a catalog model, with its own sequences and KV cells. */

@@ -7,6 +7,7 @@ import { API_PREFIXES } from "./api-paths.js";
 import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { installErrorHandlers } from "./errors.js";
+import { installDeploymentForwarding } from "./deployment-forwarding.js";
 import { installRequestIds, requestIdFor } from "./request-id.js";
 import { consoleRoutes } from "./console.js";
 import { accountKeyRoutes } from "./routes/account-keys.js";
@@ -67,9 +68,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       void routes.register(
         async (api) => {
           modelRoutes(api, deps.registry);
-          chatRoutes(api, deps.chat);
-          completionsRoutes(api, deps.chat);
-          responsesRoutes(api, deps.chat, deps.responses);
+          void api.register(async (generation) => {
+            // A deployment another server process runs is answered by that process.
+            const deployments = deps.deployments;
+            if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model));
+            chatRoutes(generation, deps.chat);
+            completionsRoutes(generation, deps.chat);
+            responsesRoutes(generation, deps.chat, deps.responses);
+          });
         },
         { prefix },
       );

@@ -189,6 +189,13 @@ export const migrations: Migration[] = [
       CREATE INDEX deployment_usage_account_idx ON deployment_usage (account_id, start_at);
     `,
   },
+  {
+    id: 9,
+    name: "the URL each server process listens on",
+    // Set once the process listens: a gateway forwards a request for a deployment another process
+    // runs to that process's URL. NULL until then (and for rows of processes older than this).
+    sql: `ALTER TABLE server_owners ADD COLUMN url text;`,
+  },
 ];
 
 /**

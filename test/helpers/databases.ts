@@ -161,3 +161,20 @@ function redact(url: string): string {
   if (parsed.password) parsed.password = "***";
   return parsed.toString();
 }
+
+/**
+ * Reads a server's database from a test: the PostgreSQL test database when there is one, else the
+ * data dir's PGlite, opened for the read only (so only while no server holds it).
+ */
+export function serverDatabaseReader(dataDir: string, database: () => TestDatabase | undefined) {
+  return async function withDb<T>(work: (db: Database) => Promise<T>): Promise<T> {
+    const shared = database();
+    if (shared) return work(shared.db);
+    const db = await openPglite(join(dataDir, "db"));
+    try {
+      return await work(db);
+    } finally {
+      await db.close();
+    }
+  };
+}

@@ -5,7 +5,7 @@ import { openDatabase } from "../../src/storage/open.js";
 import { GEMMA, postChat, readSse, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 /** Gemma 3 270M's standard prices: 0.04 in, 0.02 cached in, 0.12 out per 1M tokens, in units of 1e-8 USD. */
-const gemmaUnits = (u: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens: number } }) => {
+const gemmaUnits = (u: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } }) => {
   const cached = u.prompt_tokens_details?.cached_tokens ?? 0;
   return (u.prompt_tokens - cached) * 4 + cached * 2 + u.completion_tokens * 12;
 };

@@ -7,8 +7,7 @@ import { after, before, describe, test } from "node:test";
 import { requestCost } from "../../src/billing/cost.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import type { Database } from "../../src/storage/database.js";
-import { openPglite } from "../../src/storage/pglite.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
+import { createTestDatabase, serverDatabaseReader, type TestDatabase } from "../helpers/databases.js";
 import { CLI, createKey, postChat, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
 
 /**
@@ -97,15 +96,7 @@ for (const kind of ["pglite", "postgres"] as const) {
     let streams: Stream[] = [];
 
     /** The database as the test reads it: the test database on PostgreSQL, the data dir's PGlite while no server runs. */
-    async function withDb<T>(work: (db: Database) => Promise<T>): Promise<T> {
-      if (database) return work(database.db);
-      const db = await openPglite(join(dataDir, "db"));
-      try {
-        return await work(db);
-      } finally {
-        await db.close();
-      }
-    }
+    const withDb = serverDatabaseReader(dataDir, () => database);
 
     before(async () => {
       if (kind === "postgres") {

@@ -4,9 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import Big from "big.js";
-import type { Database } from "../../src/storage/database.js";
-import { openPglite } from "../../src/storage/pglite.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
+import { createTestDatabase, serverDatabaseReader, type TestDatabase } from "../helpers/databases.js";
 import { createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 import { api, waitForDeployment } from "../helpers/deployments.js";
 
@@ -25,15 +23,8 @@ for (const kind of ["pglite", "postgres"] as const) {
     let server: RunningServer | undefined;
     let key = "";
 
-    async function withDb<T>(work: (db: Database) => Promise<T>): Promise<T> {
-      if (database) return work(database.db);
-      const db = await openPglite(join(dataDir, "db"));
-      try {
-        return await work(db);
-      } finally {
-        await db.close();
-      }
-    }
+    /** The database as the test reads it: the test database on PostgreSQL, the data dir's PGlite while no server runs. */
+    const withDb = serverDatabaseReader(dataDir, () => database);
 
     before(async () => {
       if (kind === "postgres") {

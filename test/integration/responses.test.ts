@@ -160,7 +160,7 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
 
     const unstored = await client.responses.create({ model: SMOLLM2, input: "Hi", max_output_tokens: 2, store: false });
     ids.push(unstored.id);
-    assert.equal(unstored.store, false);
+    assert.equal((unstored as unknown as { store: boolean }).store, false);
     assert.ok((await client.responses.retrieve(unstored.id).catch((e: unknown) => e)) instanceof OpenAI.NotFoundError);
   });
 

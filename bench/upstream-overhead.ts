@@ -24,9 +24,10 @@ const opts = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama-server threads", "2")
   .option("--quick", "a quarter of the requests (a smoke run)")
+  .option("--pin", "llama-server (use --threads 1) on CPU 0, the gateway and this load generator on CPU 1 (Linux taskset): the gateway then has a core of its own")
   .option("--out <file>", "where the JSON goes", `bench/results/upstream-overhead-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
   .parse()
-  .opts<{ model: string; threads: string; quick?: boolean; out: string }>();
+  .opts<{ model: string; threads: string; quick?: boolean; pin?: boolean; out: string }>();
 const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
 const C1_REQUESTS = scale(32);
 const C16_ROUNDS = scale(4);
@@ -44,6 +45,13 @@ const catalog = join(catalogDir, "catalog.json");
 writeFileSync(catalog, JSON.stringify({ models: [gatewayEntry(llama.target.baseURL)] }));
 const gateway = await startSwitchyard({ ...peer, port: 18501 }, "gateway", { SWITCHYARD_CATALOG: catalog });
 const targets: Record<"direct" | "gateway", Target> = { direct: llama.target, gateway: gateway.target };
+if (opts.pin) {
+  // Every thread of each process (-a), the ones started later included.
+  const pin = (cpus: string, pid: number | undefined) => execFileSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { stdio: "ignore" });
+  pin("0", llama.target.pid);
+  pin("1", gateway.target.pid);
+  pin("1", process.pid);
+}
 
 try {
   const c1 = await runC1();
@@ -102,7 +110,7 @@ function report(c1: Record<string, RequestResult[]>, c16: Record<string, { token
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
   mkdirSync("bench/results", { recursive: true });
-  writeFileSync(opts.out, JSON.stringify({ at: new Date().toISOString(), model: opts.model, threads: peer.threads, c1Requests: C1_REQUESTS, c16Rounds: C16_ROUNDS, inputTokens: INPUT_TOKENS, outputTokens: OUTPUT_TOKENS, rows }, null, 2));
+  writeFileSync(opts.out, JSON.stringify({ at: new Date().toISOString(), model: opts.model, threads: peer.threads, pinned: opts.pin ?? false, c1Requests: C1_REQUESTS, c16Rounds: C16_ROUNDS, inputTokens: INPUT_TOKENS, outputTokens: OUTPUT_TOKENS, rows }, null, 2));
   process.stdout.write(`wrote ${opts.out}\n`);
 }
 

@@ -1,17 +1,20 @@
 import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, PromptRejected, UpstreamRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
-import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
-import type { ChatMessage, EngineEvent, OutputConstraint, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import type { CatalogEntry, ServiceTier } from "../catalog/types.js";
+import type { ChatMessage, EngineEvent, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
-import { CapacityUnavailable, ContextLengthExceeded, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
+import { CapacityUnavailable, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import { visibleTo, type ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation, InFlightLedger } from "./ports.js";
 import { ReasoningSplitter } from "./reasoning-split.js";
-import { splitReasoning, type ReportedPrompt, type SplitEvent } from "./reasoning-stream.js";
+import { splitReasoning } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
 import { checkSchemas } from "./schema-check.js";
-import { mayBeToolCall, parseToolCalls, partialToolCall, toolCallConstraint, type ToolChoice } from "./tool-calls.js";
+import { shapeChoice, type ToolShaping } from "./choice-shaping.js";
+import { meteredEvents, settlement } from "./metered-events.js";
+import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint } from "./request-checks.js";
+import type { ToolChoice } from "./tool-calls.js";
 
 /** Who is asking; the serving layer needs only what scopes and limits the request. */
 export interface Caller {
@@ -266,35 +269,6 @@ async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: r
   }
 }
 
-/** max_tokens as asked, or the rest of the context window; either way the whole must fit. */
-function completionBudget(entry: CatalogEntry, backend: Backend, prompt: PreparedPrompt, requested: number | undefined): number {
-  const window = Math.min(backend.contextWindow, entry.context_length);
-  // An upper-bound count cannot refuse a prompt: the upstream engine, which tokenizes, checks the window.
-  if (prompt.tokenCountIsUpperBound) {
-    if (requested !== undefined && requested >= window) throw new ContextLengthExceeded(window, 1, requested, true);
-    return requested ?? Math.max(1, window - prompt.tokenCount);
-  }
-  const maxTokens = requested ?? window - prompt.tokenCount;
-  if (maxTokens < 1 || prompt.tokenCount + maxTokens > window) {
-    throw new ContextLengthExceeded(window, prompt.tokenCount, Math.max(maxTokens, requested ?? 1));
-  }
-  return maxTokens;
-}
-
-/**
- * Rendering and tokenizing a prompt costs time in proportion to its size; a prompt that cannot fit
- * is refused before that. Every message costs at least one token, and the backend may know a
- * tighter lower bound from the text's size; each raw prompt must fit on its own.
- */
-function checkCheapContextBound(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
-  const window = Math.min(backend.contextWindow, entry.context_length);
-  const completion = input.maxTokens ?? 1;
-  const atLeast = input.rawPrompts
-    ? Math.max(0, ...input.rawPrompts.map((text) => backend.minimumTextTokens?.(text) ?? 0))
-    : Math.max(input.messages.length, backend.minimumPromptTokens?.(input.messages) ?? 0);
-  if (atLeast + completion > window) throw new ContextLengthExceeded(window, atLeast, completion, true);
-}
-
 /** Which engine queue and batch precedence each billed tier gets. */
 const SCHEDULING_CLASS: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex" };
 
@@ -317,244 +291,3 @@ async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam
   }
 }
 
-type Settle = (outcome: {
-  completionTokens: number;
-  reasoningTokens: number;
-  status: "completed" | "cancelled" | "failed";
-  finishReason: string | null;
-  errorCode: string | null;
-  /** Per choice, the prompt size its upstream engine reported, if it did. */
-  reported: ReadonlyArray<ReportedPrompt | undefined>;
-}) => Promise<Usage>;
-
-/**
- * Each prompt is billed once: as its engine reported it when every one of its choices got a report
- * (an upstream's usage), else as counted here (`estimates`: exact for the embedded engine).
- */
-function billedPrompt(estimates: readonly ReportedPrompt[], choicesPerPrompt: number, reported: ReadonlyArray<ReportedPrompt | undefined>): { promptTokens: number; cachedPromptTokens: number } {
-  let promptTokens = 0;
-  let cachedPromptTokens = 0;
-  estimates.forEach((estimate, p) => {
-    const reports = Array.from({ length: choicesPerPrompt }, (_, i) => reported[p * choicesPerPrompt + i]);
-    const all = reports.every((r) => r !== undefined) ? (reports as ReportedPrompt[]) : null;
-    promptTokens += all ? Math.max(...all.map((r) => r.promptTokens)) : estimate.promptTokens;
-    cachedPromptTokens += all ? Math.min(...all.map((r) => r.cachedTokens)) : estimate.cachedTokens;
-  });
-  return { promptTokens, cachedPromptTokens };
-}
-
-/** Prices the tokens used, frees the limit slot, settles the budget and writes the ledger row. */
-function settlement(
-  meter: RequestMeter,
-  request: { tier: ServiceTier; estimates: ReportedPrompt[]; choicesPerPrompt: number; prices: TokenPrices; lease: LimitLease; reservation: BudgetReservation | null },
-): Settle {
-  return async ({ completionTokens, reasoningTokens, status, finishReason, errorCode, reported }) => {
-    const { promptTokens, cachedPromptTokens } = billedPrompt(request.estimates, request.choicesPerPrompt, reported);
-    const tokens = { promptTokens, cachedPromptTokens, completionTokens };
-    const cost = requestCost(request.prices, tokens);
-    const freed = await Promise.allSettled([request.lease.release(promptTokens + completionTokens), request.reservation?.settle(cost)]);
-    // The ledger row is written even if freeing a limit or settling a budget failed; then that failure surfaces.
-    await meter.record({ status, serviceTier: request.tier, promptTokens, cachedTokens: cachedPromptTokens, completionTokens, costUsd: cost, finishReason, errorCode });
-    const failure = freed.find((r) => r.status === "rejected");
-    if (failure) throw failure.reason;
-    return { ...tokens, reasoningTokens, cost };
-  };
-}
-
-/** One choice's events, tagged with its index, before metering; token counts are running totals. */
-type ChoiceEvent = { index: number; completionTokens: number; reasoningTokens: number } & (
-  | { type: "preempted" }
-  | { type: "reasoning"; text: string }
-  | { type: "text"; text: string; logprobs?: TokenLogprob[] }
-  | { type: "tool_calls"; calls: ToolCall[] }
-  | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt }
-);
-
-type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly ToolDefinition[] } | { mode: "auto"; tools: readonly ToolDefinition[] };
-
-/**
- * Turns one generation into choice events. With tools offered, text that may be a call is held
- * back: forced (`required` or a named tool) holds everything and, the output being grammar-bound,
- * returns it as tool calls; `auto` holds text only while it still starts like a call (`{`, `[`,
- * `<tool_call>` or a code fence) and, at the end, returns tool calls if the whole text parses as a
- * call of an offered tool (see parseToolCalls), else releases it as content. Reasoning is never
- * held: only the content after it can be a call.
- */
-async function* shapeChoice(index: number, generation: AsyncGenerator<SplitEvent>, shaping: ToolShaping): AsyncGenerator<ChoiceEvent> {
-  let holding = shaping.mode !== "none";
-  let held = "";
-  let heldLogprobs: TokenLogprob[] | undefined;
-  let upstreamCalls = false;
-  for await (const event of generation) {
-    const counts = { completionTokens: event.completionTokens, reasoningTokens: event.reasoningTokens };
-    if (event.type === "reasoning" || event.type === "preempted") {
-      yield { index, ...event };
-      continue;
-    }
-    if (event.type === "tool_calls") {
-      // An upstream engine parsed these calls itself; they pass as they are.
-      upstreamCalls = true;
-      yield { index, ...event };
-      continue;
-    }
-    if (event.type === "text") {
-      if (holding) {
-        held += event.text;
-        if (event.logprobs) (heldLogprobs ??= []).push(...event.logprobs);
-        if (shaping.mode === "auto" && !mayBeToolCall(held)) {
-          holding = false;
-          yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
-          held = "";
-          heldLogprobs = undefined;
-        }
-        continue;
-      }
-      yield { index, ...event };
-      continue;
-    }
-    const reported = event.reported ? { reported: event.reported } : {};
-    if (upstreamCalls) {
-      if (held && event.reason !== "cancelled") yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
-      yield { type: "finish", index, reason: event.reason === "stop" ? "tool_calls" : event.reason, ...counts, ...reported };
-      return;
-    }
-    if (holding && event.reason !== "cancelled" && shaping.mode !== "none") {
-      // A forced call cut by max_tokens still comes back as a call, with its partial arguments.
-      const cut = event.reason === "length";
-      const calls = cut ? (shaping.mode === "forced" ? partialToolCall(held, shaping.tools) : null) : parseToolCalls(held, shaping.tools);
-      if (calls) {
-        yield { type: "tool_calls", index, calls, ...counts };
-        yield { type: "finish", index, reason: cut ? "length" : "tool_calls", ...counts, ...reported };
-        return;
-      }
-      if (held) yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
-    }
-    yield { type: "finish", index, reason: event.reason, ...counts, ...reported };
-  }
-}
-
-/** Interleaves several generators, yielding each value as soon as it is ready. */
-async function* merge<T>(sources: AsyncGenerator<T>[]): AsyncGenerator<T> {
-  const pending = new Map<number, Promise<{ i: number; result: IteratorResult<T> }>>();
-  const pull = (i: number) => pending.set(i, sources[i]!.next().then((result) => ({ i, result })));
-  sources.forEach((_, i) => pull(i));
-  try {
-    while (pending.size > 0) {
-      const { i, result } = await Promise.race(pending.values());
-      if (result.done) {
-        pending.delete(i);
-        continue;
-      }
-      pull(i);
-      yield result.value;
-    }
-  } finally {
-    // Stops the choices still running (their sequences are freed); each ends with its own cleanup.
-    await Promise.allSettled(sources.map((s) => s.return(undefined)));
-  }
-}
-
-/**
- * The generations as serving events, with the bill settled exactly once: when every choice has
- * finished, or, if the engine fails, for the tokens already delivered, or, if the consumer walks
- * away without draining the events, for what was generated until then. Usage counts the prompt
- * once and the completion tokens of every choice.
- */
-async function* meteredEvents(
-  choices: AsyncGenerator<ChoiceEvent>[],
-  meter: RequestMeter,
-  settle: Settle,
-  observer: RequestObserver,
-  cover: (completionTokens: number) => Promise<void> | undefined,
-): AsyncGenerator<ServingEvent> {
-  const delivered = new Array<number>(choices.length).fill(0);
-  const deliveredReasoning = new Array<number>(choices.length).fill(0);
-  const reported = new Array<ReportedPrompt | undefined>(choices.length).fill(undefined);
-  const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
-  const total = () => ({ completionTokens: sum(delivered), reasoningTokens: sum(deliveredReasoning) });
-  let finished = 0;
-  let cancelled = false;
-  try {
-    for await (const event of merge(choices)) {
-      if (event.type === "preempted") {
-        observer.preempted();
-        continue;
-      }
-      delivered[event.index] = event.completionTokens;
-      deliveredReasoning[event.index] = event.reasoningTokens;
-      // Output leaves only once the durable row would bill it after a crash (a no-op mostly).
-      if (event.type !== "finish") await cover(total().completionTokens);
-      if (event.type === "reasoning") {
-        meter.firstToken();
-        observer.output(event.index);
-        yield { type: "reasoning", index: event.index, text: event.text };
-      } else if (event.type === "text") {
-        meter.firstToken();
-        observer.output(event.index);
-        yield { type: "text", index: event.index, text: event.text, ...(event.logprobs ? { logprobs: event.logprobs } : {}) };
-      } else if (event.type === "tool_calls") {
-        meter.firstToken();
-        observer.output(event.index);
-        yield { type: "tool_calls", index: event.index, calls: event.calls };
-      } else {
-        finished++;
-        reported[event.index] = event.reported;
-        if (event.reason === "cancelled") cancelled = true;
-        else yield { type: "finish", index: event.index, finishReason: event.reason };
-        if (finished === choices.length) {
-          const status = cancelled ? "cancelled" : "completed";
-          const usage = await settle({ ...total(), status, finishReason: cancelled ? "cancelled" : event.reason, errorCode: null, reported });
-          observer.finished(cancelled ? "abort" : event.reason, total().completionTokens);
-          yield { type: "done", finishReason: cancelled ? "cancelled" : "stop", usage };
-        }
-      }
-    }
-  } catch (error) {
-    await settle({ ...total(), status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error", reported });
-    throw error;
-  } finally {
-    if (!meter.recorded) {
-      await settle({ ...total(), status: "cancelled", finishReason: null, errorCode: null, reported });
-      observer.finished("abort", total().completionTokens);
-    }
-  }
-}
-
-/**
- * Every choice must hold a sequence at once: the choices are admitted together, so one more than
- * the model runs at once would wait for a sequence its own request holds.
- */
-function checkChoiceCount(backend: Backend, choices: number, input: ChatInput): void {
-  const slots = backend.stats().slots;
-  if (choices <= slots) return;
-  const asked = input.rawPrompts ? `${input.rawPrompts.length} prompts × n=${input.n ?? 1}` : `n=${input.n ?? 1}`;
-  throw new InvalidRequest(`This request asks for ${choices} choices (${asked}), more than the ${slots} this model generates at once.`, input.rawPrompts ? "prompt" : "n", "too_many_choices");
-}
-
-/** The model's catalog tags say what it can do; asking for more is a 400 naming what is missing. */
-function checkCapabilities(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
-  const has = (tag: string) => entry.tags.some((t) => t.toLowerCase() === tag.toLowerCase());
-  if (input.responseFormat && !has("JSON")) {
-    throw new InvalidRequest(`The model '${entry.id}' does not support JSON output (response_format).`, "response_format", "unsupported_capability");
-  }
-  if (input.tools?.length && !has("Function")) {
-    throw new InvalidRequest(`The model '${entry.id}' does not support function calling (tools).`, "tools", "unsupported_capability");
-  }
-  if (input.hasImages && !has("Multimodal")) {
-    throw new InvalidRequest(`The model '${entry.id}' does not support image input (Multimodal).`, "messages", "unsupported_capability");
-  }
-  for (const token of input.logitBias?.keys() ?? []) {
-    if (backend.vocabularySize > 0 && token >= backend.vocabularySize) {
-      throw new InvalidRequest(`Invalid 'logit_bias': token id ${token} is outside the model's vocabulary of ${backend.vocabularySize} tokens.`, "logit_bias", "invalid_value");
-    }
-  }
-}
-
-/** A forced tool call's grammar wins over response_format (OpenAI applies response_format to content only). */
-function outputConstraint(input: ChatInput, forced: readonly ToolDefinition[]): { constraint: OutputConstraint | undefined; constraintParam: string | null } {
-  if (forced.length > 0) return { constraint: toolCallConstraint(forced), constraintParam: "tools" };
-  const format = input.responseFormat;
-  if (format?.type === "json_object") return { constraint: { type: "json" }, constraintParam: "response_format" };
-  if (format?.type === "json_schema") return { constraint: { type: "json_schema", schema: format.schema }, constraintParam: "response_format.json_schema.schema" };
-  return { constraint: undefined, constraintParam: null };
-}

@@ -1,0 +1,76 @@
+import type { TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import type { ReportedPrompt, SplitEvent } from "./reasoning-stream.js";
+import { mayBeToolCall, parseToolCalls, partialToolCall } from "./tool-calls.js";
+
+/** One choice's events, tagged with its index, before metering; token counts are running totals. */
+export type ChoiceEvent = { index: number; completionTokens: number; reasoningTokens: number } & (
+  | { type: "preempted" }
+  | { type: "reasoning"; text: string }
+  | { type: "text"; text: string; logprobs?: TokenLogprob[] }
+  | { type: "tool_calls"; calls: ToolCall[] }
+  | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt }
+);
+
+export type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly ToolDefinition[] } | { mode: "auto"; tools: readonly ToolDefinition[] };
+
+/**
+ * Turns one generation into choice events. With tools offered, text that may be a call is held
+ * back: forced (`required` or a named tool) holds everything and, the output being grammar-bound,
+ * returns it as tool calls; `auto` holds text only while it still starts like a call (`{`, `[`,
+ * `<tool_call>` or a code fence) and, at the end, returns tool calls if the whole text parses as a
+ * call of an offered tool (see parseToolCalls), else releases it as content. Reasoning is never
+ * held: only the content after it can be a call.
+ */
+export async function* shapeChoice(index: number, generation: AsyncGenerator<SplitEvent>, shaping: ToolShaping): AsyncGenerator<ChoiceEvent> {
+  let holding = shaping.mode !== "none";
+  let held = "";
+  let heldLogprobs: TokenLogprob[] | undefined;
+  let upstreamCalls = false;
+  for await (const event of generation) {
+    const counts = { completionTokens: event.completionTokens, reasoningTokens: event.reasoningTokens };
+    if (event.type === "reasoning" || event.type === "preempted") {
+      yield { index, ...event };
+      continue;
+    }
+    if (event.type === "tool_calls") {
+      // An upstream engine parsed these calls itself; they pass as they are.
+      upstreamCalls = true;
+      yield { index, ...event };
+      continue;
+    }
+    if (event.type === "text") {
+      if (holding) {
+        held += event.text;
+        if (event.logprobs) (heldLogprobs ??= []).push(...event.logprobs);
+        if (shaping.mode === "auto" && !mayBeToolCall(held)) {
+          holding = false;
+          yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
+          held = "";
+          heldLogprobs = undefined;
+        }
+        continue;
+      }
+      yield { index, ...event };
+      continue;
+    }
+    const reported = event.reported ? { reported: event.reported } : {};
+    if (upstreamCalls) {
+      if (held && event.reason !== "cancelled") yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
+      yield { type: "finish", index, reason: event.reason === "stop" ? "tool_calls" : event.reason, ...counts, ...reported };
+      return;
+    }
+    if (holding && event.reason !== "cancelled" && shaping.mode !== "none") {
+      // A forced call cut by max_tokens still comes back as a call, with its partial arguments.
+      const cut = event.reason === "length";
+      const calls = cut ? (shaping.mode === "forced" ? partialToolCall(held, shaping.tools) : null) : parseToolCalls(held, shaping.tools);
+      if (calls) {
+        yield { type: "tool_calls", index, calls, ...counts };
+        yield { type: "finish", index, reason: cut ? "length" : "tool_calls", ...counts, ...reported };
+        return;
+      }
+      if (held) yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
+    }
+    yield { type: "finish", index, reason: event.reason, ...counts, ...reported };
+  }
+}
+

@@ -1,0 +1,77 @@
+/** What a request must satisfy before it is admitted: each a 400 naming the parameter. */
+import type { Backend, PreparedPrompt } from "../backends/backend.js";
+import type { CatalogEntry } from "../catalog/types.js";
+import type { OutputConstraint, ToolDefinition } from "../engine/types.js";
+import { ContextLengthExceeded, InvalidRequest } from "../errors.js";
+import type { ChatInput } from "./chat-service.js";
+import { toolCallConstraint } from "./tool-calls.js";
+
+/** max_tokens as asked, or the rest of the context window; either way the whole must fit. */
+export function completionBudget(entry: CatalogEntry, backend: Backend, prompt: PreparedPrompt, requested: number | undefined): number {
+  const window = Math.min(backend.contextWindow, entry.context_length);
+  // An upper-bound count cannot refuse a prompt: the upstream engine, which tokenizes, checks the window.
+  if (prompt.tokenCountIsUpperBound) {
+    if (requested !== undefined && requested >= window) throw new ContextLengthExceeded(window, 1, requested, true);
+    return requested ?? Math.max(1, window - prompt.tokenCount);
+  }
+  const maxTokens = requested ?? window - prompt.tokenCount;
+  if (maxTokens < 1 || prompt.tokenCount + maxTokens > window) {
+    throw new ContextLengthExceeded(window, prompt.tokenCount, Math.max(maxTokens, requested ?? 1));
+  }
+  return maxTokens;
+}
+
+/**
+ * Rendering and tokenizing a prompt costs time in proportion to its size; a prompt that cannot fit
+ * is refused before that. Every message costs at least one token, and the backend may know a
+ * tighter lower bound from the text's size; each raw prompt must fit on its own.
+ */
+export function checkCheapContextBound(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
+  const window = Math.min(backend.contextWindow, entry.context_length);
+  const completion = input.maxTokens ?? 1;
+  const atLeast = input.rawPrompts
+    ? Math.max(0, ...input.rawPrompts.map((text) => backend.minimumTextTokens?.(text) ?? 0))
+    : Math.max(input.messages.length, backend.minimumPromptTokens?.(input.messages) ?? 0);
+  if (atLeast + completion > window) throw new ContextLengthExceeded(window, atLeast, completion, true);
+}
+
+
+/**
+ * Every choice must hold a sequence at once: the choices are admitted together, so one more than
+ * the model runs at once would wait for a sequence its own request holds.
+ */
+export function checkChoiceCount(backend: Backend, choices: number, input: ChatInput): void {
+  const slots = backend.stats().slots;
+  if (choices <= slots) return;
+  const asked = input.rawPrompts ? `${input.rawPrompts.length} prompts × n=${input.n ?? 1}` : `n=${input.n ?? 1}`;
+  throw new InvalidRequest(`This request asks for ${choices} choices (${asked}), more than the ${slots} this model generates at once.`, input.rawPrompts ? "prompt" : "n", "too_many_choices");
+}
+
+/** The model's catalog tags say what it can do; asking for more is a 400 naming what is missing. */
+export function checkCapabilities(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
+  const has = (tag: string) => entry.tags.some((t) => t.toLowerCase() === tag.toLowerCase());
+  if (input.responseFormat && !has("JSON")) {
+    throw new InvalidRequest(`The model '${entry.id}' does not support JSON output (response_format).`, "response_format", "unsupported_capability");
+  }
+  if (input.tools?.length && !has("Function")) {
+    throw new InvalidRequest(`The model '${entry.id}' does not support function calling (tools).`, "tools", "unsupported_capability");
+  }
+  if (input.hasImages && !has("Multimodal")) {
+    throw new InvalidRequest(`The model '${entry.id}' does not support image input (Multimodal).`, "messages", "unsupported_capability");
+  }
+  for (const token of input.logitBias?.keys() ?? []) {
+    if (backend.vocabularySize > 0 && token >= backend.vocabularySize) {
+      throw new InvalidRequest(`Invalid 'logit_bias': token id ${token} is outside the model's vocabulary of ${backend.vocabularySize} tokens.`, "logit_bias", "invalid_value");
+    }
+  }
+}
+
+/** A forced tool call's grammar wins over response_format (OpenAI applies response_format to content only). */
+export function outputConstraint(input: ChatInput, forced: readonly ToolDefinition[]): { constraint: OutputConstraint | undefined; constraintParam: string | null } {
+  if (forced.length > 0) return { constraint: toolCallConstraint(forced), constraintParam: "tools" };
+  const format = input.responseFormat;
+  if (format?.type === "json_object") return { constraint: { type: "json" }, constraintParam: "response_format" };
+  if (format?.type === "json_schema") return { constraint: { type: "json_schema", schema: format.schema }, constraintParam: "response_format.json_schema.schema" };
+  return { constraint: undefined, constraintParam: null };
+}
+

@@ -191,9 +191,12 @@ class ShardRouter {
   }
 
   steal(thief: ShardScheduler): EngineRequest | undefined {
-    // Only requests that never ran move: a preempted one keeps its sampler on its own shard.
+    // Only requests that never ran move: a preempted one keeps its sampler on its own shard. Only
+    // from a shard without room for all it has waiting: one with room admits them at its next step,
+    // and a request placed there for its cached prefix would lose the cache by moving.
     for (const shard of this.shards) {
       if (shard.scheduler === thief || shard.failure) continue;
+      if (shard.scheduler.freeSequences >= shard.scheduler.waiting.length) continue;
       const request = shard.scheduler.waiting.find((r) => !r.resumed && !r.started && r.siblings.length === 0);
       if (request && shard.scheduler.remove(request)) return request;
     }

@@ -44,6 +44,23 @@ function formatPath(path: readonly PropertyKey[]): string {
   return path.reduce<string>((out, key) => (typeof key === "number" ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)), "");
 }
 
+/** The sampling, stop, tier and `n` fields of chat completions and legacy completions, as the service takes them. */
+export function sharedGenerationFields(
+  body: Pick<ChatRequestBody, "temperature" | "top_p" | "presence_penalty" | "frequency_penalty" | "logit_bias" | "seed" | "stop" | "service_tier" | "n">,
+): Pick<ChatInput, "temperature" | "topP" | "presencePenalty" | "frequencyPenalty" | "logitBias" | "seed" | "stop" | "serviceTier" | "n"> {
+  return {
+    temperature: body.temperature ?? undefined,
+    topP: body.top_p ?? undefined,
+    presencePenalty: body.presence_penalty ?? undefined,
+    frequencyPenalty: body.frequency_penalty ?? undefined,
+    logitBias: body.logit_bias ? new Map(Object.entries(body.logit_bias).map(([token, bias]) => [Number(token), bias])) : undefined,
+    seed: body.seed ?? undefined,
+    stop: body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop,
+    serviceTier: body.service_tier ?? undefined,
+    n: body.n ?? 1,
+  };
+}
+
 export function toChatInput(body: ChatRequestBody): ChatInput {
   const format = body.response_format;
   const choice = body.tool_choice;
@@ -51,19 +68,11 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
     model: body.model,
     messages: body.messages.map(toChatMessage),
     maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
-    temperature: body.temperature ?? undefined,
-    topP: body.top_p ?? undefined,
+    ...sharedGenerationFields(body),
     // top_k: -1 and 0 both mean no top-k truncation (vLLM uses -1, llama.cpp 0).
     topK: body.top_k == null || body.top_k <= 0 ? undefined : body.top_k,
     minP: body.min_p ?? undefined,
-    presencePenalty: body.presence_penalty ?? undefined,
-    frequencyPenalty: body.frequency_penalty ?? undefined,
     repetitionPenalty: body.repetition_penalty ?? undefined,
-    logitBias: body.logit_bias ? new Map(Object.entries(body.logit_bias).map(([token, bias]) => [Number(token), bias])) : undefined,
-    seed: body.seed ?? undefined,
-    stop: body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop,
-    serviceTier: body.service_tier ?? undefined,
-    n: body.n ?? 1,
     logprobs: body.logprobs ? { top: body.top_logprobs ?? 0 } : undefined,
     responseFormat:
       format?.type === "json_object" ? { type: "json_object" } : format?.type === "json_schema" ? { type: "json_schema", schema: format.json_schema.schema } : undefined,

@@ -6,7 +6,7 @@ import type { WireUsage } from "../../protocol/chat-response.js";
 import { completionsRequestSchema, type CompletionsRequestBody, type WireCompletionLogprobs } from "../../protocol/completions-request.js";
 import type { ChatInput, ChatRun, ChatService } from "../../serving/chat-service.js";
 import { callerOf } from "../auth.js";
-import { parseRequest } from "../chat-input.js";
+import { parseRequest, sharedGenerationFields } from "../chat-input.js";
 import { renamingParams, toErrorBody } from "../errors.js";
 import { openSse } from "../sse.js";
 import { abortOnDisconnect, toWireUsage } from "./chat.js";
@@ -37,15 +37,7 @@ function toInput(body: CompletionsRequestBody, prompts: string[]): ChatInput {
     messages: [],
     rawPrompts: prompts,
     maxTokens: body.max_tokens ?? DEFAULT_MAX_TOKENS,
-    temperature: body.temperature ?? undefined,
-    topP: body.top_p ?? undefined,
-    presencePenalty: body.presence_penalty ?? undefined,
-    frequencyPenalty: body.frequency_penalty ?? undefined,
-    logitBias: body.logit_bias ? new Map(Object.entries(body.logit_bias).map(([token, bias]) => [Number(token), bias])) : undefined,
-    seed: body.seed ?? undefined,
-    stop: body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop,
-    serviceTier: body.service_tier ?? undefined,
-    n: body.n ?? 1,
+    ...sharedGenerationFields(body),
     logprobs: body.logprobs != null ? { top: body.logprobs } : undefined,
     ...(body.prompt_cache_key != null ? { promptCacheKey: body.prompt_cache_key } : {}),
   };

@@ -113,5 +113,5 @@ export async function chargeReservation(tx: Database, keyId: string, requestId: 
 /** What a key may still spend: budget − spent − held by requests in flight, never below zero. Exact. */
 export function remainingBudget(budgetUsd: string, spentUsd: string, reservedUsd: string): string {
   const left = Dec(budgetUsd).minus(Dec(spentUsd)).minus(Dec(reservedUsd));
-  return toText(left.lt(0) ? Dec("0") : left);
+  return left.lt(Dec("0")) ? "0" : toText(left);
 }

@@ -16,6 +16,7 @@ import { createChatService } from "../serving/chat-service.js";
 import { createUsageLedger } from "../billing/ledger.js";
 import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
+import { limitDefaultsFromEnv } from "../limits/defaults.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
@@ -103,6 +104,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     bodyLimit: settings.bodyLimit,
     connections: { requestTimeoutMs: settings.requestTimeoutMs, maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp },
     corsOrigins: settings.corsOrigins,
+    rateDefaults: limitDefaultsFromEnv(process.env),
     deployments,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });

@@ -4,6 +4,7 @@ import { toWireCreatedKey, toWireKey, type WireRevokedKey } from "../../accounts
 import { exceededRight, type KeyRights } from "../../accounts/key-rights.js";
 import { loadKeyStanding, rightsOf, UNLIMITED_RATES, type KeyStanding, type RateDefaults } from "../../accounts/key-standing.js";
 import { createKey, listKeys, optionalBudget, revokeKey, type CreateKeyInput } from "../../accounts/store.js";
+import { remainingBudget } from "../../billing/budgets.js";
 import { Forbidden, NotFound } from "../../errors.js";
 import type { Database } from "../../storage/database.js";
 import { callerOf, type ApiCaller } from "../auth.js";
@@ -74,7 +75,7 @@ async function ownStanding(db: Database, caller: ApiCaller): Promise<KeyStanding
  * expiry, and what is left of its budget. Named values are kept as given, for the rights check.
  */
 function withinCreator(input: CreateKeyInput, creator: KeyStanding): CreateKeyInput {
-  const left = rightsOf(creator, UNLIMITED_RATES, "left").budgetUsd;
+  const left = creator.budgetUsd === null ? null : remainingBudget(creator.budgetUsd, creator.spentUsd, creator.reservedUsd);
   return {
     ...input,
     allowedModels: input.allowedModels ?? creator.allowedModels ?? undefined,

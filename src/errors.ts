@@ -39,8 +39,8 @@ export class Unauthorized extends ServiceError {
 }
 
 export class Forbidden extends ServiceError {
-  constructor(message: string, code: string | null = null) {
-    super(403, "permission_error", message, code);
+  constructor(message: string, code: string | null = null, param: string | null = null) {
+    super(403, "permission_error", message, code, param);
   }
 }
 

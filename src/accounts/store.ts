@@ -362,7 +362,7 @@ function validModelList(models: string[]): string[] {
 }
 
 /** undefined stays undefined (not given), null stays null (cleared); else a positive integer. */
-function optionalRateLimit(value: number | null | undefined, param: string): number | null | undefined {
+export function optionalRateLimit(value: number | null | undefined, param: string): number | null | undefined {
   if (value === undefined || value === null) return value;
   if (!Number.isSafeInteger(value) || value < 1 || value > MAX_RATE_LIMIT) {
     throw new InvalidRequest(`${param} must be a positive integer (at most ${MAX_RATE_LIMIT}), or null for the server default.`, param);
@@ -371,7 +371,7 @@ function optionalRateLimit(value: number | null | undefined, param: string): num
 }
 
 /** undefined stays undefined (not given), null stays null (no budget); else a normalised non-negative decimal string. */
-function optionalBudget(value: string | null | undefined): string | null | undefined {
+export function optionalBudget(value: string | null | undefined): string | null | undefined {
   if (value === undefined || value === null) return value;
   const trimmed = typeof value === "string" ? value.trim() : value;
   if (typeof trimmed !== "string" || !BUDGET_PATTERN.test(trimmed)) {

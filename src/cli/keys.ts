@@ -157,7 +157,8 @@ function parsePositiveNumber(value: string): number {
 
 function describeLimits(key: KeyInfo): string {
   const rate = (value: number | null, unit: string) => (value === null ? `server default ${unit}` : `${value} ${unit}`);
-  const budget = key.budgetUsd === null ? "no budget" : `budget $${key.budgetUsd} (spent $${key.spentUsd})`;
+  // Spend is counted with a budget or without, so it is shown either way.
+  const budget = `${key.budgetUsd === null ? "no budget" : `budget $${key.budgetUsd}`} (spent $${key.spentUsd})`;
   return `${rate(key.requestsPerMinute, "RPM")}, ${rate(key.tokensPerMinute, "TPM")}, ${budget}`;
 }
 

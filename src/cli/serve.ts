@@ -16,6 +16,7 @@ import { createChatService } from "../serving/chat-service.js";
 import { createUsageLedger } from "../billing/ledger.js";
 import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
+import { limitDefaultsFromEnv } from "../limits/defaults.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
@@ -103,11 +104,12 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     bodyLimit: settings.bodyLimit,
     connections: { requestTimeoutMs: settings.requestTimeoutMs, maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp },
     corsOrigins: settings.corsOrigins,
+    rateDefaults: limitDefaultsFromEnv(process.env),
     deployments,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const adminToken = settings.adminKey ?? generateAdminToken();
-  await app.register(adminRoutes, { db, adminToken });
+  await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs } });
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
   // Only the address it listens on: gateways sharing the database forward its deployments' requests there.

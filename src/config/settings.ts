@@ -32,7 +32,11 @@ const settingsSchema = z.object({
   /** Serve only these catalog ids (empty: all). */
   models: z.array(z.string()),
   databaseUrl: z.string().optional(),
-  adminKey: z.string().min(16).optional(),
+  /** SWITCHYARD_ADMIN_KEY: long enough that guessing it is hopeless. */
+  adminKey: z.string().min(32, "must be at least 32 characters").optional(),
+  /** Failed admin-key attempts per client IP within adminLockoutMs before that IP is locked out for adminLockoutMs. */
+  adminMaxFailures: z.coerce.number().int().min(1),
+  adminLockoutMs: z.coerce.number().int().min(1000),
   /** The key a gateway presents to a `serve --worker` (SWITCHYARD_WORKER_KEY). */
   workerKey: z.string().min(16, "must be at least 16 characters").optional(),
   /** Origins browsers may call the API from; `*` allows any (keys travel in headers, not cookies). */
@@ -74,6 +78,8 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     databaseUrl: env.SWITCHYARD_DATABASE_URL || undefined,
     adminKey: env.SWITCHYARD_ADMIN_KEY || undefined,
     workerKey: env.SWITCHYARD_WORKER_KEY || undefined,
+    adminMaxFailures: env.SWITCHYARD_ADMIN_MAX_FAILURES ?? 10,
+    adminLockoutMs: Number(env.SWITCHYARD_ADMIN_LOCKOUT_S ?? 60) * 1000,
     corsOrigins: list(env.SWITCHYARD_CORS_ORIGINS ?? "*"),
     deployments: {
       tickMs: env.SWITCHYARD_DEPLOYMENT_TICK_MS ?? 5000,

@@ -24,6 +24,7 @@ import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ResponseStore } from "../responses/store.js";
 import type { DeploymentService } from "../deployments/types.js";
+import type { RateDefaults } from "../accounts/key-standing.js";
 
 export interface AppDeps {
   chat: ChatService;
@@ -40,6 +41,8 @@ export interface AppDeps {
   responses: ResponseStore;
   /** Origins browsers may call the API from; ["*"] (the default) allows any. */
   corsOrigins?: string[];
+  /** Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM); the key API weighs rights with them. Default: unlimited. */
+  rateDefaults?: RateDefaults;
   /** Dedicated deployments (`/v1/deployments`); absent: the routes are not served. */
   deployments?: DeploymentService;
   logger?: FastifyServerOptions["logger"];
@@ -60,7 +63,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     healthRoutes(routes, deps.registry);
     metricsRoutes(routes, deps.metrics);
     usageRoutes(routes, deps.db);
-    accountKeyRoutes(routes, deps.db);
+    accountKeyRoutes(routes, deps.db, deps.rateDefaults);
     if (deps.deployments) deploymentRoutes(routes, deps.deployments);
     void routes.register(consoleRoutes);
     void routes.register(docsRoutes);

@@ -53,8 +53,8 @@ const usageQuery = [
 const OTHER_OPERATIONS: Operation[] = [
   { method: "get", path: "/v1/usage", id: "getUsage", summary: "The caller's account's usage and exact cost", auth: "key", query: usageQuery, response: { description: "Totals and groups." }, errors: [400, 401] },
   { method: "get", path: "/v1/keys", id: "listAccountKeys", summary: "The caller's account's keys (needs the manage-keys right)", auth: "key", response: { description: "The keys (never their secrets)." }, errors: [401, 403] },
-  { method: "post", path: "/v1/keys", id: "createAccountKey", summary: "Create a key in the caller's account (needs the manage-keys right; shown once)", auth: "key", body: accountCreateKeyBody, response: { description: "The key and its id." }, errors: [400, 401, 403] },
-  { method: "delete", path: "/v1/keys/{id}", id: "revokeAccountKey", summary: "Revoke a key of the caller's account (needs the manage-keys right)", auth: "key", pathParams: [{ name: "id", description: "Key id." }], response: { description: "The revoked key." }, errors: [401, 403, 404] },
+  { method: "post", path: "/v1/keys", id: "createAccountKey", summary: "Create a key in the caller's account (needs the manage-keys right; shown once). It gets at most the caller's rights: omitted fields inherit the caller's models, limits, expiry and remaining budget; asking for more is a 403 exceeds_own_rights naming the field", auth: "key", body: accountCreateKeyBody, response: { description: "The key and its id." }, errors: [400, 401, 403] },
+  { method: "delete", path: "/v1/keys/{id}", id: "revokeAccountKey", summary: "Revoke a key of the caller's account (needs the manage-keys right; only a key whose rights are within the caller's, else 403 exceeds_own_rights)", auth: "key", pathParams: [{ name: "id", description: "Key id." }], response: { description: "The revoked key." }, errors: [401, 403, 404] },
   { method: "post", path: "/v1/deployments", id: "createDeployment", summary: "Deploy a catalog model marked dedicated as a private endpoint of the caller's account (instances load in the background)", auth: "key", body: createDeploymentBody, response: { description: "The deploy object: id, model, name, model_id (`<account>/<name>`, what requests name as `model`), status, fail_reason, instances {running, pending}, settings, created_at, updated_at." }, errors: [400, 401] },
   { method: "get", path: "/v1/deployments", id: "listDeployments", summary: "The caller's account's deployments (deleted ones only with status=deleted)", auth: "key", query: listDeploymentsQuery, response: { description: "`{object: \"list\", data: [deployment]}`" }, errors: [400, 401] },
   { method: "get", path: "/v1/deployments/{id}", id: "getDeployment", summary: "One deployment of the caller's account", auth: "key", pathParams: deploymentId, response: { description: "The deploy object." }, errors: [401, 404] },
@@ -67,13 +67,13 @@ const OTHER_OPERATIONS: Operation[] = [
   { method: "get", path: "/openapi.json", id: "openapi", summary: "This document", auth: "none", response: { description: "OpenAPI 3.1." }, errors: [] },
   { method: "get", path: "/docs", id: "docs", summary: "The rendered API reference", auth: "none", response: { description: "HTML.", contentType: "text/html" }, errors: [] },
   { method: "get", path: "/docs/assets/{file}", id: "docsAssets", summary: "The reference page's scripts and styles (from swagger-ui-dist)", auth: "none", pathParams: [{ name: "file", description: "File name." }], response: { description: "The file.", contentType: "application/octet-stream" }, errors: [404] },
-  { method: "post", path: "/admin/v1/keys", id: "adminCreateKey", summary: "Create an API key (the key is shown once)", auth: "admin", body: createKeyBody, response: { description: "The key and its id." }, errors: [400, 401] },
-  { method: "get", path: "/admin/v1/keys", id: "adminListKeys", summary: "List keys", auth: "admin", query: listKeysQuery, response: { description: "The keys (never their secrets)." }, errors: [401] },
-  { method: "patch", path: "/admin/v1/keys/{id}", id: "adminPatchKey", summary: "Change a key's limits and budget", auth: "admin", body: patchKeyBody, pathParams: [{ name: "id", description: "Key id." }], response: { description: "The key." }, errors: [400, 401, 404] },
-  { method: "delete", path: "/admin/v1/keys/{id}", id: "adminRevokeKey", summary: "Revoke a key", auth: "admin", pathParams: [{ name: "id", description: "Key id." }], response: { description: "The revoked key." }, errors: [401, 404] },
-  { method: "get", path: "/admin/v1/usage", id: "adminUsage", summary: "An account's usage", auth: "admin", query: [{ name: "account", description: "Account name (required)." }, ...usageQuery], response: { description: "Totals and groups." }, errors: [400, 401, 404] },
-  { method: "post", path: "/admin/v1/accounts/{name}/disable", id: "adminDisableAccount", summary: "Disable an account", auth: "admin", pathParams: [{ name: "name", description: "Account name." }], response: { description: "The account." }, errors: [401, 404] },
-  { method: "post", path: "/admin/v1/accounts/{name}/enable", id: "adminEnableAccount", summary: "Enable an account", auth: "admin", pathParams: [{ name: "name", description: "Account name." }], response: { description: "The account." }, errors: [401, 404] },
+  { method: "post", path: "/admin/v1/keys", id: "adminCreateKey", summary: "Create an API key (the key is shown once)", auth: "admin", body: createKeyBody, response: { description: "The key and its id." }, errors: [400, 401, 429] },
+  { method: "get", path: "/admin/v1/keys", id: "adminListKeys", summary: "List keys", auth: "admin", query: listKeysQuery, response: { description: "The keys (never their secrets)." }, errors: [401, 429] },
+  { method: "patch", path: "/admin/v1/keys/{id}", id: "adminPatchKey", summary: "Change a key's limits and budget", auth: "admin", body: patchKeyBody, pathParams: [{ name: "id", description: "Key id." }], response: { description: "The key." }, errors: [400, 401, 404, 429] },
+  { method: "delete", path: "/admin/v1/keys/{id}", id: "adminRevokeKey", summary: "Revoke a key", auth: "admin", pathParams: [{ name: "id", description: "Key id." }], response: { description: "The revoked key." }, errors: [401, 404, 429] },
+  { method: "get", path: "/admin/v1/usage", id: "adminUsage", summary: "An account's usage", auth: "admin", query: [{ name: "account", description: "Account name (required)." }, ...usageQuery], response: { description: "Totals and groups." }, errors: [400, 401, 404, 429] },
+  { method: "post", path: "/admin/v1/accounts/{name}/disable", id: "adminDisableAccount", summary: "Disable an account", auth: "admin", pathParams: [{ name: "name", description: "Account name." }], response: { description: "The account." }, errors: [401, 404, 429] },
+  { method: "post", path: "/admin/v1/accounts/{name}/enable", id: "adminEnableAccount", summary: "Enable an account", auth: "admin", pathParams: [{ name: "name", description: "Account name." }], response: { description: "The account." }, errors: [401, 404, 429] },
 ];
 
 /** A zod schema as the JSON Schema (2020-12, as OpenAPI 3.1 uses) of what a client may send. */
@@ -137,7 +137,7 @@ export function openApiDocument(version: string): Record<string, unknown> {
         bearerKey: { type: "http", scheme: "bearer", description: "An API key: `Authorization: Bearer KEY`." },
         apiKeyHeader: { type: "apiKey", in: "header", name: "api-key", description: "The same key, Azure-style." },
         xApiKeyHeader: { type: "apiKey", in: "header", name: "x-api-key", description: "The same key." },
-        adminBearer: { type: "http", scheme: "bearer", description: "The admin key (SWITCHYARD_ADMIN_KEY, or server.json)." },
+        adminBearer: { type: "http", scheme: "bearer", description: "The admin key (SWITCHYARD_ADMIN_KEY, at least 32 characters, or server.json). Failed attempts are throttled per client IP: 429 admin_auth_throttled with Retry-After." },
       },
       schemas: { Error: jsonSchema(errorSchema) },
       responses: {

@@ -167,7 +167,7 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
         const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens * choiceCount });
         // Durable before anything is reserved or run, so a crash from here on is billed and released.
         await meter.begin(inFlight, { serviceTier: tier, promptTokens, prices, maxCompletionTokens: maxTokens * choiceCount });
-        reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase, budgetUsd: caller.limits.budgetUsd });
+        reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase });
         lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * choiceCount, limits: caller.limits });
 
         const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };

@@ -102,10 +102,11 @@ export interface BudgetReservation {
 export interface SpendBudgets {
   /**
    * Reserves the request's worst-case cost against the key's remaining budget, atomically, so
-   * concurrent requests cannot overshoot it. Returns null for keys without a budget. Throws
+   * concurrent requests cannot overshoot it; a key without a budget reserves too, so its spend is
+   * counted when the reservation settles. Null only where nothing is metered. Throws
    * InsufficientQuota (402) when the reservation does not fit.
    */
-  reserve(request: { keyId: string; requestId: string; amountUsd: string; budgetUsd: string | null }): Promise<BudgetReservation | null>;
+  reserve(request: { keyId: string; requestId: string; amountUsd: string }): Promise<BudgetReservation | null>;
 }
 
 /**

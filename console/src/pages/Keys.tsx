@@ -77,7 +77,7 @@ function KeysTable({ keys, onRevoke }: { keys: WireKey[]; onRevoke: (key: WireKe
                 <td class="small">
                   {k.rpm_limit ?? "default"} RPM · {k.tpm_limit ?? "default"} TPM
                   <br />
-                  {k.budget_usd === null ? "no budget" : `$${k.spent_usd} of $${k.budget_usd}`}
+                  {k.budget_usd === null ? `$${k.spent_usd} spent, no budget` : `$${k.spent_usd} of $${k.budget_usd}`}
                 </td>
                 <td>{k.manage_keys ? "manage keys" : "–"}</td>
                 <td><span class={`status status-${status}`}>{status}</span></td>
@@ -141,12 +141,13 @@ function CreateKeyForm({ session, models, onCreated }: { session: Session; model
   return (
     <form class="card create-key" onSubmit={submit}>
       <h2>Create a key</h2>
+      <p class="muted small">A new key gets at most your key's rights; a field left blank takes yours.</p>
       <div class="form-grid">
         <label>Name<input name="key-name" value={form.name} onInput={field("name")} placeholder="e.g. laptop" /></label>
-        <label>Expires in days<input name="expires-days" type="number" min="1" value={form.days} onInput={field("days")} placeholder="never" /></label>
-        <label>Requests / min<input name="rpm" type="number" min="1" value={form.rpm} onInput={field("rpm")} placeholder="default" /></label>
-        <label>Tokens / min<input name="tpm" type="number" min="1" value={form.tpm} onInput={field("tpm")} placeholder="default" /></label>
-        <label>Budget (USD)<input name="budget" value={form.budget} onInput={field("budget")} placeholder="none" inputMode="decimal" /></label>
+        <label>Expires in days<input name="expires-days" type="number" min="1" value={form.days} onInput={field("days")} placeholder="as yours" /></label>
+        <label>Requests / min<input name="rpm" type="number" min="1" value={form.rpm} onInput={field("rpm")} placeholder="as yours" /></label>
+        <label>Tokens / min<input name="tpm" type="number" min="1" value={form.tpm} onInput={field("tpm")} placeholder="as yours" /></label>
+        <label>Budget (USD)<input name="budget" value={form.budget} onInput={field("budget")} placeholder="what yours has left" inputMode="decimal" /></label>
       </div>
       <fieldset class="models-pick">
         <legend>Models <span class="muted small">(none ticked: every model this key may use)</span></legend>

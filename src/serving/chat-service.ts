@@ -104,6 +104,11 @@ export interface ChatRun {
   systemFingerprint: string;
   /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
   events: AsyncGenerator<ServingEvent>;
+  /**
+   * After `done`: the answer could not be delivered (the route failed to store or send it), so the
+   * client got an error; the ledger row says `failed` with this code instead of `completed`.
+   */
+  undelivered(errorCode: string): Promise<void>;
 }
 
 export interface ChatService {
@@ -220,9 +225,13 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
             settle,
             observer,
             (completionTokens) => meter.cover(completionTokens, cachedPromptTokens),
+            () => serverAbort(signal),
           ),
+          undelivered: (errorCode) => meter.undelivered(errorCode),
         };
-      } catch (error) {
+      } catch (thrown) {
+        // Aborted by a shutdown while waiting for a sequence: that, not what the abort broke, is the answer.
+        const error = serverAbort(signal) ?? thrown;
         await Promise.allSettled([lease?.release(0), reservation?.settle("0")]);
         await meter.record({
           status: error instanceof RateLimited && error.code === "resource_unavailable" ? "expired" : "rejected",
@@ -238,6 +247,11 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
       }
     },
   };
+}
+
+/** The reason the server aborted a run (a ServiceError, e.g. ServerShuttingDown); null when not, or when the client went away. */
+function serverAbort(signal: AbortSignal): ServiceError | null {
+  return signal.aborted && signal.reason instanceof ServiceError ? signal.reason : null;
 }
 
 /** Cached prefixes are never shared across accounts; `prompt_cache_key` narrows them further within one. */

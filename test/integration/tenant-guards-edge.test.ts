@@ -1,7 +1,19 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { promisify } from "node:util";
 import { openAiError } from "../helpers/raw-http.js";
-import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { createKey, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+
+/**
+ * A Python with the official `openai` package, for the test that drives the real Python client:
+ * SWITCHYARD_TEST_PYTHON, else a venv at .cache/py-openai (`python3 -m venv .cache/py-openai &&
+ * .cache/py-openai/bin/pip install openai`). Without one that test is skipped, saying so; the
+ * exact raw requests above cover the same calls.
+ */
+const PYTHON = process.env.SWITCHYARD_TEST_PYTHON ?? join(ROOT, ".cache/py-openai/bin/python");
 
 /**
  * Issue 20 ("Tenants cannot hurt each other"), items 4, 5, 11 and 13, each with the exact request
@@ -82,6 +94,27 @@ describe("tenant guards at the edge (issue 20: items 4, 5, 11, 13)", () => {
     }
     await expectError(await emptyJson("POST", "/admin/v1/keys", ADMIN_KEY), 400, { param: "account" });
     await expectError(await emptyJson("POST", "/v1/deployments"), 400, { param: "model" });
+  });
+
+  test("item 4: the official Python SDK's body-less calls (responses.cancel / delete, models.delete) get their real answers", { skip: existsSync(PYTHON) ? false : `no Python with the openai package at ${PYTHON}` }, async () => {
+    const created = await json("POST", "/v1/responses", JSON.stringify({ model: SMOLLM2, input: "Say hi.", max_output_tokens: 4 }));
+    assert.equal(created.status, 200, await created.clone().text());
+    const { id } = (await created.json()) as { id: string };
+    const script = join(ROOT, "test/fixtures/python-sdk-bodyless.py");
+    const { stdout } = await promisify(execFile)(PYTHON, [script, `${server.url}/v1`, server.key, SMOLLM2, id], { timeout: 300_000 });
+    const outcomes = Object.fromEntries(stdout.trim().split("\n").map((line) => JSON.parse(line) as { call: string; status: number; code?: string }).map((o) => [o.call, o]));
+    assert.deepEqual(
+      Object.fromEntries(Object.entries(outcomes).map(([call, o]) => [call, [o.status, o.code ?? null]])),
+      {
+        "responses.cancel unknown": [404, "not_found"],
+        "responses.delete unknown": [404, "not_found"],
+        "models.delete unknown": [404, "model_not_found"],
+        "models.delete served": [403, "model_not_deletable"],
+        "responses.cancel stored": [400, "not_cancellable"],
+        "responses.delete stored": [200, null],
+      },
+      stdout,
+    );
   });
 
   test("item 5: a NUL in a path id is a 404 in the OpenAI shape, never a storage error", async () => {

@@ -12,7 +12,7 @@ import { splitReasoning } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
 import { checkSchemas } from "./schema-check.js";
 import { shapeChoice, type ToolShaping } from "./choice-shaping.js";
-import { meteredEvents, settlement } from "./metered-events.js";
+import { meteredEvents, serverAbort, settlement } from "./metered-events.js";
 import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint } from "./request-checks.js";
 import type { ToolChoice } from "./tool-calls.js";
 
@@ -104,10 +104,7 @@ export interface ChatRun {
   systemFingerprint: string;
   /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
   events: AsyncGenerator<ServingEvent>;
-  /**
-   * After `done`: the answer could not be delivered (the route failed to store or send it), so the
-   * client got an error; the ledger row says `failed` with this code instead of `completed`.
-   */
+  /** After `done`, the answer could not be delivered (not stored): the row says `failed` with this code. */
   undelivered(errorCode: string): Promise<void>;
 }
 
@@ -247,11 +244,6 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
       }
     },
   };
-}
-
-/** The reason the server aborted a run (a ServiceError, e.g. ServerShuttingDown); null when not, or when the client went away. */
-function serverAbort(signal: AbortSignal): ServiceError | null {
-  return signal.aborted && signal.reason instanceof ServiceError ? signal.reason : null;
 }
 
 /** Cached prefixes are never shared across accounts; `prompt_cache_key` narrows them further within one. */

@@ -33,6 +33,11 @@ function billedPrompt(estimates: readonly ReportedPrompt[], choicesPerPrompt: nu
   return { promptTokens, cachedPromptTokens };
 }
 
+/** The reason the server aborted a run (a ServiceError, e.g. ServerShuttingDown); null when not, or when the client went away. */
+export function serverAbort(signal: AbortSignal): ServiceError | null {
+  return signal.aborted && signal.reason instanceof ServiceError ? signal.reason : null;
+}
+
 /** Prices the tokens used, frees the limit slot, settles the budget and writes the ledger row. */
 export function settlement(
   meter: RequestMeter,

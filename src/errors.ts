@@ -95,3 +95,13 @@ export class CapacityUnavailable extends ServiceError {
     super(503, "server_error", message, "capacity_unavailable", null, { "retry-after": String(retryAfterSeconds) });
   }
 }
+
+/**
+ * The server is stopping (SIGTERM): a new request during the drain, or a running one still going
+ * when the drain timeout ran out. Also the abort reason of such a run, so its row says `interrupted`.
+ */
+export class ServerShuttingDown extends ServiceError {
+  constructor() {
+    super(503, "server_error", "The server is shutting down; retry the request (another instance, or this one once it is back).", "server_shutting_down", null, { "retry-after": "5", connection: "close" });
+  }
+}

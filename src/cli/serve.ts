@@ -12,6 +12,7 @@ import { generateAdminToken, removeServerFile, writeServerFile } from "../accoun
 import { adminRoutes } from "../server/routes/admin.js";
 import { createMetrics } from "../observability/metrics.js";
 import { buildApp } from "../server/app.js";
+import { createDrain } from "../server/drain.js";
 import { createChatService } from "../serving/chat-service.js";
 import { createUsageLedger } from "../billing/ledger.js";
 import { createSpendBudgets } from "../billing/budgets.js";
@@ -25,6 +26,7 @@ import { ownerIsGone, takeOwnership } from "../billing/recovery.js";
 import { createDeploymentManager } from "../deployments/manager.js";
 import { engineOptions, localInstanceFactory } from "./instance-factory.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
+import { makePrivate } from "../config/data-dir-permissions.js";
 import { createResponseStore } from "../responses/store.js";
 import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
@@ -60,6 +62,9 @@ async function serve(flags: ServeFlags): Promise<void> {
   const catalog = selectModels(fullCatalog, settings.models);
   // A worker keeps no database: nothing of it lives in the data dir.
   if (flags.worker) return runWorker(settings, catalog, loadModels);
+  // Files an earlier version (or PGlite) left readable by others become private before anything runs.
+  const madePrivate = makePrivate(dataDir);
+  if (madePrivate > 0) process.stderr.write(`switchyard: made ${madePrivate} files and directories in ${dataDir} private to their owner (0700/0600)\n`);
   // Before anything else touches the data dir: a second server on it refuses here.
   const lock = lockDataDir(dataDir);
   try {
@@ -94,7 +99,9 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     log,
     ...settings.deployments,
   });
+  const drain = createDrain();
   const app = buildApp({
+    drain,
     chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics }),
     metrics,
     registry,
@@ -124,8 +131,12 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     if (stopping) return;
     stopping = true;
     removeServerFile(dataDir);
-    // Requests in flight get a grace period to finish. Connections that never sent a request (which
-    // clients open ahead) would otherwise hold the close until their keep-alive timeout, 72 s.
+    // Still listening, so /health can say "draining"; new requests get 503. Running ones may finish
+    // within the drain timeout; the rest end with an error (see drain.ts).
+    log(`stopping: draining ${drain.inFlight} request(s) in flight for up to ${settings.drainTimeoutMs} ms`);
+    await drain.drain(settings.drainTimeoutMs);
+    // Connections that never sent a request (which clients open ahead) would otherwise hold the
+    // close until their keep-alive timeout, 72 s.
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     await app.close();
     await deployments.close();

@@ -11,6 +11,8 @@ const settingsSchema = z.object({
   bodyLimit: z.coerce.number().int().min(1024),
   /** Time to receive a whole request, headers and body (ms); 408 beyond. */
   requestTimeoutMs: z.coerce.number().int().min(100),
+  /** On SIGTERM/SIGINT, how long running requests may finish before they are ended with an error (ms). */
+  drainTimeoutMs: z.coerce.number().int().min(0).max(3_600_000),
   /** Open connections per client IP that have not made an authenticated request yet. */
   maxUnauthenticatedPerIp: z.coerce.number().int().min(1),
   /** Sequences decoded together per model. */
@@ -65,6 +67,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     port: flags.port ?? env.SWITCHYARD_PORT ?? 8080,
     bodyLimit: env.SWITCHYARD_MAX_BODY_BYTES ?? 4 * 1024 * 1024,
     requestTimeoutMs: env.SWITCHYARD_REQUEST_TIMEOUT_MS ?? 60_000,
+    drainTimeoutMs: env.SWITCHYARD_DRAIN_TIMEOUT_MS ?? 30_000,
     maxUnauthenticatedPerIp: env.SWITCHYARD_MAX_UNAUTH_CONNECTIONS_PER_IP ?? 64,
     parallel: env.SWITCHYARD_PARALLEL ?? 8,
     maxWaiting: env.SWITCHYARD_MAX_WAITING ?? 256,

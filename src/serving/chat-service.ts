@@ -12,7 +12,7 @@ import { splitReasoning } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
 import { checkSchemas } from "./schema-check.js";
 import { shapeChoice, type ToolShaping } from "./choice-shaping.js";
-import { meteredEvents, settlement } from "./metered-events.js";
+import { meteredEvents, serverAbort, settlement } from "./metered-events.js";
 import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint } from "./request-checks.js";
 import type { ToolChoice } from "./tool-calls.js";
 
@@ -104,6 +104,8 @@ export interface ChatRun {
   systemFingerprint: string;
   /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
   events: AsyncGenerator<ServingEvent>;
+  /** After `done`, the answer could not be delivered (not stored): the row says `failed` with this code. */
+  undelivered(errorCode: string): Promise<void>;
 }
 
 export interface ChatService {
@@ -220,9 +222,13 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
             settle,
             observer,
             (completionTokens) => meter.cover(completionTokens, cachedPromptTokens),
+            () => serverAbort(signal),
           ),
+          undelivered: (errorCode) => meter.undelivered(errorCode),
         };
-      } catch (error) {
+      } catch (thrown) {
+        // Aborted by a shutdown while waiting for a sequence: that, not what the abort broke, is the answer.
+        const error = serverAbort(signal) ?? thrown;
         await Promise.allSettled([lease?.release(0), reservation?.settle("0")]);
         await meter.record({
           status: error instanceof RateLimited && error.code === "resource_unavailable" ? "expired" : "rejected",

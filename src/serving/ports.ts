@@ -37,6 +37,12 @@ export interface UsageRecord {
 export interface UsageLedger {
   /** Idempotent per requestId: a second call for the same request changes nothing. */
   record(record: UsageRecord): Promise<void>;
+  /**
+   * A `completed` row whose answer never reached the client (storing the response failed after
+   * generation): it becomes `failed` with `errorCode`, still billed for the tokens generated, as a
+   * failed engine is. The row's status follows what the client got.
+   */
+  markUndelivered(requestId: string, errorCode: string): Promise<void>;
 }
 
 /** What an admitted request's durable `in_flight` row starts with. */

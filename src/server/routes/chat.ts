@@ -7,6 +7,7 @@ import type { ChatRun, ChatService, Usage } from "../../serving/chat-service.js"
 import { callerOf } from "../auth.js";
 import { parseChatRequest, toChatInput } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
+import { shutdownSignalOf } from "../drain.js";
 import { openSse } from "../sse.js";
 
 /** Registered under each API prefix (see app.ts), so the paths here are relative to it. */
@@ -22,12 +23,18 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService): void {
   });
 }
 
-/** Aborts the generation as soon as the client goes away, so its sequence is freed at once. */
+/**
+ * Aborts the generation as soon as the client goes away, so its sequence is freed at once; and
+ * when a shutdown stops waiting for it, with that reason (ServerShuttingDown), so the run ends
+ * with an error the client is told of and its row says `interrupted`.
+ */
 export function abortOnDisconnect(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
   reply.raw.on("close", () => {
     if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
   });
+  const shutdown = shutdownSignalOf(reply.request);
+  shutdown?.addEventListener("abort", () => controller.abort(shutdown.reason), { once: true });
   return controller.signal;
 }
 

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { NotFound } from "../../errors.js";
 import { DEPLOYMENT_STATUSES, type Deployment, type DeploymentService } from "../../deployments/types.js";
+import { identifier } from "../../protocol/identifiers.js";
 import { callerOf } from "../auth.js";
 import { parse } from "./key-input.js";
 
@@ -9,8 +10,9 @@ const count = () => z.number().int().optional();
 
 /** Types only; ranges, defaults and min ≤ max are checked in one place (deployments/settings.ts). */
 export const createDeploymentBody = z.strictObject({
-  model: z.string().min(1).max(256),
-  name: z.string().min(1).max(256),
+  // Stored and echoed: no control characters (a NUL cannot be stored in PostgreSQL text).
+  model: identifier(256).min(1),
+  name: identifier(256).min(1),
   min_instances: count(),
   max_instances: count(),
   max_batch_size: count(),

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { stringifyJson } from "../../billing/money-json.js";
-import { NotFound, ServiceError } from "../../errors.js";
+import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
 import { responsesRequestSchema, type ResponsesRequestBody } from "../../protocol/responses-request.js";
 import type { ResponseStore } from "../../responses/store.js";
 import type { Caller, ChatRun, ChatService } from "../../serving/chat-service.js";
@@ -16,7 +16,7 @@ import { abortOnDisconnect } from "./chat.js";
 /** Chat's parameter names in lifecycle errors, as the Responses API calls them. */
 const RESPONSES_PARAMS = { messages: "input", response_format: "text.format", "response_format.json_schema.schema": "text.format.schema" };
 
-const notFound = (id: string) => new NotFound(`No response with id '${id}' found.`);
+const notFound = (id: string) => new NotFound(`No response with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}' found.`);
 
 /**
  * The Responses API on the chat lifecycle: the request becomes a chat input, the run's events
@@ -31,7 +31,13 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
     const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses" }), RESPONSES_PARAMS);
     const save = async (builder: ResponseBuilder, response: unknown) => {
       if (body.store === false) return;
-      await store.save(caller.accountId, run.id, { conversation: [...conversation, builder.assistantMessage()], body: stringifyJson(response) });
+      try {
+        await store.save(caller.accountId, run.id, { conversation: [...conversation, builder.assistantMessage()], body: stringifyJson(response) });
+      } catch (error) {
+        // The client gets an error instead of the response, so its ledger row must not say completed.
+        await run.undelivered("response_not_stored").catch((failure: unknown) => request.log.error({ err: failure }, "could not mark the ledger row failed"));
+        throw error;
+      }
     };
     if (body.stream) return streamResponse(run, body, reply, request, save);
     const builder = new ResponseBuilder(run, body);
@@ -49,6 +55,12 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
     const stored = await store.get(callerOf(request).accountId, request.params.id);
     if (!stored) throw notFound(request.params.id);
     return reply.type("application/json; charset=utf-8").send(stored.body);
+  });
+
+  // Only background responses can be cancelled, and none are: every response here runs in its request.
+  app.post<{ Params: { id: string } }>("/responses/:id/cancel", async (request) => {
+    if (!(await store.get(callerOf(request).accountId, request.params.id))) throw notFound(request.params.id);
+    throw new InvalidRequest("Only responses created with background=true can be cancelled; this server runs none in the background.", null, "not_cancellable");
   });
 
   app.delete<{ Params: { id: string } }>("/responses/:id", async (request) => {

@@ -157,8 +157,9 @@ function selectModels(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
 async function ensureFirstKey(db: Database, dataDir: string): Promise<void> {
   if ((await countActiveKeys(db)) > 0) return;
   await findOrCreateAccount(db, "default");
-  // The owner's key: it may also manage the account's keys (the console's Keys page, /v1/keys).
-  const created = await createKey(db, { account: "default", name: "first key", manageKeys: true });
+  // The owner's key: it may also manage the account's keys (the console's Keys page, /v1/keys)
+  // and its dedicated deployments.
+  const created = await createKey(db, { account: "default", name: "first key", manageKeys: true, manageDeployments: true });
   if (process.stdout.isTTY) {
     process.stdout.write(
       `\nCreated an API key for account 'default'. It is shown only this once; store it now:\n\n    ${created.key}\n\n` +

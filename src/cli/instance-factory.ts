@@ -1,10 +1,12 @@
 import { readFile } from "node:fs/promises";
 import { createLocalEngineBackend } from "../backends/local-engine.js";
-import { ensureModels } from "../catalog/pull.js";
+import { ensureModels, findPulledModel } from "../catalog/pull.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveModelsDir } from "../config/paths.js";
 import type { Settings } from "../config/settings.js";
-import type { InstanceFactory } from "../deployments/types.js";
+import { readKvShape } from "../deployments/gguf-shape.js";
+import { instanceBytes } from "../deployments/memory.js";
+import type { InstanceFactory, InstanceSizer } from "../deployments/types.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { upstreamBackend } from "./upstream.js";
 
@@ -41,5 +43,21 @@ export function localInstanceFactory(settings: Settings): InstanceFactory {
     const engine = await engineOptions(entry, settings, deployment.maxBatchSize);
     const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
     return { backend, systemFingerprint: systemFingerprint(file.sha256, engine) };
+  };
+}
+
+/**
+ * An instance's memory: the pulled GGUF's size plus KV for max_batch_size sequences of the context
+ * window engineOptions gives it (see deployments/memory.ts). A model not pulled yet is sized when
+ * its instance loads (the factory pulls it first); an upstream model takes no memory here.
+ */
+export function localInstanceSizer(settings: Settings): InstanceSizer {
+  const modelsDir = resolveModelsDir();
+  return async (entry, deployment) => {
+    if (entry.backend) return 0;
+    const file = await findPulledModel(entry, modelsDir);
+    if (!file) return 0;
+    const shape = await readKvShape(file.path);
+    return instanceBytes({ fileBytes: file.bytes, shape, sequences: deployment.maxBatchSize, cellsPerSequence: Math.min(entry.context_length, settings.maxContext) });
   };
 }

@@ -22,7 +22,8 @@ import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
 import { ownerIsGone, takeOwnership } from "../billing/recovery.js";
 import { createDeploymentManager } from "../deployments/manager.js";
-import { engineOptions, localInstanceFactory } from "./instance-factory.js";
+import { engineOptions, localInstanceFactory, localInstanceSizer } from "./instance-factory.js";
+import { MemoryGuard } from "../deployments/memory.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import { createResponseStore } from "../responses/store.js";
 import type { Database } from "../storage/database.js";
@@ -89,6 +90,9 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     registry,
     catalog: fullCatalog,
     factory: localInstanceFactory(settings),
+    sizer: localInstanceSizer(settings),
+    memory: new MemoryGuard(settings.deploymentMemoryBytes),
+    limits: settings.deploymentLimits,
     owner: { id: ownership.owner.id, isGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId) },
     log,
     ...settings.deployments,
@@ -107,7 +111,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const adminToken = settings.adminKey ?? generateAdminToken();
-  await app.register(adminRoutes, { db, adminToken });
+  await app.register(adminRoutes, { db, adminToken, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
   // Only the address it listens on: gateways sharing the database forward its deployments' requests there.

@@ -14,6 +14,8 @@ export interface AdminRoutesOptions {
   db: Database;
   /** The token in force for this server: SWITCHYARD_ADMIN_KEY, or the one written to server.json. */
   adminToken: string;
+  /** An account was disabled: its deployments' instances stop at once (they bill nothing after). */
+  onAccountDisabled?: (accountId: string) => Promise<void>;
 }
 
 export const createKeyBody = z.object({ account: z.string().min(1), ...newKeyFields() });
@@ -84,6 +86,7 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     app.post<{ Params: { name: string } }>(`/admin/v1/accounts/:name/${action}`, async (request) => {
       const account = await setAccountDisabled(db, request.params.name, disabled);
       if (!account) throw new NotFound(`No account named '${request.params.name}'.`);
+      if (disabled) await opts.onAccountDisabled?.(account.id);
       return toWireAccount(account);
     });
   }

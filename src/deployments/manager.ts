@@ -123,13 +123,16 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
     local.delete(deployment.row.id);
   };
 
-  /** Before instances are asked for: memory for `count` more now, and the paying key's budget for a segment of each. */
+  /**
+   * Before `count` more instances are asked for: the paying key's budget for a segment of each
+   * (at least one: a spent key creates nothing, even stopped), then memory for them now.
+   */
   const checkRoom = async (keyId: string | null, base: CatalogEntry, settings: DeploymentSettings, count: number) => {
-    if (count <= 0) return;
-    memory.check(await sizer(base, settings), count);
-    if (keyId === null) return;
-    const ahead = toText(Dec(segmentCost(base.pricing.dedicated_instance_hour ?? "0", segmentMs)).times(count));
-    await assertBudgetCovers(db, keyId, ahead, `${count} instance(s) for one billed segment`);
+    if (keyId !== null) {
+      const ahead = toText(Dec(segmentCost(base.pricing.dedicated_instance_hour ?? "0", segmentMs)).times(String(Math.max(1, count))));
+      await assertBudgetCovers(db, keyId, ahead, `${Math.max(1, count)} instance(s) for one billed segment`);
+    }
+    if (count > 0) memory.check(await sizer(base, settings), count);
   };
 
   const tick = async () => {
@@ -165,8 +168,7 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
       checkAllowed(caller.allowedModels, base.id);
       const name = checkName(input.name, caller.accountName, catalog);
       const settings = resolveSettings(undefined, input.settings, limits);
-      // Even a deployment of no instances needs a budget with a segment left: a spent key creates nothing.
-      await checkRoom(caller.keyId, base, settings, Math.max(1, settings.minInstances));
+      await checkRoom(caller.keyId, base, settings, settings.minInstances);
       const status = settings.minInstances === 0 ? "stopped" : "initializing";
       const row = await insertDeployment(db, { accountId: caller.accountId, keyId: caller.keyId, model: base.id, name, status, settings, ownerId: owner.id }, limits);
       run(row);
@@ -189,7 +191,8 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
       const base = catalog.find((m) => m.id === row.model);
       if (base) {
         checkAllowed(caller.allowedModels, base.id);
-        await checkRoom(row.keyId, base, settings, settings.minInstances - row.openInstances);
+        const more = settings.minInstances - row.openInstances;
+        if (more > 0) await checkRoom(row.keyId, base, settings, more);
       }
       await updateSettings(db, row, settings, limits);
       const mine = local.get(id);

@@ -33,8 +33,9 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
     catalogDir = mkdtempSync(join(tmpdir(), "switchyard-dep-catalog-"));
     const broken = { id: "test/broken-dedicated", source: "file:/nonexistent/broken.gguf", context_length: 2048, precision: "q4_1", tags: [], pricing: { input: "1", output: "1", cached_input: "1", dedicated_instance_hour: "1" }, created: 0, dedicated: true };
     writeFileSync(join(catalogDir, "catalog.json"), JSON.stringify({ models: [broken] }));
-    server = await startServer({ env: { ...TICK, SWITCHYARD_CATALOG: join(catalogDir, "catalog.json") } });
-    other = createKey(server.dataDir, "someone-else");
+    server = await startServer({ env: { ...TICK, SWITCHYARD_CATALOG: join(catalogDir, "catalog.json") }, keyArgs: ["--manage-deployments"] });
+    // With the right too, so that its 404s show isolation, not the missing right.
+    other = createKey(server.dataDir, "someone-else", ["--manage-deployments"]);
   });
   after(async () => {
     await server?.stop();

@@ -4,6 +4,7 @@
  * of every instance's running time. Changes (scale, autoscale, delete) run one at a time.
  */
 import type { Backend } from "../backends/backend.js";
+import { ServiceError } from "../errors.js";
 import { BackendPool } from "../backends/pool.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
@@ -150,7 +151,8 @@ export class LocalDeployment {
       this.context.log(`deployment ${this.row.id}: no instance started: ${reason}`);
       // With instances running it keeps serving at the size it has (autoscale just does not grow); with none it has failed.
       this.target = this.running;
-      if (this.running === 0) await this.setStatus("failed", `No instance could be started: ${reason}`);
+      // A refusal (memory, budget) says why itself; anything else came from loading the model.
+      if (this.running === 0) await this.setStatus("failed", error instanceof ServiceError ? reason : `The model could not be loaded: ${reason}`);
       return false;
     }
     if (this.deleting) {

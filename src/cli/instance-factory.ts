@@ -11,10 +11,10 @@ import { systemFingerprint } from "../serving/fingerprint.js";
 import { upstreamBackend } from "./upstream.js";
 
 /** The embedded engine's settings for one loaded copy of a model with `sequences` sequences. */
-export async function engineOptions(entry: CatalogEntry, settings: Settings, sequences: number) {
+export async function engineOptions(entry: CatalogEntry, settings: Settings, sequences: number, contextLength: number | null = null) {
   return {
     sequences,
-    contextWindow: Math.min(entry.context_length, settings.maxContext),
+    contextWindow: contextWindowOf(entry, settings, contextLength),
     fallbackChatTemplate: entry.fallback_chat_template ? await readFile(entry.fallback_chat_template, "utf8") : undefined,
     threads: settings.threads || undefined,
     shards: settings.shards || undefined,
@@ -23,6 +23,11 @@ export async function engineOptions(entry: CatalogEntry, settings: Settings, seq
     prefixCache: settings.prefixCache,
     stepTokens: settings.stepTokens,
   };
+}
+
+/** Tokens one request may hold, and so KV cells per sequence: a deployment's own context_length may only lower it. */
+function contextWindowOf(entry: CatalogEntry, settings: Settings, contextLength: number | null): number {
+  return Math.min(entry.context_length, settings.maxContext, contextLength ?? Infinity);
 }
 
 /**
@@ -40,7 +45,7 @@ export function localInstanceFactory(settings: Settings): InstanceFactory {
     }
     const [file] = await ensureModels([entry], { modelsDir, progress: false });
     if (!file) throw new Error("the model file was not pulled");
-    const engine = await engineOptions(entry, settings, deployment.maxBatchSize);
+    const engine = await engineOptions(entry, settings, deployment.maxBatchSize, deployment.contextLength);
     const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
     return { backend, systemFingerprint: systemFingerprint(file.sha256, engine) };
   };
@@ -58,6 +63,6 @@ export function localInstanceSizer(settings: Settings): InstanceSizer {
     const file = await findPulledModel(entry, modelsDir);
     if (!file) return 0;
     const shape = await readKvShape(file.path);
-    return instanceBytes({ fileBytes: file.bytes, shape, sequences: deployment.maxBatchSize, cellsPerSequence: Math.min(entry.context_length, settings.maxContext) });
+    return instanceBytes({ fileBytes: file.bytes, shape, sequences: deployment.maxBatchSize, cellsPerSequence: contextWindowOf(entry, settings, deployment.contextLength) });
   };
 }

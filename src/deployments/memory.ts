@@ -80,7 +80,7 @@ export class MemoryGuard {
     const gb = (n: number) => `${(Math.max(0, n) / 1e9).toFixed(2)} GB`;
     throw new InvalidRequest(
       `Not enough memory on this server: ${count} instance(s) of ${gb(bytes)} each (weights plus KV cache for max_batch_size sequences ` +
-        `of the full context) need ${gb(bytes * count)}, and ${gb(left)} is left for deployments. Lower max_batch_size or min_instances.`,
+        `of context_length tokens) need ${gb(bytes * count)}, and ${gb(left)} is left for deployments. Lower max_batch_size, context_length or min_instances.`,
       "max_batch_size",
       "insufficient_memory",
     );

@@ -11,6 +11,8 @@ import type { DeploymentLimits, DeploymentSettings } from "./types.js";
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export const DEFAULT_MAX_BATCH_SIZE = 4;
+/** The smallest context_length: room for a chat template and a short exchange. */
+export const MIN_CONTEXT_LENGTH = 256;
 
 /** A key limited to some models deploys only those: the same 404 as chat on a model outside its list. */
 export function checkAllowed(allowedModels: string[] | null, model: string): void {
@@ -42,6 +44,8 @@ export interface SettingsInput {
   minInstances?: number;
   maxInstances?: number;
   maxBatchSize?: number;
+  /** null: back to the server's window. */
+  contextLength?: number | null;
 }
 
 /**
@@ -57,8 +61,10 @@ export function resolveSettings(current: DeploymentSettings | undefined, changes
   integerIn(min, 0, limit, "min_instances");
   integerIn(max, 1, limit, "max_instances");
   integerIn(batch, 1, limits.maxBatchSize, "max_batch_size");
+  const context = changes.contextLength !== undefined ? changes.contextLength : (current?.contextLength ?? null);
+  if (context !== null) integerIn(context, MIN_CONTEXT_LENGTH, limits.maxContext, "context_length");
   if (min > max) throw new InvalidRequest(`min_instances (${min}) must not exceed max_instances (${max}).`, "min_instances", "invalid_value");
-  return { minInstances: min, maxInstances: max, maxBatchSize: batch };
+  return { minInstances: min, maxInstances: max, maxBatchSize: batch, contextLength: context };
 }
 
 function integerIn(value: number, low: number, high: number, param: string): void {

@@ -37,6 +37,7 @@ interface Row {
   min_instances: number;
   max_instances: number;
   max_batch_size: number;
+  context_length: number | null;
   owner_id: string | null;
   key_id: string | null;
   open_instances: string | number;
@@ -64,10 +65,10 @@ export async function insertDeployment(
     await checkAccountCaps(tx, input.accountId, null, input.settings.maxInstances, limits);
     // The partial unique index (account, name) among the live ones decides races; a loser gets the 400.
     const inserted = await tx.query<{ id: string }>(
-      `INSERT INTO deployments (id, account_id, model, name, status, min_instances, max_instances, max_batch_size, owner_id, key_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+      `INSERT INTO deployments (id, account_id, model, name, status, min_instances, max_instances, max_batch_size, owner_id, key_id, context_length)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
        ON CONFLICT (account_id, name) WHERE deleted_at IS NULL DO NOTHING RETURNING id`,
-      [id, input.accountId, input.model, input.name, input.status, input.settings.minInstances, input.settings.maxInstances, input.settings.maxBatchSize, input.ownerId, input.keyId],
+      [id, input.accountId, input.model, input.name, input.status, input.settings.minInstances, input.settings.maxInstances, input.settings.maxBatchSize, input.ownerId, input.keyId, input.settings.contextLength],
     );
     if (inserted.length === 0) {
       throw new InvalidRequest(`This account already has a deployment named '${input.name}'. Choose another name, or delete that one first.`, "name", "deployment_exists");
@@ -181,7 +182,7 @@ function toDeployment(row: Row): DeploymentRow {
     name: row.name,
     status: row.status,
     failReason: row.fail_reason,
-    settings: { minInstances: row.min_instances, maxInstances: row.max_instances, maxBatchSize: row.max_batch_size },
+    settings: { minInstances: row.min_instances, maxInstances: row.max_instances, maxBatchSize: row.max_batch_size, contextLength: row.context_length },
     ownerId: row.owner_id,
     keyId: row.key_id,
     openInstances: Number(row.open_instances),

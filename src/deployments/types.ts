@@ -14,6 +14,11 @@ export interface DeploymentSettings {
   maxInstances: number;
   /** Sequences each instance decodes together. */
   maxBatchSize: number;
+  /**
+   * Tokens (prompt + completion) one request may hold, so KV cells each sequence gets: the KV cache
+   * is max_batch_size × this. null: the server's window, min(model's context, SWITCHYARD_MAX_CONTEXT).
+   */
+  contextLength: number | null;
 }
 
 /**
@@ -25,13 +30,15 @@ export interface DeploymentLimits {
   /** max_instances of one deployment. */
   maxInstances: number;
   maxBatchSize: number;
+  /** The largest context_length: SWITCHYARD_MAX_CONTEXT. */
+  maxContext: number;
   /** Deployments an account has at once (the deleted ones aside). */
   deploymentsPerAccount: number;
   /** The sum of max_instances over an account's deployments: the most instances it can ever run. */
   instancesPerAccount: number;
 }
 
-export const DEFAULT_DEPLOYMENT_LIMITS: DeploymentLimits = { maxInstances: 4, maxBatchSize: 16, deploymentsPerAccount: 4, instancesPerAccount: 4 };
+export const DEFAULT_DEPLOYMENT_LIMITS: DeploymentLimits = { maxInstances: 4, maxBatchSize: 16, maxContext: 8192, deploymentsPerAccount: 4, instancesPerAccount: 4 };
 
 export interface Deployment {
   id: string;

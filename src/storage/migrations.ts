@@ -204,6 +204,8 @@ export const migrations: Migration[] = [
     sql: `
       ALTER TABLE api_keys ADD COLUMN manage_deployments boolean NOT NULL DEFAULT false;
       ALTER TABLE deployments ADD COLUMN key_id text REFERENCES api_keys (id);
+      -- Tokens per sequence an instance holds KV for; NULL: the server's context window.
+      ALTER TABLE deployments ADD COLUMN context_length integer;
     `,
   },
 ];

@@ -117,6 +117,20 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
   });
 
+  test("context_length sizes the KV cache: batch 32 of 256-token sequences fits where 1024 did not, and serves within it", async () => {
+    const created = await api(server, deployer, "POST", "/v1/deployments", { ...ATTACK, name: "slim", max_instances: 1, context_length: 256 });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    assert.equal(created.body.settings.context_length, 256);
+    await waitForDeployment(server, deployer, created.body.id, (d) => d.status === "running");
+    const chat = (content: string, max_tokens: number) => api(server, deployer, "POST", "/v1/compat/chat/completions", { model: "tester/slim", messages: [{ role: "user", content }], max_tokens });
+    assert.equal((await chat("Hi!", 4)).status, 200);
+    const tooLong = await chat("Hi!", 300);
+    assert.equal(tooLong.status, 400);
+    assert.equal(tooLong.body.error.code, "context_length_exceeded");
+    assert.match(tooLong.body.error.message, /maximum context length is 256 tokens/);
+    assert.equal((await api(server, deployer, "DELETE", `/v1/deployments/${created.body.id}`)).body.status, "deleted");
+  });
+
   test("an instance holds its key's budget ahead; when the next segment is not covered it stops, spend within the budget, exactly billed", async () => {
     // 0.0005 covers two 2 s segments and a half: the instance runs ~4 s, then stops.
     const thrifty = createKey(server.dataDir, "thrifty", ["--manage-deployments", "--budget", "0.0005"]);

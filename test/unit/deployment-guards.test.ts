@@ -48,7 +48,7 @@ test("the memory guard refuses what does not fit with a 400 insufficient_memory,
   assert.throws(() => machine.check(1), { code: "insufficient_memory" });
 });
 
-const SETTINGS = { minInstances: 1, maxInstances: 1, maxBatchSize: 2 };
+const SETTINGS = { minInstances: 1, maxInstances: 1, maxBatchSize: 2, contextLength: null };
 const CAPS = { ...DEFAULT_DEPLOYMENT_LIMITS, deploymentsPerAccount: 2, instancesPerAccount: 3 };
 
 async function spentAndHeld(db: Database, keyId: string): Promise<{ spent: string; held: string }> {

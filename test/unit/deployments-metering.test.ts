@@ -38,9 +38,9 @@ test("segments: whole ones as time passes, the rest when the instance stops, nev
 const LIMITS = DEFAULT_DEPLOYMENT_LIMITS;
 
 test("settings: defaults, bounds and min ≤ max checked in one place", () => {
-  assert.deepEqual(resolveSettings(undefined, {}, LIMITS), { minInstances: 1, maxInstances: 1, maxBatchSize: 4 });
-  assert.deepEqual(resolveSettings(undefined, { minInstances: 2 }, LIMITS), { minInstances: 2, maxInstances: 2, maxBatchSize: 4 });
-  assert.deepEqual(resolveSettings({ minInstances: 1, maxInstances: 3, maxBatchSize: 2 }, { minInstances: 0 }, LIMITS), { minInstances: 0, maxInstances: 3, maxBatchSize: 2 });
+  assert.deepEqual(resolveSettings(undefined, {}, LIMITS), { minInstances: 1, maxInstances: 1, maxBatchSize: 4, contextLength: null });
+  assert.deepEqual(resolveSettings(undefined, { minInstances: 2, contextLength: 1024 }, LIMITS), { minInstances: 2, maxInstances: 2, maxBatchSize: 4, contextLength: 1024 });
+  assert.deepEqual(resolveSettings({ minInstances: 1, maxInstances: 3, maxBatchSize: 2, contextLength: 512 }, { minInstances: 0 }, LIMITS), { minInstances: 0, maxInstances: 3, maxBatchSize: 2, contextLength: 512 });
   const param = (fn: () => unknown) => {
     try {
       fn();
@@ -54,9 +54,12 @@ test("settings: defaults, bounds and min ≤ max checked in one place", () => {
   assert.equal(param(() => resolveSettings(undefined, { minInstances: 3, maxInstances: 2 }, LIMITS)), "min_instances");
   assert.equal(param(() => resolveSettings(undefined, { maxBatchSize: 0 }, LIMITS)), "max_batch_size");
   assert.equal(param(() => resolveSettings(undefined, { maxInstances: 99 }, LIMITS)), "max_instances");
+  assert.equal(param(() => resolveSettings(undefined, { maxBatchSize: LIMITS.maxBatchSize + 1 }, LIMITS)), "max_batch_size", "the server's batch cap");
+  assert.equal(param(() => resolveSettings(undefined, { contextLength: 255 }, LIMITS)), "context_length");
+  assert.equal(param(() => resolveSettings(undefined, { contextLength: LIMITS.maxContext + 1 }, LIMITS)), "context_length");
 });
 
-const SETTINGS = { minInstances: 1, maxInstances: 1, maxBatchSize: 2 };
+const SETTINGS = { minInstances: 1, maxInstances: 1, maxBatchSize: 2, contextLength: null };
 
 /** Rows made here are paid by no key (the budget tests below name one). */
 function insertDeployment(db: Database, input: Omit<Parameters<typeof insertWithLimits>[1], "keyId"> & { keyId?: string | null }) {

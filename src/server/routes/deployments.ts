@@ -14,6 +14,8 @@ export const createDeploymentBody = z.strictObject({
   min_instances: count(),
   max_instances: count(),
   max_batch_size: count(),
+  /** Tokens per request, and so KV cells per sequence (null or absent: the server's window). */
+  context_length: z.number().int().nullish(),
 });
 
 export const scaleDeploymentBody = z.strictObject({ min_instances: count(), max_instances: count() });
@@ -31,7 +33,7 @@ export function toWireDeployment(d: Deployment) {
     status: d.status,
     fail_reason: d.failReason,
     instances: d.instances,
-    settings: { min_instances: d.settings.minInstances, max_instances: d.settings.maxInstances, max_batch_size: d.settings.maxBatchSize },
+    settings: { min_instances: d.settings.minInstances, max_instances: d.settings.maxInstances, max_batch_size: d.settings.maxBatchSize, context_length: d.settings.contextLength },
     created_at: Math.floor(d.createdAt.getTime() / 1000),
     updated_at: Math.floor(d.updatedAt.getTime() / 1000),
   };
@@ -60,7 +62,7 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
   app.post("/v1/deployments", async (request) => {
     const caller = deployer(request);
     const body = parse(createDeploymentBody, request.body ?? {});
-    const settings = { minInstances: body.min_instances, maxInstances: body.max_instances, maxBatchSize: body.max_batch_size };
+    const settings = { minInstances: body.min_instances, maxInstances: body.max_instances, maxBatchSize: body.max_batch_size, contextLength: body.context_length ?? undefined };
     return toWireDeployment(await deployments.create(caller, { model: body.model, name: body.name, settings }));
   });
 

@@ -19,13 +19,21 @@ const SCALAR: Record<number, number> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 
 const STRING = 8;
 const ARRAY = 9;
 
+/** Shapes already read, by path and size and mtime: every instance load asks, and a header is megabytes. */
+const known = new Map<string, KvShape>();
+
 export async function readKvShape(path: string): Promise<KvShape> {
   const file = await open(path, "r");
   try {
-    const { size } = await file.stat();
+    const { size, mtimeMs } = await file.stat();
+    const key = `${path}\u0000${size}\u0000${mtimeMs}`;
+    const cached = known.get(key);
+    if (cached) return cached;
     const buffer = Buffer.alloc(Math.min(size, HEADER_BYTES));
     await file.read(buffer, 0, buffer.length, 0);
-    return kvShapeOf(readMetadata(buffer));
+    const shape = kvShapeOf(readMetadata(buffer));
+    known.set(key, shape);
+    return shape;
   } finally {
     await file.close();
   }

@@ -16,7 +16,7 @@ import { LocalDeployment } from "./instances.js";
 import { MemoryGuard } from "./memory.js";
 import { closeDeadIntervals, createInstanceMeter, type InstanceMeter } from "./metering.js";
 import { checkAllowed, checkName, deployableEntry, privateEntry, resolveSettings } from "./settings.js";
-import { claimDeployment, findDeployment, insertDeployment, listDeployments, liveDeployments, markDeleting, ownerUrlOf, setStatus, stopAccountDeployments, updateSettings, type DeploymentRow } from "./store.js";
+import { claimDeployment, findDeployment, insertDeployment, listDeployments, liveDeployments, markDeleting, ownerUrlOf, setStatus, stopDeployments, updateSettings, type DeploymentRow } from "./store.js";
 import { DEFAULT_DEPLOYMENT_LIMITS, type Deployment, type DeploymentLimits, type DeploymentService, type DeploymentSettings, type InstanceFactory, type InstanceSizer } from "./types.js";
 
 export interface DeploymentManagerOptions {
@@ -137,8 +137,9 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
 
   const tick = async () => {
     for (const id of await meter.heartbeat()) {
-      const mine = local.get(id);
-      if (mine) await mine.stopNow("failed", "The budget of the key that pays for this deployment cannot cover another billed segment of instance time.");
+      const reason = "The budget of the key that pays for this deployment cannot cover another billed segment of instance time; raise it, then scale up again.";
+      await stopDeployments(db, { id }, "failed", reason);
+      await local.get(id)?.stopNow("failed", reason);
     }
     for (const deployment of local.values()) deployment.autoscale(idleMs);
     await sync();
@@ -213,7 +214,7 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
 
     async stopAccount(accountId) {
       const reason = "The account was disabled; its instances were stopped. Scale it up again once the account is enabled.";
-      const ids = await stopAccountDeployments(db, accountId, reason);
+      const ids = await stopDeployments(db, { accountId }, "stopped", reason);
       // Other processes see min_instances 0 on their next tick and drain theirs.
       await Promise.all(ids.map((id) => local.get(id)?.stopNow("stopped", reason)));
     },

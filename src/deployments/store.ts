@@ -139,12 +139,15 @@ export async function updateSettings(db: Database, row: DeploymentRow, settings:
   });
 }
 
-/** The account was disabled: every live deployment of it goes to 0 instances, and says why. */
-export async function stopAccountDeployments(db: Database, accountId: string, reason: string): Promise<string[]> {
+/**
+ * Stopped from outside its settings (a disabled account, a spent budget): min_instances 0 in the
+ * database too, so that no process starts it again until it is scaled up. Returns the ids.
+ */
+export async function stopDeployments(db: Database, scope: { accountId: string } | { id: string }, status: "stopped" | "failed", reason: string): Promise<string[]> {
   const rows = await db.query<{ id: string }>(
-    `UPDATE deployments SET min_instances = 0, status = 'stopped', fail_reason = $2, updated_at = now()
-      WHERE account_id = $1 AND deleted_at IS NULL RETURNING id`,
-    [accountId, reason],
+    `UPDATE deployments SET min_instances = 0, status = $3, fail_reason = $4, updated_at = now()
+      WHERE ($1::text IS NULL OR account_id = $1) AND ($2::text IS NULL OR id = $2) AND deleted_at IS NULL RETURNING id`,
+    ["accountId" in scope ? scope.accountId : null, "id" in scope ? scope.id : null, status, reason],
   );
   return rows.map((r) => r.id);
 }

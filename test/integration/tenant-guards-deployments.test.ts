@@ -139,6 +139,10 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
     const failed = await waitForDeployment(server, thrifty, created.body.id, (d) => d.status === "failed");
     assert.match(failed.fail_reason, /budget/);
     assert.deepEqual(failed.instances, { running: 0, pending: 0 });
+    assert.equal(failed.settings.min_instances, 0, "it stays down: nothing starts it again until it is scaled up");
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const still = await api(server, thrifty, "GET", `/v1/deployments/${created.body.id}`);
+    assert.equal(still.body.status, "failed");
     const [key] = (await admin("/admin/v1/keys?account=thrifty", "GET")).body.data;
     const usage = (await admin("/admin/v1/usage?account=thrifty", "GET")).body;
     const spent = new Big(key.spent_usd);

@@ -80,7 +80,7 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
     assert.match(d.id, /^dep_/);
     assert.equal(d.object, "deployment");
     assert.equal(d.model_id, "tester/bot");
-    assert.deepEqual(d.settings, { min_instances: 1, max_instances: 2, max_batch_size: 2 });
+    assert.deepEqual(d.settings, { min_instances: 1, max_instances: 2, max_batch_size: 2, context_length: null });
     const duplicate = await api(server, server.key, "POST", "/v1/deployments", { model: SMOLLM2, name: "bot" });
     assert.equal(duplicate.status, 400);
     assert.equal(duplicate.body.error.code, "deployment_exists");

@@ -80,3 +80,8 @@ async function putHold(tx: Database, keyId: string, instanceId: string, amountUs
     [instanceId, keyId, toText(parseNonNegative(amountUsd, "amountUsd")), holdMs],
   );
 }
+
+/** An instance that never ran (its load failed, or its deployment went away meanwhile) gives its hold back. */
+export async function releaseInstanceHold(db: Database, instanceId: string): Promise<void> {
+  await db.query("DELETE FROM budget_reservations WHERE request_id = $1", [instanceId]);
+}

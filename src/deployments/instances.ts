@@ -9,7 +9,7 @@ import { BackendPool } from "../backends/pool.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { Database } from "../storage/database.js";
-import { holdInstanceTime } from "../billing/instance-budget.js";
+import { holdInstanceTime, releaseInstanceHold } from "../billing/instance-budget.js";
 import { segmentCost } from "../billing/instance-time.js";
 import type { MemoryGuard } from "./memory.js";
 import { newInstanceId, type InstanceMeter } from "./metering.js";
@@ -147,6 +147,7 @@ export class LocalDeployment {
       memory.loaded();
     } catch (error) {
       memory?.release();
+      await releaseInstanceHold(this.context.db, id);
       const reason = (error as Error).message;
       this.context.log(`deployment ${this.row.id}: no instance started: ${reason}`);
       // With instances running it keeps serving at the size it has (autoscale just does not grow); with none it has failed.
@@ -158,6 +159,7 @@ export class LocalDeployment {
     if (this.deleting) {
       await loaded.backend.close();
       memory.release();
+      await releaseInstanceHold(this.context.db, id);
       return false;
     }
     await this.context.meter.open(id, this.row.id, this.hourly);

@@ -3,7 +3,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { createKey, findOrCreateAccount, listKeys } from "../../src/accounts/store.js";
-import { assertBudgetCovers, holdInstanceTime } from "../../src/billing/instance-budget.js";
+import { assertBudgetCovers, holdInstanceTime, releaseInstanceHold } from "../../src/billing/instance-budget.js";
 import { findPulledModel } from "../../src/catalog/pull.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { readKvShape } from "../../src/deployments/gguf-shape.js";
@@ -88,6 +88,12 @@ forEachDatabase("per-account deployment caps and instance time against budgets",
     await assert.rejects(assertBudgetCovers(db, key.id, "0.0003", "three"), { status: 402, code: "insufficient_quota" });
     const id = newInstanceId();
     await holdInstanceTime(db, key.id, id, "0.0001", 60_000);
+    assert.deepEqual(await spentAndHeld(db, key.id), { spent: "0", held: "0.0001" });
+    // An instance whose load fails gives its hold back.
+    const failedLoad = newInstanceId();
+    await holdInstanceTime(db, key.id, failedLoad, "0.0001", 60_000);
+    assert.deepEqual(await spentAndHeld(db, key.id), { spent: "0", held: "0.0002" });
+    await releaseInstanceHold(db, failedLoad);
     assert.deepEqual(await spentAndHeld(db, key.id), { spent: "0", held: "0.0001" });
     const meter = createInstanceMeter(db, "own_pay", 1000);
     await meter.open(id, dep.id, "0.36");

@@ -11,6 +11,8 @@ import { compareMoney } from "../billing/cost.js";
 export interface KeyRights {
   /** The key may list, create and revoke its account's keys. */
   manageKeys: boolean;
+  /** The key may create, scale and delete its account's dedicated deployments. */
+  manageDeployments: boolean;
   /** null: every model. */
   allowedModels: readonly string[] | null;
   /** Spend the comparison allows, exact decimal string; null: no budget. */
@@ -26,6 +28,7 @@ export interface KeyRights {
 /** The boolean rights, with the API's name for each: granting one more right is one line here. */
 export const BOOLEAN_RIGHTS: ReadonlyArray<{ field: BooleanRight; param: string; what: string }> = [
   { field: "manageKeys", param: "manage_keys", what: "the manage-keys right" },
+  { field: "manageDeployments", param: "manage_deployments", what: "the manage-deployments right" },
 ];
 
 type BooleanRight = { [K in keyof KeyRights]: KeyRights[K] extends boolean ? K : never }[keyof KeyRights];

@@ -5,6 +5,7 @@ import type { KeyRights } from "./key-rights.js";
 /** A key's stored rights and how much of its budget is used, as the account-scoped key API weighs them. */
 export interface KeyStanding {
   manageKeys: boolean;
+  manageDeployments: boolean;
   allowedModels: string[] | null;
   /** The key's own limits; null: the server default. */
   requestsPerMinute: number | null;
@@ -29,6 +30,7 @@ export async function loadKeyStanding(db: Database, keyId: string, accountId: st
   if (keyId.includes("\u0000")) return null; // PostgreSQL refuses a NUL as a parameter; no id holds one
   const rows = await db.query<{
     manage_keys: boolean;
+    manage_deployments: boolean;
     allowed_models: string[] | null;
     rpm_limit: number | null;
     tpm_limit: number | null;
@@ -37,7 +39,7 @@ export async function loadKeyStanding(db: Database, keyId: string, accountId: st
     reserved_usd: string;
     expires_at: Date | null;
   }>(
-    `SELECT k.manage_keys, k.allowed_models, k.rpm_limit, k.tpm_limit, k.budget_usd::text AS budget_usd, k.spent_usd::text AS spent_usd,
+    `SELECT k.manage_keys, k.manage_deployments, k.allowed_models, k.rpm_limit, k.tpm_limit, k.budget_usd::text AS budget_usd, k.spent_usd::text AS spent_usd,
             (SELECT COALESCE(sum(r.amount_usd), 0)::text FROM budget_reservations r WHERE r.key_id = k.id AND r.expires_at > now()) AS reserved_usd,
             k.expires_at
        FROM api_keys k
@@ -48,6 +50,7 @@ export async function loadKeyStanding(db: Database, keyId: string, accountId: st
   if (!row) return null;
   return {
     manageKeys: row.manage_keys === true,
+    manageDeployments: row.manage_deployments === true,
     allowedModels: row.allowed_models,
     requestsPerMinute: row.rpm_limit,
     tokensPerMinute: row.tpm_limit,
@@ -65,6 +68,7 @@ export async function loadKeyStanding(db: Database, keyId: string, accountId: st
 export function rightsOf(standing: KeyStanding, defaults: RateDefaults, budget: "left" | "ceiling"): KeyRights {
   return {
     manageKeys: standing.manageKeys,
+    manageDeployments: standing.manageDeployments,
     allowedModels: standing.allowedModels,
     budgetUsd:
       standing.budgetUsd === null ? null : budget === "left" ? remainingBudget(standing.budgetUsd, standing.spentUsd, standing.reservedUsd) : standing.budgetUsd,

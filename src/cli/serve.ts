@@ -24,7 +24,8 @@ import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
 import { ownerIsGone, takeOwnership } from "../billing/recovery.js";
 import { createDeploymentManager } from "../deployments/manager.js";
-import { engineOptions, localInstanceFactory } from "./instance-factory.js";
+import { engineOptions, localInstanceFactory, localInstanceSizer } from "./instance-factory.js";
+import { MemoryGuard } from "../deployments/memory.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import { makePrivate } from "../config/data-dir-permissions.js";
 import { createResponseStore } from "../responses/store.js";
@@ -95,6 +96,9 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     registry,
     catalog: fullCatalog,
     factory: localInstanceFactory(settings),
+    sizer: localInstanceSizer(settings),
+    memory: new MemoryGuard(settings.deploymentMemoryBytes),
+    limits: { ...settings.deploymentLimits, maxContext: settings.maxContext },
     owner: { id: ownership.owner.id, isGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId) },
     log,
     ...settings.deployments,
@@ -116,7 +120,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const adminToken = settings.adminKey ?? generateAdminToken();
-  await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs } });
+    await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
   // Only the address it listens on: gateways sharing the database forward its deployments' requests there.
@@ -170,8 +174,9 @@ function selectModels(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
 async function ensureFirstKey(db: Database, dataDir: string): Promise<void> {
   if ((await countActiveKeys(db)) > 0) return;
   await findOrCreateAccount(db, "default");
-  // The owner's key: it may also manage the account's keys (the console's Keys page, /v1/keys).
-  const created = await createKey(db, { account: "default", name: "first key", manageKeys: true });
+  // The owner's key: it may also manage the account's keys (the console's Keys page, /v1/keys)
+  // and its dedicated deployments.
+  const created = await createKey(db, { account: "default", name: "first key", manageKeys: true, manageDeployments: true });
   if (process.stdout.isTTY) {
     process.stdout.write(
       `\nCreated an API key for account 'default'. It is shown only this once; store it now:\n\n    ${created.key}\n\n` +

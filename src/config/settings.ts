@@ -49,6 +49,15 @@ const settingsSchema = z.object({
     segmentMs: z.coerce.number().int().min(1000),
     idleMs: z.coerce.number().int().min(0),
   }),
+  /** What one account may deploy: the clamps live here, the checks in deployments/ (DeploymentLimits). */
+  deploymentLimits: z.object({
+    maxInstances: z.literal(4),
+    maxBatchSize: z.coerce.number().int().min(1).max(256),
+    deploymentsPerAccount: z.coerce.number().int().min(0).max(1000),
+    instancesPerAccount: z.coerce.number().int().min(0).max(1000),
+  }),
+  /** Bytes all of this process's dedicated instances may take together; unset: what the machine has available, less headroom. */
+  deploymentMemoryBytes: z.coerce.number().int().min(0).optional(),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
@@ -89,6 +98,13 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
       segmentMs: Number(env.SWITCHYARD_DEPLOYMENT_SEGMENT_S ?? 3600) * 1000,
       idleMs: env.SWITCHYARD_DEPLOYMENT_IDLE_MS ?? 60_000,
     },
+    deploymentLimits: {
+      maxInstances: 4,
+      maxBatchSize: env.SWITCHYARD_MAX_DEPLOYMENT_BATCH ?? 16,
+      deploymentsPerAccount: env.SWITCHYARD_MAX_DEPLOYMENTS_PER_ACCOUNT ?? 4,
+      instancesPerAccount: env.SWITCHYARD_MAX_INSTANCES_PER_ACCOUNT ?? 4,
+    },
+    deploymentMemoryBytes: env.SWITCHYARD_DEPLOYMENT_MEMORY_BYTES || undefined,
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

@@ -53,6 +53,7 @@ const GATEWAY: ApiCaller = {
   allowedModels: null,
   limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null },
   manageKeys: false,
+  manageDeployments: false,
 };
 
 /** Compares digests in constant time, so neither the key's bytes nor its length leak through timing. */

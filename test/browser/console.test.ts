@@ -34,7 +34,7 @@ describe("web console (/console) in Chromium", () => {
     const discounted = join(catalogDir, "catalog.json");
     writeFileSync(discounted, JSON.stringify({ models: [{ ...entry, pricing: { ...entry.pricing, discount_percent: "50" } }] }));
     server = await startServer({ env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY, SWITCHYARD_CATALOG: discounted, SWITCHYARD_LOG_LEVEL: "info" } });
-    managerKey = createKey(server.dataDir, "tester", ["--name", "console", "--manage-keys"]);
+    managerKey = createKey(server.dataDir, "tester", ["--name", "console", "--manage-keys", "--manage-deployments"]);
     browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: "light" });
     page = await context.newPage();
@@ -194,6 +194,8 @@ describe("web console (/console) in Chromium", () => {
     await page.waitForSelector("[data-testid=keys-table]");
     await page.fill("input[name=key-name]", "browser-made");
     await page.fill("input[name=rpm]", "100");
+    assert.equal(await page.isChecked("input[name=manage-deployments]"), false, "off by default");
+    await page.check("input[name=manage-deployments]");
     await page.click("form.create-key button[type=submit]");
     const key = ((await page.textContent("[data-testid=created-key]", { timeout: 30_000 })) ?? "").trim();
     assert.match(key, /^sk-sy-/);
@@ -201,6 +203,10 @@ describe("web console (/console) in Chromium", () => {
 
     const models = (k: string) => fetch(`${server.baseURL}/models`, { headers: { authorization: `Bearer ${k}` } });
     assert.equal((await models(key)).status, 200);
+    // The toggle granted the right: an empty deployment body gets past the 403 to the 400 of its missing fields.
+    const deploy = await fetch(`${server.url}/v1/deployments`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: "{}" });
+    assert.equal(deploy.status, 400);
+    await page.waitForSelector("tr:has-text('browser-made'):has-text('manage deployments')");
 
     const row = page.locator("tr", { hasText: "browser-made" });
     await row.locator("button", { hasText: "Revoke" }).click();

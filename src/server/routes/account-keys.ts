@@ -90,6 +90,7 @@ function withinCreator(input: CreateKeyInput, creator: KeyStanding): CreateKeyIn
 function requestedRights(input: CreateKeyInput, rateDefaults: RateDefaults): KeyRights {
   return {
     manageKeys: input.manageKeys === true,
+    manageDeployments: input.manageDeployments === true,
     allowedModels: input.allowedModels?.map((model) => model.trim()).filter((model) => model !== "") ?? null,
     budgetUsd: input.budgetUsd ?? null,
     requestsPerMinute: input.requestsPerMinute ?? rateDefaults.requestsPerMinute,

@@ -17,6 +17,8 @@ export interface AdminRoutesOptions {
   adminToken: string;
   /** Failed admin-key attempts allowed per client IP before it is locked out (default 10 a minute). */
   throttle?: AdminThrottleOptions;
+  /** An account was disabled: its deployments' instances stop at once (they bill nothing after). */
+  onAccountDisabled?: (accountId: string) => Promise<void>;
 }
 
 export const createKeyBody = z.object({ account: z.string().min(1), ...newKeyFields() });
@@ -96,6 +98,7 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     app.post<{ Params: { name: string } }>(`/admin/v1/accounts/:name/${action}`, async (request) => {
       const account = await setAccountDisabled(db, request.params.name, disabled);
       if (!account) throw new NotFound(`No account named '${request.params.name}'.`);
+      if (disabled) await opts.onAccountDisabled?.(account.id);
       return toWireAccount(account);
     });
   }

@@ -1,6 +1,7 @@
 import type { BudgetReservation, LimitLease, RequestObserver } from "./ports.js";
 import { requestCost } from "../billing/cost.js";
 import type { ServiceTier, TokenPrices } from "../catalog/types.js";
+import { GenerationStalled } from "../backends/backend.js";
 import { ServiceError } from "../errors.js";
 import type { ServingEvent, Usage } from "./chat-service.js";
 import type { ChoiceEvent } from "./choice-shaping.js";
@@ -128,7 +129,8 @@ export async function* meteredEvents(
         }
       }
     }
-  } catch (error) {
+  } catch (failure) {
+    const error = midStreamError(failure);
     await settle({ ...total(), status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error", reported });
     throw error;
   } finally {
@@ -139,3 +141,9 @@ export async function* meteredEvents(
   }
 }
 
+
+/** A backend's failure after output began, as the caller sees it (the HTTP layer sends it as an error event). */
+function midStreamError(error: unknown): unknown {
+  if (error instanceof GenerationStalled) return new ServiceError(500, "server_error", error.message, "timeout");
+  return error;
+}

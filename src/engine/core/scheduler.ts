@@ -8,9 +8,12 @@ import type { FinishReason, ModelHostStats } from "../types.js";
 
 export class QueueFullError extends Error {}
 export class WaitExpiredError extends Error {}
+/** A running request made no progress for the stall limit and was ended, freeing its sequence. */
+export class StalledError extends Error {}
 
 export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" | "preemptions"> {
   sequences: number;
+  paused: number;
   usedCells: number;
   totalCells: number;
 }
@@ -31,7 +34,7 @@ export class ShardScheduler {
   private preemptions = 0;
 
   constructor(
-    private readonly options: { sequences: number; cellsPerSequence: number; stepTokens: number; prefixCache: boolean },
+    private readonly options: { sequences: number; cellsPerSequence: number; stepTokens: number; prefixCache: boolean; stallTimeoutMs: number },
     private readonly policy: SchedulingPolicy,
     private readonly texts: TokenTexts,
     /** Takes a new request waiting on another shard, when this one has room and nothing waiting. */
@@ -69,6 +72,8 @@ export class ShardScheduler {
 
   schedule(): StepPlan {
     const plan = new StepPlan();
+    // Before the pending operations are taken, so the cells of a sequence it frees are cleared in this step.
+    this.expireStalled();
     plan.ops.push(...this.pendingOps.splice(0));
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
@@ -76,7 +81,36 @@ export class ShardScheduler {
     this.admit(plan);
     this.copyPrompts(plan);
     this.fillBatch(plan);
+    this.noteProgress(plan);
     return plan;
+  }
+
+  /** How often a shard with running requests but an empty batch looks for stalled ones. */
+  get stallCheckMs(): number {
+    return Math.max(10, Math.min(1000, this.options.stallTimeoutMs / 4));
+  }
+
+  /**
+   * A request in the batch progresses; one left out of a full batch waits its turn, which counts as
+   * progress too. Only one left out of a batch with room (paused, or with nothing it could compute)
+   * goes on aging toward the stall limit.
+   */
+  private noteProgress(plan: StepPlan): void {
+    const now = performance.now();
+    const full = plan.batchSize >= this.options.stepTokens;
+    const inBatch = new Set(plan.scheduled.map((s) => s.request));
+    for (const request of this.running) {
+      if (inBatch.has(request) || (full && !request.paused) || request.copyFrom !== undefined) request.progressAt = now;
+    }
+  }
+
+  /** No request holds a sequence without progress past the stall limit: it fails, and its sequence is freed. */
+  private expireStalled(): void {
+    const now = performance.now();
+    for (const request of this.running.filter((r) => now - r.progressAt >= this.options.stallTimeoutMs)) {
+      const seconds = Math.round(this.options.stallTimeoutMs / 100) / 10;
+      this.fail(request, new StalledError(`The generation made no progress for ${seconds} s${request.paused ? " (its output was not being read)" : ""} and was ended.`));
+    }
   }
 
   /** Post-processing of one sampled token; the request may finish. */
@@ -96,6 +130,7 @@ export class ShardScheduler {
     if (request.status === "running") this.release(request, false, this.pendingOps, this.pendingFrees);
     else this.remove(request);
     request.status = "finished";
+    this.outputs.delete(request);
     request.events.fail(error);
   }
 
@@ -111,6 +146,7 @@ export class ShardScheduler {
       running: count(this.running),
       waiting: count(this.waiting),
       preemptions: this.preemptions,
+      paused: this.running.filter((r) => r.paused).length,
       usedCells: this.sequences.usedCells(computed),
       totalCells: this.sequences.size * this.options.cellsPerSequence,
     };
@@ -142,6 +178,7 @@ export class ShardScheduler {
     request.computed = taken.reused;
     request.status = "running";
     request.admittedAt = performance.now();
+    request.progressAt = request.admittedAt;
     this.running.push(request);
     if (!request.samplerBuilt) {
       plan.newSamplers.push({ id: request.id, spec: request.sampler });
@@ -184,7 +221,7 @@ export class ShardScheduler {
     let budget = this.options.stepTokens;
     const ordered = this.running.slice().sort(this.policy.compareRunning);
     // Decodes first: one token each keeps every stream moving; prompts catch up in what is left.
-    const ready = ordered.filter((r) => r.copyFrom === undefined);
+    const ready = ordered.filter((r) => r.copyFrom === undefined && !r.paused);
     for (const request of ready) {
       if (request.pending !== 1 || budget === 0) continue;
       plan.add(request, 1);

@@ -29,6 +29,7 @@ export function loadModel(path: string): LoadedModel {
     vocabularySize: vocabulary.size,
     chatTemplate: lib.llama_model_chat_template(handle, null) ?? undefined,
     bosText: vocabulary.bosText,
+    bosToken: vocabulary.bosToken,
     eosText: vocabulary.eosText,
     maxTokenBytes: vocabulary.maxTokenBytes,
     tokenize: vocabulary.tokenize,

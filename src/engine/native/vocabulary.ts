@@ -6,6 +6,8 @@ import type { Handle, LlamaLibrary } from "./llama-lib.js";
 export interface Vocabulary {
   readonly size: number;
   readonly bosText: string;
+  /** The BOS token, if the model has one (whether or not its tokenizer adds it). */
+  readonly bosToken: Token | undefined;
   readonly eosText: string;
   /**
    * The most UTF-8 bytes of a prompt one token stands for (its longest piece, special tokens
@@ -51,6 +53,7 @@ export function openVocabulary(lib: LlamaLibrary, vocab: Handle, { bounds = true
   return {
     size,
     bosText: specialText(lib, vocab, special.bos),
+    bosToken: special.bos < 0 ? undefined : (special.bos as Token),
     eosText: specialText(lib, vocab, special.eos),
     maxTokenBytes: keepsBytes && bounds ? longestPiece(lib, vocab, size, specials) : Infinity,
     tokenize(text, options) {

@@ -2,6 +2,7 @@ import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyReply } from "fastify";
 import { stringifyJson } from "../billing/money-json.js";
 import type { PauseControl } from "../engine/types.js";
+import { capSendBuffer } from "./socket-buffer.js";
 
 /** How much a streamed response may hold unsent, and how long it may stay full. */
 export interface StreamLimits {
@@ -79,6 +80,8 @@ export function openSse(reply: FastifyReply, flow?: { gate: OutputGate; limits: 
 /** Returns the check to run after each write: pauses the gate when the buffer is over the bound. */
 function backpressure(reply: FastifyReply, gate: OutputGate, limits: StreamLimits): () => void {
   const raw = reply.raw;
+  // The kernel's part of the unsent bytes is bounded too (it counts the cap twice, for its bookkeeping).
+  capSendBuffer(raw.socket, limits.streamBufferBytes);
   let timer: NodeJS.Timeout | undefined;
   raw.once("close", () => clearTimeout(timer));
   return () => {

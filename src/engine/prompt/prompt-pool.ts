@@ -104,8 +104,10 @@ export async function startPromptPool(init: PromptWorkerInit, size: number): Pro
 
   // After the one await, the loop runs without yielding, so concurrent calls never hand one worker two jobs.
   const dispatch = async () => {
+    if (closed) return; // a worker that exits now was terminated: nothing replaces it
     const workers = await Promise.all(slots);
     for (const [i, worker] of workers.entries()) {
+      if (closed) return;
       if (worker.failure) {
         // A worker that died (out of memory on a huge prompt) is replaced; its queue waits for the new one.
         if (!replaced.has(worker)) {
@@ -114,7 +116,7 @@ export async function startPromptPool(init: PromptWorkerInit, size: number): Pro
         }
         continue;
       }
-      if (worker.current || closed) continue;
+      if (worker.current) continue;
       const queued = nextFairJob(queues, running, share, lastKey);
       if (!queued) return;
       lastKey = queued.key;

@@ -32,6 +32,7 @@ export class ShardScheduler {
   private pendingOps: MemoryOp[] = [];
   private pendingFrees: number[] = [];
   private preemptions = 0;
+  private lastPlan: StepPlan | undefined;
 
   constructor(
     private readonly options: { sequences: number; cellsPerSequence: number; stepTokens: number; prefixCache: boolean; stallTimeoutMs: number },
@@ -72,7 +73,9 @@ export class ShardScheduler {
 
   schedule(): StepPlan {
     const plan = new StepPlan();
-    // Before the pending operations are taken, so the cells of a sequence it frees are cleared in this step.
+    // The step planned last has run by now. Before the pending operations are taken, so the cells
+    // of a sequence a stalled request frees are cleared in this step.
+    if (this.lastPlan) this.noteProgress(this.lastPlan);
     this.expireStalled();
     plan.ops.push(...this.pendingOps.splice(0));
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
@@ -81,7 +84,7 @@ export class ShardScheduler {
     this.admit(plan);
     this.copyPrompts(plan);
     this.fillBatch(plan);
-    this.noteProgress(plan);
+    this.lastPlan = plan;
     return plan;
   }
 
@@ -91,8 +94,8 @@ export class ShardScheduler {
   }
 
   /**
-   * A request in the batch progresses; one left out of a full batch waits its turn, which counts as
-   * progress too. Only one left out of a batch with room (paused, or with nothing it could compute)
+   * After a step: a request in its batch progressed; one left out of a full batch waited its turn,
+   * which counts as progress too. Only one left out of a batch with room (paused, or with nothing it could compute)
    * goes on aging toward the stall limit.
    */
   private noteProgress(plan: StepPlan): void {

@@ -181,8 +181,28 @@ describe("item 1's stall limit: a request holding a sequence without progress is
   });
 });
 
-/** ~600 KB of plain text: small enough per byte to pass the size check, ~100k tokens once tokenized. */
+/** ~600 KB of plain words: refused from its size alone (its letters need more than 8,192 of SmolLM2's tokens). */
 const HUGE = "hello world ".repeat(50_000);
+/** ~600 KB that no size bound refuses (3 bytes and one letter a piece, yet ~2 tokens a piece): it must be tokenized. */
+const HUGE_DENSE = "a. ".repeat(200_000);
+
+/** Six concurrent chats with `content` from the server's account, and a small chat from another account; the order they end in. */
+async function sixAndOne(server: RunningServer, content: string) {
+  const otherKey = createKey(server.dataDir, `other-${Math.random().toString(36).slice(2)}`);
+  const finished: string[] = [];
+  const huge = Array.from({ length: 6 }, async () => {
+    const response = await post(server.url, server.key, "/v1/chat/completions", { model: SMOLLM2, messages: [{ role: "user", content }] });
+    const error = openAiError(await response.text());
+    finished.push("huge");
+    return { status: response.status, code: error?.code, atLeast: error?.message.includes("at least") };
+  });
+  const client = new OpenAI({ baseURL: server.baseURL, apiKey: otherKey, timeout: 300_000, maxRetries: 0 });
+  const chat = client.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 2 }).then((c) => {
+    finished.push("chat");
+    return c;
+  });
+  return { refusals: await Promise.all(huge), chat: await chat, finished };
+}
 
 describe("item 16: the prompt workers are shared fairly between accounts", () => {
   test("another key's prompt runs beside one key's six huge ones, not behind them", async () => {
@@ -205,25 +225,21 @@ describe("item 16: the prompt workers are shared fairly between accounts", () =>
     }
   });
 
-  test("six concurrent 600 KB prompts from one account do not hold back another account's chat", async () => {
-    const server = await startServer();
-    try {
-      const otherKey = createKey(server.dataDir, "another-account");
-      const finished: string[] = [];
-      const huge = Array.from({ length: 6 }, async () => {
-        const response = await post(server.url, server.key, "/v1/chat/completions", { model: SMOLLM2, messages: [{ role: "user", content: HUGE }] });
-        const error = openAiError(await response.text());
-        finished.push("huge");
-        return { status: response.status, code: error?.code };
-      });
-      const client = new OpenAI({ baseURL: server.baseURL, apiKey: otherKey, timeout: 300_000, maxRetries: 0 });
-      const chat = client.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 2 }).then(() => finished.push("chat"));
-      const refusals = await Promise.all(huge);
-      await chat;
-      for (const refusal of refusals) assert.deepEqual(refusal, { status: 400, code: "context_length_exceeded" });
+  describe("over HTTP", () => {
+    let server: RunningServer;
+    before(async () => (server = await startServer()));
+    after(() => server?.stop());
+
+    test("six concurrent 600 KB prompts of words are refused from their size, before any is tokenized", async () => {
+      const { refusals, chat } = await sixAndOne(server, HUGE);
+      for (const refusal of refusals) assert.deepEqual(refusal, { status: 400, code: "context_length_exceeded", atLeast: true });
+      assert.equal(chat.choices.length, 1);
+    });
+
+    test("six that must be tokenized do not hold back another account's chat: it is answered before they are all refused", async () => {
+      const { refusals, finished } = await sixAndOne(server, HUGE_DENSE);
+      for (const refusal of refusals) assert.deepEqual(refusal, { status: 400, code: "context_length_exceeded", atLeast: false });
       assert.ok(finished.indexOf("chat") < 6, `the chat was answered after all ${finished.indexOf("chat")} refusals`);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 });

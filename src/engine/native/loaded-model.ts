@@ -32,6 +32,7 @@ export function loadModel(path: string): LoadedModel {
     bosToken: vocabulary.bosToken,
     eosText: vocabulary.eosText,
     maxTokenBytes: vocabulary.maxTokenBytes,
+    maxTokenAlnumBytes: vocabulary.maxTokenAlnumBytes,
     tokenize: vocabulary.tokenize,
     pieceBytes: vocabulary.pieceBytes,
     tokenText: vocabulary.tokenText,

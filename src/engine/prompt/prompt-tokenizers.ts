@@ -1,4 +1,4 @@
-import { minimumPromptTokens, type ChatTemplate } from "../chat-template.js";
+import { minimumPromptTokens, minimumTextTokens, type ChatTemplate } from "../chat-template.js";
 import type { LoadedModel } from "../native/loaded-model.js";
 import type { ChatMessage, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "../types.js";
 import { nonEmptyPrompt } from "./empty-prompt.js";
@@ -29,7 +29,7 @@ export function promptTokenizers(model: LoadedModel, template: ChatTemplate, poo
       const tokens = text.length <= INLINE_PROMPT_CHARS ? model.tokenize(text, { addSpecial: true }) : (await pool.run({ kind: "text", text }, options.fairnessKey)).tokens;
       return [...nonEmptyPrompt(tokens, model.bosToken)];
     },
-    minimumPromptTokens: (messages: readonly ChatMessage[]) => minimumPromptTokens(messages, model.maxTokenBytes),
-    minimumTextTokens: (text: string) => Math.ceil(Buffer.byteLength(text) / model.maxTokenBytes),
+    minimumPromptTokens: (messages: readonly ChatMessage[]) => minimumPromptTokens(messages, model),
+    minimumTextTokens: (text: string) => minimumTextTokens(text, model),
   };
 }

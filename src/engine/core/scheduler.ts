@@ -2,14 +2,14 @@ import { RequestOutput, type TokenTexts } from "./output.js";
 import type { SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import { SequenceTable } from "./sequences.js";
+import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
 import type { MemoryOp } from "../runner/step-protocol.js";
 import type { FinishReason, ModelHostStats } from "../types.js";
 
 export class QueueFullError extends Error {}
 export class WaitExpiredError extends Error {}
-/** A running request made no progress for the stall limit and was ended, freeing its sequence. */
-export class StalledError extends Error {}
+export { StalledError };
 
 export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" | "preemptions"> {
   sequences: number;
@@ -75,8 +75,8 @@ export class ShardScheduler {
     const plan = new StepPlan();
     // The step planned last has run by now. Before the pending operations are taken, so the cells
     // of a sequence a stalled request frees are cleared in this step.
-    if (this.lastPlan) this.noteProgress(this.lastPlan);
-    this.expireStalled();
+    if (this.lastPlan) noteProgress(this.running, this.lastPlan, this.options.stepTokens);
+    for (const [request, error] of stalledRequests(this.running, this.options.stallTimeoutMs)) this.fail(request, error);
     plan.ops.push(...this.pendingOps.splice(0));
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
@@ -90,30 +90,7 @@ export class ShardScheduler {
 
   /** How often a shard with running requests but an empty batch looks for stalled ones. */
   get stallCheckMs(): number {
-    return Math.max(10, Math.min(1000, this.options.stallTimeoutMs / 4));
-  }
-
-  /**
-   * After a step: a request in its batch progressed; one left out of a full batch waited its turn,
-   * which counts as progress too. Only one left out of a batch with room (paused, or with nothing it could compute)
-   * goes on aging toward the stall limit.
-   */
-  private noteProgress(plan: StepPlan): void {
-    const now = performance.now();
-    const full = plan.batchSize >= this.options.stepTokens;
-    const inBatch = new Set(plan.scheduled.map((s) => s.request));
-    for (const request of this.running) {
-      if (inBatch.has(request) || (full && !request.paused) || request.copyFrom !== undefined) request.progressAt = now;
-    }
-  }
-
-  /** No request holds a sequence without progress past the stall limit: it fails, and its sequence is freed. */
-  private expireStalled(): void {
-    const now = performance.now();
-    for (const request of this.running.filter((r) => now - r.progressAt >= this.options.stallTimeoutMs)) {
-      const seconds = Math.round(this.options.stallTimeoutMs / 100) / 10;
-      this.fail(request, new StalledError(`The generation made no progress for ${seconds} s${request.paused ? " (its output was not being read)" : ""} and was ended.`));
-    }
+    return stallCheckMs(this.options.stallTimeoutMs);
   }
 
   /** Post-processing of one sampled token; the request may finish. */

@@ -105,7 +105,15 @@ export async function startPromptPool(init: PromptWorkerInit, size: number): Pro
   // After the one await, the loop runs without yielding, so concurrent calls never hand one worker two jobs.
   const dispatch = async () => {
     if (closed) return; // a worker that exits now was terminated: nothing replaces it
-    const workers = await Promise.all(slots);
+    let workers: PromptWorker[];
+    try {
+      workers = await Promise.all(slots);
+    } catch (error) {
+      // A replacement worker could not start: the jobs waiting fail rather than wait forever.
+      for (const queue of queues.values()) for (const queued of queue) queued.reject(error as Error);
+      queues.clear();
+      return;
+    }
     for (const [i, worker] of workers.entries()) {
       if (closed) return;
       if (worker.failure) {

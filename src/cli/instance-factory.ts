@@ -20,6 +20,7 @@ export async function engineOptions(entry: CatalogEntry, settings: Settings, seq
     shards: settings.shards || undefined,
     maxWaiting: settings.maxWaiting,
     flexMaxWaitMs: settings.flexMaxWaitMs,
+    stallTimeoutMs: settings.stallTimeoutMs,
     prefixCache: settings.prefixCache,
     stepTokens: settings.stepTokens,
   };

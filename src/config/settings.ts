@@ -25,6 +25,12 @@ const settingsSchema = z.object({
   shards: z.coerce.number().int().min(0),
   /** How long a flex request may wait for spare capacity before a 429 resource_unavailable (ms). */
   flexMaxWaitMs: z.coerce.number().int().min(0),
+  /** How long a request may hold a sequence without progress (paused or stuck) before it is ended (ms). */
+  stallTimeoutMs: z.coerce.number().int().min(100),
+  /** Unsent bytes a streamed response may buffer before its generation pauses (at least Node's 16 KiB write buffer). */
+  streamBufferBytes: z.coerce.number().int().min(16 * 1024),
+  /** How long a streamed response may stay paused on a full buffer before it is ended (ms). */
+  streamPauseTimeoutMs: z.coerce.number().int().min(100),
   /** Reuse cached prompt prefixes within an account. */
   prefixCache: z.boolean(),
   /** Tokens evaluated per shard's step (decode tokens first, prompt chunks in the rest). */
@@ -84,6 +90,9 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     shards: env.SWITCHYARD_SHARDS ?? 0,
     maxContext: env.SWITCHYARD_MAX_CONTEXT ?? 8192,
     flexMaxWaitMs: env.SWITCHYARD_FLEX_MAX_WAIT_MS ?? 10 * 60 * 1000,
+    stallTimeoutMs: env.SWITCHYARD_STALL_TIMEOUT_MS ?? 120_000,
+    streamBufferBytes: env.SWITCHYARD_STREAM_BUFFER_BYTES ?? 64 * 1024,
+    streamPauseTimeoutMs: env.SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS ?? 60_000,
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
     stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
     models: list(flags.models ?? env.SWITCHYARD_MODELS),

@@ -52,7 +52,7 @@ export interface AppDeps {
   logger?: FastifyServerOptions["logger"];
 }
 
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 60_000, maxUnauthenticatedPerIp: 64 };
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 60_000, maxUnauthenticatedPerIp: 64, streamBufferBytes: 64 * 1024, streamPauseTimeoutMs: 60_000 };
 
 /** Fastify logs each request's URL; its query string may hold a secret, so only the path is kept. */
 const requestSerializer = (request: { method: string; url: string; ip?: string }) => ({ method: request.method, url: loggableUrl(request.url), remoteAddress: request.ip });
@@ -79,9 +79,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             // A deployment another server process runs is answered by that process.
             const deployments = deps.deployments;
             if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model));
-            chatRoutes(generation, deps.chat);
-            completionsRoutes(generation, deps.chat);
-            responsesRoutes(generation, deps.chat, deps.responses);
+            const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
+            chatRoutes(generation, deps.chat, streams);
+            completionsRoutes(generation, deps.chat, streams);
+            responsesRoutes(generation, deps.chat, deps.responses, streams);
           });
         },
         { prefix },

@@ -1,6 +1,7 @@
 import type { BudgetReservation, LimitLease, RequestObserver } from "./ports.js";
 import { requestCost } from "../billing/cost.js";
 import type { ServiceTier, TokenPrices } from "../catalog/types.js";
+import { GenerationStalled } from "../backends/backend.js";
 import { ServiceError } from "../errors.js";
 import type { ServingEvent, Usage } from "./chat-service.js";
 import type { ChoiceEvent } from "./choice-shaping.js";
@@ -138,7 +139,8 @@ export async function* meteredEvents(
         }
       }
     }
-  } catch (error) {
+  } catch (failure) {
+    const error = midStreamError(failure);
     const interrupted = error !== null && error === interruptedBy();
     const errorCode = error instanceof ServiceError ? error.code : "engine_error";
     await settle({ ...total(), status: interrupted ? "interrupted" : "failed", finishReason: null, errorCode, reported });
@@ -151,3 +153,9 @@ export async function* meteredEvents(
   }
 }
 
+
+/** A backend's failure after output began, as the caller sees it (the HTTP layer sends it as an error event). */
+function midStreamError(error: unknown): unknown {
+  if (error instanceof GenerationStalled) return new ServiceError(500, "server_error", error.message, "timeout");
+  return error;
+}

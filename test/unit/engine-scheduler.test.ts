@@ -24,7 +24,7 @@ function request(promptLength: number, schedulingClass: SchedulingClass = "stand
 }
 
 function scheduler(sequences: number, stepTokens: number, options: { cells?: number; prefixCache?: boolean } = {}) {
-  return new ShardScheduler({ sequences, cellsPerSequence: options.cells ?? 4096, stepTokens, prefixCache: options.prefixCache ?? true }, tieredPolicy, texts, () => undefined);
+  return new ShardScheduler({ sequences, cellsPerSequence: options.cells ?? 4096, stepTokens, prefixCache: options.prefixCache ?? true, stallTimeoutMs: 60_000 }, tieredPolicy, texts, () => undefined);
 }
 
 /** Plans a step and plays the runner: every planned token is computed, every sample draws `token`. */

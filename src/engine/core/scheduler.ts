@@ -2,15 +2,18 @@ import { RequestOutput, type TokenTexts } from "./output.js";
 import type { SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import { SequenceTable } from "./sequences.js";
+import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
 import type { MemoryOp } from "../runner/step-protocol.js";
 import type { FinishReason, ModelHostStats } from "../types.js";
 
 export class QueueFullError extends Error {}
 export class WaitExpiredError extends Error {}
+export { StalledError };
 
 export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" | "preemptions"> {
   sequences: number;
+  paused: number;
   usedCells: number;
   totalCells: number;
 }
@@ -29,9 +32,10 @@ export class ShardScheduler {
   private pendingOps: MemoryOp[] = [];
   private pendingFrees: number[] = [];
   private preemptions = 0;
+  private lastPlan: StepPlan | undefined;
 
   constructor(
-    private readonly options: { sequences: number; cellsPerSequence: number; stepTokens: number; prefixCache: boolean },
+    private readonly options: { sequences: number; cellsPerSequence: number; stepTokens: number; prefixCache: boolean; stallTimeoutMs: number },
     private readonly policy: SchedulingPolicy,
     private readonly texts: TokenTexts,
     /** Takes a new request waiting on another shard, when this one has room and nothing waiting. */
@@ -69,6 +73,10 @@ export class ShardScheduler {
 
   schedule(): StepPlan {
     const plan = new StepPlan();
+    // The step planned last has run by now. Before the pending operations are taken, so the cells
+    // of a sequence a stalled request frees are cleared in this step.
+    if (this.lastPlan) noteProgress(this.running, this.lastPlan, this.options.stepTokens);
+    for (const [request, error] of stalledRequests(this.running, this.options.stallTimeoutMs)) this.fail(request, error);
     plan.ops.push(...this.pendingOps.splice(0));
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
@@ -76,7 +84,13 @@ export class ShardScheduler {
     this.admit(plan);
     this.copyPrompts(plan);
     this.fillBatch(plan);
+    this.lastPlan = plan;
     return plan;
+  }
+
+  /** How often a shard with running requests but an empty batch looks for stalled ones. */
+  get stallCheckMs(): number {
+    return stallCheckMs(this.options.stallTimeoutMs);
   }
 
   /** Post-processing of one sampled token; the request may finish. */
@@ -96,6 +110,7 @@ export class ShardScheduler {
     if (request.status === "running") this.release(request, false, this.pendingOps, this.pendingFrees);
     else this.remove(request);
     request.status = "finished";
+    this.outputs.delete(request);
     request.events.fail(error);
   }
 
@@ -111,6 +126,7 @@ export class ShardScheduler {
       running: count(this.running),
       waiting: count(this.waiting),
       preemptions: this.preemptions,
+      paused: this.running.filter((r) => r.paused).length,
       usedCells: this.sequences.usedCells(computed),
       totalCells: this.sequences.size * this.options.cellsPerSequence,
     };
@@ -142,6 +158,7 @@ export class ShardScheduler {
     request.computed = taken.reused;
     request.status = "running";
     request.admittedAt = performance.now();
+    request.progressAt = request.admittedAt;
     this.running.push(request);
     if (!request.samplerBuilt) {
       plan.newSamplers.push({ id: request.id, spec: request.sampler });
@@ -184,7 +201,7 @@ export class ShardScheduler {
     let budget = this.options.stepTokens;
     const ordered = this.running.slice().sort(this.policy.compareRunning);
     // Decodes first: one token each keeps every stream moving; prompts catch up in what is left.
-    const ready = ordered.filter((r) => r.copyFrom === undefined);
+    const ready = ordered.filter((r) => r.copyFrom === undefined && !r.paused);
     for (const request of ready) {
       if (request.pending !== 1 || budget === 0) continue;
       plan.add(request, 1);

@@ -35,6 +35,7 @@ function load(stats: BackendStats) {
     idle_cached_sequences: stats.idleSequences,
     kv_cache_usage: Number(stats.kvCacheUsage.toFixed(4)),
     preemptions: stats.preemptions,
+    ...(stats.paused !== undefined ? { paused: stats.paused } : {}),
     by_tier: { running: stats.running, waiting: stats.waiting },
     ...(stats.engine ? { engine: engineCounters(stats.engine) } : {}),
     ...(stats.replicas ? { replicas: stats.replicas.map((r) => ({ index: r.index, health: r.health, running: r.running, max_concurrency: r.maxConcurrency, served: r.served })) } : {}),

@@ -10,7 +10,7 @@ import { parseRequest } from "../chat-input.js";
 import { renamingParams, toErrorBody } from "../errors.js";
 import { ResponseBuilder } from "../responses-output.js";
 import { toResponsesChatInput } from "../responses-input.js";
-import { openSse } from "../sse.js";
+import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { abortOnDisconnect } from "./chat.js";
 
 /** Chat's parameter names in lifecycle errors, as the Responses API calls them. */
@@ -22,13 +22,14 @@ const notFound = (id: string) => new NotFound(`No response with id '${id.length 
  * The Responses API on the chat lifecycle: the request becomes a chat input, the run's events
  * become output items (and, streamed, typed events). Stored responses belong to one account.
  */
-export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: ResponseStore): void {
+export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: ResponseStore, limits: StreamLimits): void {
   app.post("/responses", async (request, reply) => {
     const body = parseRequest(responsesRequestSchema, request.body);
     const caller = callerOf(request);
     const earlier = await previousConversation(store, caller, body.previous_response_id);
     const { input, conversation } = toResponsesChatInput(body, earlier);
-    const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses" }), RESPONSES_PARAMS);
+    const gate = new OutputGate();
+    const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses", output: gate }), RESPONSES_PARAMS);
     const save = async (builder: ResponseBuilder, response: unknown) => {
       if (body.store === false) return;
       try {
@@ -39,7 +40,7 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
         throw error;
       }
     };
-    if (body.stream) return streamResponse(run, body, reply, request, save);
+    if (body.stream) return streamResponse(run, body, openSse(reply, { gate, limits }), request, save);
     const builder = new ResponseBuilder(run, body);
     for await (const event of run.events) {
       const response = builder.apply(event);
@@ -79,11 +80,10 @@ async function previousConversation(store: ResponseStore, caller: Caller, id: st
 async function streamResponse(
   run: ChatRun,
   body: ResponsesRequestBody,
-  reply: FastifyReply,
+  sse: SseWriter,
   request: FastifyRequest,
   save: (builder: ResponseBuilder, response: unknown) => Promise<void>,
 ): Promise<void> {
-  const sse = openSse(reply);
   let sequence = 0;
   let final: { type: string; payload: Record<string, unknown> } | null = null;
   const builder = new ResponseBuilder(run, body, (type, payload) => {

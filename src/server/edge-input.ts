@@ -27,22 +27,34 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   });
 }
 
-/** The path (`input[0].content`) of the first string, key or value, that is not well-formed Unicode; null if none. */
-export function findIllFormedText(value: unknown, path = ""): string | null {
-  if (typeof value === "string") return isWellFormed(value) ? null : path;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findIllFormedText(value[i], `${path}[${i}]`);
-      if (found !== null) return found;
-    }
-    return null;
+/**
+ * The path (`input[0].content`) of the first string, key or value, that is not well-formed Unicode;
+ * null if none. Iterative, so a body nested thousands of levels deep (a schema the grammar will
+ * refuse by name) cannot overflow the stack here; a path is spelled out only for what is found.
+ */
+export function findIllFormedText(root: unknown): string | null {
+  interface Node {
+    value: unknown;
+    parent: Node | null;
+    step: string | number | null;
   }
-  if (value !== null && typeof value === "object") {
-    for (const [key, item] of Object.entries(value)) {
-      const at = path ? `${path}.${key}` : key;
-      if (!isWellFormed(key)) return path || "body";
-      const found = findIllFormedText(item, at);
-      if (found !== null) return found;
+  const pathOf = (node: Node | null): string => {
+    const steps: Array<string | number> = [];
+    for (let at = node; at && at.step !== null; at = at.parent) steps.push(at.step);
+    return steps.reverse().reduce<string>((path, step) => (typeof step === "number" ? `${path}[${step}]` : path ? `${path}.${step}` : step), "");
+  };
+  const stack: Node[] = [{ value: root, parent: null, step: null }];
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    const { value } = node;
+    if (typeof value === "string") {
+      if (!isWellFormed(value)) return pathOf(node);
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], parent: node, step: i });
+    } else if (value !== null && typeof value === "object") {
+      const entries = Object.entries(value);
+      for (const [key] of entries) if (!isWellFormed(key)) return pathOf(node) || "body";
+      for (let i = entries.length - 1; i >= 0; i--) stack.push({ value: entries[i]![1], parent: node, step: entries[i]![0] });
     }
   }
   return null;

@@ -26,7 +26,8 @@ describe("tenant guards at the edge (issue 20: items 4, 5, 11, 13)", () => {
   let server: RunningServer;
   let keyManager = "";
   before(async () => {
-    server = await startServer({ env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY } });
+    // The key may manage deployments, so the deployment routes answer what their input deserves.
+    server = await startServer({ env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY }, keyArgs: ["--manage-deployments"] });
     keyManager = createKey(server.dataDir, "manager", ["--manage-keys"]);
   });
   after(async () => {

@@ -16,6 +16,10 @@ describe("edge input (issue 20 items 4, 5)", () => {
     assert.equal(findIllFormedText({ messages: [{ role: "user", content: "ok" }, { role: "user", content: "\udc00" }] }), "messages[1].content");
     assert.equal(findIllFormedText({ metadata: { ["k\ud800"]: "v" } }), "metadata");
     assert.equal(findIllFormedText({ input: "a pair is fine: \ud83d\ude00", n: 1, x: null }), null);
+    // A body nested thousands of levels deep is walked without recursion (it used to overflow into a 400 invalid_json).
+    let deep: unknown = "leaf \ud800";
+    for (let i = 0; i < 20_000; i++) deep = { a: deep };
+    assert.equal(findIllFormedText(deep), `${"a.".repeat(19_999)}a`);
   });
 
   function app() {

@@ -1,9 +1,11 @@
+import { StepCostModel } from "./cost-model.js";
 import { RequestOutput, type TokenTexts } from "./output.js";
 import type { SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import { SequenceTable } from "./sequences.js";
+import { budgetOptions, fillBatch, type StepBudget, type TargetsByClass } from "./step-budget.js";
 import { StepPlan } from "./step-plan.js";
-import type { MemoryOp } from "../runner/step-protocol.js";
+import type { MemoryOp, StepReply } from "../runner/step-protocol.js";
 import type { FinishReason, ModelHostStats } from "../types.js";
 
 export class QueueFullError extends Error {}
@@ -13,13 +15,32 @@ export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" |
   sequences: number;
   usedCells: number;
   totalCells: number;
+  /** The last planned step's budget. */
+  budget: StepBudget;
+}
+
+export interface ShardSchedulerOptions {
+  /** This shard's index: requests queued here record it. */
+  shard?: number;
+  sequences: number;
+  cellsPerSequence: number;
+  /** Most tokens in one step (the runner's batch). */
+  stepTokens: number;
+  prefixCache: boolean;
+  /** Most prompt tokens one request takes while other prompts wait for theirs (default 64). */
+  chunkCap?: number;
+  /** Prompt tokens every step carries at least while a prompt loads (default 8). */
+  minChunk?: number;
+  /** Per-tier targets (default: step-budget.ts DEFAULT_TARGETS). */
+  targets?: TargetsByClass;
 }
 
 /**
  * A shard's scheduler, after vLLM v1's: every step it settles aborts, preempts for waiting
- * higher tiers, admits what fits, and fills the batch under a token budget, running decodes first
- * (in tier order), then prompt chunks (priority prompts first). Every change of a request's state
- * (admitted, preempted, finished) happens here.
+ * higher tiers, admits what fits, and fills the batch under a time budget (core/step-budget.ts),
+ * running decodes first (in tier order), then prompt chunks (priority prompts first). Every change
+ * of a request's state (queued, admitted, computed, preempted, finished, moved to another shard)
+ * happens here: the router and the step loop call these methods, as vLLM's `finish_requests`.
  */
 export class ShardScheduler {
   readonly waiting: EngineRequest[] = [];
@@ -29,13 +50,16 @@ export class ShardScheduler {
   private pendingOps: MemoryOp[] = [];
   private pendingFrees: number[] = [];
   private preemptions = 0;
+  private lastBudget: StepBudget = { ms: null, tokens: 0, plannedMs: 0 };
 
   constructor(
-    private readonly options: { sequences: number; cellsPerSequence: number; stepTokens: number; prefixCache: boolean },
+    private readonly options: ShardSchedulerOptions,
     private readonly policy: SchedulingPolicy,
     private readonly texts: TokenTexts,
+    /** This shard's step times, learnt by its step loop. */
+    readonly cost: StepCostModel = new StepCostModel(),
     /** Takes a new request waiting on another shard, when this one has room and nothing waiting. */
-    private readonly steal: () => EngineRequest | undefined,
+    private readonly steal: () => EngineRequest | undefined = () => undefined,
   ) {
     this.sequences = new SequenceTable(options.sequences, options.cellsPerSequence, options.prefixCache);
   }
@@ -54,17 +78,44 @@ export class ShardScheduler {
     return this.sequences.bestPrefix(request.spec.cacheNamespace, request.tokens);
   }
 
+  /** Queues a request (with the choices admitted with it) on this shard. */
   enqueue(request: EngineRequest): void {
+    request.shard = this.options.shard ?? 0;
+    for (const sibling of request.siblings) sibling.shard = request.shard;
     this.waiting.push(request);
     this.waiting.sort(this.policy.compareWaiting);
   }
 
-  /** Takes a waiting request off this shard (stolen, expired); false if it is not waiting here. */
-  remove(request: EngineRequest): boolean {
-    const at = this.waiting.indexOf(request);
-    if (at === -1) return false;
-    this.waiting.splice(at, 1);
-    return true;
+  /**
+   * A request to move to an idle shard: one that never ran (a preempted one keeps its sampler
+   * here) and has no choices with it, and only if this shard has no room for all it has waiting:
+   * one with room admits them at its next step, and a request placed here for its cached prefix
+   * would lose the cache by moving.
+   */
+  giveAway(): EngineRequest | undefined {
+    if (this.freeSequences >= this.waiting.length) return undefined;
+    const request = this.waiting.find((r) => !r.resumed && !r.started && r.siblings.length === 0 && !r.abortRequested);
+    if (request) this.remove(request);
+    return request;
+  }
+
+  /** The caller went away: a waiting request ends now, a running one at the next step. */
+  abort(request: EngineRequest, reason: unknown): void {
+    request.abortRequested = true;
+    if (request.status === "waiting") this.endWaiting(request, reason);
+  }
+
+  /** A flex request still waiting for its first admission when its wait limit ends. */
+  expire(request: EngineRequest, reason: Error): void {
+    if (request.status !== "waiting" || request.started) return;
+    this.remove(request);
+    request.status = "finished";
+    request.events.fail(reason);
+  }
+
+  /** The budget of the last planned step. */
+  get budget(): StepBudget {
+    return this.lastBudget;
   }
 
   schedule(): StepPlan {
@@ -75,19 +126,33 @@ export class ShardScheduler {
     for (const request of this.policy.victims(this.running, this.waiting, this.sequences.free)) this.preempt(request, plan.ops);
     this.admit(plan);
     this.copyPrompts(plan);
-    this.fillBatch(plan);
+    const ordered = this.running.filter((r) => r.copyFrom === undefined).sort(this.policy.compareRunning);
+    const budget = fillBatch(plan, ordered, budgetOptions(this.options), this.cost, (r) => this.limit(r));
+    if (plan.batchSize > 0) this.lastBudget = budget;
     return plan;
   }
 
-  /** Post-processing of one sampled token; the request may finish. */
-  onSampled(request: EngineRequest, token: number, logprob: Parameters<RequestOutput["accept"]>[1]): void {
-    if (request.status !== "running") return;
-    if (token < 0) return this.fail(request, new Error("the request's sampler could not be built"));
-    request.tokens.push(token);
-    const output = this.outputs.get(request)!;
-    const { events, finish } = output.accept(token, logprob, this.options.cellsPerSequence - request.tokens.length);
-    for (const event of events) request.events.push(event);
-    if (finish) this.finish(request, finish, this.pendingOps, this.pendingFrees);
+  /**
+   * Takes the runner's reply to a planned step (vLLM's `update_from_output`): advances what each
+   * request has computed and post-processes the sampled tokens. Returns the prompt tokens computed.
+   */
+  update(plan: StepPlan, reply: StepReply): number {
+    if (reply.error !== undefined) {
+      for (const { request } of plan.scheduled) this.fail(request, new Error(`The engine failed to decode a batch: ${reply.error}`));
+      return 0;
+    }
+    let promptTokens = 0;
+    for (const { request, count } of plan.scheduled) {
+      promptTokens += Math.min(count, Math.max(0, request.promptLength - request.computed));
+      if (request.status === "running") request.computed += count;
+    }
+    const failed = new Map(reply.failedSamplers.map((f) => [f.id, f.reason]));
+    plan.sampled.forEach((request, i) => {
+      const reason = failed.get(request.id);
+      if (reason !== undefined) this.fail(request, new Error(reason));
+      else this.onSampled(request, reply.tokens[i]!, reply.logprobs[i] ?? null);
+    });
+    return promptTokens;
   }
 
   /** Ends a request with an error (its generator throws it). */
@@ -97,6 +162,11 @@ export class ShardScheduler {
     else this.remove(request);
     request.status = "finished";
     request.events.fail(error);
+  }
+
+  /** The shard's runner is gone: everything here fails. */
+  failAll(error: Error): void {
+    for (const request of [...this.running, ...this.waiting]) this.fail(request, error);
   }
 
   stats(): ShardStats {
@@ -113,15 +183,35 @@ export class ShardScheduler {
       preemptions: this.preemptions,
       usedCells: this.sequences.usedCells(computed),
       totalCells: this.sequences.size * this.options.cellsPerSequence,
+      budget: this.lastBudget,
     };
+  }
+
+  /** Post-processing of one sampled token; the request may finish. */
+  private onSampled(request: EngineRequest, token: number, logprob: Parameters<RequestOutput["accept"]>[1]): void {
+    if (request.status !== "running") return;
+    if (token < 0) return this.fail(request, new Error("the request's sampler could not be built"));
+    request.tokens.push(token);
+    const output = this.outputs.get(request)!;
+    const { events, finish } = output.accept(token, logprob, this.options.cellsPerSequence - request.tokens.length);
+    for (const event of events) request.events.push(event);
+    if (finish) this.finish(request, finish, this.pendingOps, this.pendingFrees);
+  }
+
+  private remove(request: EngineRequest): boolean {
+    const at = this.waiting.indexOf(request);
+    if (at === -1) return false;
+    this.waiting.splice(at, 1);
+    return true;
   }
 
   private admit(plan: StepPlan): void {
     while (this.sequences.free > 0) {
-      const request = this.waiting[0] ?? this.steal();
+      const stolen = this.waiting.length === 0 ? this.steal() : undefined;
+      if (stolen) this.enqueue(stolen);
+      const request = this.waiting[0];
       if (!request) return;
       if (request.abortRequested) {
-        this.remove(request);
         this.endWaiting(request);
         continue;
       }
@@ -133,6 +223,8 @@ export class ShardScheduler {
         this.start(member, plan);
       }
       for (const sibling of group.slice(1)) sibling.copyFrom = request;
+      for (const passed of this.waiting) this.policy.passedOver(request, passed);
+      this.waiting.sort(this.policy.compareWaiting);
     }
   }
 
@@ -180,27 +272,13 @@ export class ShardScheduler {
     return waitingForCopy ? Math.max(0, request.promptLength - 1 - request.computed) : request.pending;
   }
 
-  private fillBatch(plan: StepPlan): void {
-    let budget = this.options.stepTokens;
-    const ordered = this.running.slice().sort(this.policy.compareRunning);
-    // Decodes first: one token each keeps every stream moving; prompts catch up in what is left.
-    const ready = ordered.filter((r) => r.copyFrom === undefined);
-    for (const request of ready) {
-      if (request.pending !== 1 || budget === 0) continue;
-      plan.add(request, 1);
-      budget--;
-    }
-    for (const request of ready) {
-      if (request.pending <= 1 || budget === 0) continue;
-      const count = Math.min(this.limit(request), budget);
-      if (count === 0) continue;
-      plan.add(request, count);
-      budget -= count;
-    }
-  }
-
+  /**
+   * Gives the request's sequence up now. Its cells stay in the prefix cache (for its namespace):
+   * if nobody clears them before it is readmitted, it resumes from them; otherwise it computes its
+   * tokens again. Either way it samples on from where it stopped, with the same sampler.
+   */
   private preempt(request: EngineRequest, ops: MemoryOp[]): void {
-    this.release(request, false, ops, undefined);
+    this.release(request, true, ops, undefined);
     request.copyFrom = undefined;
     request.status = "waiting";
     request.resumed = true;
@@ -224,7 +302,7 @@ export class ShardScheduler {
    * Ends a waiting request whose caller went away: one that never ran has nothing to report; a
    * preempted one still reports what it generated.
    */
-  endWaiting(request: EngineRequest, reason?: unknown): void {
+  private endWaiting(request: EngineRequest, reason?: unknown): void {
     if (request.status !== "waiting") return;
     this.remove(request);
     request.status = "finished";

@@ -5,8 +5,11 @@
  */
 import { homedir } from "node:os";
 import { join } from "node:path";
+import type { loadModelHost as LoadModelHost } from "../src/engine/model-host.js";
+
 // The compiled engine: its worker threads load .js files (run `npm run build` first).
-import { loadModelHost } from "../dist/engine/model-host.js";
+const compiled: string = "../dist/engine/model-host.js";
+const { loadModelHost } = (await import(compiled)) as { loadModelHost: typeof LoadModelHost };
 
 const modelPath = process.argv[2] ?? join(homedir(), ".cache/switchyard/models/HuggingFaceTB--SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
 const host = await loadModelHost({ modelPath, sequences: 8, contextWindow: 8192, maxWaiting: 64, flexMaxWaitMs: 60_000, prefixCache: false });

@@ -5,6 +5,7 @@ import { StepCostModel } from "./core/cost-model.js";
 import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { QueueFullError, ShardScheduler, WaitExpiredError } from "./core/scheduler.js";
+import { chooseShard } from "./core/placement.js";
 import { Shard, type StepCounters } from "./core/shard.js";
 import type { TargetsByClass } from "./core/step-budget.js";
 import { constraintToGbnf } from "./grammar/index.js";
@@ -148,27 +149,6 @@ function promptTokenizers(model: LoadedModel, template: ChatTemplate, pool: Prom
   };
 }
 
-/** Lexicographic: a smaller score is better. */
-function better(a: number[], b: number[]): boolean {
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! < b[i]!;
-  return false;
-}
-
-const load = (shard: Shard) => (shard.scheduler.running.length + shard.scheduler.waiting.length) / shard.scheduler.sequenceCount;
-
-/** Prefix first where the shard has room, then load (as scores: smaller is better). */
-function standardScore(shard: Shard, request: EngineRequest): number[] {
-  const roomy = load(shard) < 1;
-  return [roomy ? -shard.scheduler.cachedPrefix(request) : 0, load(shard)];
-}
-
-function priorityScore(shard: Shard, request: EngineRequest): number[] {
-  const { running, waiting } = shard.scheduler;
-  const priority = (list: EngineRequest[]) => list.filter((r) => r.schedulingClass === "priority").length;
-  const admittable = shard.scheduler.freeSequences + running.length - priority(running) - priority(waiting) > 0;
-  return [admittable ? 0 : 1, priority(running) + priority(waiting), -shard.scheduler.cachedPrefix(request), load(shard)];
-}
-
 /** Places requests on shards, bounds the queue, expires flex waits, and hands aborts to the owning shard. */
 class ShardRouter {
   private shards: Shard[] = [];
@@ -246,24 +226,12 @@ class ShardRouter {
     };
   }
 
-  /**
-   * The shard whose idle cache holds the longest prefix of the prompt, else the least loaded. A
-   * priority request goes where it waits least: a shard that can admit it at its next step (free
-   * sequences, or lower tiers to preempt), then the fewest priority streams (each holds that shard's
-   * steps to priority's target), then the cached prefix.
-   */
+  /** Queues the request on the shard core/placement.ts chooses. */
   private place(request: EngineRequest): void {
     // A shard whose runner thread died takes nothing: a request placed there would wait forever.
     const live = this.shards.filter((shard) => !shard.failure);
     if (live.length === 0) throw this.shards[0]!.failure!;
-    const score = request.schedulingClass === "priority" ? (shard: Shard) => priorityScore(shard, request) : (shard: Shard) => standardScore(shard, request);
-    let chosen = live[0]!;
-    let best = score(chosen);
-    for (const shard of live.slice(1)) {
-      const candidate = score(shard);
-      if (better(candidate, best)) [chosen, best] = [shard, candidate];
-    }
-    chosen.scheduler.enqueue(request);
+    chooseShard(live, request).scheduler.enqueue(request);
     // Every shard may look: an idle one takes the request if the chosen one has no room.
     for (const shard of this.shards) shard.wake();
   }

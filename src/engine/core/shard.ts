@@ -9,8 +9,8 @@ export type StepCounters = EngineCounters;
 
 /**
  * One shard's step loop (nano-vllm's `step`): schedule, run the batch on the shard's runner thread,
- * hand the reply to the scheduler, and feed the step's measured time to the shard's cost model. The main thread only plans and post-processes; while the runner
- * decodes, it serves HTTP. When there is nothing to do the loop sleeps until `wake`.
+ * hand the reply to the scheduler, and feed the step's measured time to the shard's cost model. The
+ * main thread only plans and post-processes; while the runner decodes, it serves HTTP. When there is nothing to do the loop sleeps until `wake`.
  */
 export class Shard {
   private sleeping: (() => void) | undefined;

@@ -125,6 +125,22 @@ describe("the step budget", () => {
     assert.equal(tokensOf(step(s), prompt), 8);
   });
 
+  test("a prompt keeps the pace of its tier's TTFT target among its own tier's streams, but not past a higher tier's", () => {
+    const targets = { ...DEFAULT_TARGETS, standard: { ttftMs: 1000, itlMs: 100 } };
+    const chunk = (decoder: SchedulingClass) => {
+      // 40 + 10·decodes leaves the prompt 10 ms: 10 tokens at 1 ms each.
+      const s = scheduler(4, machine(40, 50, 1), { targets: { ...targets, priority: { ttftMs: 1000, itlMs: 100 } } });
+      const stream = request(4, decoder);
+      s.enqueue(stream);
+      untilAllSampled(s, [stream]);
+      const prompt = request(600);
+      s.enqueue(prompt);
+      return tokensOf(step(s), prompt);
+    };
+    assert.equal(chunk("standard"), 60, "ceil(600 × 100 / 1000): the prompt loads in about its TTFT target");
+    assert.equal(chunk("priority"), 10, "a priority stream's target wins over a standard prompt's pace");
+  });
+
   test("per-request chunk cap: the first prompt in line does not take the whole step", () => {
     const s = scheduler(4, machine(0, 0, 0), { chunkCap: 64 });
     const long = request(4000);

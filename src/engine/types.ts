@@ -150,6 +150,8 @@ export interface EngineCounters {
   batchTokens: number;
   /** Prompt tokens evaluated (a prompt's cached prefix, or a choice's copied one, is not). */
   promptTokensComputed: number;
+  /** Cells of preempted requests put back from the runner's memory instead of computed again. */
+  restoredCells: number;
   sampledTokens: number;
   decodeMs: number;
   sampleMs: number;

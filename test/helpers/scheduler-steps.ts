@@ -15,6 +15,7 @@ export function step(s: ShardScheduler, token: number | ((request: EngineRequest
     tokens: Int32Array.from(plan.sampled.map((r) => (typeof token === "number" ? token : token(r)))),
     logprobs: plan.sampled.map(() => null),
     failedSamplers: [],
+    failedRestores: [],
     decodeMs: 0,
     sampleMs: 0,
   };

@@ -225,4 +225,43 @@ describe("priority isolation", () => {
     assert.deepEqual(preempted.standard.tokens, reference.standard.tokens);
     assert.deepEqual(preempted.flex.tokens, reference.flex.tokens);
   });
+
+  test("a preempted request's cells are saved in the runner and restored when it is readmitted: it computes nothing again", () => {
+    const s = scheduler(1, machine(0, 0, 0));
+    const standard = request(40);
+    s.enqueue(standard);
+    for (let i = 0; i < 3; i++) step(s);
+    const computed = standard.computed;
+    s.enqueue(request(4, "priority", { maxTokens: 2 }));
+    const preempting = step(s);
+    assert.deepEqual(preempting.ops[0], { op: "save", seq: 0, key: standard.id }, "saved before the sequence is handed over");
+    let plan = step(s);
+    for (let i = 0; i < 5 && plan.restores.length === 0; i++) plan = step(s);
+    assert.deepEqual(plan.restores, [standard]);
+    assert.ok(plan.ops.some((op) => op.op === "restore" && op.key === standard.id));
+    assert.equal(tokensOf(plan, standard), 0, "it sits out the step its cells come back in");
+    assert.equal(standard.computed, computed, "then holds all it had computed");
+    const next = step(s);
+    assert.equal(tokensOf(next, standard), 1, "and decodes its next token, nothing computed again");
+  });
+
+  test("a restore the runner could not do: the request computes its tokens again", () => {
+    const s = scheduler(1, machine(0, 0, 0));
+    const standard = request(40);
+    s.enqueue(standard);
+    for (let i = 0; i < 3; i++) step(s);
+    s.enqueue(request(4, "priority", { maxTokens: 2 }));
+    // Plays the runner by hand until the step that restores: that restore fails.
+    const reply = (plan: StepPlan, failedRestores: number[]) => ({ type: "step" as const, tokens: Int32Array.from(plan.sampled.map(() => 1)), logprobs: plan.sampled.map(() => null), failedSamplers: [], failedRestores, decodeMs: 0, sampleMs: 0 });
+    let plan = s.schedule();
+    for (let i = 0; i < 6 && plan.restores.length === 0; i++) {
+      s.update(plan, reply(plan, []));
+      plan = s.schedule();
+    }
+    assert.deepEqual(plan.restores, [standard]);
+    s.update(plan, reply(plan, [standard.id]));
+    assert.equal(standard.computed, 0);
+    const length = standard.tokens.length;
+    assert.equal(tokensOf(step(s), standard), length, "it computes its tokens again");
+  });
 });

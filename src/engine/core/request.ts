@@ -26,6 +26,10 @@ export class EngineRequest {
   computed = 0;
   /** The shard whose scheduler owns it (set when it is queued there). */
   shard: number | undefined;
+  /** Cells of it saved in the runner's memory when it was preempted (0: none). */
+  savedCells = 0;
+  /** Cells being restored into its sequence this step: it sits out the batch until they are back. */
+  restoring = 0;
   /** Times a higher tier was admitted ahead of it while it waited (the policy's aging). */
   overtaken = 0;
   /** The sequence (KV stream) it holds while running. */

@@ -1,7 +1,9 @@
 import { StepCostModel } from "./cost-model.js";
+import { computableTokens, copyPrompts } from "./choices.js";
 import { RequestOutput, type TokenTexts } from "./output.js";
 import type { SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
+import { SavedCells } from "./saved-cells.js";
 import { SequenceTable } from "./sequences.js";
 import { budgetOptions, fillBatch, type StepBudget, type TargetsByClass } from "./step-budget.js";
 import { StepPlan } from "./step-plan.js";
@@ -47,6 +49,7 @@ export class ShardScheduler {
   readonly running: EngineRequest[] = [];
   private readonly outputs = new Map<EngineRequest, RequestOutput>();
   private readonly sequences: SequenceTable;
+  private readonly saved: SavedCells;
   private pendingOps: MemoryOp[] = [];
   private pendingFrees: number[] = [];
   private preemptions = 0;
@@ -62,6 +65,7 @@ export class ShardScheduler {
     private readonly steal: () => EngineRequest | undefined = () => undefined,
   ) {
     this.sequences = new SequenceTable(options.sequences, options.cellsPerSequence, options.prefixCache);
+    this.saved = new SavedCells(options.cellsPerSequence);
   }
 
   /** Sequences this shard has in all. */
@@ -125,21 +129,24 @@ export class ShardScheduler {
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
     for (const request of this.policy.victims(this.running, this.waiting, this.sequences.free)) this.preempt(request, plan.ops);
     this.admit(plan);
-    this.copyPrompts(plan);
-    const ordered = this.running.filter((r) => r.copyFrom === undefined).sort(this.policy.compareRunning);
-    const budget = fillBatch(plan, ordered, budgetOptions(this.options), this.cost, (r) => this.limit(r));
+    copyPrompts(this.running, plan);
+    // A sibling waiting for its copy of the prompt, or a request waiting for its cells back, sits out.
+    const ordered = this.running.filter((r) => r.copyFrom === undefined && r.restoring === 0).sort(this.policy.compareRunning);
+    const budget = fillBatch(plan, ordered, budgetOptions(this.options), this.cost, computableTokens);
     if (plan.batchSize > 0) this.lastBudget = budget;
     return plan;
   }
 
   /**
    * Takes the runner's reply to a planned step (vLLM's `update_from_output`): advances what each
-   * request has computed and post-processes the sampled tokens. Returns the prompt tokens computed.
+   * request has computed and post-processes the sampled tokens. Returns the prompt tokens computed
+   * and the cells of preempted requests restored.
    */
-  update(plan: StepPlan, reply: StepReply): number {
+  update(plan: StepPlan, reply: StepReply): { promptTokens: number; restoredCells: number } {
+    const restoredCells = this.saved.confirm(plan, reply);
     if (reply.error !== undefined) {
       for (const { request } of plan.scheduled) this.fail(request, new Error(`The engine failed to decode a batch: ${reply.error}`));
-      return 0;
+      return { promptTokens: 0, restoredCells };
     }
     let promptTokens = 0;
     for (const { request, count } of plan.scheduled) {
@@ -152,7 +159,7 @@ export class ShardScheduler {
       if (reason !== undefined) this.fail(request, new Error(reason));
       else this.onSampled(request, reply.tokens[i]!, reply.logprobs[i] ?? null);
     });
-    return promptTokens;
+    return { promptTokens, restoredCells };
   }
 
   /** Ends a request with an error (its generator throws it). */
@@ -160,6 +167,7 @@ export class ShardScheduler {
     if (request.status === "finished") return;
     if (request.status === "running") this.release(request, false, this.pendingOps, this.pendingFrees);
     else this.remove(request);
+    this.saved.drop(request, this.pendingOps);
     request.status = "finished";
     request.events.fail(error);
   }
@@ -232,6 +240,7 @@ export class ShardScheduler {
     const taken = this.sequences.take(request.spec.cacheNamespace, request.tokens, plan.ops);
     request.sequence = taken.sequence;
     request.computed = taken.reused;
+    this.saved.resume(request, taken.reused, plan);
     request.status = "running";
     request.admittedAt = performance.now();
     this.running.push(request);
@@ -247,37 +256,13 @@ export class ShardScheduler {
   }
 
   /**
-   * A sibling whose leader has computed all of the prompt but its last token takes a copy of
-   * those cells, and from then on is a request like any other. If the leader stopped first, the
-   * sibling computes the prompt itself.
-   */
-  private copyPrompts(plan: StepPlan): void {
-    for (const request of this.running) {
-      const leader = request.copyFrom;
-      if (!leader) continue;
-      if (leader.status !== "running") {
-        request.copyFrom = undefined;
-        continue;
-      }
-      if (leader.computed < leader.promptLength - 1) continue;
-      plan.ops.push({ op: "cp", src: leader.sequence!, dst: request.sequence! });
-      request.computed = leader.promptLength - 1;
-      request.copyFrom = undefined;
-    }
-  }
-
-  /** A leader stops before its prompt's last token until its siblings have their copy. */
-  private limit(request: EngineRequest): number {
-    const waitingForCopy = request.siblings.some((s) => s.copyFrom === request);
-    return waitingForCopy ? Math.max(0, request.promptLength - 1 - request.computed) : request.pending;
-  }
-
-  /**
-   * Gives the request's sequence up now. Its cells stay in the prefix cache (for its namespace):
-   * if nobody clears them before it is readmitted, it resumes from them; otherwise it computes its
-   * tokens again. Either way it samples on from where it stopped, with the same sampler.
+   * Gives the request's sequence up now. Its cells are saved in the runner's memory (where they fit)
+   * and stay in the prefix cache (for its namespace): readmitted, it resumes from them; where
+   * neither kept them, it computes its tokens again. Either way it samples on from where it
+   * stopped, with the same sampler.
    */
   private preempt(request: EngineRequest, ops: MemoryOp[]): void {
+    this.saved.save(request, ops);
     this.release(request, true, ops, undefined);
     request.copyFrom = undefined;
     request.status = "waiting";
@@ -305,6 +290,7 @@ export class ShardScheduler {
   private endWaiting(request: EngineRequest, reason?: unknown): void {
     if (request.status !== "waiting") return;
     this.remove(request);
+    this.saved.drop(request, this.pendingOps);
     request.status = "finished";
     if (request.samplerBuilt) this.pendingFrees.push(request.id);
     const output = this.outputs.get(request);

@@ -18,7 +18,7 @@ export class Shard {
   /** Its runner thread died: it takes no more requests. */
   failure: Error | undefined;
   private readonly done: Promise<void>;
-  readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0 };
+  readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, restoredCells: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0 };
 
   constructor(
     readonly scheduler: ShardScheduler,
@@ -69,7 +69,9 @@ export class Shard {
   }
 
   private postprocess(plan: StepPlan, reply: StepReply): void {
-    this.counters.promptTokensComputed += this.scheduler.update(plan, reply);
+    const { promptTokens, restoredCells } = this.scheduler.update(plan, reply);
+    this.counters.promptTokensComputed += promptTokens;
+    this.counters.restoredCells += restoredCells;
     if (reply.error !== undefined) return;
     this.counters.steps++;
     this.counters.batchTokens += plan.batchSize;

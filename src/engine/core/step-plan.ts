@@ -9,6 +9,8 @@ export class StepPlan {
   readonly freeSamplers: number[] = [];
   /** Requests with tokens in the batch, and how many. */
   readonly scheduled: Array<{ request: EngineRequest; count: number }> = [];
+  /** Requests whose saved cells this step's operations restore. */
+  readonly restores: EngineRequest[] = [];
   /** The request behind each sample order. */
   readonly sampled: EngineRequest[] = [];
   private readonly tokens: number[] = [];

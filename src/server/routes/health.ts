@@ -47,6 +47,7 @@ function engineCounters(c: EngineCounters) {
     steps: c.steps,
     batch_tokens: c.batchTokens,
     prompt_tokens_computed: c.promptTokensComputed,
+    restored_cells: c.restoredCells,
     sampled_tokens: c.sampledTokens,
     decode_seconds: Number((c.decodeMs / 1000).toFixed(3)),
     sample_seconds: Number((c.sampleMs / 1000).toFixed(3)),

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { StepCostModel, type StepShape } from "../../src/engine/core/cost-model.js";
+import { chooseShard } from "../../src/engine/core/placement.js";
 import { STANDARD_AGING_ADMISSIONS, tieredPolicy } from "../../src/engine/core/policy.js";
 import { EngineRequest } from "../../src/engine/core/request.js";
 import { ShardScheduler, type ShardSchedulerOptions } from "../../src/engine/core/scheduler.js";
@@ -263,5 +264,30 @@ describe("priority isolation", () => {
     assert.equal(standard.computed, 0);
     const length = standard.tokens.length;
     assert.equal(tokensOf(step(s), standard), length, "it computes its tokens again");
+  });
+
+  test("a priority request goes where it waits least: a shard it can be admitted on, then the fewest priority streams, unless a long cached prefix is elsewhere", () => {
+    const shardWith = (classes: SchedulingClass[], sequences = 2) => {
+      const scheduler = new ShardScheduler({ sequences, cellsPerSequence: 8192, stepTokens: 256, prefixCache: true }, tieredPolicy, texts, machine(0, 0, 0));
+      const streams = classes.map((c) => request(4, c));
+      for (const r of streams) scheduler.enqueue(r);
+      untilAllSampled(scheduler, streams);
+      return { scheduler };
+    };
+    const allPriority = shardWith(["priority", "priority"]);
+    const standards = shardWith(["standard", "standard"]);
+    assert.equal(chooseShard([allPriority, standards], request(4, "priority")), standards, "the full shard of priority streams cannot take it at once; standard there gives way");
+    const onePriority = shardWith(["priority"], 4);
+    const idle = shardWith([], 4);
+    assert.equal(chooseShard([onePriority, idle], request(4, "priority")), idle, "the shard without priority streams keeps the shorter steps");
+    // A conversation's next turn: its history is cached on the shard with the priority stream.
+    const history = request(200, "priority", { cacheNamespace: "acct" });
+    onePriority.scheduler.enqueue(history);
+    untilAllSampled(onePriority.scheduler, [history]);
+    onePriority.scheduler.abort(history, new Error("done"));
+    step(onePriority.scheduler);
+    const nextTurn = request(260, "priority", { cacheNamespace: "acct" });
+    nextTurn.tokens.splice(0, 200, ...history.tokens.slice(0, 200));
+    assert.equal(chooseShard([idle, onePriority], nextTurn), onePriority, "200 cached tokens outweigh a priority stream");
   });
 });

@@ -1,5 +1,8 @@
 import type { EngineRequest } from "./request.js";
-import type { Shard } from "./shard.js";
+import type { ShardScheduler } from "./scheduler.js";
+
+/** What placement reads of a shard: its scheduler's queues, sequences and cache. */
+type Shard = { readonly scheduler: ShardScheduler };
 
 /**
  * The shard a new request goes to. A standard or flex request: the shard whose idle cache holds the
@@ -8,7 +11,7 @@ import type { Shard } from "./shard.js";
  * to preempt), then a long cached prefix, then the fewest priority streams (each holds that
  * shard's steps to priority's target), then any cached prefix, then load.
  */
-export function chooseShard(shards: readonly Shard[], request: EngineRequest): Shard {
+export function chooseShard<S extends Shard>(shards: readonly S[], request: EngineRequest): S {
   const score = request.schedulingClass === "priority" ? (shard: Shard) => priorityScore(shard, request) : (shard: Shard) => standardScore(shard, request);
   let chosen = shards[0]!;
   let best = score(chosen);

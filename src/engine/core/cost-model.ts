@@ -38,8 +38,11 @@ export interface CostModelOptions {
  * measured decode time of each step; the scheduler asks it what a step would cost.
  */
 export class StepCostModel {
-  /** Conservative for a 135M model on one slow core (~180 prompt tok/s), replaced within a few steps. */
-  static readonly DEFAULT_PRIOR = [5, 6, 5, 0.05] as const;
+  /**
+   * Conservative for a 135M model on one slow core (~180 prompt tok/s; a token attending over 1,024
+   * cells costs about a quarter of its weights' work), replaced within a few steps.
+   */
+  static readonly DEFAULT_PRIOR = [5, 6, 5, 1] as const;
   private readonly weights: number[];
   private covariance: number[][];
   private readonly forgetting: number;

@@ -12,7 +12,7 @@ const compiled: string = "../dist/engine/model-host.js";
 const { loadModelHost } = (await import(compiled)) as { loadModelHost: typeof LoadModelHost };
 
 const modelPath = process.argv[2] ?? join(homedir(), ".cache/switchyard/models/HuggingFaceTB--SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
-const host = await loadModelHost({ modelPath, sequences: 8, contextWindow: 8192, maxWaiting: 64, flexMaxWaitMs: 60_000, prefixCache: false });
+const host = await loadModelHost({ modelPath, sequences: 8, contextWindow: 8192, maxWaiting: 64, flexMaxWaitMs: 60_000, prefixCache: false, stallTimeoutMs: 120_000 });
 
 async function burst(round: number): Promise<number> {
   const started = performance.now();

@@ -15,7 +15,7 @@ import { Command } from "commander";
 import { barChartPng } from "./load/chart.js";
 import type { Target } from "./load/client-stream.js";
 import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
-import { runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
+import { cpuDescription, cpuVariant, runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
 const TARGETS = "switchyard,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-f16,llama-cpp-python";
 const program = new Command()
@@ -81,6 +81,8 @@ const wanted = opts.scenarios.split(",");
 const batched = opts.targets.includes("llama-server") ? runBatchedBench(peer) : null;
 const reports: ScenarioReport[] = [];
 const skipped: string[] = [];
+/** Which ggml CPU variant each target's process loaded: the same one on both sides is a fair run. */
+const variants: Record<string, string | null> = {};
 for (const name of opts.targets.split(",")) {
   const scenarios = (APPLIES[name] ?? []).filter((s) => wanted.includes(s)).flatMap((s) => SCENARIOS[s] ?? []);
   if (scenarios.length === 0) continue;
@@ -91,6 +93,7 @@ for (const name of opts.targets.split(",")) {
   }
   try {
     await warmUp(running.target);
+    variants[name] = cpuVariant(running.target.pid);
     for (const scenario of scenarios) {
       process.stderr.write(`${name}: ${scenario.name}...\n`);
       reports.push(await runScenario(running.target, scenario));
@@ -162,9 +165,12 @@ console.log(`server RSS at c16, ours minus llama-server's (target <= 300 MB): ${
 if (flexFailed !== undefined) console.log(`flex requests failed in the saturating mix (target 0 before their wait limit): ${flexFailed}`);
 if (batched) console.log(`llama-batched-bench, 16 x 128/128, ${peer.threads} threads: S_PP ${batched.sPp} tok/s, S_TG ${batched.sTg} tok/s`);
 for (const line of skipped) console.log(`skipped ${line}`);
+const cpu = cpuDescription();
+console.log(`CPU: ${cpu.model}; flags: ${cpu.flags.join(" ")}`);
+console.log(`ggml CPU variant loaded: ${Object.entries(variants).map(([target, variant]) => `${target} ${variant ?? "unknown"}`).join(", ")}`);
 
 mkdirSync("bench/results", { recursive: true });
-writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, rssOverMb: rssOver, batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null, skipped }, null, 2));
+writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), cpu, variants, model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, rssOverMb: rssOver, batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null, skipped }, null, 2));
 const byScenario = [...new Set(reports.map((r) => r.scenario))];
 writeFileSync(
   `${opts.out}.png`,

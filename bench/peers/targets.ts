@@ -10,6 +10,24 @@ export interface RunningTarget {
   stop(): Promise<void>;
 }
 
+/** The ggml CPU variant library a running process has mapped (e.g. "haswell"), or null if none is. */
+export function cpuVariant(pid: number | undefined): string | null {
+  if (pid === undefined) return null;
+  try {
+    return /libggml-cpu-([a-z0-9_]+)\.so/.exec(readFileSync(`/proc/${pid}/maps`, "utf8"))?.[1] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** This machine's CPU model and the SIMD flags that decide which ggml kernels run. */
+export function cpuDescription(): { model: string; flags: string[] } {
+  const info = readFileSync("/proc/cpuinfo", "utf8");
+  const model = /^model name\s*:\s*(.*)$/m.exec(info)?.[1]?.trim() ?? "unknown";
+  const all = /^flags\s*:\s*(.*)$/m.exec(info)?.[1]?.split(/\s+/) ?? [];
+  return { model, flags: all.filter((f) => /^(avx|fma|f16c|amx|sse4|vnni|bmi2)/.test(f)) };
+}
+
 export interface PeerOptions {
   modelId: string;
   modelPath: string;
@@ -55,12 +73,11 @@ export async function startSwitchyard(options: PeerOptions, name = "switchyard",
 }
 
 /**
- * The native build's AMX matrix kernels (weight repacking, on by default) crash on this machine's
- * CPU (SIGSEGV in ggml_backend_amx_mul_mat on the first batch), so the peers run without repacking.
- * Our engine runs node-llama-cpp's prebuilt CPU library, whose repacking works here.
+ * Flags every llama-server user passes anyway; nothing that handicaps it. The peer is built as
+ * node-llama-cpp builds our CPU libraries (bench/peers/build-llama-server.sh), so both load the same
+ * ggml CPU variant for this machine (see `cpuVariant`), AMX kernels and weight repacking included.
  */
-const PEER_FLAGS = ["--no-repack"];
-
+const PEER_FLAGS: string[] = [];
 /** llama.cpp's llama-server from the release node-llama-cpp ships; null when it is not built (bench/peers/build-llama-server.sh). */
 export async function startLlamaServer(options: PeerOptions, name = "llama-server"): Promise<RunningTarget | null> {
   const binary = builtPeer("build-llama-server.sh");

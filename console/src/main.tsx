@@ -11,13 +11,14 @@ import { clearSession, loadSession, type Session } from "./session.js";
 import { initialTheme, toggleTheme } from "./theme.js";
 
 /** Hash routes: the path never reaches the server, so nothing about the session is ever in a URL it sees. */
-const USER_PAGES = [
+const ACCOUNT_PAGES = [
   ["models", "Models"],
   ["playground", "Playground"],
   ["usage", "Usage"],
   ["keys", "Keys"],
 ] as const;
-const ADMIN_PAGES = [["engines", "Engines"]] as const;
+/** Pages that need no key at all (they read /health and /metrics): shown signed in or not. */
+const OPEN_PAGES = [["engines", "Engines"]] as const;
 
 function currentRoute(): string {
   return location.hash.replace(/^#\/?/, "") || "";
@@ -34,9 +35,10 @@ function App() {
     return () => window.removeEventListener("hashchange", onHash);
   }, []);
 
-  if (!session) return <SignInPage onSignedIn={(s) => { setSession(s); location.hash = s.role === "admin" ? "#/engines" : "#/models"; }} />;
+  const open = OPEN_PAGES.some(([id]) => id === route);
+  if (!session && !open) return <SignInPage onSignedIn={(s) => { setSession(s); location.hash = "#/models"; }} />;
 
-  const pages = session.role === "admin" ? ADMIN_PAGES : USER_PAGES;
+  const pages = session ? [...ACCOUNT_PAGES, ...OPEN_PAGES] : OPEN_PAGES;
   const page = route || pages[0][0];
   const signOut = () => {
     clearSession();
@@ -55,27 +57,29 @@ function App() {
             </a>
           ))}
         </nav>
-        <span class="who">{session.role === "admin" ? "admin key" : "API key"}</span>
+        <span class="who">{session ? "API key" : "no key"}</span>
         <button class="ghost" onClick={() => setTheme(toggleTheme())} title="Switch between light and dark">
           {theme === "dark" ? "Light" : "Dark"}
         </button>
-        <button class="ghost" onClick={signOut}>
-          Sign out
-        </button>
+        {session ? (
+          <button class="ghost" onClick={signOut}>
+            Sign out
+          </button>
+        ) : (
+          <button class="ghost" onClick={() => (location.hash = "")}>
+            Sign in
+          </button>
+        )}
       </header>
-      <main class="content">
-        <Page page={page} session={session} />
-      </main>
+      <main class="content">{session ? <Page page={page} session={session} /> : <EnginesPage />}</main>
     </div>
   );
 }
 
 function Page({ page, session }: { page: string; session: Session }) {
-  if (page === "engines") {
-    return session.role === "admin" ? <EnginesPage /> : <Forbidden what="The Engines view" />;
-  }
-  if (session.role === "admin") return <Forbidden what="This page" admin />;
   switch (page) {
+    case "engines":
+      return <EnginesPage />;
     case "models":
       return <ModelsPage session={session} />;
     case "playground":
@@ -87,19 +91,6 @@ function Page({ page, session }: { page: string; session: Session }) {
     default:
       return <p class="muted">No page here. Pick one above.</p>;
   }
-}
-
-function Forbidden({ what, admin = false }: { what: string; admin?: boolean }) {
-  return (
-    <section class="page">
-      <h1>Not available</h1>
-      <div class="error-box" role="alert" data-testid="forbidden">
-        {admin
-          ? `${what} needs an API key of an account; the admin key manages the service, it does not call models.`
-          : `${what} needs the admin key (SWITCHYARD_ADMIN_KEY). Sign in with it to see the engines.`}
-      </div>
-    </section>
-  );
 }
 
 render(

@@ -2,11 +2,9 @@
  * The signed-in key lives in this tab's sessionStorage only: never a cookie (so the browser never
  * sends it by itself), never a URL, gone when the tab closes.
  */
-export type Role = "user" | "admin";
-
 export interface Session {
+  /** An account's API key. The console never asks for the admin key: no page of it needs one. */
   key: string;
-  role: Role;
 }
 
 const STORE_KEY = "switchyard.console.session";
@@ -14,7 +12,8 @@ const STORE_KEY = "switchyard.console.session";
 export function loadSession(): Session | null {
   try {
     const parsed = JSON.parse(sessionStorage.getItem(STORE_KEY) ?? "null") as Session | null;
-    return parsed && typeof parsed.key === "string" && (parsed.role === "user" || parsed.role === "admin") ? parsed : null;
+    // A session an older console saved with the admin key ({role: "admin"}) is dropped, not reused.
+    return parsed && typeof parsed.key === "string" && (parsed as { role?: string }).role !== "admin" ? { key: parsed.key } : null;
   } catch {
     return null;
   }

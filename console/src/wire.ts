@@ -52,6 +52,7 @@ export interface WireKey {
   budget_usd: string | null;
   spent_usd: string;
   manage_keys: boolean;
+  manage_deployments: boolean;
   key?: string;
 }
 

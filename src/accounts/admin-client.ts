@@ -32,6 +32,7 @@ export function httpKeyAdmin(server: LocalServer): KeyAdmin {
         tpm_limit: input.tokensPerMinute ?? undefined,
         budget_usd: input.budgetUsd ?? undefined,
         manage_keys: input.manageKeys || undefined,
+        manage_deployments: input.manageDeployments || undefined,
       });
       return fromWireCreatedKey(created);
     },

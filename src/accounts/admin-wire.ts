@@ -28,6 +28,8 @@ export interface WireKey {
   spent_usd: string;
   /** The key may list, create and revoke its own account's keys (GET/POST/DELETE /v1/keys). */
   manage_keys: boolean;
+  /** The key may create, scale and delete its own account's deployments (POST/PATCH/DELETE /v1/deployments). */
+  manage_deployments: boolean;
 }
 
 export interface WireCreatedKey extends WireKey {
@@ -65,6 +67,7 @@ export function toWireKey(info: KeyInfo): WireKey {
     budget_usd: info.budgetUsd,
     spent_usd: info.spentUsd,
     manage_keys: info.manageKeys,
+    manage_deployments: info.manageDeployments,
   };
 }
 
@@ -93,6 +96,7 @@ export function fromWireKey(wire: WireKey): KeyInfo {
     spentUsd: wire.spent_usd ?? "0",
     // A server from before the right existed sends no field: its keys have no such right.
     manageKeys: wire.manage_keys === true,
+    manageDeployments: wire.manage_deployments === true,
   };
 }
 

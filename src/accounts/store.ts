@@ -34,6 +34,8 @@ export interface KeyInfo {
   spentUsd: string;
   /** The key may list, create and revoke its own account's keys through /v1/keys. */
   manageKeys: boolean;
+  /** The key may create, scale and delete its own account's dedicated deployments (/v1/deployments). */
+  manageDeployments: boolean;
 }
 
 export interface CreatedKey extends KeyInfo {
@@ -56,6 +58,8 @@ export interface CreateKeyInput {
   budgetUsd?: string | null;
   /** Grants the manage-keys right (default false). */
   manageKeys?: boolean;
+  /** Grants the manage-deployments right (default false). */
+  manageDeployments?: boolean;
 }
 
 /** Changes to a key's limits: a value sets it, null clears it (server default / no budget), undefined leaves it. */
@@ -75,6 +79,8 @@ export interface Principal {
   limits: KeyLimits;
   /** The key was created with the manage-keys right. */
   manageKeys: boolean;
+  /** The key was created with the manage-deployments right. */
+  manageDeployments: boolean;
 }
 
 interface AccountRow {
@@ -99,12 +105,13 @@ interface KeyRow {
   budget_usd: string | null;
   spent_usd: string;
   manage_keys: boolean;
+  manage_deployments: boolean;
 }
 
 /** The key columns every KeyInfo is built from, for RETURNING and SELECT lists (table alias optional). */
 function keyColumns(alias = ""): string {
   const p = alias ? `${alias}.` : "";
-  return ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "allowed_models", "rpm_limit", "tpm_limit", "budget_usd", "spent_usd", "manage_keys"]
+  return ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "allowed_models", "rpm_limit", "tpm_limit", "budget_usd", "spent_usd", "manage_keys", "manage_deployments"]
     .map((column) => p + column)
     .join(", ");
 }
@@ -164,8 +171,8 @@ export async function createKey(db: Database, input: CreateKeyInput): Promise<Cr
     const account = await findOrCreateAccount(tx, input.account);
     const generated = generateApiKey();
     const rows = await tx.query<Omit<KeyRow, "account_name">>(
-      `INSERT INTO api_keys (id, account_id, name, prefix, secret_hash, expires_at, allowed_models, rpm_limit, tpm_limit, budget_usd, manage_keys)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11)
+      `INSERT INTO api_keys (id, account_id, name, prefix, secret_hash, expires_at, allowed_models, rpm_limit, tpm_limit, budget_usd, manage_keys, manage_deployments)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11, $12)
        RETURNING ${keyColumns()}`,
       [
         newId("key"),
@@ -179,6 +186,7 @@ export async function createKey(db: Database, input: CreateKeyInput): Promise<Cr
         tpm ?? null,
         budget ?? null,
         input.manageKeys === true,
+        input.manageDeployments === true,
       ],
     );
     const row = rows[0];
@@ -271,11 +279,12 @@ export async function authenticate(db: Database, bearerToken: string): Promise<P
     tpm_limit: number | null;
     budget_usd: string | null;
     manage_keys: boolean;
+    manage_deployments: boolean;
     usable: boolean;
     touch_due: boolean;
   }>(
     `SELECT k.id AS key_id, k.secret_hash, a.id AS account_id, a.name AS account_name, k.allowed_models,
-            k.rpm_limit, k.tpm_limit, k.budget_usd, k.manage_keys,
+            k.rpm_limit, k.tpm_limit, k.budget_usd, k.manage_keys, k.manage_deployments,
             (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT a.disabled) AS usable,
             (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS touch_due
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
@@ -301,6 +310,7 @@ export async function authenticate(db: Database, bearerToken: string): Promise<P
     allowedModels: row.allowed_models,
     limits: { requestsPerMinute: row.rpm_limit, tokensPerMinute: row.tpm_limit, budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd) },
     manageKeys: row.manage_keys === true,
+    manageDeployments: row.manage_deployments === true,
   };
 }
 
@@ -324,6 +334,7 @@ function toKeyInfo(row: KeyRow): KeyInfo {
     budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd),
     spentUsd: normalDecimal(row.spent_usd),
     manageKeys: row.manage_keys === true,
+    manageDeployments: row.manage_deployments === true,
   };
 }
 
@@ -362,7 +373,7 @@ function validModelList(models: string[]): string[] {
 }
 
 /** undefined stays undefined (not given), null stays null (cleared); else a positive integer. */
-function optionalRateLimit(value: number | null | undefined, param: string): number | null | undefined {
+export function optionalRateLimit(value: number | null | undefined, param: string): number | null | undefined {
   if (value === undefined || value === null) return value;
   if (!Number.isSafeInteger(value) || value < 1 || value > MAX_RATE_LIMIT) {
     throw new InvalidRequest(`${param} must be a positive integer (at most ${MAX_RATE_LIMIT}), or null for the server default.`, param);
@@ -371,7 +382,7 @@ function optionalRateLimit(value: number | null | undefined, param: string): num
 }
 
 /** undefined stays undefined (not given), null stays null (no budget); else a normalised non-negative decimal string. */
-function optionalBudget(value: string | null | undefined): string | null | undefined {
+export function optionalBudget(value: string | null | undefined): string | null | undefined {
   if (value === undefined || value === null) return value;
   const trimmed = typeof value === "string" ? value.trim() : value;
   if (typeof trimmed !== "string" || !BUDGET_PATTERN.test(trimmed)) {

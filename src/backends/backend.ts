@@ -1,4 +1,6 @@
-import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PromptOptions, SamplingSettings, SchedulingClass, ToolDefinition } from "../engine/types.js";
+import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, SamplingSettings, SchedulingClass, ToolDefinition } from "../engine/types.js";
+
+export type { PauseControl };
 
 /**
  * What serving needs from whatever runs a model: the embedded engine today, an OpenAI-compatible
@@ -46,8 +48,8 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   readonly contextWindow: number;
   /** Renders the conversation with the model's chat template; throws PromptRejected if the template refuses it. */
   prepare(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): Promise<P>;
-  /** A raw prompt with no chat template (legacy completions). */
-  prepareText(text: string): Promise<P>;
+  /** A raw prompt with no chat template (legacy completions); `fairnessKey` as in PromptOptions. */
+  prepareText(text: string, options?: Pick<PromptOptions, "fairnessKey">): Promise<P>;
   /**
    * Lower bounds on the tokens `prepare` and `prepareText` would find, cheap enough to check before
    * them (absent: the backend knows none beyond one token a message).
@@ -59,15 +61,23 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   /**
    * One stream per choice of the prompt (`n` params that differ in their sampling); a backend
    * that can computes the prompt once for all of them. A refusal (queue full, wait expired,
-   * constraint rejected) is thrown by each stream at its first read.
+   * constraint rejected, empty prompt) is thrown by each stream at its first read. While `pause`
+   * is paused (the caller cannot deliver more output), generation holds: the embedded engine keeps
+   * the sequences and skips their steps; an upstream stops reading its response (TCP backpressure).
    */
-  generate(prompt: P, choices: readonly GenerationParams[], signal: AbortSignal): AsyncGenerator<EngineEvent>[];
+  generate(prompt: P, choices: readonly GenerationParams[], signal: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[];
   stats(): BackendStats;
   close(): Promise<void>;
 }
 
 /** The model's chat template refused the conversation (e.g. roles that do not alternate). */
 export class PromptRejected extends Error {}
+
+/** The prompt has no tokens and the model has no BOS token to stand for it. */
+export class EmptyPrompt extends Error {}
+
+/** The generation made no progress for the engine's stall limit and was ended (its sequence freed). */
+export class GenerationStalled extends Error {}
 
 /** The backend's wait queue is full. */
 export class BackendBusy extends Error {}

@@ -1,8 +1,8 @@
 import { PromptTemplateError } from "../engine/chat-template.js";
-import { loadModelHost, QueueFullError, WaitExpiredError, type ModelHostOptions } from "../engine/model-host.js";
+import { EmptyPromptError, loadModelHost, QueueFullError, StalledError, WaitExpiredError, type ModelHostOptions } from "../engine/model-host.js";
 import { SchemaError } from "../engine/grammar/index.js";
 import type { EngineEvent, Token } from "../engine/types.js";
-import { BackendBusy, BackendWaitExpired, ConstraintRejected, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
+import { BackendBusy, BackendWaitExpired, ConstraintRejected, EmptyPrompt, GenerationStalled, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
 
 interface LocalPrompt extends PreparedPrompt {
   tokens: Token[];
@@ -23,15 +23,15 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
         throw error;
       }
     },
-    async prepareText(text) {
-      const tokens = await host.tokenizeText(text);
+    async prepareText(text, options) {
+      const tokens = await host.tokenizeText(text, options);
       return { tokens, tokenCount: tokens.length, opensThinking: false };
     },
     minimumPromptTokens: (messages) => host.minimumPromptTokens(messages),
     minimumTextTokens: (text) => host.minimumTextTokens(text),
-    generate(prompt, choices, signal) {
+    generate(prompt, choices, signal, pause) {
       try {
-        return host.generate(choices.map((params) => ({ promptTokens: prompt.tokens, ...params })), signal).map(backendErrors);
+        return host.generate(choices.map((params) => ({ promptTokens: prompt.tokens, ...params })), signal, pause).map(backendErrors);
       } catch (error) {
         return choices.map(() => failing(error));
       }
@@ -46,6 +46,8 @@ function translate(error: unknown): unknown {
   if (error instanceof QueueFullError) return new BackendBusy(error.message);
   if (error instanceof WaitExpiredError) return new BackendWaitExpired(error.message);
   if (error instanceof SchemaError) return new ConstraintRejected(error.message);
+  if (error instanceof EmptyPromptError) return new EmptyPrompt(error.message);
+  if (error instanceof StalledError) return new GenerationStalled(error.message);
   return error;
 }
 

@@ -1,5 +1,5 @@
 import type { EngineEvent, SchedulingClass } from "../engine/types.js";
-import { BackendBusy, type Backend, type BackendStats, type GenerationParams, type PreparedPrompt } from "./backend.js";
+import { BackendBusy, type Backend, type BackendStats, type GenerationParams, type PauseControl, type PreparedPrompt } from "./backend.js";
 
 interface Instance {
   backend: Backend;
@@ -40,8 +40,8 @@ export class BackendPool implements Backend {
     return this.any().prepare(...args);
   }
 
-  prepareText(text: string): Promise<PreparedPrompt> {
-    return this.any().prepareText(text);
+  prepareText(...args: Parameters<Backend["prepareText"]>): Promise<PreparedPrompt> {
+    return this.any().prepareText(...args);
   }
 
   minimumPromptTokens(messages: Parameters<Backend["prepare"]>[0]): number {
@@ -52,14 +52,14 @@ export class BackendPool implements Backend {
     return this.any().minimumTextTokens?.(text) ?? 0;
   }
 
-  generate(prompt: PreparedPrompt, choices: readonly GenerationParams[], signal: AbortSignal): AsyncGenerator<EngineEvent>[] {
+  generate(prompt: PreparedPrompt, choices: readonly GenerationParams[], signal: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[] {
     const candidates = this.serving();
     // Only in the moment between a request finding the deployment and its last instance draining.
     if (candidates.length === 0) return choices.map(() => refused(new BackendBusy("The deployment has no running instance right now.")));
     // Every instance runs the same model with the same tokenizer, so a prompt prepared on one runs on any.
     const instance = candidates.reduce((best, next) => (next.active < best.active ? next : best));
     instance.active += choices.length;
-    return instance.backend.generate(prompt, choices, signal).map((stream) => tracked(stream, () => this.release(instance)));
+    return instance.backend.generate(prompt, choices, signal, pause).map((stream) => tracked(stream, () => this.release(instance)));
   }
 
   /** Sums over the instances; `slots` is one instance's, since a request's choices run on one. */
@@ -72,6 +72,7 @@ export class BackendPool implements Backend {
       running: add((s) => s.running),
       waiting: add((s) => s.waiting),
       preemptions: all.reduce((sum, s) => sum + s.preemptions, 0),
+      paused: all.reduce((sum, s) => sum + (s.paused ?? 0), 0),
       idleSequences: all.reduce((sum, s) => sum + s.idleSequences, 0),
       kvCacheUsage: all.length ? all.reduce((sum, s) => sum + s.kvCacheUsage, 0) / all.length : 0,
     };

@@ -1,7 +1,7 @@
 import { InsufficientQuota } from "../errors.js";
 import type { BudgetReservation, SpendBudgets } from "../serving/ports.js";
 import type { Database } from "../storage/database.js";
-import { Dec, parseNonNegative, toText } from "./decimal.js";
+import { Dec, parseNonNegative, toText, type Decimal } from "./decimal.js";
 
 export interface SpendBudgetsOptions {
   /**
@@ -15,7 +15,8 @@ export const DEFAULT_RESERVATION_TTL_SECONDS = 60 * 60;
 
 /**
  * Per-key spend budgets: api_keys.budget_usd (null: unlimited) against spent_usd plus the live
- * budget_reservations of requests in flight. All amounts are exact decimals (numeric in SQL, strings
+ * budget_reservations of requests in flight. Every request reserves and settles, so spent_usd counts
+ * the spend of keys without a budget too. All amounts are exact decimals (numeric in SQL, strings
  * here).
  *
  * reserve() locks the key row (SELECT ... FOR UPDATE) inside a transaction, so on PostgreSQL the
@@ -28,48 +29,26 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
   if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new RangeError(`reservationTtlSeconds must be a positive integer, got ${ttlSeconds}`);
 
   return {
-    async reserve({ keyId, requestId, amountUsd, budgetUsd }) {
-      // The principal's budget is a hint from authentication: no budget then, no database work now.
-      // With one, the locked row below is what counts (the budget may have changed since).
-      if (budgetUsd === null) return null;
+    async reserve({ keyId, requestId, amountUsd }) {
       const amount = parseNonNegative(amountUsd, "amountUsd");
-
-      const reserved = await db.transaction(async (tx) => {
+      // Every key reserves, budget or not: the settled reservation is what counts its spend, so a key
+      // given a budget later is held to what it has really spent.
+      await db.transaction(async (tx) => {
         const keys = await tx.query<{ budget_usd: string | null; spent_usd: string }>(
           "SELECT budget_usd, spent_usd FROM api_keys WHERE id = $1 FOR UPDATE",
           [keyId],
         );
         const key = keys[0];
         if (!key) throw new Error(`No API key with id '${keyId}' to reserve budget against.`);
-        if (key.budget_usd === null) return false;
-
-        // A separate statement, after the lock: under READ COMMITTED it sees every reservation
-        // committed by whoever held the lock before us. (A subquery in the locking statement would
-        // read the snapshot from before the wait, and concurrent requests could overshoot.)
         // Expired reservations no longer count (below); they are kept a day so that a request that
         // outlived its reservation still finds it and is charged once (see chargeReservation).
         await tx.query("DELETE FROM budget_reservations WHERE key_id = $1 AND expires_at <= now() - interval '1 day'", [keyId]);
-        const live = await tx.query<{ total: string }>(
-          "SELECT COALESCE(sum(amount_usd), 0) AS total FROM budget_reservations WHERE key_id = $1 AND expires_at > now()",
-          [keyId],
-        );
-        const budget = Dec(key.budget_usd);
-        const spent = Dec(key.spent_usd);
-        const held = Dec(live[0]?.total ?? "0");
-        if (spent.plus(held).plus(amount).gt(budget)) {
-          throw new InsufficientQuota(
-            `This API key has exceeded its spend budget: budget $${toText(budget)}, spent $${toText(spent)}, ` +
-              `$${toText(held)} held by requests in flight, and this request may cost up to $${toText(amount)}. ` +
-              "Ask an administrator to raise the key's budget.",
-          );
-        }
+        if (key.budget_usd !== null) await checkBudget(tx, keyId, key.budget_usd, key.spent_usd, amount);
         await tx.query(
           "INSERT INTO budget_reservations (request_id, key_id, amount_usd, expires_at) VALUES ($1, $2, $3::numeric, now() + make_interval(secs => $4))",
           [requestId, keyId, toText(amount), ttlSeconds],
         );
-        return true;
       });
-      if (!reserved) return null;
 
       let settling: Promise<void> | null = null;
       const reservation: BudgetReservation = {
@@ -91,6 +70,27 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
   };
 }
 
+/** Throws InsufficientQuota unless `amount` fits in what the key's budget has left. Runs under the key's row lock. */
+async function checkBudget(tx: Database, keyId: string, budgetUsd: string, spentUsd: string, amount: Decimal): Promise<void> {
+  // A separate statement, after the lock: under READ COMMITTED it sees every reservation committed
+  // by whoever held the lock before us. (A subquery in the locking statement would read the
+  // snapshot from before the wait, and concurrent requests could overshoot.)
+  const live = await tx.query<{ total: string }>(
+    "SELECT COALESCE(sum(amount_usd), 0) AS total FROM budget_reservations WHERE key_id = $1 AND expires_at > now()",
+    [keyId],
+  );
+  const budget = Dec(budgetUsd);
+  const spent = Dec(spentUsd);
+  const held = Dec(live[0]?.total ?? "0");
+  if (spent.plus(held).plus(amount).gt(budget)) {
+    throw new InsufficientQuota(
+      `This API key has exceeded its spend budget: budget $${toText(budget)}, spent $${toText(spent)}, ` +
+        `$${toText(held)} held by requests in flight, and this request may cost up to $${toText(amount)}. ` +
+        "Ask an administrator to raise the key's budget.",
+    );
+  }
+}
+
 /**
  * Turns a request's reservation into spend of `actualUsd`, never more than was reserved (that is
  * what kept concurrent requests from overshooting), and drops it. Charges only if the reservation
@@ -108,4 +108,10 @@ export async function chargeReservation(tx: Database, keyId: string, requestId: 
   const amount = Dec(reserved.amount_usd);
   const charge = actual.gt(amount) ? amount : actual;
   await tx.query("UPDATE api_keys SET spent_usd = spent_usd + $2::numeric WHERE id = $1", [keyId, toText(charge)]);
+}
+
+/** What a key may still spend: budget − spent − held by requests in flight, never below zero. Exact. */
+export function remainingBudget(budgetUsd: string, spentUsd: string, reservedUsd: string): string {
+  const left = Dec(budgetUsd).minus(Dec(spentUsd)).minus(Dec(reservedUsd));
+  return left.lt(Dec("0")) ? "0" : toText(left);
 }

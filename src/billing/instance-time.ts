@@ -48,3 +48,8 @@ export function segmentsToBill(fromMs: number, toMs: number, segmentMs: number, 
   if (final && toMs > start) segments.push({ startMs: start, endMs: toMs });
   return segments;
 }
+
+/** The price of one billed segment of `segmentMs` at `hourlyUsd`: what an instance holds against a budget ahead. */
+export function segmentCost(hourlyUsd: string, segmentMs: number): string {
+  return instanceTimeCost(millisecondsToSeconds(segmentMs), hourlyUsd);
+}

@@ -101,6 +101,9 @@ export function createUsageLedger(db: Database): UsageLedger {
         ],
       );
     },
+    async markUndelivered(requestId: string, errorCode: string): Promise<void> {
+      await db.query("UPDATE usage_records SET status = 'failed', error_code = $2 WHERE request_id = $1 AND status = 'completed'", [requestId, errorCode]);
+    },
   };
 }
 

@@ -18,7 +18,7 @@ interface WireDeployment {
   status: string;
   fail_reason: string | null;
   instances: { running: number; pending: number };
-  settings: { min_instances: number; max_instances: number; max_batch_size: number };
+  settings: { min_instances: number; max_instances: number; max_batch_size: number; context_length: number | null };
   created_at: number;
 }
 
@@ -56,8 +56,9 @@ export function deploymentsCommand(options: DeploymentsCommandOptions = {}): Com
     .option("--min-instances <n>", "instances kept running (default 1; 0: stopped)", wholeNumber)
     .option("--max-instances <n>", "instances it may scale up to while requests queue (default: min)", wholeNumber)
     .option("--max-batch-size <n>", "requests each instance runs at once (default 4)", wholeNumber)
+    .option("--context-length <n>", "tokens one request may hold; each instance's KV cache is batch × this (default: the server's window)", wholeNumber)
     .option("--wait", "wait until it is running (or failed)")
-    .action(async (flags: ApiFlags & { model: string; name: string; minInstances?: number; maxInstances?: number; maxBatchSize?: number; wait?: boolean }) => {
+    .action(async (flags: ApiFlags & { model: string; name: string; minInstances?: number; maxInstances?: number; maxBatchSize?: number; contextLength?: number; wait?: boolean }) => {
       const api = client(flags, env);
       let d = await api<WireDeployment>("POST", "/v1/deployments", {
         model: flags.model,
@@ -65,6 +66,7 @@ export function deploymentsCommand(options: DeploymentsCommandOptions = {}): Com
         min_instances: flags.minInstances,
         max_instances: flags.maxInstances,
         max_batch_size: flags.maxBatchSize,
+        context_length: flags.contextLength,
       });
       if (flags.wait) d = await settled(api, d.id);
       show(flags, d);
@@ -137,7 +139,7 @@ function describe(d: WireDeployment): string {
     `${d.id}  ${d.status}${d.fail_reason ? ` (${d.fail_reason})` : ""}`,
     `  model id:  ${d.model_id}   (call it as "model": "${d.model_id}")`,
     `  model:     ${d.model}`,
-    `  instances: ${d.instances.running} running, ${d.instances.pending} pending (min ${d.settings.min_instances}, max ${d.settings.max_instances}, batch ${d.settings.max_batch_size})`,
+    `  instances: ${d.instances.running} running, ${d.instances.pending} pending (min ${d.settings.min_instances}, max ${d.settings.max_instances}, batch ${d.settings.max_batch_size}, context ${d.settings.context_length ?? "server's"})`,
   ].join("\n");
 }
 

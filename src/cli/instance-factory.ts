@@ -1,28 +1,36 @@
 import { readFile } from "node:fs/promises";
 import { createLocalEngineBackend } from "../backends/local-engine.js";
-import { ensureModels } from "../catalog/pull.js";
+import { ensureModels, findPulledModel } from "../catalog/pull.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveModelsDir } from "../config/paths.js";
 import type { Settings } from "../config/settings.js";
-import type { InstanceFactory } from "../deployments/types.js";
+import { readKvShape } from "../deployments/gguf-shape.js";
+import { instanceBytes } from "../deployments/memory.js";
+import type { InstanceFactory, InstanceSizer } from "../deployments/types.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { upstreamBackend } from "./upstream.js";
 
 /** The embedded engine's settings for one loaded copy of a model with `sequences` sequences. */
-export async function engineOptions(entry: CatalogEntry, settings: Settings, sequences: number) {
+export async function engineOptions(entry: CatalogEntry, settings: Settings, sequences: number, contextLength: number | null = null) {
   return {
     sequences,
-    contextWindow: Math.min(entry.context_length, settings.maxContext),
+    contextWindow: contextWindowOf(entry, settings, contextLength),
     fallbackChatTemplate: entry.fallback_chat_template ? await readFile(entry.fallback_chat_template, "utf8") : undefined,
     threads: settings.threads || undefined,
     shards: settings.shards || undefined,
     maxWaiting: settings.maxWaiting,
     flexMaxWaitMs: settings.flexMaxWaitMs,
+    stallTimeoutMs: settings.stallTimeoutMs,
     prefixCache: settings.prefixCache,
     stepTokens: settings.stepTokens,
     // Flex has no targets of its own: it runs at standard's pace.
     targets: { ...settings.targets, flex: settings.targets.standard },
   };
+}
+
+/** Tokens one request may hold, and so KV cells per sequence: a deployment's own context_length may only lower it. */
+function contextWindowOf(entry: CatalogEntry, settings: Settings, contextLength: number | null): number {
+  return Math.min(entry.context_length, settings.maxContext, contextLength ?? Infinity);
 }
 
 /**
@@ -40,8 +48,24 @@ export function localInstanceFactory(settings: Settings): InstanceFactory {
     }
     const [file] = await ensureModels([entry], { modelsDir, progress: false });
     if (!file) throw new Error("the model file was not pulled");
-    const engine = await engineOptions(entry, settings, deployment.maxBatchSize);
+    const engine = await engineOptions(entry, settings, deployment.maxBatchSize, deployment.contextLength);
     const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
     return { backend, systemFingerprint: systemFingerprint(file.sha256, engine) };
+  };
+}
+
+/**
+ * An instance's memory: the pulled GGUF's size plus KV for max_batch_size sequences of the context
+ * window engineOptions gives it (see deployments/memory.ts). A model not pulled yet is sized when
+ * its instance loads (the factory pulls it first); an upstream model takes no memory here.
+ */
+export function localInstanceSizer(settings: Settings): InstanceSizer {
+  const modelsDir = resolveModelsDir();
+  return async (entry, deployment) => {
+    if (entry.backend) return 0;
+    const file = await findPulledModel(entry, modelsDir);
+    if (!file) return 0;
+    const shape = await readKvShape(file.path);
+    return instanceBytes({ fileBytes: file.bytes, shape, sequences: deployment.maxBatchSize, cellsPerSequence: contextWindowOf(entry, settings, deployment.contextLength) });
   };
 }

@@ -29,6 +29,7 @@ export function keysCommand(options: KeysCommandOptions = {}): Command {
     .option("--tpm <n>", "tokens per minute for this key (default: the server's)", parseRateLimit)
     .option("--budget <usd>", "spend budget in US dollars, e.g. 25 or 0.50 (default: none)", parseBudget)
     .option("--manage-keys", "let this key list, create and revoke its own account's keys (/v1/keys, the console's Keys page)")
+    .option("--manage-deployments", "let this key create, scale and delete its own account's dedicated deployments (/v1/deployments)")
     .option("--data-dir <dir>", "data directory (default: SWITCHYARD_DATA_DIR or ~/.local/share/switchyard)")
     .action(
       async (opts: {
@@ -40,6 +41,7 @@ export function keysCommand(options: KeysCommandOptions = {}): Command {
         tpm?: number;
         budget?: string;
         manageKeys?: boolean;
+        manageDeployments?: boolean;
         dataDir?: string;
       }) => {
         const created = await withKeyAdmin(opts.dataDir, (admin) =>
@@ -52,6 +54,7 @@ export function keysCommand(options: KeysCommandOptions = {}): Command {
             tokensPerMinute: opts.tpm,
             budgetUsd: opts.budget,
             manageKeys: opts.manageKeys === true,
+            manageDeployments: opts.manageDeployments === true,
           }),
         );
         printCreated(print, created);
@@ -116,14 +119,14 @@ function printCreated(print: (line?: string) => void, created: CreatedKey): void
   print(`  expires: ${created.expiresAt ? created.expiresAt.toISOString() : "never"}`);
   print(`  models:  ${created.allowedModels ? created.allowedModels.join(", ") : "all"}`);
   print(`  limits:  ${describeLimits(created)}`);
-  print(`  rights:  ${created.manageKeys ? "manage keys" : "none"}`);
+  print(`  rights:  ${describeRights(created)}`);
   print("Store the key now; it cannot be shown again:");
   // Alone on the last line, so `... | tail -n 1` captures exactly the key.
   print(created.key);
 }
 
 export function formatKeyTable(list: KeyInfo[]): string {
-  const header = ["ID", "ACCOUNT", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED", "RPM", "TPM", "BUDGET USD", "SPENT USD", "MANAGE KEYS"];
+  const header = ["ID", "ACCOUNT", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED", "RPM", "TPM", "BUDGET USD", "SPENT USD", "MANAGE KEYS", "MANAGE DEPLOYMENTS"];
   const rows = list.map((key) => [
     key.id,
     key.account,
@@ -138,10 +141,16 @@ export function formatKeyTable(list: KeyInfo[]): string {
     key.budgetUsd ?? "unlimited",
     key.spentUsd,
     key.manageKeys ? "yes" : "no",
+    key.manageDeployments ? "yes" : "no",
   ]);
   if (rows.length === 0) return "No API keys.";
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]?.length ?? 0)));
   return [header, ...rows].map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join("  ").trimEnd()).join("\n");
+}
+
+function describeRights(key: KeyInfo): string {
+  const rights = [key.manageKeys && "manage keys", key.manageDeployments && "manage deployments"].filter(Boolean);
+  return rights.length ? rights.join(", ") : "none";
 }
 
 /** Minute precision in UTC: enough to read, and the same on every machine. */
@@ -157,7 +166,8 @@ function parsePositiveNumber(value: string): number {
 
 function describeLimits(key: KeyInfo): string {
   const rate = (value: number | null, unit: string) => (value === null ? `server default ${unit}` : `${value} ${unit}`);
-  const budget = key.budgetUsd === null ? "no budget" : `budget $${key.budgetUsd} (spent $${key.spentUsd})`;
+  // Spend is counted with a budget or without, so it is shown either way.
+  const budget = `${key.budgetUsd === null ? "no budget" : `budget $${key.budgetUsd}`} (spent $${key.spentUsd})`;
   return `${rate(key.requestsPerMinute, "RPM")}, ${rate(key.tokensPerMinute, "TPM")}, ${budget}`;
 }
 

@@ -23,7 +23,12 @@ export async function runWorker(settings: Settings, catalog: CatalogEntry[], loa
     metrics,
     workerKey: settings.workerKey,
     bodyLimit: settings.bodyLimit,
-    connections: { requestTimeoutMs: settings.requestTimeoutMs, maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp },
+    connections: {
+      requestTimeoutMs: settings.requestTimeoutMs,
+      maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp,
+      streamBufferBytes: settings.streamBufferBytes,
+      streamPauseTimeoutMs: settings.streamPauseTimeoutMs,
+    },
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const address = await app.listen({ host: settings.host, port: settings.port });

@@ -12,18 +12,22 @@ import { generateAdminToken, removeServerFile, writeServerFile } from "../accoun
 import { adminRoutes } from "../server/routes/admin.js";
 import { createMetrics } from "../observability/metrics.js";
 import { buildApp } from "../server/app.js";
+import { createDrain } from "../server/drain.js";
 import { createChatService } from "../serving/chat-service.js";
 import { createUsageLedger } from "../billing/ledger.js";
 import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
+import { limitDefaultsFromEnv } from "../limits/defaults.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
 import { ownerIsGone, takeOwnership } from "../billing/recovery.js";
 import { createDeploymentManager } from "../deployments/manager.js";
-import { engineOptions, localInstanceFactory } from "./instance-factory.js";
+import { engineOptions, localInstanceFactory, localInstanceSizer } from "./instance-factory.js";
+import { MemoryGuard } from "../deployments/memory.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
+import { makePrivate } from "../config/data-dir-permissions.js";
 import { createResponseStore } from "../responses/store.js";
 import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
@@ -59,6 +63,9 @@ async function serve(flags: ServeFlags): Promise<void> {
   const catalog = selectModels(fullCatalog, settings.models);
   // A worker keeps no database: nothing of it lives in the data dir.
   if (flags.worker) return runWorker(settings, catalog, loadModels);
+  // Files an earlier version (or PGlite) left readable by others become private before anything runs.
+  const madePrivate = makePrivate(dataDir);
+  if (madePrivate > 0) process.stderr.write(`switchyard: made ${madePrivate} files and directories in ${dataDir} private to their owner (0700/0600)\n`);
   // Before anything else touches the data dir: a second server on it refuses here.
   const lock = lockDataDir(dataDir);
   try {
@@ -89,11 +96,16 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     registry,
     catalog: fullCatalog,
     factory: localInstanceFactory(settings),
+    sizer: localInstanceSizer(settings),
+    memory: new MemoryGuard(settings.deploymentMemoryBytes),
+    limits: { ...settings.deploymentLimits, maxContext: settings.maxContext },
     owner: { id: ownership.owner.id, isGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId) },
     log,
     ...settings.deployments,
   });
+  const drain = createDrain();
   const app = buildApp({
+    drain,
     chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics }),
     metrics,
     registry,
@@ -101,13 +113,19 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     responses: createResponseStore(db),
     authenticate: (token) => authenticate(db, token),
     bodyLimit: settings.bodyLimit,
-    connections: { requestTimeoutMs: settings.requestTimeoutMs, maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp },
+    connections: {
+      requestTimeoutMs: settings.requestTimeoutMs,
+      maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp,
+      streamBufferBytes: settings.streamBufferBytes,
+      streamPauseTimeoutMs: settings.streamPauseTimeoutMs,
+    },
     corsOrigins: settings.corsOrigins,
+    rateDefaults: limitDefaultsFromEnv(process.env),
     deployments,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
   const adminToken = settings.adminKey ?? generateAdminToken();
-  await app.register(adminRoutes, { db, adminToken });
+    await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
   // Only the address it listens on: gateways sharing the database forward its deployments' requests there.
@@ -122,8 +140,12 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     if (stopping) return;
     stopping = true;
     removeServerFile(dataDir);
-    // Requests in flight get a grace period to finish. Connections that never sent a request (which
-    // clients open ahead) would otherwise hold the close until their keep-alive timeout, 72 s.
+    // Still listening, so /health can say "draining"; new requests get 503. Running ones may finish
+    // within the drain timeout; the rest end with an error (see drain.ts).
+    log(`stopping: draining ${drain.inFlight} request(s) in flight for up to ${settings.drainTimeoutMs} ms`);
+    await drain.drain(settings.drainTimeoutMs);
+    // Connections that never sent a request (which clients open ahead) would otherwise hold the
+    // close until their keep-alive timeout, 72 s.
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     await app.close();
     await deployments.close();
@@ -157,8 +179,9 @@ function selectModels(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
 async function ensureFirstKey(db: Database, dataDir: string): Promise<void> {
   if ((await countActiveKeys(db)) > 0) return;
   await findOrCreateAccount(db, "default");
-  // The owner's key: it may also manage the account's keys (the console's Keys page, /v1/keys).
-  const created = await createKey(db, { account: "default", name: "first key", manageKeys: true });
+  // The owner's key: it may also manage the account's keys (the console's Keys page, /v1/keys)
+  // and its dedicated deployments.
+  const created = await createKey(db, { account: "default", name: "first key", manageKeys: true, manageDeployments: true });
   if (process.stdout.isTTY) {
     process.stdout.write(
       `\nCreated an API key for account 'default'. It is shown only this once; store it now:\n\n    ${created.key}\n\n` +

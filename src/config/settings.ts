@@ -11,6 +11,8 @@ const settingsSchema = z.object({
   bodyLimit: z.coerce.number().int().min(1024),
   /** Time to receive a whole request, headers and body (ms); 408 beyond. */
   requestTimeoutMs: z.coerce.number().int().min(100),
+  /** On SIGTERM/SIGINT, how long running requests may finish before they are ended with an error (ms). */
+  drainTimeoutMs: z.coerce.number().int().min(0).max(3_600_000),
   /** Open connections per client IP that have not made an authenticated request yet. */
   maxUnauthenticatedPerIp: z.coerce.number().int().min(1),
   /** Sequences decoded together per model. */
@@ -23,6 +25,12 @@ const settingsSchema = z.object({
   shards: z.coerce.number().int().min(0),
   /** How long a flex request may wait for spare capacity before a 429 resource_unavailable (ms). */
   flexMaxWaitMs: z.coerce.number().int().min(0),
+  /** How long a request may hold a sequence without progress (paused or stuck) before it is ended (ms). */
+  stallTimeoutMs: z.coerce.number().int().min(100),
+  /** Unsent bytes a streamed response may buffer before its generation pauses (at least Node's 16 KiB write buffer). */
+  streamBufferBytes: z.coerce.number().int().min(16 * 1024),
+  /** How long a streamed response may stay paused on a full buffer before it is ended (ms). */
+  streamPauseTimeoutMs: z.coerce.number().int().min(100),
   /** Reuse cached prompt prefixes within an account. */
   prefixCache: z.boolean(),
   /** Tokens evaluated per shard's step (decode tokens first, prompt chunks in the rest). */
@@ -37,7 +45,11 @@ const settingsSchema = z.object({
   /** Serve only these catalog ids (empty: all). */
   models: z.array(z.string()),
   databaseUrl: z.string().optional(),
-  adminKey: z.string().min(16).optional(),
+  /** SWITCHYARD_ADMIN_KEY: long enough that guessing it is hopeless. */
+  adminKey: z.string().min(32, "must be at least 32 characters").optional(),
+  /** Failed admin-key attempts per client IP within adminLockoutMs before that IP is locked out for adminLockoutMs. */
+  adminMaxFailures: z.coerce.number().int().min(1),
+  adminLockoutMs: z.coerce.number().int().min(1000),
   /** The key a gateway presents to a `serve --worker` (SWITCHYARD_WORKER_KEY). */
   workerKey: z.string().min(16, "must be at least 16 characters").optional(),
   /** Origins browsers may call the API from; `*` allows any (keys travel in headers, not cookies). */
@@ -48,6 +60,15 @@ const settingsSchema = z.object({
     segmentMs: z.coerce.number().int().min(1000),
     idleMs: z.coerce.number().int().min(0),
   }),
+  /** What one account may deploy: the clamps live here, the checks in deployments/ (DeploymentLimits). */
+  deploymentLimits: z.object({
+    maxInstances: z.literal(4),
+    maxBatchSize: z.coerce.number().int().min(1).max(256),
+    deploymentsPerAccount: z.coerce.number().int().min(0).max(1000),
+    instancesPerAccount: z.coerce.number().int().min(0).max(1000),
+  }),
+  /** Bytes all of this process's dedicated instances may take together; unset: what the machine has available, less headroom. */
+  deploymentMemoryBytes: z.coerce.number().int().min(0).optional(),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
@@ -66,6 +87,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     port: flags.port ?? env.SWITCHYARD_PORT ?? 8080,
     bodyLimit: env.SWITCHYARD_MAX_BODY_BYTES ?? 4 * 1024 * 1024,
     requestTimeoutMs: env.SWITCHYARD_REQUEST_TIMEOUT_MS ?? 60_000,
+    drainTimeoutMs: env.SWITCHYARD_DRAIN_TIMEOUT_MS ?? 30_000,
     maxUnauthenticatedPerIp: env.SWITCHYARD_MAX_UNAUTH_CONNECTIONS_PER_IP ?? 64,
     parallel: env.SWITCHYARD_PARALLEL ?? 8,
     maxWaiting: env.SWITCHYARD_MAX_WAITING ?? 256,
@@ -73,6 +95,9 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     shards: env.SWITCHYARD_SHARDS ?? 0,
     maxContext: env.SWITCHYARD_MAX_CONTEXT ?? 8192,
     flexMaxWaitMs: env.SWITCHYARD_FLEX_MAX_WAIT_MS ?? 10 * 60 * 1000,
+    stallTimeoutMs: env.SWITCHYARD_STALL_TIMEOUT_MS ?? 120_000,
+    streamBufferBytes: env.SWITCHYARD_STREAM_BUFFER_BYTES ?? 64 * 1024,
+    streamPauseTimeoutMs: env.SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS ?? 60_000,
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
     stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
     targets: {
@@ -83,12 +108,21 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     databaseUrl: env.SWITCHYARD_DATABASE_URL || undefined,
     adminKey: env.SWITCHYARD_ADMIN_KEY || undefined,
     workerKey: env.SWITCHYARD_WORKER_KEY || undefined,
+    adminMaxFailures: env.SWITCHYARD_ADMIN_MAX_FAILURES ?? 10,
+    adminLockoutMs: Number(env.SWITCHYARD_ADMIN_LOCKOUT_S ?? 60) * 1000,
     corsOrigins: list(env.SWITCHYARD_CORS_ORIGINS ?? "*"),
     deployments: {
       tickMs: env.SWITCHYARD_DEPLOYMENT_TICK_MS ?? 5000,
       segmentMs: Number(env.SWITCHYARD_DEPLOYMENT_SEGMENT_S ?? 3600) * 1000,
       idleMs: env.SWITCHYARD_DEPLOYMENT_IDLE_MS ?? 60_000,
     },
+    deploymentLimits: {
+      maxInstances: 4,
+      maxBatchSize: env.SWITCHYARD_MAX_DEPLOYMENT_BATCH ?? 16,
+      deploymentsPerAccount: env.SWITCHYARD_MAX_DEPLOYMENTS_PER_ACCOUNT ?? 4,
+      instancesPerAccount: env.SWITCHYARD_MAX_INSTANCES_PER_ACCOUNT ?? 4,
+    },
+    deploymentMemoryBytes: env.SWITCHYARD_DEPLOYMENT_MEMORY_BYTES || undefined,
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

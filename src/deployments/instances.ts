@@ -4,27 +4,35 @@
  * of every instance's running time. Changes (scale, autoscale, delete) run one at a time.
  */
 import type { Backend } from "../backends/backend.js";
+import { ServiceError } from "../errors.js";
 import { BackendPool } from "../backends/pool.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { Database } from "../storage/database.js";
-import type { InstanceMeter } from "./metering.js";
+import { holdInstanceTime, releaseInstanceHold } from "../billing/instance-budget.js";
+import { segmentCost } from "../billing/instance-time.js";
+import type { MemoryGuard } from "./memory.js";
+import { newInstanceId, type InstanceMeter } from "./metering.js";
 import { privateEntry } from "./settings.js";
 import { setStatus, type DeploymentRow } from "./store.js";
-import type { DeploymentSettings, DeploymentStatus, InstanceFactory } from "./types.js";
+import type { DeploymentSettings, DeploymentStatus, InstanceFactory, InstanceSizer } from "./types.js";
 
 export interface InstanceContext {
   db: Database;
   registry: ModelRegistry;
   meter: InstanceMeter;
   factory: InstanceFactory;
+  sizer: InstanceSizer;
+  memory: MemoryGuard;
+  /** Billed segment length: each instance holds one segment's price against the paying key's budget ahead. */
+  segmentMs: number;
   log: (message: string) => void;
 }
 
 export class LocalDeployment {
   readonly pool = new BackendPool();
-  /** Metering interval id of each running instance. */
-  private readonly intervals = new Map<Backend, string>();
+  /** Metering interval id of each running instance, and the memory it holds. */
+  private readonly intervals = new Map<Backend, { id: string; release(): void }>();
   /** Instances wanted now: min_instances, or more while the autoscaler says so (up to max). */
   private target: number;
   pending = 0;
@@ -100,6 +108,20 @@ export class LocalDeployment {
     await this.reconcile();
   }
 
+  /**
+   * Stops at once, for a disabled account or a budget that cannot cover the next segment: the
+   * intervals close (and are billed) now, before the requests in flight drain, so nothing after
+   * this moment is billed; then every instance unloads. `failed` keeps it down until it is scaled again.
+   */
+  async stopNow(status: "stopped" | "failed", reason: string): Promise<void> {
+    this.target = 0;
+    this.settings = { ...this.settings, minInstances: 0 };
+    await Promise.all([...this.intervals.values()].map(async (held) => this.context.meter.close(held.id)));
+    for (const held of this.intervals.values()) held.id = "";
+    await this.setStatus(status, reason);
+    await this.reconcile();
+  }
+
   private async converge(): Promise<void> {
     while (this.running < this.target && this.status !== "failed") {
       this.pending = this.target - this.running;
@@ -109,40 +131,64 @@ export class LocalDeployment {
     this.pending = 0;
     while (this.running > this.target) await this.stopInstance();
     if (this.deleting) return;
-    if (this.status !== "failed") await this.setStatus(this.running > 0 ? "running" : "stopped");
+    // A stopped deployment keeps its reason (the account was disabled) until it runs again.
+    if (this.status !== "failed") await this.setStatus(this.running > 0 ? "running" : "stopped", this.running > 0 ? null : this.failReason);
   }
 
   private async startInstance(): Promise<boolean> {
     let loaded: Awaited<ReturnType<InstanceFactory>>;
+    const id = newInstanceId();
+    let memory: { loaded(): void; release(): void } | undefined;
     try {
+      // Memory first, then budget: neither is taken unless both are there.
+      memory = this.context.memory.hold(await this.context.sizer(this.base, this.settings));
+      await this.holdBudget(id);
       loaded = await this.context.factory(this.base, this.settings);
+      memory.loaded();
     } catch (error) {
+      memory?.release();
+      await releaseInstanceHold(this.context.db, id);
       const reason = (error as Error).message;
-      this.context.log(`deployment ${this.row.id}: an instance failed to load: ${reason}`);
-      // With instances running it keeps serving at the size it has; with none it has failed.
+      this.context.log(`deployment ${this.row.id}: no instance started: ${reason}`);
+      // With instances running it keeps serving at the size it has (autoscale just does not grow); with none it has failed.
       this.target = this.running;
-      if (this.running === 0) await this.setStatus("failed", `The model could not be loaded: ${reason}`);
+      // A refusal (memory, budget) says why itself; anything else came from loading the model.
+      if (this.running === 0) await this.setStatus("failed", error instanceof ServiceError ? reason : `The model could not be loaded: ${reason}`);
       return false;
     }
     if (this.deleting) {
       await loaded.backend.close();
+      memory.release();
+      await releaseInstanceHold(this.context.db, id);
       return false;
     }
-    const interval = await this.context.meter.open(this.row.id, this.base.pricing.dedicated_instance_hour ?? "0");
-    this.intervals.set(loaded.backend, interval);
+    await this.context.meter.open(id, this.row.id, this.hourly);
+    this.intervals.set(loaded.backend, { id, release: memory.release });
     this.fingerprint ??= loaded.systemFingerprint;
     this.pool.add(loaded.backend);
     this.publish();
     return true;
   }
 
+  private get hourly(): string {
+    return this.base.pricing.dedicated_instance_hour ?? "0";
+  }
+
+  /** One segment's price held against the paying key's budget before the instance loads (a 402 when it cannot be). */
+  private async holdBudget(id: string): Promise<void> {
+    if (this.row.keyId === null) return;
+    const { db, segmentMs } = this.context;
+    await holdInstanceTime(db, this.row.keyId, id, segmentCost(this.hourly, segmentMs), 2 * segmentMs + 60_000);
+  }
+
   private async stopInstance(): Promise<void> {
     const backend = await this.pool.drainOne();
     if (!backend) return;
     await backend.close();
-    const interval = this.intervals.get(backend);
+    const held = this.intervals.get(backend);
     this.intervals.delete(backend);
-    if (interval) await this.context.meter.close(interval);
+    held?.release();
+    if (held?.id) await this.context.meter.close(held.id);
     this.publish();
   }
 

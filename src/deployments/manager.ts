@@ -6,14 +6,18 @@
  * requests to the owner (`locate`; the owner's URL is on its server_owners row). A deployment whose owner is gone is adopted by the
  * next process to look (at start, then every tick), after its open intervals are closed and billed.
  */
+import { assertBudgetCovers } from "../billing/instance-budget.js";
+import { Dec, toText } from "../billing/decimal.js";
+import { segmentCost } from "../billing/instance-time.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { Database } from "../storage/database.js";
 import { LocalDeployment } from "./instances.js";
+import { MemoryGuard } from "./memory.js";
 import { closeDeadIntervals, createInstanceMeter, type InstanceMeter } from "./metering.js";
-import { checkName, deployableEntry, privateEntry, resolveSettings } from "./settings.js";
-import { claimDeployment, findDeployment, insertDeployment, listDeployments, liveDeployments, markDeleting, ownerUrlOf, setStatus, updateSettings, type DeploymentRow } from "./store.js";
-import type { Deployment, DeploymentCaller, DeploymentService, InstanceFactory } from "./types.js";
+import { checkAllowed, checkName, deployableEntry, privateEntry, resolveSettings } from "./settings.js";
+import { claimDeployment, findDeployment, insertDeployment, listDeployments, liveDeployments, markDeleting, ownerUrlOf, setStatus, stopDeployments, updateSettings, type DeploymentRow } from "./store.js";
+import { DEFAULT_DEPLOYMENT_LIMITS, type Deployment, type DeploymentLimits, type DeploymentService, type DeploymentSettings, type InstanceFactory, type InstanceSizer } from "./types.js";
 
 export interface DeploymentManagerOptions {
   db: Database;
@@ -21,6 +25,11 @@ export interface DeploymentManagerOptions {
   /** The whole catalog: a deployment may run a model this process does not serve publicly. */
   catalog: readonly CatalogEntry[];
   factory: InstanceFactory;
+  /** Memory one instance takes (default: nothing to check). */
+  sizer?: InstanceSizer;
+  /** What instances may take: SWITCHYARD_DEPLOYMENT_MEMORY_BYTES, else the machine's available memory. */
+  memory?: MemoryGuard;
+  limits?: DeploymentLimits;
   /** This process's owner id, and how to tell whether another owner's process is gone. */
   owner: { id: string; isGone(tx: Database, ownerId: string): Promise<boolean> };
   log: (message: string) => void;
@@ -45,8 +54,11 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
   const segmentMs = options.segmentMs ?? 3_600_000;
   const idleMs = options.idleMs ?? 60_000;
   const meter: InstanceMeter = createInstanceMeter(db, owner.id, segmentMs);
+  const limits = options.limits ?? DEFAULT_DEPLOYMENT_LIMITS;
+  const sizer: InstanceSizer = options.sizer ?? (async () => 0);
+  const memory = options.memory ?? new MemoryGuard(undefined);
   const local = new Map<string, LocalDeployment>();
-  const context = { db, registry, meter, factory: options.factory, log };
+  const context = { db, registry, meter, factory: options.factory, sizer, memory, segmentMs, log };
   let timer: NodeJS.Timeout | undefined;
   let ticking: Promise<void> | null = null;
 
@@ -111,8 +123,24 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
     local.delete(deployment.row.id);
   };
 
+  /**
+   * Before `count` more instances are asked for: the paying key's budget for a segment of each
+   * (at least one: a spent key creates nothing, even stopped), then memory for them now.
+   */
+  const checkRoom = async (keyId: string | null, base: CatalogEntry, settings: DeploymentSettings, count: number) => {
+    if (keyId !== null) {
+      const ahead = toText(Dec(segmentCost(base.pricing.dedicated_instance_hour ?? "0", segmentMs)).times(String(Math.max(1, count))));
+      await assertBudgetCovers(db, keyId, ahead, `${Math.max(1, count)} instance(s) for one billed segment`);
+    }
+    if (count > 0) memory.check(await sizer(base, settings), count);
+  };
+
   const tick = async () => {
-    await meter.heartbeat();
+    for (const id of await meter.heartbeat()) {
+      const reason = "The budget of the key that pays for this deployment cannot cover another billed segment of instance time; raise it, then scale up again.";
+      await stopDeployments(db, { id }, "failed", reason);
+      await local.get(id)?.stopNow("failed", reason);
+    }
     for (const deployment of local.values()) deployment.autoscale(idleMs);
     await sync();
   };
@@ -138,10 +166,12 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
 
     async create(caller, input) {
       const base = deployableEntry(catalog, input.model);
+      checkAllowed(caller.allowedModels, base.id);
       const name = checkName(input.name, caller.accountName, catalog);
-      const settings = resolveSettings(undefined, input.settings);
+      const settings = resolveSettings(undefined, input.settings, limits);
+      await checkRoom(caller.keyId, base, settings, settings.minInstances);
       const status = settings.minInstances === 0 ? "stopped" : "initializing";
-      const row = await insertDeployment(db, { accountId: caller.accountId, model: base.id, name, status, settings, ownerId: owner.id });
+      const row = await insertDeployment(db, { accountId: caller.accountId, keyId: caller.keyId, model: base.id, name, status, settings, ownerId: owner.id }, limits);
       run(row);
       return view(row);
     },
@@ -158,8 +188,14 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
     async scale(caller, id, changes) {
       const row = await findDeployment(db, id, { accountId: caller.accountId });
       if (!row || row.deletedAt) return null;
-      const settings = resolveSettings(row.settings, changes);
-      await updateSettings(db, id, settings);
+      const settings = resolveSettings(row.settings, changes, limits);
+      const base = catalog.find((m) => m.id === row.model);
+      if (base) {
+        checkAllowed(caller.allowedModels, base.id);
+        const more = settings.minInstances - row.openInstances;
+        if (more > 0) await checkRoom(row.keyId, base, settings, more);
+      }
+      await updateSettings(db, row, settings, limits);
       const mine = local.get(id);
       if (mine) void mine.rescale(settings);
       return reread(id);
@@ -174,6 +210,13 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
       else if (row.ownerId === null || (await db.transaction((tx) => owner.isGone(tx, row.ownerId!)))) await setStatus(db, id, "deleted", row.failReason);
       // Else its owner drains and unloads it on its next tick.
       return reread(id);
+    },
+
+    async stopAccount(accountId) {
+      const reason = "The account was disabled; its instances were stopped. Scale it up again once the account is enabled.";
+      const ids = await stopDeployments(db, { accountId }, "stopped", reason);
+      // Other processes see min_instances 0 on their next tick and drain theirs.
+      await Promise.all(ids.map((id) => local.get(id)?.stopNow("stopped", reason)));
     },
 
     async locate(caller, modelId) {

@@ -4,13 +4,20 @@
  * deployment is served under.
  */
 import type { CatalogEntry } from "../catalog/types.js";
-import { InvalidRequest } from "../errors.js";
-import { DEPLOYMENT_LIMITS, type DeploymentSettings } from "./types.js";
+import { InvalidRequest, ModelNotFound } from "../errors.js";
+import type { DeploymentLimits, DeploymentSettings } from "./types.js";
 
 /** Like the second half of a catalog id: it becomes `<account>/<name>`. */
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export const DEFAULT_MAX_BATCH_SIZE = 4;
+/** The smallest context_length: room for a chat template and a short exchange. */
+export const MIN_CONTEXT_LENGTH = 256;
+
+/** A key limited to some models deploys only those: the same 404 as chat on a model outside its list. */
+export function checkAllowed(allowedModels: string[] | null, model: string): void {
+  if (allowedModels !== null && !allowedModels.includes(model)) throw new ModelNotFound(model);
+}
 
 /** The catalog model to deploy; a 400 that says why when it cannot be. */
 export function deployableEntry(catalog: readonly CatalogEntry[], model: string): CatalogEntry {
@@ -37,6 +44,8 @@ export interface SettingsInput {
   minInstances?: number;
   maxInstances?: number;
   maxBatchSize?: number;
+  /** null: back to the server's window. */
+  contextLength?: number | null;
 }
 
 /**
@@ -44,16 +53,18 @@ export interface SettingsInput {
  * 0 ≤ min ≤ max, 1 ≤ max ≤ the server's limit, 1 ≤ batch ≤ its limit. A max below the new min
  * (or an absent max) follows the min; a min above an explicit max is a 400.
  */
-export function resolveSettings(current: DeploymentSettings | undefined, changes: SettingsInput): DeploymentSettings {
+export function resolveSettings(current: DeploymentSettings | undefined, changes: SettingsInput, limits: DeploymentLimits): DeploymentSettings {
   const min = changes.minInstances ?? current?.minInstances ?? 1;
   const max = changes.maxInstances ?? Math.max(current?.maxInstances ?? 1, min);
   const batch = changes.maxBatchSize ?? current?.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
-  const limit = DEPLOYMENT_LIMITS.maxInstances;
+  const limit = limits.maxInstances;
   integerIn(min, 0, limit, "min_instances");
   integerIn(max, 1, limit, "max_instances");
-  integerIn(batch, 1, DEPLOYMENT_LIMITS.maxBatchSize, "max_batch_size");
+  integerIn(batch, 1, limits.maxBatchSize, "max_batch_size");
+  const context = changes.contextLength !== undefined ? changes.contextLength : (current?.contextLength ?? null);
+  if (context !== null) integerIn(context, MIN_CONTEXT_LENGTH, limits.maxContext, "context_length");
   if (min > max) throw new InvalidRequest(`min_instances (${min}) must not exceed max_instances (${max}).`, "min_instances", "invalid_value");
-  return { minInstances: min, maxInstances: max, maxBatchSize: batch };
+  return { minInstances: min, maxInstances: max, maxBatchSize: batch, contextLength: context };
 }
 
 function integerIn(value: number, low: number, high: number, param: string): void {

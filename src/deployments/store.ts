@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { InvalidRequest } from "../errors.js";
 import type { Database } from "../storage/database.js";
-import type { DeploymentSettings, DeploymentStatus } from "./types.js";
+import type { DeploymentLimits, DeploymentSettings, DeploymentStatus } from "./types.js";
 
 export interface DeploymentRow {
   id: string;
@@ -17,6 +17,8 @@ export interface DeploymentRow {
   failReason: string | null;
   settings: DeploymentSettings;
   ownerId: string | null;
+  /** The key that created it: its budget pays the instance time (null: from before keys paid). */
+  keyId: string | null;
   /** Instances with an open metering interval: the ones running, wherever. */
   openInstances: number;
   createdAt: Date;
@@ -35,7 +37,9 @@ interface Row {
   min_instances: number;
   max_instances: number;
   max_batch_size: number;
+  context_length: number | null;
   owner_id: string | null;
+  key_id: string | null;
   open_instances: string | number;
   created_at: Date;
   updated_at: Date;
@@ -53,20 +57,48 @@ export function newDeploymentId(): string {
 
 export async function insertDeployment(
   db: Database,
-  input: { accountId: string; model: string; name: string; status: DeploymentStatus; settings: DeploymentSettings; ownerId: string },
+  input: { accountId: string; keyId: string | null; model: string; name: string; status: DeploymentStatus; settings: DeploymentSettings; ownerId: string },
+  limits: DeploymentLimits,
 ): Promise<DeploymentRow> {
   const id = newDeploymentId();
-  // The partial unique index (account, name) among the live ones decides races; a loser gets the 400.
-  const inserted = await db.query<{ id: string }>(
-    `INSERT INTO deployments (id, account_id, model, name, status, min_instances, max_instances, max_batch_size, owner_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-     ON CONFLICT (account_id, name) WHERE deleted_at IS NULL DO NOTHING RETURNING id`,
-    [id, input.accountId, input.model, input.name, input.status, input.settings.minInstances, input.settings.maxInstances, input.settings.maxBatchSize, input.ownerId],
-  );
-  if (inserted.length === 0) {
-    throw new InvalidRequest(`This account already has a deployment named '${input.name}'. Choose another name, or delete that one first.`, "name", "deployment_exists");
-  }
+  await db.transaction(async (tx) => {
+    await checkAccountCaps(tx, input.accountId, null, input.settings.maxInstances, limits);
+    // The partial unique index (account, name) among the live ones decides races; a loser gets the 400.
+    const inserted = await tx.query<{ id: string }>(
+      `INSERT INTO deployments (id, account_id, model, name, status, min_instances, max_instances, max_batch_size, owner_id, key_id, context_length)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+       ON CONFLICT (account_id, name) WHERE deleted_at IS NULL DO NOTHING RETURNING id`,
+      [id, input.accountId, input.model, input.name, input.status, input.settings.minInstances, input.settings.maxInstances, input.settings.maxBatchSize, input.ownerId, input.keyId, input.settings.contextLength],
+    );
+    if (inserted.length === 0) {
+      throw new InvalidRequest(`This account already has a deployment named '${input.name}'. Choose another name, or delete that one first.`, "name", "deployment_exists");
+    }
+  });
   return (await findDeployment(db, id))!;
+}
+
+/**
+ * The per-account caps, under the account row's lock so that concurrent creates and scales are
+ * counted one at a time: a new deployment (`changing` null) must stay within the deployment count,
+ * and every deployment's max_instances together within the instance cap.
+ */
+async function checkAccountCaps(tx: Database, accountId: string, changing: string | null, maxInstances: number, limits: DeploymentLimits): Promise<void> {
+  await tx.query("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", [accountId]);
+  const [others] = await tx.query<{ count: string | number; instances: string | number }>(
+    "SELECT count(*) AS count, COALESCE(sum(max_instances), 0) AS instances FROM deployments WHERE account_id = $1 AND deleted_at IS NULL AND id IS DISTINCT FROM $2",
+    [accountId, changing],
+  );
+  if (changing === null && Number(others?.count ?? 0) >= limits.deploymentsPerAccount) {
+    throw new InvalidRequest(`This account already has ${limits.deploymentsPerAccount} deployments, the most this server allows one account. Delete one first.`, "name", "too_many_deployments");
+  }
+  const instances = Number(others?.instances ?? 0) + maxInstances;
+  if (instances > limits.instancesPerAccount) {
+    throw new InvalidRequest(
+      `max_instances ${maxInstances} would let this account run ${instances} instances; this server allows one account ${limits.instancesPerAccount} (max_instances summed over its deployments).`,
+      "max_instances",
+      "too_many_instances",
+    );
+  }
 }
 
 export async function findDeployment(db: Database, id: string, scope: { accountId?: string } = {}): Promise<DeploymentRow | null> {
@@ -100,8 +132,24 @@ export async function setStatus(db: Database, id: string, status: DeploymentStat
   );
 }
 
-export async function updateSettings(db: Database, id: string, settings: DeploymentSettings): Promise<void> {
-  await db.query("UPDATE deployments SET min_instances = $2, max_instances = $3, updated_at = now() WHERE id = $1", [id, settings.minInstances, settings.maxInstances]);
+export async function updateSettings(db: Database, row: DeploymentRow, settings: DeploymentSettings, limits: DeploymentLimits): Promise<void> {
+  await db.transaction(async (tx) => {
+    if (settings.maxInstances > row.settings.maxInstances) await checkAccountCaps(tx, row.accountId, row.id, settings.maxInstances, limits);
+    await tx.query("UPDATE deployments SET min_instances = $2, max_instances = $3, updated_at = now() WHERE id = $1", [row.id, settings.minInstances, settings.maxInstances]);
+  });
+}
+
+/**
+ * Stopped from outside its settings (a disabled account, a spent budget): min_instances 0 in the
+ * database too, so that no process starts it again until it is scaled up. Returns the ids.
+ */
+export async function stopDeployments(db: Database, scope: { accountId: string } | { id: string }, status: "stopped" | "failed", reason: string): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    `UPDATE deployments SET min_instances = 0, status = $3, fail_reason = $4, updated_at = now()
+      WHERE ($1::text IS NULL OR account_id = $1) AND ($2::text IS NULL OR id = $2) AND deleted_at IS NULL RETURNING id`,
+    ["accountId" in scope ? scope.accountId : null, "id" in scope ? scope.id : null, status, reason],
+  );
+  return rows.map((r) => r.id);
 }
 
 /** Asked to be deleted: the name is free at once; the owner drains it and marks it deleted. */
@@ -137,8 +185,9 @@ function toDeployment(row: Row): DeploymentRow {
     name: row.name,
     status: row.status,
     failReason: row.fail_reason,
-    settings: { minInstances: row.min_instances, maxInstances: row.max_instances, maxBatchSize: row.max_batch_size },
+    settings: { minInstances: row.min_instances, maxInstances: row.max_instances, maxBatchSize: row.max_batch_size, contextLength: row.context_length },
     ownerId: row.owner_id,
+    keyId: row.key_id,
     openInstances: Number(row.open_instances),
     createdAt: row.created_at,
     updatedAt: row.updated_at,

@@ -14,13 +14,31 @@ export interface DeploymentSettings {
   maxInstances: number;
   /** Sequences each instance decodes together. */
   maxBatchSize: number;
+  /**
+   * Tokens (prompt + completion) one request may hold, so KV cells each sequence gets: the KV cache
+   * is max_batch_size × this. null: the server's window, min(model's context, SWITCHYARD_MAX_CONTEXT).
+   */
+  contextLength: number | null;
 }
 
-/** Bounds on settings, in one place: the API validates against them, the manager never exceeds them. */
-export const DEPLOYMENT_LIMITS = {
-  maxInstances: 4,
-  maxBatchSize: 32,
-} as const;
+/**
+ * Bounds on settings and on what one account may run, in one place (the server's settings fill
+ * them: SWITCHYARD_MAX_DEPLOYMENT_BATCH, SWITCHYARD_MAX_DEPLOYMENTS_PER_ACCOUNT,
+ * SWITCHYARD_MAX_INSTANCES_PER_ACCOUNT): the API validates against them, the manager never exceeds them.
+ */
+export interface DeploymentLimits {
+  /** max_instances of one deployment. */
+  maxInstances: number;
+  maxBatchSize: number;
+  /** The largest context_length: SWITCHYARD_MAX_CONTEXT. */
+  maxContext: number;
+  /** Deployments an account has at once (the deleted ones aside). */
+  deploymentsPerAccount: number;
+  /** The sum of max_instances over an account's deployments: the most instances it can ever run. */
+  instancesPerAccount: number;
+}
+
+export const DEFAULT_DEPLOYMENT_LIMITS: DeploymentLimits = { maxInstances: 4, maxBatchSize: 16, maxContext: 8192, deploymentsPerAccount: 4, instancesPerAccount: 4 };
 
 export interface Deployment {
   id: string;
@@ -38,10 +56,17 @@ export interface Deployment {
   updatedAt: Date;
 }
 
-/** Who manages deployments: only ever the calling key's own account. */
-export interface DeploymentCaller {
+/** Whose deployments: only ever the calling key's own account. */
+export interface DeploymentAccount {
   accountId: string;
   accountName: string;
+}
+
+/** Who creates or scales one: the key (with the manage-deployments right), its models and its budget. */
+export interface DeploymentCaller extends DeploymentAccount {
+  keyId: string;
+  /** null: every model. */
+  allowedModels: string[] | null;
 }
 
 export interface CreateDeploymentInput {
@@ -53,9 +78,9 @@ export interface CreateDeploymentInput {
 
 export interface DeploymentService {
   create(caller: DeploymentCaller, input: CreateDeploymentInput): Promise<Deployment>;
-  list(caller: DeploymentCaller, filter: { status?: DeploymentStatus }): Promise<Deployment[]>;
+  list(caller: DeploymentAccount, filter: { status?: DeploymentStatus }): Promise<Deployment[]>;
   /** null for an unknown id and for another account's: the routes answer both with the same 404. */
-  get(caller: DeploymentCaller, id: string): Promise<Deployment | null>;
+  get(caller: DeploymentAccount, id: string): Promise<Deployment | null>;
   scale(caller: DeploymentCaller, id: string, changes: { minInstances?: number; maxInstances?: number }): Promise<Deployment | null>;
   /** Stops new requests, drains the ones in flight, unloads, and marks it deleted. */
   remove(caller: DeploymentCaller, id: string): Promise<Deployment | null>;
@@ -64,8 +89,13 @@ export interface DeploymentService {
    * the caller's own deployment of that id, or null when this process answers it itself (it runs
    * it, or it is a public model, or not the caller's deployment: those get this process's answer).
    */
-  locate(caller: DeploymentCaller, modelId: string): Promise<string | null>;
+  locate(caller: DeploymentAccount, modelId: string): Promise<string | null>;
+  /** The account was disabled: its instances stop now (billed up to now) and its deployments scale to 0. */
+  stopAccount(accountId: string): Promise<void>;
 }
 
 /** Makes one loaded instance of a catalog model, with its own sequences and KV cells. */
 export type InstanceFactory = (entry: CatalogEntry, settings: DeploymentSettings) => Promise<{ backend: Backend; systemFingerprint?: string }>;
+
+/** The memory one instance of `entry` with `settings` takes (deployments/memory.ts); 0 where it takes none here (an upstream model). */
+export type InstanceSizer = (entry: CatalogEntry, settings: DeploymentSettings) => Promise<number>;

@@ -69,17 +69,39 @@ export function chatTemplateFor(model: Pick<LoadedModel, "chatTemplate" | "bosTe
 /**
  * A lower bound on the tokens of the prompt these messages render to, found without rendering
  * them: every message costs at least one token (a template writes role markers around it), and
- * the text a template writes verbatim at least its UTF-8 bytes over the longest a token stands
- * for. Templates trim content, and drop what an assistant turn reasoned before its `</think>`
+ * the text a template writes verbatim at least its size over the most a token stands for (see
+ * minimumTextTokens). Templates trim content, and drop what an assistant turn reasoned before its `</think>`
  * (Qwen3, DeepSeek-R1), so only what is left of each is counted.
  */
-export function minimumPromptTokens(messages: readonly ChatMessage[], maxTokenBytes: number): number {
-  let bytes = 0;
-  for (const { role, content } of messages) {
+export function minimumPromptTokens(messages: readonly ChatMessage[], bounds: PieceBounds): number {
+  const texts = messages.map(({ role, content }) => {
     const end = role === "assistant" ? content.lastIndexOf("</think>") : -1;
-    bytes += Buffer.byteLength((end < 0 ? content : content.slice(end + "</think>".length)).trim());
+    return (end < 0 ? content : content.slice(end + "</think>".length)).trim();
+  });
+  return Math.max(messages.length, minimumTextTokens(texts, bounds));
+}
+
+/** What bounds a text's tokens from below: the most bytes, and the most ASCII letters and digits, one token stands for. */
+export type PieceBounds = Pick<LoadedModel, "maxTokenBytes" | "maxTokenAlnumBytes">;
+
+/**
+ * A lower bound on the tokens of texts written out together: every byte, and every ASCII letter or
+ * digit, is covered by one token's piece. Counting letters and digits reads the text once, so it is
+ * done only for texts long enough to matter.
+ */
+export function minimumTextTokens(texts: string | readonly string[], bounds: PieceBounds): number {
+  const all = typeof texts === "string" ? [texts] : texts;
+  const bytes = all.reduce((n, text) => n + Buffer.byteLength(text), 0);
+  const byBytes = Math.ceil(bytes / bounds.maxTokenBytes);
+  if (bytes < 4096 || !Number.isFinite(bounds.maxTokenAlnumBytes)) return byBytes;
+  let alnum = 0;
+  for (const text of all) {
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if ((c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122)) alnum++;
+    }
   }
-  return Math.max(messages.length, Math.ceil(bytes / maxTokenBytes));
+  return Math.max(byBytes, Math.ceil(alnum / bounds.maxTokenAlnumBytes));
 }
 
 /** A message in the shape Hugging Face chat templates expect. */

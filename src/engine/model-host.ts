@@ -1,21 +1,23 @@
 import { availableParallelism } from "node:os";
 import { randomInt } from "node:crypto";
-import { chatTemplateFor, minimumPromptTokens, type ChatTemplate } from "./chat-template.js";
+import { chatTemplateFor } from "./chat-template.js";
 import { StepCostModel } from "./core/cost-model.js";
+import { chooseShard } from "./core/placement.js";
 import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
-import { QueueFullError, ShardScheduler, WaitExpiredError } from "./core/scheduler.js";
-import { chooseShard } from "./core/placement.js";
+import { QueueFullError, ShardScheduler, StalledError, WaitExpiredError } from "./core/scheduler.js";
 import { Shard, type StepCounters } from "./core/shard.js";
 import type { TargetsByClass } from "./core/step-budget.js";
 import { constraintToGbnf } from "./grammar/index.js";
-import { loadModel, type LoadedModel } from "./native/loaded-model.js";
-import { startPromptPool, type PromptPool } from "./prompt/prompt-pool.js";
+import { loadModel } from "./native/loaded-model.js";
+import { EmptyPromptError, nonEmptyPrompt } from "./prompt/empty-prompt.js";
+import { startPromptPool } from "./prompt/prompt-pool.js";
+import { promptTokenizers } from "./prompt/prompt-tokenizers.js";
 import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
-import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
+import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
 
-export { QueueFullError, WaitExpiredError };
+export { EmptyPromptError, QueueFullError, StalledError, WaitExpiredError };
 
 export interface ModelHostOptions {
   modelPath: string;
@@ -36,6 +38,8 @@ export interface ModelHostOptions {
   flexMaxWaitMs: number;
   /** Keep finished sequences' cells to reuse their prefix for the same namespace. */
   prefixCache: boolean;
+  /** How long a request may hold a sequence without progress (paused, or stuck) before it fails with StalledError. */
+  stallTimeoutMs: number;
   /** Per-tier time-to-first-token and inter-token targets the step budget keeps (default: step-budget.ts). */
   targets?: TargetsByClass;
 }
@@ -50,7 +54,7 @@ export interface ModelHost {
    */
   tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): Promise<RenderedPrompt>;
   /** A raw prompt's tokens, with no chat template: BOS first where the tokenizer adds one, special tokens parsed. */
-  tokenizeText(text: string): Promise<Token[]>;
+  tokenizeText(text: string, options?: Pick<PromptOptions, "fairnessKey">): Promise<Token[]>;
   /** Lower bounds on a prompt's tokens, found cheaply without rendering or tokenizing it. */
   minimumPromptTokens(messages: readonly ChatMessage[]): number;
   minimumTextTokens(text: string): number;
@@ -60,10 +64,11 @@ export interface ModelHost {
    * Streams the generation of each choice of one prompt (`n` requests that differ in their
    * sampling): admitted together, the prompt computed once and its cells copied. When `signal`
    * aborts, each stops within one step, frees its sequence and still ends with a `finish` event
-   * (reason `cancelled`) so the tokens used can be metered. Throws QueueFullError, or the
-   * grammar's error for a schema it cannot express, before anything queues.
+   * (reason `cancelled`) so the tokens used can be metered. While `pause` is paused, they keep
+   * their sequences and skip their steps. Throws QueueFullError, EmptyPromptError, or the grammar's
+   * error for a schema it cannot express, before anything queues.
    */
-  generate(choices: readonly GenerationRequest[], signal?: AbortSignal): AsyncGenerator<EngineEvent>[];
+  generate(choices: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[];
   stats(): ModelHostStats;
   close(): Promise<void>;
 }
@@ -73,12 +78,6 @@ export interface ModelHost {
  * waits at most that long for its next token while a long prompt loads.
  */
 const DEFAULT_STEP_TOKENS = 256;
-
-/**
- * Prompts up to this many characters are rendered and tokenized where they are asked for (well
- * under a millisecond, less than a message to a worker costs); larger ones on a prompt worker.
- */
-const INLINE_PROMPT_CHARS = 16 * 1024;
 
 /** Prompt workers per model: two, so that one huge prompt leaves another worker free. */
 const PROMPT_WORKERS = 2;
@@ -98,7 +97,7 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     const prompts = await startPromptPool({ libraryDir: model.libraryDir, model: model.handle, templateSource: template.source }, PROMPT_WORKERS);
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const shardCount = Math.max(1, Math.min(options.shards ?? threads, options.sequences));
-    const router = new ShardRouter(options);
+    const router = new ShardRouter(options, model.bosToken);
     // Each shard's threadpool holds every thread; a step uses the cores no other busy shard uses,
     // so one request alone decodes on all of them and 16 split them one per shard.
     const threadsFor = () => Math.max(1, Math.floor(threads / Math.max(1, shards.filter((s) => s.busy).length)));
@@ -108,7 +107,7 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
         const sequences = Math.floor(options.sequences / shardCount) + (i < options.sequences % shardCount ? 1 : 0);
         const stepTokens = Math.max(options.stepTokens ?? DEFAULT_STEP_TOKENS, sequences + 1);
         const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads });
-        const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache, targets: options.targets };
+        const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache, targets: options.targets, stallTimeoutMs: options.stallTimeoutMs };
         const scheduler = new ShardScheduler(schedulerOptions, tieredPolicy, model, new StepCostModel(), () => router.steal(scheduler));
         return new Shard(scheduler, runner, threadsFor);
       }),
@@ -119,7 +118,7 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
       vocabularySize: model.vocabularySize,
       ...promptTokenizers(model, template, prompts),
       templateRendersTools: template.rendersTools,
-      generate: (request, signal) => router.generate(request, signal),
+      generate: (request, signal, pause) => router.generate(request, signal, pause),
       stats: () => router.stats(),
       close: async () => {
         await Promise.all(shards.map((shard) => shard.close()));
@@ -133,37 +132,25 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
   }
 }
 
-function promptTokenizers(model: LoadedModel, template: ChatTemplate, pool: PromptPool) {
-  return {
-    async tokenizeChat(messages: readonly ChatMessage[], tools: readonly ToolDefinition[] = [], options: PromptOptions = {}): Promise<RenderedPrompt> {
-      const size = messages.reduce((n, m) => n + m.content.length + (m.toolCalls?.reduce((k, c) => k + c.arguments.length, 0) ?? 0), 0);
-      if (size + (tools.length > 0 ? JSON.stringify(tools).length : 0) <= INLINE_PROMPT_CHARS) return template.tokenize(messages, tools, options);
-      return pool.run({ kind: "chat", messages, tools, options });
-    },
-    async tokenizeText(text: string): Promise<Token[]> {
-      if (text.length <= INLINE_PROMPT_CHARS) return model.tokenize(text, { addSpecial: true });
-      return (await pool.run({ kind: "text", text })).tokens;
-    },
-    minimumPromptTokens: (messages: readonly ChatMessage[]) => minimumPromptTokens(messages, model.maxTokenBytes),
-    minimumTextTokens: (text: string) => Math.ceil(Buffer.byteLength(text) / model.maxTokenBytes),
-  };
-}
-
 /** Places requests on shards, bounds the queue, expires flex waits, and hands aborts to the owning shard. */
 class ShardRouter {
   private shards: Shard[] = [];
   private readonly grammars = new Map<string, string>();
 
-  constructor(private readonly options: ModelHostOptions) {}
+  constructor(
+    private readonly options: ModelHostOptions,
+    private readonly bos: Token | undefined,
+  ) {}
 
   attach(shards: Shard[]): void {
     this.shards = shards;
   }
 
   /** The choices of one prompt: submitted as one group, each its own stream of events. */
-  generate(specs: readonly GenerationRequest[], signal?: AbortSignal): AsyncGenerator<EngineEvent>[] {
+  generate(specs: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[] {
     signal?.throwIfAborted();
-    const requests = specs.map((spec) => new EngineRequest(spec, this.samplerSpec(spec)));
+    // Whatever path a request came by, none with no prompt tokens queues: it would never be scheduled.
+    const requests = specs.map((spec) => ({ ...spec, promptTokens: nonEmptyPrompt(spec.promptTokens, this.bos) })).map((spec) => new EngineRequest(spec, this.samplerSpec(spec)));
     if (this.waitingCount() >= this.options.maxWaiting && !this.shards.some((s) => s.scheduler.freeSequences > 0)) {
       throw new QueueFullError("The model's request queue is full.");
     }
@@ -178,11 +165,14 @@ class ShardRouter {
     const timer = requests[0]!.schedulingClass === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
     const onAbort = () => requests.forEach((r) => this.abort(r, signal?.reason));
     signal?.addEventListener("abort", onAbort, { once: true });
+    const unsubscribe = pause?.subscribe(() => this.setPaused(requests, pause.paused));
+    if (pause?.paused) this.setPaused(requests, true);
     let open = requests.length;
     const closed = () => {
       if (--open > 0) return;
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
+      unsubscribe?.();
     };
     return requests.map((request) => this.stream(request, closed));
   }
@@ -217,6 +207,7 @@ class ShardRouter {
       running,
       waiting: sum((s) => s.waiting),
       preemptions: all.reduce((n, s) => n + s.preemptions, 0),
+      paused: all.reduce((n, s) => n + s.paused, 0),
       idleSequences: slots - running.priority - running.standard - running.flex,
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
       stepBudgets: all.map(({ budget }) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs })),
@@ -244,6 +235,15 @@ class ShardRouter {
     const shard = this.owner(request);
     shard?.scheduler.abort(request, reason);
     shard?.wake();
+  }
+
+  /** Paused requests skip their steps (their shard's scheduler records it); resumed, their shard wakes. */
+  private setPaused(requests: readonly EngineRequest[], paused: boolean): void {
+    for (const request of requests) {
+      const shard = this.owner(request);
+      shard?.scheduler.setPaused(request, paused);
+      if (!paused) shard?.wake();
+    }
   }
 
   /** A flex request still waiting for its first admission when its wait limit ends. */

@@ -35,6 +35,20 @@ export interface ToolDefinition {
 export interface PromptOptions {
   /** `false`: ask the template not to think (passed as `enable_thinking: false`). Absent: the template's default. */
   thinking?: boolean;
+  /**
+   * Whose prompt it is (the account), opaque to the engine: the prompt workers are shared fairly
+   * between keys, so one key's huge prompts cannot hold them all.
+   */
+  fairnessKey?: string;
+}
+
+/**
+ * The caller's hold on a generation: while `paused` (its output cannot be delivered now), the
+ * requests keep their sequences and skip their steps. `subscribe` calls back on every change.
+ */
+export interface PauseControl {
+  readonly paused: boolean;
+  subscribe(listener: () => void): () => void;
 }
 
 export interface RenderedPrompt {
@@ -126,6 +140,8 @@ export interface ModelHostStats {
   running: Record<SchedulingClass, number>;
   waiting: Record<SchedulingClass, number>;
   preemptions: number;
+  /** Running requests whose client is not reading their stream: they hold sequences and skip steps. */
+  paused?: number;
   /** Sequences holding cached prefixes, not in use. */
   idleSequences: number;
   /** Share of all KV cells holding tokens (running or cached), 0..1. */

@@ -63,7 +63,7 @@ export const responsesRequestSchema = z
     model: identifier().min(1),
     input: z.union([text, z.array(inputItem).min(1, "'input' must hold at least one item.")]),
     instructions: text.nullish(),
-    previous_response_id: z.string().min(1).nullish(),
+    previous_response_id: identifier().min(1).nullish(),
     max_output_tokens: z.number().int().min(1).nullish(),
     temperature: z.number().min(0).max(2).nullish(),
     top_p: z.number().gt(0).max(1).nullish(),

@@ -6,8 +6,10 @@ import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
-import { installErrorHandlers } from "./errors.js";
+import { frameworkErrors, installErrorHandlers } from "./errors.js";
+import { installJsonBodyParser, installPathParamCheck } from "./edge-input.js";
 import { installDeploymentForwarding } from "./deployment-forwarding.js";
+import type { Drain } from "./drain.js";
 import { installRequestIds, requestIdFor } from "./request-id.js";
 import { consoleRoutes } from "./console.js";
 import { accountKeyRoutes } from "./routes/account-keys.js";
@@ -24,6 +26,7 @@ import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ResponseStore } from "../responses/store.js";
 import type { DeploymentService } from "../deployments/types.js";
+import type { RateDefaults } from "../accounts/key-standing.js";
 
 export interface AppDeps {
   chat: ChatService;
@@ -40,27 +43,31 @@ export interface AppDeps {
   responses: ResponseStore;
   /** Origins browsers may call the API from; ["*"] (the default) allows any. */
   corsOrigins?: string[];
+  /** Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM); the key API weighs rights with them. Default: unlimited. */
+  rateDefaults?: RateDefaults;
+  /** Graceful shutdown (serve.ts drains it on SIGTERM); /health reports it. */
+  drain?: Drain;
   /** Dedicated deployments (`/v1/deployments`); absent: the routes are not served. */
   deployments?: DeploymentService;
   logger?: FastifyServerOptions["logger"];
 }
 
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 60_000, maxUnauthenticatedPerIp: 64 };
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 60_000, maxUnauthenticatedPerIp: 64, streamBufferBytes: 64 * 1024, streamPauseTimeoutMs: 60_000 };
 
 /** Fastify logs each request's URL; its query string may hold a secret, so only the path is kept. */
 const requestSerializer = (request: { method: string; url: string; ip?: string }) => ({ method: request.method, url: loggableUrl(request.url), remoteAddress: request.ip });
 
 /** What every server shares, the worker too: body and connection limits, request ids, errors, auth, CORS, compression. */
-export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "connections" | "corsOrigins" | "logger">;
+export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "connections" | "corsOrigins" | "logger" | "drain">;
 
 /** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage. */
 export function buildApp(deps: AppDeps): FastifyInstance {
   const app = buildBaseApp(deps);
   void app.register(async (routes) => {
-    healthRoutes(routes, deps.registry);
+    healthRoutes(routes, deps.registry, deps.drain);
     metricsRoutes(routes, deps.metrics);
     usageRoutes(routes, deps.db);
-    accountKeyRoutes(routes, deps.db);
+    accountKeyRoutes(routes, deps.db, deps.rateDefaults);
     if (deps.deployments) deploymentRoutes(routes, deps.deployments);
     void routes.register(consoleRoutes);
     void routes.register(docsRoutes);
@@ -72,9 +79,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             // A deployment another server process runs is answered by that process.
             const deployments = deps.deployments;
             if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model));
-            chatRoutes(generation, deps.chat);
-            completionsRoutes(generation, deps.chat);
-            responsesRoutes(generation, deps.chat, deps.responses);
+            const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
+            chatRoutes(generation, deps.chat, streams);
+            completionsRoutes(generation, deps.chat, streams);
+            responsesRoutes(generation, deps.chat, deps.responses, streams);
           });
         },
         { prefix },
@@ -95,9 +103,14 @@ export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {
     http: httpServerOptions(connections),
     clientErrorHandler,
     genReqId: requestIdFor,
+    // A bad percent-encoding or an over-long path parameter: answered in the OpenAI shape, URL not echoed.
+    frameworkErrors,
   });
   installRequestIds(app);
   installErrorHandlers(app);
+  deps.drain?.install(app);
+  installJsonBodyParser(app);
+  installPathParamCheck(app);
   installConnectionGuards(app, connections);
   installAuth(app, deps.authenticate);
   installCors(app, deps.corsOrigins ?? ["*"]);

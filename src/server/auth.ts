@@ -8,6 +8,8 @@ export interface ApiCaller extends Caller {
   accountName: string;
   /** The key was created with the manage-keys right: it may list, create and revoke its account's keys. */
   manageKeys: boolean;
+  /** The key was created with the manage-deployments right: it may create, scale and delete its account's deployments. */
+  manageDeployments: boolean;
 }
 
 export type Authenticate = (token: string) => Promise<ApiCaller | null>;

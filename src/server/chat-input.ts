@@ -6,6 +6,8 @@ import type { ChatInput } from "../serving/chat-service.js";
 
 /** Validates a wire body against its schema; the first problem becomes a 400 naming its `param`. */
 export function parseRequest<T>(schema: z.ZodType<T>, body: unknown): T {
+  // An empty body (or none) reaches routes as undefined: see json-body.ts.
+  if (body === undefined) throw new InvalidRequest("The request body is missing; send a JSON object.", null, "missing_body");
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     throw new InvalidRequest("The request body must be a JSON object.");
   }

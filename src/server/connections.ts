@@ -15,6 +15,10 @@ export interface ConnectionLimits {
   requestTimeoutMs: number;
   /** Open connections per client IP that have not yet made an authenticated request. */
   maxUnauthenticatedPerIp: number;
+  /** Unsent bytes a streamed response may hold before its generation pauses. */
+  streamBufferBytes: number;
+  /** How long a stream may stay paused on a full buffer before it is ended. */
+  streamPauseTimeoutMs: number;
 }
 
 /** Node checks its request timeouts on this interval; the default (30 s) would blur a short timeout. */

@@ -24,7 +24,8 @@ export const CONSOLE_CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
-const SECURITY_HEADERS: Record<string, string> = {
+/** The console's headers; /docs (the API reference page and its assets) gets the same set. */
+export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "content-security-policy": CONSOLE_CSP,
   "x-content-type-options": "nosniff",
   "referrer-policy": "no-referrer",

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ServiceError } from "../errors.js";
 
 export interface ErrorBody {
@@ -42,6 +42,23 @@ export async function renamingParams<T>(work: Promise<T>, names: Record<string, 
   }
 }
 
+/**
+ * The router's own refusals, before any route or hook runs: a path that is not valid
+ * percent-encoding, and a path parameter longer than the router takes (100 characters; no id is
+ * that long). Fastify's default bodies echo the whole URL; these echo nothing of it.
+ */
+export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const known =
+    error.code === "FST_ERR_BAD_URL"
+      ? new ServiceError(400, "invalid_request_error", "The request URL is not valid percent-encoding.", "invalid_url")
+      : error.code === "FST_ERR_MAX_PARAM_LENGTH"
+        ? new ServiceError(414, "invalid_request_error", "A path parameter of the request URL is too long (at most 100 characters).", "path_parameter_too_long")
+        : new ServiceError(error.statusCode ?? 400, "invalid_request_error", "The request could not be routed.", error.code ?? null);
+  void reply.status(known.status).type("application/json; charset=utf-8").send(toErrorBody(known));
+}
+
+const MAX_ECHOED_PATH = 100;
+
 export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known = error instanceof ServiceError ? error : fromFastifyError(error);
@@ -53,7 +70,10 @@ export function installErrorHandlers(app: FastifyInstance): void {
     return reply.status(known.status).headers(known.headers).send(toErrorBody(known));
   });
   app.setNotFoundHandler((request, reply) => {
-    const error = new ServiceError(404, "invalid_request_error", `Unknown request URL: ${request.method} ${request.url}.`, "unknown_url");
+    // Only a short prefix of the path is echoed: never a long URL, never its query.
+    const path = request.url.split("?")[0]!;
+    const shown = path.length > MAX_ECHOED_PATH ? `${path.slice(0, MAX_ECHOED_PATH)}...` : path;
+    const error = new ServiceError(404, "invalid_request_error", `Unknown request URL: ${request.method} ${shown}.`, "unknown_url");
     return reply.status(404).send(toErrorBody(error));
   });
 }

@@ -1,6 +1,34 @@
 import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyReply } from "fastify";
 import { stringifyJson } from "../billing/money-json.js";
+import type { PauseControl } from "../engine/types.js";
+import { capSendBuffer } from "./socket-buffer.js";
+
+/** How much a streamed response may hold unsent, and how long it may stay full. */
+export interface StreamLimits {
+  streamBufferBytes: number;
+  streamPauseTimeoutMs: number;
+}
+
+/**
+ * A stream's hold on its generation, through the backend seam: paused while its client does not
+ * read (the response's unsent buffer is full), resumed when the buffer drains.
+ */
+export class OutputGate implements PauseControl {
+  paused = false;
+  private readonly listeners = new Set<() => void>();
+
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  set(paused: boolean): void {
+    if (this.paused === paused) return;
+    this.paused = paused;
+    for (const listener of [...this.listeners]) listener();
+  }
+}
 
 /** A server-sent-events writer over the raw response; each event is one `data:` line. */
 export interface SseWriter {
@@ -12,7 +40,12 @@ export interface SseWriter {
   end(): void;
 }
 
-export function openSse(reply: FastifyReply): SseWriter {
+/**
+ * With `flow`, the response's unsent bytes are bounded: past `streamBufferBytes` the gate pauses the
+ * generation until the buffer drains; still full after `streamPauseTimeoutMs`, the connection is
+ * closed, which aborts the request (billed for what it generated).
+ */
+export function openSse(reply: FastifyReply, flow?: { gate: OutputGate; limits: StreamLimits }): SseWriter {
   // Headers set by hooks (x-request-id, CORS) are not sent for a hijacked reply unless copied here.
   const hookHeaders = Object.fromEntries(Object.entries(reply.getHeaders()).filter(([, v]) => v !== undefined)) as OutgoingHttpHeaders;
   reply.hijack();
@@ -25,8 +58,11 @@ export function openSse(reply: FastifyReply): SseWriter {
     "x-accel-buffering": "no",
   });
   raw.flushHeaders();
+  const hold = flow && backpressure(reply, flow.gate, flow.limits);
   const write = (text: string) => {
-    if (!raw.destroyed && !raw.writableEnded) raw.write(text);
+    if (raw.destroyed || raw.writableEnded) return;
+    raw.write(text);
+    hold?.();
   };
   return {
     send: (data) => write(`data: ${stringifyJson(data)}\n\n`),
@@ -38,5 +74,27 @@ export function openSse(reply: FastifyReply): SseWriter {
     end() {
       if (!raw.writableEnded) raw.end();
     },
+  };
+}
+
+/** Returns the check to run after each write: pauses the gate when the buffer is over the bound. */
+function backpressure(reply: FastifyReply, gate: OutputGate, limits: StreamLimits): () => void {
+  const raw = reply.raw;
+  // The kernel's part of the unsent bytes is bounded too (it counts the cap twice, for its bookkeeping).
+  capSendBuffer(raw.socket, limits.streamBufferBytes);
+  let timer: NodeJS.Timeout | undefined;
+  raw.once("close", () => clearTimeout(timer));
+  return () => {
+    // The bound is at least Node's write buffer, so a write has returned false and 'drain' will come.
+    if (gate.paused || raw.writableLength <= limits.streamBufferBytes) return;
+    gate.set(true);
+    timer = setTimeout(() => {
+      reply.log.warn({ buffered: raw.writableLength }, "stream not read within the pause timeout; closing it");
+      raw.destroy();
+    }, limits.streamPauseTimeoutMs);
+    raw.once("drain", () => {
+      clearTimeout(timer);
+      gate.set(false);
+    });
   };
 }

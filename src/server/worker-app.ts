@@ -4,7 +4,7 @@ import type { Metrics } from "../observability/metrics.js";
 import type { ChatService } from "../serving/chat-service.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
-import { buildBaseApp, type BaseAppDeps } from "./app.js";
+import { buildBaseApp, DEFAULT_CONNECTION_LIMITS, type BaseAppDeps } from "./app.js";
 import type { ApiCaller, Authenticate } from "./auth.js";
 import { chatRoutes } from "./routes/chat.js";
 import { completionsRoutes } from "./routes/completions.js";
@@ -35,8 +35,9 @@ export function buildWorkerApp(deps: WorkerAppDeps): FastifyInstance {
       void routes.register(
         async (api) => {
           modelRoutes(api, deps.registry);
-          chatRoutes(api, deps.chat);
-          completionsRoutes(api, deps.chat);
+          const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
+          chatRoutes(api, deps.chat, streams);
+          completionsRoutes(api, deps.chat, streams);
         },
         { prefix },
       );
@@ -53,6 +54,7 @@ const GATEWAY: ApiCaller = {
   allowedModels: null,
   limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null },
   manageKeys: false,
+  manageDeployments: false,
 };
 
 /** Compares digests in constant time, so neither the key's bytes nor its length leak through timing. */

@@ -1,8 +1,8 @@
-import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, PromptRejected, UpstreamRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
+import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, EmptyPrompt, PromptRejected, UpstreamRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
 import type { CatalogEntry, ServiceTier } from "../catalog/types.js";
-import type { ChatMessage, EngineEvent, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import type { ChatMessage, EngineEvent, PauseControl, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
 import { CapacityUnavailable, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import { visibleTo, type ModelRegistry } from "./model-registry.js";
@@ -12,7 +12,7 @@ import { splitReasoning } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
 import { checkSchemas } from "./schema-check.js";
 import { shapeChoice, type ToolShaping } from "./choice-shaping.js";
-import { meteredEvents, settlement } from "./metered-events.js";
+import { meteredEvents, serverAbort, settlement } from "./metered-events.js";
 import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint } from "./request-checks.js";
 import type { ToolChoice } from "./tool-calls.js";
 
@@ -65,6 +65,8 @@ export interface ChatInput {
 export interface RequestContext {
   requestId?: string;
   api?: ApiKind;
+  /** Held by the HTTP layer while the client is not reading its stream: generation pauses. */
+  output?: PauseControl;
 }
 
 export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";
@@ -104,6 +106,8 @@ export interface ChatRun {
   systemFingerprint: string;
   /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
   events: AsyncGenerator<ServingEvent>;
+  /** After `done`, the answer could not be delivered (not stored): the row says `failed` with this code. */
+  undelivered(errorCode: string): Promise<void>;
 }
 
 export interface ChatService {
@@ -153,9 +157,11 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
         const { constraint, constraintParam } = outputConstraint(input, forced);
         // Grammar-bound output cannot hold a think block, so the model is asked not to think.
         const thinking = input.reasoningEffort === "none" || constraint ? false : undefined;
+        // Prompt workers are shared fairly between accounts.
+        const fairnessKey = caller.accountId;
         const prompts = input.rawPrompts
-          ? await Promise.all(input.rawPrompts.map((text) => backend.prepareText(text)))
-          : [await preparePrompt(backend, input.messages, offered, { thinking })];
+          ? await Promise.all(input.rawPrompts.map((text) => backend.prepareText(text, { fairnessKey })))
+          : [await preparePrompt(backend, input.messages, offered, { thinking, fairnessKey })];
         promptTokens = prompts.reduce((sum, p) => sum + p.tokenCount, 0);
         const n = input.n ?? 1;
         const choiceCount = n * prompts.length;
@@ -167,7 +173,7 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
         const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens * choiceCount });
         // Durable before anything is reserved or run, so a crash from here on is billed and released.
         await meter.begin(inFlight, { serviceTier: tier, promptTokens, prices, maxCompletionTokens: maxTokens * choiceCount });
-        reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase, budgetUsd: caller.limits.budgetUsd });
+        reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase });
         lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * choiceCount, limits: caller.limits });
 
         const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
@@ -186,7 +192,7 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
           return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: cacheNamespace(caller, input) };
         });
         // Each prompt's n choices go together: the backend computes the prompt once for them.
-        const generations = prompts.flatMap((prompt) => backend.generate(prompt, choices, signal));
+        const generations = prompts.flatMap((prompt) => backend.generate(prompt, choices, signal, context.output));
         let cachedByPrompt: number[];
         let starts: Array<{ queuedMs: number; cachedTokens: number }>;
         try {
@@ -220,9 +226,13 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
             settle,
             observer,
             (completionTokens) => meter.cover(completionTokens, cachedPromptTokens),
+            () => serverAbort(signal),
           ),
+          undelivered: (errorCode) => meter.undelivered(errorCode),
         };
-      } catch (error) {
+      } catch (thrown) {
+        // Aborted by a shutdown while waiting for a sequence: that, not what the abort broke, is the answer.
+        const error = serverAbort(signal) ?? thrown;
         await Promise.allSettled([lease?.release(0), reservation?.settle("0")]);
         await meter.record({
           status: error instanceof RateLimited && error.code === "resource_unavailable" ? "expired" : "rejected",
@@ -285,6 +295,7 @@ async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam
     if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
     if (error instanceof BackendWaitExpired) throw new RateLimited(`${error.message} Retry later, or use the default tier.`, 60, "resource_unavailable");
     if (error instanceof ConstraintRejected) throw new InvalidRequest(`Unsupported schema: ${error.message}`, constraintParam, "invalid_schema");
+    if (error instanceof EmptyPrompt) throw new InvalidRequest(error.message, "messages", "empty_prompt");
     if (error instanceof UpstreamRejected) throw new InvalidRequest(error.message, error.param, error.code);
     if (error instanceof BackendUnavailable) throw new CapacityUnavailable(`${error.message} Retry shortly.`, 5);
     throw error;

@@ -1,6 +1,7 @@
 import type { BudgetReservation, LimitLease, RequestObserver } from "./ports.js";
 import { requestCost } from "../billing/cost.js";
 import type { ServiceTier, TokenPrices } from "../catalog/types.js";
+import { GenerationStalled } from "../backends/backend.js";
 import { ServiceError } from "../errors.js";
 import type { ServingEvent, Usage } from "./chat-service.js";
 import type { ChoiceEvent } from "./choice-shaping.js";
@@ -10,7 +11,7 @@ import type { RequestMeter } from "./request-meter.js";
 export type Settle = (outcome: {
   completionTokens: number;
   reasoningTokens: number;
-  status: "completed" | "cancelled" | "failed";
+  status: "completed" | "cancelled" | "failed" | "interrupted";
   finishReason: string | null;
   errorCode: string | null;
   /** Per choice, the prompt size its upstream engine reported, if it did. */
@@ -31,6 +32,11 @@ function billedPrompt(estimates: readonly ReportedPrompt[], choicesPerPrompt: nu
     cachedPromptTokens += all ? Math.min(...all.map((r) => r.cachedTokens)) : estimate.cachedTokens;
   });
   return { promptTokens, cachedPromptTokens };
+}
+
+/** The reason the server aborted a run (a ServiceError, e.g. ServerShuttingDown); null when not, or when the client went away. */
+export function serverAbort(signal: AbortSignal): ServiceError | null {
+  return signal.aborted && signal.reason instanceof ServiceError ? signal.reason : null;
 }
 
 /** Prices the tokens used, frees the limit slot, settles the budget and writes the ledger row. */
@@ -85,6 +91,8 @@ export async function* meteredEvents(
   settle: Settle,
   observer: RequestObserver,
   cover: (completionTokens: number) => Promise<void> | undefined,
+  /** Why the server (not the client) stopped the run, if it did: a shutdown that gave up waiting. */
+  interruptedBy: () => ServiceError | null = () => null,
 ): AsyncGenerator<ServingEvent> {
   const delivered = new Array<number>(choices.length).fill(0);
   const deliveredReasoning = new Array<number>(choices.length).fill(0);
@@ -121,6 +129,9 @@ export async function* meteredEvents(
         if (event.reason === "cancelled") cancelled = true;
         else yield { type: "finish", index: event.index, finishReason: event.reason };
         if (finished === choices.length) {
+          // Cancelled by the server: the client is still there and is told, as an error.
+          const interruption = cancelled ? interruptedBy() : null;
+          if (interruption) throw interruption;
           const status = cancelled ? "cancelled" : "completed";
           const usage = await settle({ ...total(), status, finishReason: cancelled ? "cancelled" : event.reason, errorCode: null, reported });
           observer.finished(cancelled ? "abort" : event.reason, total().completionTokens);
@@ -128,8 +139,11 @@ export async function* meteredEvents(
         }
       }
     }
-  } catch (error) {
-    await settle({ ...total(), status: "failed", finishReason: null, errorCode: error instanceof ServiceError ? error.code : "engine_error", reported });
+  } catch (failure) {
+    const error = midStreamError(failure);
+    const interrupted = error !== null && error === interruptedBy();
+    const errorCode = error instanceof ServiceError ? error.code : "engine_error";
+    await settle({ ...total(), status: interrupted ? "interrupted" : "failed", finishReason: null, errorCode, reported });
     throw error;
   } finally {
     if (!meter.recorded) {
@@ -139,3 +153,9 @@ export async function* meteredEvents(
   }
 }
 
+
+/** A backend's failure after output began, as the caller sees it (the HTTP layer sends it as an error event). */
+function midStreamError(error: unknown): unknown {
+  if (error instanceof GenerationStalled) return new ServiceError(500, "server_error", error.message, "timeout");
+  return error;
+}

@@ -37,6 +37,12 @@ export interface UsageRecord {
 export interface UsageLedger {
   /** Idempotent per requestId: a second call for the same request changes nothing. */
   record(record: UsageRecord): Promise<void>;
+  /**
+   * A `completed` row whose answer never reached the client (storing the response failed after
+   * generation): it becomes `failed` with `errorCode`, still billed for the tokens generated, as a
+   * failed engine is. The row's status follows what the client got.
+   */
+  markUndelivered(requestId: string, errorCode: string): Promise<void>;
 }
 
 /** What an admitted request's durable `in_flight` row starts with. */
@@ -102,10 +108,11 @@ export interface BudgetReservation {
 export interface SpendBudgets {
   /**
    * Reserves the request's worst-case cost against the key's remaining budget, atomically, so
-   * concurrent requests cannot overshoot it. Returns null for keys without a budget. Throws
+   * concurrent requests cannot overshoot it; a key without a budget reserves too, so its spend is
+   * counted when the reservation settles. Null only where nothing is metered. Throws
    * InsufficientQuota (402) when the reservation does not fit.
    */
-  reserve(request: { keyId: string; requestId: string; amountUsd: string; budgetUsd: string | null }): Promise<BudgetReservation | null>;
+  reserve(request: { keyId: string; requestId: string; amountUsd: string }): Promise<BudgetReservation | null>;
 }
 
 /**

@@ -60,6 +60,13 @@ export class RequestMeter {
     return this.written !== null;
   }
 
+  /** The answer was not delivered after all (see UsageLedger.markUndelivered); after record() only. */
+  async undelivered(errorCode: string): Promise<void> {
+    if (!this.written) return;
+    await this.written;
+    await this.ledger.markUndelivered(this.context.requestId, errorCode);
+  }
+
   record(outcome: MeterOutcome): Promise<void> {
     if (this.written) return this.written;
     this.guard?.close();

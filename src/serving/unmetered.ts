@@ -5,7 +5,7 @@ import type { RequestLimits, SpendBudgets, UsageLedger } from "./ports.js";
  * limits and budgets, so the worker records nothing and refuses nothing on their account.
  */
 export const UNMETERED: { ledger: UsageLedger; limits: RequestLimits; budgets: SpendBudgets } = {
-  ledger: { record: async () => {} },
+  ledger: { record: async () => {}, markUndelivered: async () => {} },
   limits: { admit: async () => ({ release: async () => {} }) },
   budgets: { reserve: async () => null },
 };

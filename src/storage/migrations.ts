@@ -196,6 +196,18 @@ export const migrations: Migration[] = [
     // runs to that process's URL. NULL until then (and for rows of processes older than this).
     sql: `ALTER TABLE server_owners ADD COLUMN url text;`,
   },
+  {
+    id: 10,
+    name: "manage-deployments right, and the key whose budget pays a deployment",
+    // No existing key gains the right. deployments.key_id: the key that created the deployment;
+    // its budget pays the instance time (NULL for deployments from before: no budget applies).
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN manage_deployments boolean NOT NULL DEFAULT false;
+      ALTER TABLE deployments ADD COLUMN key_id text REFERENCES api_keys (id);
+      -- Tokens per sequence an instance holds KV for; NULL: the server's context window.
+      ALTER TABLE deployments ADD COLUMN context_length integer;
+    `,
+  },
 ];
 
 /**

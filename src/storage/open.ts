@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { makePrivate } from "../config/data-dir-permissions.js";
 import type { Database } from "./database.js";
 import { migrate } from "./migrations.js";
 import { openPglite } from "./pglite.js";
@@ -13,7 +14,7 @@ export interface OpenDatabaseOptions {
 /** The service's database, migrated and ready: PostgreSQL when a URL is configured, else PGlite under `<dataDir>/db`. */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   const url = options.url ?? nonEmpty(process.env.SWITCHYARD_DATABASE_URL);
-  const db = url ? await openPostgres(url) : await openPglite(join(options.dataDir, "db"));
+  const db = url ? await openPostgres(url) : await openPgliteInDataDir(join(options.dataDir, "db"));
   try {
     await migrate(db);
   } catch (error) {
@@ -21,6 +22,23 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     throw error;
   }
   return db;
+}
+
+/**
+ * PGlite creates its files with mode 0666 (see data-dir-permissions.ts): private again before
+ * opening, once open (it rewrites its relation caches then), and after closing.
+ */
+async function openPgliteInDataDir(dir: string): Promise<Database> {
+  makePrivate(dir);
+  const db = await openPglite(dir);
+  makePrivate(dir);
+  return {
+    ...db,
+    async close() {
+      await db.close();
+      makePrivate(dir);
+    },
+  };
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

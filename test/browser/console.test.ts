@@ -9,7 +9,7 @@ import { launchChromium, screenshot, watchForProblems } from "../helpers/browser
 import { createKey, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 import { readFileSync } from "node:fs";
 
-const ADMIN_KEY = `sy-admin-browser-${process.pid}`;
+const ADMIN_KEY = `sy-admin-browser-${process.pid}-0123456789abcdef`;
 /** Generation on a machine 4x slower than this one, with other tests' servers beside it. */
 const ANSWER_TIMEOUT_MS = 180_000;
 
@@ -34,7 +34,7 @@ describe("web console (/console) in Chromium", () => {
     const discounted = join(catalogDir, "catalog.json");
     writeFileSync(discounted, JSON.stringify({ models: [{ ...entry, pricing: { ...entry.pricing, discount_percent: "50" } }] }));
     server = await startServer({ env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY, SWITCHYARD_CATALOG: discounted, SWITCHYARD_LOG_LEVEL: "info" } });
-    managerKey = createKey(server.dataDir, "tester", ["--name", "console", "--manage-keys"]);
+    managerKey = createKey(server.dataDir, "tester", ["--name", "console", "--manage-keys", "--manage-deployments"]);
     browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: "light" });
     page = await context.newPage();
@@ -194,6 +194,8 @@ describe("web console (/console) in Chromium", () => {
     await page.waitForSelector("[data-testid=keys-table]");
     await page.fill("input[name=key-name]", "browser-made");
     await page.fill("input[name=rpm]", "100");
+    assert.equal(await page.isChecked("input[name=manage-deployments]"), false, "off by default");
+    await page.check("input[name=manage-deployments]");
     await page.click("form.create-key button[type=submit]");
     const key = ((await page.textContent("[data-testid=created-key]", { timeout: 30_000 })) ?? "").trim();
     assert.match(key, /^sk-sy-/);
@@ -201,6 +203,10 @@ describe("web console (/console) in Chromium", () => {
 
     const models = (k: string) => fetch(`${server.baseURL}/models`, { headers: { authorization: `Bearer ${k}` } });
     assert.equal((await models(key)).status, 200);
+    // The toggle granted the right: an empty deployment body gets past the 403 to the 400 of its missing fields.
+    const deploy = await fetch(`${server.url}/v1/deployments`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: "{}" });
+    assert.equal(deploy.status, 400);
+    await page.waitForSelector("tr:has-text('browser-made'):has-text('manage deployments')");
 
     const row = page.locator("tr", { hasText: "browser-made" });
     await row.locator("button", { hasText: "Revoke" }).click();
@@ -220,15 +226,18 @@ describe("web console (/console) in Chromium", () => {
     assert.match((await page.textContent(".error-box")) ?? "", /cannot manage keys/);
   });
 
-  test("a non-admin key cannot open the admin views; the admin key can", async () => {
-    assert.equal(await page.locator("a[href='#/engines']").count(), 0, "no Engines link for an account key");
-    await page.evaluate(() => (location.hash = "#/engines"));
-    await page.waitForSelector("[data-testid=forbidden]");
-    assert.equal(await page.locator("article.engine").count(), 0);
-    await screenshot(page, "engines-forbidden");
-
+  test("the admin key is not a console key: signing in with it is refused like any unknown key", async () => {
     await page.click("text=Sign out");
     await signIn(ADMIN_KEY);
+    await page.waitForSelector(".error-box");
+    assert.match((await page.textContent(".error-box")) ?? "", /Incorrect API key provided/);
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0, "the admin key was not kept");
+  });
+
+  test("the Engines page asks for no key: it opens from the sign-in page and shows the live engines", async () => {
+    await page.goto(`${server.url}/console/`);
+    await page.waitForSelector("input[name=api-key]");
+    await page.click("a[href='#/engines']");
     await page.waitForSelector(`article.engine[data-model="${SMOLLM2}"]`);
     const card = page.locator(`article.engine[data-model="${SMOLLM2}"]`);
     assert.match((await card.textContent()) ?? "", /KV cache[\s\S]*Preemptions/);
@@ -246,12 +255,21 @@ describe("web console (/console) in Chromium", () => {
     assert.match((await card.locator("[data-testid=engine-ttft]").textContent()) ?? "", /^\d+(\.\d+)? m?s \/ \d+(\.\d+)? m?s$/);
     // Generated tokens are counted when the request ends, which may be a scrape after its first token.
     await page.waitForFunction(() => Number(document.querySelector("[data-testid=engine-tps]")?.textContent) > 0, null, { timeout: 60_000 });
+    assert.equal(await page.locator("input[name=api-key]").count(), 0, "no key prompt on the Engines page");
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0, "no key was needed or stored");
     await screenshot(page, "engines");
   });
 
-  test("narrow window and dark mode", async () => {
-    await page.click("text=Sign out");
+  test("signed in with an account key, Engines is in the menu too", async () => {
+    await page.click("text=Sign in");
     await signIn(managerKey);
+    await page.waitForSelector("article.model");
+    await page.click("a[href='#/engines']");
+    await page.waitForSelector(`article.engine[data-model="${SMOLLM2}"]`);
+  });
+
+  test("narrow window and dark mode", async () => {
+    await page.click("a[href='#/models']");
     await page.waitForSelector("article.model");
     await page.click("button:has-text('Dark')");
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), "dark");

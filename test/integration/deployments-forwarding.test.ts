@@ -33,7 +33,7 @@ describe("a deployment called through another server sharing the database", () =
   before(async () => {
     database = await createTestDatabase("postgres");
     const env = { ...ENV, SWITCHYARD_DATABASE_URL: database.url };
-    a = await startServer({ env });
+    a = await startServer({ env, keyArgs: ["--manage-deployments"] });
     // The same account's key, from the shared database: B sees the same accounts and keys.
     b = await startServer({ env, key: a.key });
     const created = await api(a, a.key, "POST", "/v1/deployments", { model: SMOLLM2, name: "shared", max_batch_size: 1 });

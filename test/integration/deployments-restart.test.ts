@@ -31,7 +31,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         database = await createTestDatabase("postgres");
         env = { ...env, SWITCHYARD_DATABASE_URL: database.url };
       }
-      key = createKey(dataDir, "keeper", [], env);
+      key = createKey(dataDir, "keeper", ["--manage-deployments"], env);
       server = await startServer({ dataDir, key, env });
     });
     after(async () => {

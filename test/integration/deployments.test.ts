@@ -33,8 +33,9 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
     catalogDir = mkdtempSync(join(tmpdir(), "switchyard-dep-catalog-"));
     const broken = { id: "test/broken-dedicated", source: "file:/nonexistent/broken.gguf", context_length: 2048, precision: "q4_1", tags: [], pricing: { input: "1", output: "1", cached_input: "1", dedicated_instance_hour: "1" }, created: 0, dedicated: true };
     writeFileSync(join(catalogDir, "catalog.json"), JSON.stringify({ models: [broken] }));
-    server = await startServer({ env: { ...TICK, SWITCHYARD_CATALOG: join(catalogDir, "catalog.json") } });
-    other = createKey(server.dataDir, "someone-else");
+    server = await startServer({ env: { ...TICK, SWITCHYARD_CATALOG: join(catalogDir, "catalog.json") }, keyArgs: ["--manage-deployments"] });
+    // With the right too, so that its 404s show isolation, not the missing right.
+    other = createKey(server.dataDir, "someone-else", ["--manage-deployments"]);
   });
   after(async () => {
     await server?.stop();
@@ -79,7 +80,7 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
     assert.match(d.id, /^dep_/);
     assert.equal(d.object, "deployment");
     assert.equal(d.model_id, "tester/bot");
-    assert.deepEqual(d.settings, { min_instances: 1, max_instances: 2, max_batch_size: 2 });
+    assert.deepEqual(d.settings, { min_instances: 1, max_instances: 2, max_batch_size: 2, context_length: null });
     const duplicate = await api(server, server.key, "POST", "/v1/deployments", { model: SMOLLM2, name: "bot" });
     assert.equal(duplicate.status, 400);
     assert.equal(duplicate.body.error.code, "deployment_exists");

@@ -102,12 +102,44 @@ forEachDatabase("account-scoped key API (/v1/keys)", ({ db }) => {
   test("a model-restricted manager cannot grant models it cannot use; its keys inherit its list", async () => {
     const narrow = await createKey(db, { account: "acme", allowedModels: ["m1"], manageKeys: true });
     const wider = await call("POST", "/v1/keys", narrow.key, { allowed_models: ["m1", "m2"] });
-    assert.equal(wider.status, 400);
+    assert.equal(wider.status, 403);
+    assert.equal(wider.body.error.code, "exceeds_own_rights");
     assert.equal(wider.body.error.param, "allowed_models");
     assert.match(wider.body.error.message, /m2/);
     const inherited = await call("POST", "/v1/keys", narrow.key, {});
     assert.equal(inherited.status, 201);
     assert.deepEqual(inherited.body.allowed_models, ["m1"]);
+  });
+
+  test("a limited manager's new keys inherit its limits, expiry and what is left of its budget", async () => {
+    const expiresAt = new Date(Date.now() + 86_400_000);
+    const limited = await createKey(db, { account: "acme", manageKeys: true, budgetUsd: "0.5", requestsPerMinute: 5, tokensPerMinute: 900, expiresAt });
+    await db.query("UPDATE api_keys SET spent_usd = 0.2 WHERE id = $1", [limited.id]);
+    const child = await call("POST", "/v1/keys", limited.key, {});
+    assert.equal(child.status, 201);
+    assert.deepEqual([child.body.budget_usd, child.body.rpm_limit, child.body.tpm_limit, child.body.expires_at], ["0.3", 5, 900, Math.floor(expiresAt.getTime() / 1000)]);
+    assert.equal(child.body.manage_keys, false, "the right itself is granted only when asked for");
+    const tooMuch = await call("POST", "/v1/keys", limited.key, { budget_usd: "0.31" });
+    assert.equal(tooMuch.status, 403);
+    assert.equal(tooMuch.body.error.param, "budget_usd");
+    assert.match(tooMuch.body.error.message, /\$0\.3\b/);
+    const smaller = await call("POST", "/v1/keys", limited.key, { budget_usd: "0.1", rpm_limit: 2, manage_keys: true });
+    assert.equal(smaller.status, 201);
+    // Both keys it made are within its rights, and so is the key itself.
+    for (const id of [child.body.id, smaller.body.id, limited.id]) assert.equal((await call("DELETE", `/v1/keys/${id}`, limited.key)).status, 200, id);
+  });
+
+  test("a manager cannot revoke a key of its account with more rights than its own", async () => {
+    const small = await createKey(db, { account: "acme", manageKeys: true, budgetUsd: "1" });
+    const answer = await call("DELETE", `/v1/keys/${manager.id}`, small.key);
+    assert.equal(answer.status, 403);
+    assert.equal(answer.body.error.type, "permission_error");
+    assert.equal(answer.body.error.code, "exceeds_own_rights");
+    assert.equal(answer.body.error.param, "budget_usd");
+    assert.notEqual(await authenticate(db, manager.key), null, "the unrestricted manager still works");
+    // The admin API has no such bound.
+    const byAdmin = await fetch(`${url}/admin/v1/keys/${small.id}`, { method: "DELETE", headers: { authorization: `Bearer ${adminToken}` } });
+    assert.equal(byAdmin.status, 200);
   });
 
   test("the admin API creates keys with the right and shows it", async () => {

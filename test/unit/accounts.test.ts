@@ -103,7 +103,7 @@ forEachDatabase("accounts and keys", ({ db, kind }) => {
     const listed = await listKeys(db, { account: "lister-a" });
     assert.deepEqual(listed.map((key) => key.id), [one.id]);
     const info = listed[0]!;
-    assert.deepEqual(Object.keys(info).sort(), ["account", "allowedModels", "budgetUsd", "createdAt", "expiresAt", "id", "lastUsedAt", "manageKeys", "name", "prefix", "requestsPerMinute", "revokedAt", "spentUsd", "tokensPerMinute"]);
+    assert.deepEqual(Object.keys(info).sort(), ["account", "allowedModels", "budgetUsd", "createdAt", "expiresAt", "id", "lastUsedAt", "manageDeployments", "manageKeys", "name", "prefix", "requestsPerMinute", "revokedAt", "spentUsd", "tokensPerMinute"]);
     const everything = JSON.stringify(await listKeys(db));
     assert.ok(!everything.includes(one.key));
     assert.ok(!everything.includes(hashApiKey(one.key)));

@@ -30,15 +30,26 @@ function isInsufficientQuota(error: unknown): boolean {
 
 forEachDatabase("spend budgets", (suite) => {
   const { db, kind } = suite;
-  const reserve = (keyId: string, amountUsd: string, budgetUsd: string | null = "hint") =>
-    createSpendBudgets(db).reserve({ keyId, requestId: randomUUID(), amountUsd, budgetUsd });
+  const reserve = (keyId: string, amountUsd: string) => createSpendBudgets(db).reserve({ keyId, requestId: randomUUID(), amountUsd });
 
-  test("keys without a budget reserve nothing", async () => {
+  test("keys without a budget are never refused, and their spend is counted all the same", async () => {
     const keyId = await keyWithBudget(db, null);
-    assert.equal(await reserve(keyId, "1000", null), null);
-    // The principal's budget is only a hint: the locked row decides.
-    assert.equal(await reserve(keyId, "1000", "5"), null);
+    const first = await reserve(keyId, "1000");
+    const second = await reserve(keyId, "1000000");
+    assert.ok(first && second);
+    assert.equal(await heldOf(db, keyId), "1001000");
+    await first.settle("0.25");
+    await second.settle("0.5");
     assert.equal(await heldOf(db, keyId), "0");
+    assert.equal(Number(await spentOf(db, keyId)), 0.75);
+  });
+
+  test("a budget set below what a key without one has already spent stops it at once", async () => {
+    const keyId = await keyWithBudget(db, null);
+    await (await reserve(keyId, "1"))!.settle("0.75");
+    await setKeyLimits(db, keyId, { budgetUsd: "0.5" });
+    await assert.rejects(reserve(keyId, "0"), isInsufficientQuota);
+    assert.equal((await listKeys(db)).find((k) => k.id === keyId)?.spentUsd, "0.75");
   });
 
   test("reserve and settle are exact decimal arithmetic", async () => {
@@ -120,15 +131,15 @@ forEachDatabase("spend budgets", (suite) => {
   test("reservations expire after the configured time", async () => {
     const keyId = await keyWithBudget(db, "1");
     const budgets = createSpendBudgets(db, { reservationTtlSeconds: 1 });
-    assert.ok(await budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "1", budgetUsd: "1" }));
+    assert.ok(await budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "1" }));
     const [row] = await db.query<{ seconds: string }>(
       "SELECT round(extract(epoch FROM expires_at - now()))::text AS seconds FROM budget_reservations WHERE key_id = $1",
       [keyId],
     );
     assert.ok(row && Number(row.seconds) <= 1);
-    await assert.rejects(budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "1", budgetUsd: "1" }), isInsufficientQuota);
+    await assert.rejects(budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "1" }), isInsufficientQuota);
     await sleep(1_100);
-    assert.ok(await budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "1", budgetUsd: "1" }));
+    assert.ok(await budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "1" }));
     // Default: an hour.
     const later = await keyWithBudget(db, "1");
     await reserve(later, "0.1");
@@ -146,7 +157,7 @@ forEachDatabase("spend budgets", (suite) => {
     await setKeyLimits(db, keyId, { budgetUsd: "1" });
     await assert.rejects(reserve(keyId, "0.01"), isInsufficientQuota);
     await setKeyLimits(db, keyId, { budgetUsd: null });
-    assert.equal(await reserve(keyId, "100"), null);
+    assert.ok(await reserve(keyId, "100"));
   });
 
   test("50 concurrent reservations of 0.01 against a 0.2 budget: exactly 20 admitted, never an overshoot", async () => {
@@ -156,7 +167,7 @@ forEachDatabase("spend budgets", (suite) => {
       const budgets = createSpendBudgets(racer);
       const keyId = await keyWithBudget(db, "0.2");
       const outcomes = await Promise.allSettled(
-        Array.from({ length: 50 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.01", budgetUsd: "0.2" })),
+        Array.from({ length: 50 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.01" })),
       );
       const admitted = outcomes.filter((o): o is PromiseFulfilledResult<BudgetReservation | null> => o.status === "fulfilled");
       const refused = outcomes.filter((o): o is PromiseRejectedResult => o.status === "rejected");
@@ -169,7 +180,7 @@ forEachDatabase("spend budgets", (suite) => {
       await Promise.all(admitted.map((o) => o.value!.settle("0.01")));
       assert.equal(await spentOf(db, keyId), "0.20");
       assert.equal(await heldOf(db, keyId), "0");
-      await assert.rejects(budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.01", budgetUsd: "0.2" }), isInsufficientQuota);
+      await assert.rejects(budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.01" }), isInsufficientQuota);
     } finally {
       if (racer !== db) await racer.close();
     }
@@ -181,10 +192,10 @@ forEachDatabase("spend budgets", (suite) => {
       const budgets = createSpendBudgets(racer);
       const keyId = await keyWithBudget(db, "1");
       // Ten reservations of 0.1 fill the budget; each settles at 0.05 while 40 more try to reserve 0.05.
-      const first = await Promise.all(Array.from({ length: 10 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.1", budgetUsd: "1" })));
+      const first = await Promise.all(Array.from({ length: 10 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.1" })));
       const outcomes = await Promise.allSettled([
         ...first.map((r) => r!.settle("0.05").then(() => "settled")),
-        ...Array.from({ length: 40 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.05", budgetUsd: "1" })),
+        ...Array.from({ length: 40 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.05" })),
       ]);
       // How many fit depends on how many settles ran first; the sum never passes the budget.
       const reserved = outcomes.slice(10).filter((o) => o.status === "fulfilled").length;
@@ -192,7 +203,7 @@ forEachDatabase("spend budgets", (suite) => {
       assert.equal(await spentOf(db, keyId), "0.50");
       assert.equal(Number(await heldOf(db, keyId)), reserved * 0.05);
       // With every settle done, exactly the rest of the budget is still there to reserve.
-      const more = await Promise.allSettled(Array.from({ length: 20 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.05", budgetUsd: "1" })));
+      const more = await Promise.allSettled(Array.from({ length: 20 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.05" })));
       assert.equal(more.filter((o) => o.status === "fulfilled").length, 10 - reserved);
     } finally {
       if (racer !== db) await racer.close();

@@ -50,6 +50,10 @@ function setup(failAfterTokens: number) {
     async record(row) {
       if (!rows.some((r) => r.requestId === row.requestId)) rows.push(row);
     },
+    async markUndelivered(requestId, errorCode) {
+      const row = rows.find((r) => r.requestId === requestId && r.status === "completed");
+      if (row) Object.assign(row, { status: "failed", errorCode });
+    },
   };
   const settled: string[] = [];
   const budgets: SpendBudgets = {

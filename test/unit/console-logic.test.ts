@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { csvCell, csvRow } from "../../console/src/csv.js";
 import { addDays, multiplyDecimal } from "../../console/src/format.js";
 import { snippet } from "../../console/src/playground/code.js";
 import { buildRequest, DEFAULT_SETTINGS } from "../../console/src/playground/request.js";
@@ -85,4 +86,29 @@ test("console: list price × tier multiplier is exact; days step in UTC", () => 
   assert.equal(multiplyDecimal("0.000001", "0.8"), "0.0000008");
   assert.equal(addDays("2026-02-28", 1), "2026-03-01");
   assert.equal(addDays("2026-03-01", -1), "2026-02-28");
+});
+
+describe("console: the usage CSV export", () => {
+  test("cells a spreadsheet would run as a formula get a leading quote (issue 20's key names)", () => {
+    for (const name of ["=HYPERLINK(\"http://evil\",\"x\")", "+1+1", "-2+3", "@SUM(A1)", "\tinjected", "\r=1", "=1"]) {
+      const cell = csvCell(name);
+      assert.ok(/^"?'/.test(cell), `${JSON.stringify(name)} -> ${cell}`);
+    }
+    assert.equal(csvCell("=cmd|' /C calc'!A0"), "'=cmd|' /C calc'!A0");
+    assert.equal(csvCell("-x"), "'-x");
+    assert.equal(csvCell("@handle"), "'@handle");
+  });
+
+  test("plain numbers, negative ones included, and ordinary text stay as they are", () => {
+    for (const value of ["-0.5", "-12", "0.000014357", "42", "2026-01-05", "ci-key", "meta/llama"]) assert.equal(csvCell(value), value);
+    assert.equal(csvCell(7), "7");
+    assert.equal(csvCell("-1e5"), "'-1e5", "an exponent is not a plain number");
+  });
+
+  test("quoting: commas, quotes and newlines are quoted after neutralising", () => {
+    assert.equal(csvCell('a,"b"'), '"a,""b"""');
+    assert.equal(csvCell("=1,2"), `"'=1,2"`);
+    assert.equal(csvCell("line\nbreak"), '"line\nbreak"');
+    assert.equal(csvRow(["2026-01-05", "=evil", 3, "-0.25"]), "2026-01-05,'=evil,3,-0.25");
+  });
 });

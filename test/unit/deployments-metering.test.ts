@@ -3,9 +3,10 @@ import { test } from "node:test";
 import { findOrCreateAccount } from "../../src/accounts/store.js";
 import { queryInstanceUsage } from "../../src/billing/instance-usage.js";
 import { instanceTimeCost, millisecondsToSeconds, segmentsToBill } from "../../src/billing/instance-time.js";
-import { billInstance, closeDeadIntervals, createInstanceMeter } from "../../src/deployments/metering.js";
+import { billInstance, closeDeadIntervals, createInstanceMeter, newInstanceId } from "../../src/deployments/metering.js";
 import { resolveSettings } from "../../src/deployments/settings.js";
-import { findDeployment, insertDeployment, listDeployments, markDeleting } from "../../src/deployments/store.js";
+import { findDeployment, insertDeployment as insertWithLimits, listDeployments, markDeleting } from "../../src/deployments/store.js";
+import { DEFAULT_DEPLOYMENT_LIMITS } from "../../src/deployments/types.js";
 import type { Database } from "../../src/storage/database.js";
 import { forEachDatabase } from "../helpers/databases.js";
 
@@ -34,10 +35,12 @@ test("segments: whole ones as time passes, the rest when the instance stops, nev
   assert.deepEqual(segmentsToBill(0, 999, 1000, false), []);
 });
 
+const LIMITS = DEFAULT_DEPLOYMENT_LIMITS;
+
 test("settings: defaults, bounds and min ≤ max checked in one place", () => {
-  assert.deepEqual(resolveSettings(undefined, {}), { minInstances: 1, maxInstances: 1, maxBatchSize: 4 });
-  assert.deepEqual(resolveSettings(undefined, { minInstances: 2 }), { minInstances: 2, maxInstances: 2, maxBatchSize: 4 });
-  assert.deepEqual(resolveSettings({ minInstances: 1, maxInstances: 3, maxBatchSize: 2 }, { minInstances: 0 }), { minInstances: 0, maxInstances: 3, maxBatchSize: 2 });
+  assert.deepEqual(resolveSettings(undefined, {}, LIMITS), { minInstances: 1, maxInstances: 1, maxBatchSize: 4, contextLength: null });
+  assert.deepEqual(resolveSettings(undefined, { minInstances: 2, contextLength: 1024 }, LIMITS), { minInstances: 2, maxInstances: 2, maxBatchSize: 4, contextLength: 1024 });
+  assert.deepEqual(resolveSettings({ minInstances: 1, maxInstances: 3, maxBatchSize: 2, contextLength: 512 }, { minInstances: 0 }, LIMITS), { minInstances: 0, maxInstances: 3, maxBatchSize: 2, contextLength: 512 });
   const param = (fn: () => unknown) => {
     try {
       fn();
@@ -46,14 +49,22 @@ test("settings: defaults, bounds and min ≤ max checked in one place", () => {
     }
     return "no error";
   };
-  assert.equal(param(() => resolveSettings(undefined, { minInstances: -1 })), "min_instances");
-  assert.equal(param(() => resolveSettings(undefined, { maxInstances: 0 })), "max_instances");
-  assert.equal(param(() => resolveSettings(undefined, { minInstances: 3, maxInstances: 2 })), "min_instances");
-  assert.equal(param(() => resolveSettings(undefined, { maxBatchSize: 0 })), "max_batch_size");
-  assert.equal(param(() => resolveSettings(undefined, { maxInstances: 99 })), "max_instances");
+  assert.equal(param(() => resolveSettings(undefined, { minInstances: -1 }, LIMITS)), "min_instances");
+  assert.equal(param(() => resolveSettings(undefined, { maxInstances: 0 }, LIMITS)), "max_instances");
+  assert.equal(param(() => resolveSettings(undefined, { minInstances: 3, maxInstances: 2 }, LIMITS)), "min_instances");
+  assert.equal(param(() => resolveSettings(undefined, { maxBatchSize: 0 }, LIMITS)), "max_batch_size");
+  assert.equal(param(() => resolveSettings(undefined, { maxInstances: 99 }, LIMITS)), "max_instances");
+  assert.equal(param(() => resolveSettings(undefined, { maxBatchSize: LIMITS.maxBatchSize + 1 }, LIMITS)), "max_batch_size", "the server's batch cap");
+  assert.equal(param(() => resolveSettings(undefined, { contextLength: 255 }, LIMITS)), "context_length");
+  assert.equal(param(() => resolveSettings(undefined, { contextLength: LIMITS.maxContext + 1 }, LIMITS)), "context_length");
 });
 
-const SETTINGS = { minInstances: 1, maxInstances: 1, maxBatchSize: 2 };
+const SETTINGS = { minInstances: 1, maxInstances: 1, maxBatchSize: 2, contextLength: null };
+
+/** Rows made here are paid by no key (the budget tests below name one). */
+function insertDeployment(db: Database, input: Omit<Parameters<typeof insertWithLimits>[1], "keyId"> & { keyId?: string | null }) {
+  return insertWithLimits(db, { keyId: null, ...input }, LIMITS);
+}
 
 /** Moves an interval into the past, as if it had run `ms` and last beat `beatAgoMs` ago. */
 async function backdate(db: Database, id: string, ms: number, beatAgoMs: number): Promise<void> {
@@ -87,7 +98,8 @@ forEachDatabase("deployment store and instance metering", ({ db }) => {
     const account = await findOrCreateAccount(db, "meter");
     const dep = await insertDeployment(db, { accountId: account.id, model: "m/x", name: "metered", status: "running", settings: SETTINGS, ownerId: "own_dead" });
     const meter = createInstanceMeter(db, "own_dead", 1000);
-    const id = await meter.open(dep.id, "0.36");
+    const id = newInstanceId();
+    await meter.open(id, dep.id, "0.36");
     // It ran 2.5 s and last beat 0.25 s ago; then its process died.
     await backdate(db, id, 2500, 250);
     const closed = await closeDeadIntervals(db, "own_self", async (_tx, owner) => owner === "own_dead", 1000);
@@ -107,7 +119,8 @@ forEachDatabase("deployment store and instance metering", ({ db }) => {
     const account = await findOrCreateAccount(db, "beat");
     const dep = await insertDeployment(db, { accountId: account.id, model: "m/x", name: "beating", status: "running", settings: SETTINGS, ownerId: "own_live" });
     const meter = createInstanceMeter(db, "own_live", 1000);
-    const id = await meter.open(dep.id, "0.36");
+    const id = newInstanceId();
+    await meter.open(id, dep.id, "0.36");
     await backdate(db, id, 3200, 3200);
     await meter.heartbeat();
     const whole = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM deployment_usage WHERE instance_id = $1", [id]);

@@ -29,7 +29,7 @@ function request(promptLength: number, schedulingClass: SchedulingClass = "stand
 const free = () => new StepCostModel({ prior: [0, 0, 0, 0] });
 
 function scheduler(sequences: number, stepTokens: number, options: { cells?: number; prefixCache?: boolean } = {}) {
-  return new ShardScheduler({ sequences, cellsPerSequence: options.cells ?? 4096, stepTokens, prefixCache: options.prefixCache ?? true }, tieredPolicy, texts, free());
+  return new ShardScheduler({ sequences, cellsPerSequence: options.cells ?? 4096, stepTokens, prefixCache: options.prefixCache ?? true, stallTimeoutMs: 60_000 }, tieredPolicy, texts, free());
 }
 
 const tokensOf = (plan: StepPlan, r: EngineRequest) => plan.scheduled.find((s) => s.request === r)?.count ?? 0;

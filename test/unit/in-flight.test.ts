@@ -34,7 +34,7 @@ forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
     const guard = await createInFlightLedger(db, ownerId, { stepTokens: 8 }).begin({
       requestId, accountId: key.accountId, keyId: key.keyId, model: "m/test", serviceTier: "default", promptTokens: 10, prices: PRICES, maxCompletionTokens,
     });
-    const reservation = await createSpendBudgets(db).reserve({ keyId: key.keyId, requestId, amountUsd: "1", budgetUsd: "100" });
+    const reservation = await createSpendBudgets(db).reserve({ keyId: key.keyId, requestId, amountUsd: "1" });
     return { requestId, guard, reservation: reservation! };
   }
 

@@ -76,8 +76,8 @@ describe("keys CLI without a server (opens the database itself)", () => {
     const id = /key_[A-Za-z0-9_-]+/.exec(created.join("\n"))![0];
 
     const table = await runKeys("list", "--data-dir", dataDir);
-    assert.match(table[0]!, /LAST USED\s+RPM\s+TPM\s+BUDGET USD\s+SPENT USD\s+MANAGE KEYS$/);
-    assert.match(table.find((line) => line.includes(id))!, /\s60\s+90000\s+25\.5\s+0\s+no$/);
+    assert.match(table[0]!, /LAST USED\s+RPM\s+TPM\s+BUDGET USD\s+SPENT USD\s+MANAGE KEYS\s+MANAGE DEPLOYMENTS$/);
+    assert.match(table.find((line) => line.includes(id))!, /\s60\s+90000\s+25\.5\s+0\s+no\s+no$/);
 
     const [json] = JSON.parse((await runKeys("list", "--json", "--data-dir", dataDir)).join("\n"));
     assert.deepEqual([json.rpm_limit, json.tpm_limit, json.budget_usd, json.spent_usd], [60, 90000, "25.5", "0"]);
@@ -85,14 +85,14 @@ describe("keys CLI without a server (opens the database itself)", () => {
     assert.deepEqual(await runKeys("set-limits", id, "--rpm", "none", "--budget", "0.000001", "--data-dir", dataDir), [
       `Updated ${id}: server default RPM, 90000 TPM, budget $0.000001 (spent $0).`,
     ]);
-    assert.match((await runKeys("list", "--data-dir", dataDir)).find((line) => line.includes(id))!, /\sdefault\s+90000\s+0\.000001\s+0\s+no$/);
+    assert.match((await runKeys("list", "--data-dir", dataDir)).find((line) => line.includes(id))!, /\sdefault\s+90000\s+0\.000001\s+0\s+no\s+no$/);
     await assert.rejects(runKeys("set-limits", id, "--data-dir", dataDir), /Nothing to change/);
     await assert.rejects(runKeys("set-limits", "key_nope", "--tpm", "5", "--data-dir", dataDir), /No API key with id 'key_nope'/);
 
     const plain = await runKeys("create", "--account", "plain", "--data-dir", dataDir);
     assert.ok(plain.some((line) => line.includes("server default RPM, server default TPM, no budget")));
     const plainRow = (await runKeys("list", "--account", "plain", "--data-dir", dataDir))[1]!;
-    assert.match(plainRow, /\sdefault\s+default\s+unlimited\s+0\s+no$/);
+    assert.match(plainRow, /\sdefault\s+default\s+unlimited\s+0\s+no\s+no$/);
   });
 
   test("bad --rpm, --tpm and --budget values are refused before anything is created", async () => {
@@ -140,11 +140,26 @@ describe("keys CLI: the manage-keys right, without a server", () => {
     const without = await runKeys("create", "--account", "ops", "--data-dir", dataDir);
     assert.ok(withRight.includes("  rights:  manage keys") && without.includes("  rights:  none"));
     const table = (await runKeys("list", "--data-dir", dataDir)).slice(1);
-    assert.deepEqual(table.map((line) => line.trim().split(/\s+/).at(-1)).sort(), ["no", "yes"]);
+    assert.deepEqual(table.map((line) => line.trim().split(/\s+/).at(-2)).sort(), ["no", "yes"]);
     const db = await openDatabase({ dataDir });
     try {
       assert.equal((await authenticate(db, withRight.at(-1)!))?.manageKeys, true);
       assert.equal((await authenticate(db, without.at(-1)!))?.manageKeys, false);
+      assert.equal((await authenticate(db, without.at(-1)!))?.manageDeployments, false);
+    } finally {
+      await db.close();
+    }
+  });
+
+  test("--manage-deployments grants that right alone; the listing shows it", async () => {
+    const deployer = await runKeys("create", "--account", "deployers", "--manage-deployments", "--data-dir", dataDir);
+    assert.ok(deployer.includes("  rights:  manage deployments"), deployer.join("\n"));
+    const [json] = JSON.parse((await runKeys("list", "--json", "--account", "deployers", "--data-dir", dataDir)).join("\n"));
+    assert.deepEqual([json.manage_keys, json.manage_deployments], [false, true]);
+    const db = await openDatabase({ dataDir });
+    try {
+      const principal = await authenticate(db, deployer.at(-1)!);
+      assert.deepEqual([principal?.manageKeys, principal?.manageDeployments], [false, true]);
     } finally {
       await db.close();
     }
@@ -193,6 +208,9 @@ describe("keys CLI with a live server on the same data dir (goes through the adm
     assert.equal((await authenticate(serverDb, created.at(-1)!))?.manageKeys, true);
     const [json] = JSON.parse((await runKeys("list", "--json", "--account", "served-ops", "--data-dir", dataDir)).join("\n"));
     assert.equal(json.manage_keys, true);
+    assert.equal(json.manage_deployments, false);
+    const deployer = await runKeys("create", "--account", "served-ops", "--manage-deployments", "--data-dir", dataDir);
+    assert.equal((await authenticate(serverDb, deployer.at(-1)!))?.manageDeployments, true, "the admin API carries the right too");
   });
 
   test("limits go over HTTP too", async () => {

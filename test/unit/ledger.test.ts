@@ -22,6 +22,23 @@ async function setCreatedAt(db: Database, requestId: string, at: string): Promis
 }
 
 forEachDatabase("usage ledger", ({ db }) => {
+  test("markUndelivered turns a completed row into failed with the code, cost kept; any other row stays as it is", async () => {
+    const { accountId, keyId } = await accountWithKey(db, "undelivered");
+    const ledger = createUsageLedger(db);
+    const completed = usage(accountId, keyId, { costUsd: "0.000002" });
+    const cancelled = usage(accountId, keyId, { status: "cancelled" });
+    await ledger.record(completed);
+    await ledger.record(cancelled);
+    await ledger.markUndelivered(completed.requestId, "response_not_stored");
+    await ledger.markUndelivered(cancelled.requestId, "response_not_stored");
+    const rows = await db.query<{ request_id: string; status: string; error_code: string | null; cost_usd: string }>(
+      "SELECT request_id, status, error_code, cost_usd::text AS cost_usd FROM usage_records WHERE request_id = ANY($1::text[])",
+      [[completed.requestId, cancelled.requestId]],
+    );
+    assert.deepEqual(rows.find((r) => r.request_id === completed.requestId), { request_id: completed.requestId, status: "failed", error_code: "response_not_stored", cost_usd: "0.000002" });
+    assert.equal(rows.find((r) => r.request_id === cancelled.requestId)?.status, "cancelled");
+  });
+
   test("record writes one row with the exact cost; recording the same request again changes nothing", async () => {
     const { accountId, keyId } = await accountWithKey(db, "once");
     const ledger = createUsageLedger(db);

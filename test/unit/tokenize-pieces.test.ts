@@ -3,7 +3,7 @@ import { after, before, describe, test } from "node:test";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { findPulledModel } from "../../src/catalog/pull.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
-import { minimumPromptTokens } from "../../src/engine/chat-template.js";
+import { minimumPromptTokens, minimumTextTokens } from "../../src/engine/chat-template.js";
 import { openLlamaLibrary } from "../../src/engine/native/llama-lib.js";
 import { loadModel, type LoadedModel } from "../../src/engine/native/loaded-model.js";
 import { SpecialTextSplitter } from "../../src/engine/special-split.js";
@@ -76,11 +76,20 @@ describe("prompts are tokenized in pieces, exactly as whole (issue 11)", () => {
 
   test("the cheap lower bound never exceeds the real count", () => {
     for (const [id, model] of models) {
-      for (const content of ["hello world ".repeat(500), "\n" + " ".repeat(80), "#".repeat(5000), "日本語のテキスト".repeat(300), `<think>${"x".repeat(9000)}</think>  answer  `]) {
+      const longWords = "ManagementPlaneProtection translatesAutoresizingMaskIntoConstraints addEventListener ";
+      for (const content of ["hello world ".repeat(500), "\n" + " ".repeat(80), "#".repeat(5000), "日本語のテキスト".repeat(300), `<think>${"x".repeat(9000)}</think>  answer  `, longWords.repeat(200), "a1".repeat(5000)]) {
         const messages = [{ role: "user" as const, content }, { role: "assistant" as const, content }];
         const rendered = wholeText(model, messages.map((m) => m.content).join(""), false).length;
-        assert.ok(minimumPromptTokens(messages, model.maxTokenBytes) <= Math.max(2, rendered), `${id}: ${content.slice(0, 20)}`);
+        assert.ok(minimumPromptTokens(messages, model) <= Math.max(2, rendered), `${id}: ${content.slice(0, 20)}`);
+        assert.ok(minimumTextTokens(content, model) <= wholeText(model, content, false).length, `${id}: ${content.slice(0, 20)}`);
       }
     }
+  });
+
+  test("letters and digits bound plain text far tighter than bytes: 600 KB of words cannot fit SmolLM2's 8,192", () => {
+    const model = models.get(SMOLLM2)!;
+    const text = "hello world ".repeat(50_000);
+    assert.ok(Math.ceil(Buffer.byteLength(text) / model.maxTokenBytes) < 8192, "the byte bound alone lets it through");
+    assert.ok(minimumTextTokens(text, model) > 8192, `${minimumTextTokens(text, model)}`);
   });
 });

@@ -77,9 +77,9 @@ function KeysTable({ keys, onRevoke }: { keys: WireKey[]; onRevoke: (key: WireKe
                 <td class="small">
                   {k.rpm_limit ?? "default"} RPM · {k.tpm_limit ?? "default"} TPM
                   <br />
-                  {k.budget_usd === null ? "no budget" : `$${k.spent_usd} of $${k.budget_usd}`}
+                  {k.budget_usd === null ? `$${k.spent_usd} spent, no budget` : `$${k.spent_usd} of $${k.budget_usd}`}
                 </td>
-                <td>{k.manage_keys ? "manage keys" : "–"}</td>
+                <td>{[k.manage_keys && "manage keys", k.manage_deployments && "manage deployments"].filter(Boolean).join(", ") || "–"}</td>
                 <td><span class={`status status-${status}`}>{status}</span></td>
                 <td>{status === "active" ? <button class="danger small" onClick={() => onRevoke(k)}>Revoke</button> : null}</td>
               </tr>
@@ -107,7 +107,7 @@ function CreatedKey({ created, onDone }: { created: WireKey; onDone: () => void 
 }
 
 function CreateKeyForm({ session, models, onCreated }: { session: Session; models: string[]; onCreated: (key: WireKey) => void }) {
-  const empty = { name: "", days: "", models: [] as string[], rpm: "", tpm: "", budget: "", manage: false };
+  const empty = { name: "", days: "", models: [] as string[], rpm: "", tpm: "", budget: "", manage: false, deploy: false };
   const [form, setForm] = useState(empty);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -119,7 +119,7 @@ function CreateKeyForm({ session, models, onCreated }: { session: Session; model
     setBusy(true);
     setError(null);
     try {
-      const body: Record<string, unknown> = { name: form.name || undefined, manage_keys: form.manage };
+      const body: Record<string, unknown> = { name: form.name || undefined, manage_keys: form.manage, manage_deployments: form.deploy };
       // Numbers go as typed; the API checks them and its message is what the user sees.
       if (form.days) body.expires_at = Math.floor(Date.now() / 1000 + Number(form.days) * 86_400);
       if (form.models.length) body.allowed_models = form.models;
@@ -141,12 +141,13 @@ function CreateKeyForm({ session, models, onCreated }: { session: Session; model
   return (
     <form class="card create-key" onSubmit={submit}>
       <h2>Create a key</h2>
+      <p class="muted small">A new key gets at most your key's rights; a field left blank takes yours.</p>
       <div class="form-grid">
         <label>Name<input name="key-name" value={form.name} onInput={field("name")} placeholder="e.g. laptop" /></label>
-        <label>Expires in days<input name="expires-days" type="number" min="1" value={form.days} onInput={field("days")} placeholder="never" /></label>
-        <label>Requests / min<input name="rpm" type="number" min="1" value={form.rpm} onInput={field("rpm")} placeholder="default" /></label>
-        <label>Tokens / min<input name="tpm" type="number" min="1" value={form.tpm} onInput={field("tpm")} placeholder="default" /></label>
-        <label>Budget (USD)<input name="budget" value={form.budget} onInput={field("budget")} placeholder="none" inputMode="decimal" /></label>
+        <label>Expires in days<input name="expires-days" type="number" min="1" value={form.days} onInput={field("days")} placeholder="as yours" /></label>
+        <label>Requests / min<input name="rpm" type="number" min="1" value={form.rpm} onInput={field("rpm")} placeholder="as yours" /></label>
+        <label>Tokens / min<input name="tpm" type="number" min="1" value={form.tpm} onInput={field("tpm")} placeholder="as yours" /></label>
+        <label>Budget (USD)<input name="budget" value={form.budget} onInput={field("budget")} placeholder="what yours has left" inputMode="decimal" /></label>
       </div>
       <fieldset class="models-pick">
         <legend>Models <span class="muted small">(none ticked: every model this key may use)</span></legend>
@@ -164,6 +165,10 @@ function CreateKeyForm({ session, models, onCreated }: { session: Session; model
       <label class="check">
         <input type="checkbox" name="manage-keys" checked={form.manage} onChange={(e) => setForm({ ...form, manage: (e.target as HTMLInputElement).checked })} />
         Manage keys: the new key may list, create and revoke this account's keys
+      </label>
+      <label class="check">
+        <input type="checkbox" name="manage-deployments" checked={form.deploy} onChange={(e) => setForm({ ...form, deploy: (e.target as HTMLInputElement).checked })} />
+        Manage deployments: the new key may create, scale and delete this account's dedicated deployments
       </label>
       <ErrorBox error={error} />
       <button type="submit" class="primary" disabled={busy}>{busy ? "Creating…" : "Create key"}</button>

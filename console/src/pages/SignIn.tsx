@@ -1,11 +1,12 @@
 import { useState } from "preact/hooks";
-import { ApiError, call, messageOf } from "../api.js";
+import { call, messageOf } from "../api.js";
 import { ErrorBox } from "../feedback.js";
 import { saveSession, type Session } from "../session.js";
 
 /**
- * Paste a key; the console finds out what it is by asking the API, exactly as any client would:
- * an account key can list models, the admin key can list keys through the admin API.
+ * Paste an account's API key; the console checks it by listing models, exactly as any client would.
+ * It never asks for the admin key: the Engines page, the one operator view, reads /health and
+ * /metrics, which need no key, and is linked from here.
  */
 export function SignInPage({ onSignedIn }: { onSignedIn: (session: Session) => void }) {
   const [key, setKey] = useState("");
@@ -21,8 +22,8 @@ export function SignInPage({ onSignedIn }: { onSignedIn: (session: Session) => v
     setBusy(true);
     setError(null);
     try {
-      const role = await roleOf(trimmed);
-      const session: Session = { key: trimmed, role };
+      await call(trimmed, "/v1/compat/models");
+      const session: Session = { key: trimmed };
       saveSession(session);
       onSignedIn(session);
     } catch (failure) {
@@ -37,8 +38,8 @@ export function SignInPage({ onSignedIn }: { onSignedIn: (session: Session) => v
       <form class="card signin-card" onSubmit={submit}>
         <h1>Switchyard console</h1>
         <p class="muted">
-          Paste an API key (<code>sk-sy-…</code>, printed by <code>npm start</code> or <code>switchyard keys create</code>) or the
-          admin key. It stays in this tab's session storage and is sent only in the Authorization header.
+          Paste an API key (<code>sk-sy-…</code>, printed by <code>npm start</code> or <code>switchyard keys create</code>). It
+          stays in this tab's session storage and is sent only in the Authorization header.
         </p>
         <label>
           API key
@@ -56,24 +57,10 @@ export function SignInPage({ onSignedIn }: { onSignedIn: (session: Session) => v
           {busy ? "Checking…" : "Sign in"}
         </button>
         <ErrorBox error={error} />
+        <p class="muted">
+          Operators: the <a href="#/engines">Engines</a> page needs no key.
+        </p>
       </form>
     </div>
   );
-}
-
-async function roleOf(key: string): Promise<Session["role"]> {
-  try {
-    await call(key, "/v1/compat/models");
-    return "user";
-  } catch (asUser) {
-    if (!(asUser instanceof ApiError) || asUser.status !== 401) throw asUser;
-    try {
-      // An account name that cannot exist (names have no spaces): the admin key gets an empty list, cheaply.
-      await call(key, "/admin/v1/keys?account=%20");
-      return "admin";
-    } catch {
-      // Neither: the API's own answer to the key, as an API key, is the message to show.
-      throw asUser;
-    }
-  }
 }

@@ -2,6 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { ApiError, call, messageOf } from "../api.js";
 import { ChartCanvas, PALETTE } from "../chart.js";
 import { ErrorBox, useNotify } from "../feedback.js";
+import { csvRow } from "../csv.js";
 import { addDays, dollars, integer, utcDay } from "../format.js";
 import type { Session } from "../session.js";
 import type { UsageReport, UsageTotals, WireKey } from "../wire.js";
@@ -175,12 +176,11 @@ async function loadUsage(key: string, start: string, end: string, groupBy: Group
 }
 
 function downloadCsv(data: Loaded, groupBy: GroupBy, label: (g: string) => string, start: string, end: string): void {
-  const quote = (value: string | number) => (/[",\n]/.test(String(value)) ? `"${String(value).replace(/"/g, '""')}"` : String(value));
   const header = ["day", groupBy, groupBy === "key" ? "key_name" : null, "requests", "prompt_tokens", "cached_tokens", "completion_tokens", "total_tokens", "cost_usd"].filter((h) => h !== null);
   const lines = data.rows.map((r) =>
-    [r.day, r.group, ...(groupBy === "key" ? [label(r.group)] : []), r.requests, r.prompt_tokens, r.cached_tokens, r.completion_tokens, r.total_tokens, String(r.cost_usd)].map(quote).join(","),
+    csvRow([r.day, r.group, ...(groupBy === "key" ? [label(r.group)] : []), r.requests, r.prompt_tokens, r.cached_tokens, r.completion_tokens, r.total_tokens, String(r.cost_usd)]),
   );
-  const csv = [header.join(","), ...lines].join("\n") + "\n";
+  const csv = [csvRow(header), ...lines].join("\n") + "\n";
   const link = document.createElement("a");
   link.href = URL.createObjectURL(new Blob([csv], { type: "text/csv" }));
   link.download = `switchyard-usage-${start}-${end}-by-${groupBy}.csv`;

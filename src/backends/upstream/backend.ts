@@ -1,4 +1,4 @@
-import type { EngineEvent } from "../../engine/types.js";
+import type { EngineEvent, PauseControl } from "../../engine/types.js";
 import { BackendUnavailable, type Backend, type BackendStats, type GenerationParams } from "../backend.js";
 import { createAgent, openStream, probe, ReplicaFailed } from "./http.js";
 import { ReplicaPool } from "./pool.js";
@@ -51,7 +51,7 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
   timer.unref();
 
   /** `firstSlot`: a slot taken for this choice with its siblings (all at once); retries take their own. */
-  async function* generation(prompt: UpstreamPrompt, params: GenerationParams, signal: AbortSignal, firstSlot?: Promise<Replica>): AsyncGenerator<EngineEvent> {
+  async function* generation(prompt: UpstreamPrompt, params: GenerationParams, signal: AbortSignal, pause?: PauseControl, firstSlot?: Promise<Replica>): AsyncGenerator<EngineEvent> {
     const queuedAt = performance.now();
     const schedulingClass = params.schedulingClass ?? "standard";
     const path = prompt.kind === "chat" ? "/chat/completions" : "/completions";
@@ -83,6 +83,8 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
         for await (const event of streamEvents(opened.body, signal)) {
           if (event.type === "finish") outcome = event.reason === "cancelled" ? "neutral" : "ok";
           yield event;
+          // Paused: the upstream's body is not read, so TCP holds the upstream engine back.
+          if (pause?.paused) await resumed(pause, signal);
         }
       } catch (error) {
         outcome = "failed";
@@ -105,13 +107,13 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
     async prepareText(text) {
       return textPrompt(text);
     },
-    generate(prompt, choices, signal) {
-      if (choices.length === 1) return [generation(prompt, choices[0]!, signal)];
+    generate(prompt, choices, signal, pause) {
+      if (choices.length === 1) return [generation(prompt, choices[0]!, signal, pause)];
       // The choices share one tier and namespace; their slots are taken together (see Claim.count).
       const first = choices[0]!;
       const slots = pool.acquireAll({ schedulingClass: first.schedulingClass ?? "standard", affinityKey: affinityKeyOf(prompt, first), exclude: new Set(), count: choices.length }, signal);
       slots.catch(() => {}); // each choice's stream throws it at its first read
-      return choices.map((params, i) => generation(prompt, params, signal, slots.then((taken) => taken[i]!)));
+      return choices.map((params, i) => generation(prompt, params, signal, pause, slots.then((taken) => taken[i]!)));
     },
     stats(): BackendStats {
       return {
@@ -134,4 +136,19 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
 /** Prompts that start the same within one cache namespace (account) prefer the same replica. */
 function affinityKeyOf(prompt: UpstreamPrompt, params: GenerationParams): string | undefined {
   return params.cacheNamespace === undefined ? undefined : `${params.cacheNamespace}\u0000${prompt.prefix}`;
+}
+
+/** Resolves when `pause` is lifted or `signal` aborts. */
+function resumed(pause: PauseControl, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      unsubscribe();
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const unsubscribe = pause.subscribe(() => {
+      if (!pause.paused) done();
+    });
+    signal.addEventListener("abort", done, { once: true });
+  });
 }

@@ -44,6 +44,16 @@ export class EngineRequest {
   /** When it was last admitted, for "latest admitted first" preemption. */
   admittedAt = 0;
   /**
+   * Its caller cannot take more output now (a client not reading its stream): it keeps its
+   * sequence, and the scheduler leaves it out of every batch until it is resumed.
+   */
+  paused = false;
+  /**
+   * When it last advanced or waited its turn in a full batch (performance.now()); a request holding a
+   * sequence longer than the stall limit past this fails (ShardScheduler.expireStalled).
+   */
+  progressAt = performance.now();
+  /**
    * `n` choices of one prompt: the first is the leader and carries the others, which are admitted
    * with it, wait while it computes the prompt (all but its last token) once, then copy its cells.
    */

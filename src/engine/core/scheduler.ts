@@ -6,15 +6,18 @@ import type { EngineRequest } from "./request.js";
 import { SavedCells } from "./saved-cells.js";
 import { SequenceTable } from "./sequences.js";
 import { budgetOptions, fillBatch, type StepBudget, type TargetsByClass } from "./step-budget.js";
+import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
 import type { MemoryOp, StepReply } from "../runner/step-protocol.js";
 import type { FinishReason, ModelHostStats } from "../types.js";
 
 export class QueueFullError extends Error {}
 export class WaitExpiredError extends Error {}
+export { StalledError };
 
 export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" | "preemptions"> {
   sequences: number;
+  paused: number;
   usedCells: number;
   totalCells: number;
   /** The last planned step's budget. */
@@ -35,6 +38,8 @@ export interface ShardSchedulerOptions {
   minChunk?: number;
   /** Per-tier targets (default: step-budget.ts DEFAULT_TARGETS). */
   targets?: TargetsByClass;
+  /** How long a running request may go without progress before it fails with StalledError (default: never). */
+  stallTimeoutMs?: number;
 }
 
 /**
@@ -54,6 +59,7 @@ export class ShardScheduler {
   private pendingFrees: number[] = [];
   private preemptions = 0;
   private lastBudget: StepBudget = { ms: null, tokens: 0, plannedMs: 0 };
+  private lastPlan: StepPlan | undefined;
 
   constructor(
     private readonly options: ShardSchedulerOptions,
@@ -109,6 +115,12 @@ export class ShardScheduler {
     if (request.status === "waiting") this.endWaiting(request, reason);
   }
 
+  /** Its caller cannot take output now (paused: it keeps its sequence, out of every batch), or can again (its stall clock restarts). */
+  setPaused(request: EngineRequest, paused: boolean): void {
+    request.paused = paused;
+    if (!paused) request.progressAt = performance.now();
+  }
+
   /** A flex request still waiting for its first admission when its wait limit ends. */
   expire(request: EngineRequest, reason: Error): void {
     if (request.status !== "waiting" || request.started) return;
@@ -124,17 +136,28 @@ export class ShardScheduler {
 
   schedule(): StepPlan {
     const plan = new StepPlan();
+    // The step planned last has run by now. Before the pending operations are taken, so the cells
+    // of a sequence a stalled request frees are cleared in this step.
+    if (this.lastPlan) noteProgress(this.running, this.lastPlan, this.options.stepTokens);
+    for (const [request, error] of stalledRequests(this.running, this.options.stallTimeoutMs ?? Infinity)) this.fail(request, error);
     plan.ops.push(...this.pendingOps.splice(0));
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
     for (const request of this.policy.victims(this.running, this.waiting, this.sequences.free)) this.preempt(request, plan.ops);
     this.admit(plan);
     copyPrompts(this.running, plan);
-    // A sibling waiting for its copy of the prompt, or a request waiting for its cells back, sits out.
-    const ordered = this.running.filter((r) => r.copyFrom === undefined && r.restoring === 0).sort(this.policy.compareRunning);
+    // A sibling waiting for its copy of the prompt, a request waiting for its cells back, or one
+    // whose caller is not reading (paused) sits out.
+    const ordered = this.running.filter((r) => r.copyFrom === undefined && r.restoring === 0 && !r.paused).sort(this.policy.compareRunning);
     const budget = fillBatch(plan, ordered, budgetOptions(this.options), this.cost, computableTokens);
     if (plan.batchSize > 0) this.lastBudget = budget;
+    this.lastPlan = plan;
     return plan;
+  }
+
+  /** How often a shard with running requests but an empty batch looks for stalled ones. */
+  get stallCheckMs(): number {
+    return stallCheckMs(this.options.stallTimeoutMs ?? Infinity);
   }
 
   /**
@@ -169,6 +192,7 @@ export class ShardScheduler {
     else this.remove(request);
     this.saved.drop(request, this.pendingOps);
     request.status = "finished";
+    this.outputs.delete(request);
     request.events.fail(error);
   }
 
@@ -189,6 +213,7 @@ export class ShardScheduler {
       running: count(this.running),
       waiting: count(this.waiting),
       preemptions: this.preemptions,
+      paused: this.running.filter((r) => r.paused).length,
       usedCells: this.sequences.usedCells(computed),
       totalCells: this.sequences.size * this.options.cellsPerSequence,
       budget: this.lastBudget,
@@ -243,6 +268,7 @@ export class ShardScheduler {
     this.saved.resume(request, taken.reused, plan);
     request.status = "running";
     request.admittedAt = performance.now();
+    request.progressAt = request.admittedAt;
     this.running.push(request);
     if (!request.samplerBuilt) {
       plan.newSamplers.push({ id: request.id, spec: request.sampler });

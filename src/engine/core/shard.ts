@@ -51,7 +51,7 @@ export class Shard {
     while (!this.closed) {
       const plan = this.scheduler.schedule();
       if (plan.isEmpty) {
-        await new Promise<void>((resolve) => (this.sleeping = resolve));
+        await this.sleep();
         continue;
       }
       let reply: StepReply;
@@ -66,6 +66,16 @@ export class Shard {
       if (reply.error === undefined) this.scheduler.cost.observe(plan.shape, performance.now() - started);
       this.postprocess(plan, reply);
     }
+  }
+
+  /** Until woken; with requests running (paused ones, or stalled), no longer than the scheduler's stall check. */
+  private async sleep(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      this.sleeping = resolve;
+      if (this.scheduler.running.length > 0) timer = setTimeout(() => this.wake(), this.scheduler.stallCheckMs);
+    });
+    clearTimeout(timer);
   }
 
   private postprocess(plan: StepPlan, reply: StepReply): void {

@@ -97,11 +97,13 @@ export function fillBatch(
     if (first) {
       const count = Math.min(options.minChunk, limit(first), tokensLeft);
       if (count > 0) counts.set(first, count);
+      tokensLeft -= count;
       shape = addShapes(shape, chunkShape(first.computed, count, first.computed + count === first.tokens.length));
     }
   }
   for (const request of decoding) plan.add(request, 1);
   for (const [request, count] of counts) plan.add(request, count);
+  plan.full = tokensLeft === 0 || ordered.some((r) => r.pending === 1 && !decoding.includes(r)) || prompts.some((r) => (counts.get(r) ?? 0) < limit(r));
   return { ms: Number.isFinite(budgetMs) ? budgetMs : null, tokens: plan.batchSize, plannedMs: cost.predict(shape) };
 }
 

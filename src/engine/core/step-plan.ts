@@ -9,6 +9,11 @@ export class StepPlan {
   readonly freeSamplers: number[] = [];
   /** Requests with tokens in the batch, and how many. */
   readonly scheduled: Array<{ request: EngineRequest; count: number }> = [];
+  /**
+   * The step's budget (tokens or time) left out, or cut short, some request that could have
+   * computed: those waited their turn (no stall).
+   */
+  full = false;
   /** Requests whose saved cells this step's operations restore. */
   readonly restores: EngineRequest[] = [];
   /** The request behind each sample order. */

@@ -6,6 +6,8 @@ import type { Handle, LlamaLibrary } from "./llama-lib.js";
 export interface Vocabulary {
   readonly size: number;
   readonly bosText: string;
+  /** The BOS token, if the model has one (whether or not its tokenizer adds it). */
+  readonly bosToken: Token | undefined;
   readonly eosText: string;
   /**
    * The most UTF-8 bytes of a prompt one token stands for (its longest piece, special tokens
@@ -13,6 +15,12 @@ export interface Vocabulary {
    * tokenizers that may drop or fold text (WordPiece, Unigram), where no such bound holds.
    */
   readonly maxTokenBytes: number;
+  /**
+   * The most ASCII letters and digits one token's piece holds (25 for SmolLM2, against 81 bytes of
+   * a newline and spaces): a text with A of them is at least A / maxTokenAlnumBytes tokens, a far
+   * tighter bound for ordinary text. Infinity where maxTokenBytes is.
+   */
+  readonly maxTokenAlnumBytes: number;
   /**
    * Special tokens written in the text (`<|im_start|>`) are recognised. `addSpecial`: BOS (and EOS)
    * where the tokenizer adds them, for a raw prompt; a rendered chat template writes its own.
@@ -51,8 +59,9 @@ export function openVocabulary(lib: LlamaLibrary, vocab: Handle, { bounds = true
   return {
     size,
     bosText: specialText(lib, vocab, special.bos),
+    bosToken: special.bos < 0 ? undefined : (special.bos as Token),
     eosText: specialText(lib, vocab, special.eos),
-    maxTokenBytes: keepsBytes && bounds ? longestPiece(lib, vocab, size, specials) : Infinity,
+    ...(keepsBytes && bounds ? longestPiece(lib, vocab, size, specials) : { maxTokenBytes: Infinity, maxTokenAlnumBytes: Infinity }),
     tokenize(text, options) {
       const addSpecial = options?.addSpecial ?? false;
       const bytes = Buffer.from(text, "utf8");
@@ -87,14 +96,27 @@ function specialTexts(lib: LlamaLibrary, vocab: Handle, size: number) {
   return out;
 }
 
-function longestPiece(lib: LlamaLibrary, vocab: Handle, size: number, specials: readonly { bytes: Uint8Array }[]): number {
+function longestPiece(lib: LlamaLibrary, vocab: Handle, size: number, specials: readonly { bytes: Uint8Array }[]): { maxTokenBytes: number; maxTokenAlnumBytes: number } {
   let longest = Math.max(1, ...specials.map((s) => s.bytes.length));
-  const buffer = Buffer.alloc(256);
+  let alnum = Math.max(1, ...specials.map((s) => asciiAlnumBytes(s.bytes)));
+  let buffer = Buffer.alloc(256);
   for (let token = 0; token < size; token++) {
-    const length = lib.llama_token_to_piece(vocab, token, buffer, buffer.length, 0, true);
-    longest = Math.max(longest, length < 0 ? -length : length);
+    let length = lib.llama_token_to_piece(vocab, token, buffer, buffer.length, 0, true);
+    if (length < 0) {
+      buffer = Buffer.alloc(-length);
+      length = lib.llama_token_to_piece(vocab, token, buffer, buffer.length, 0, true);
+    }
+    longest = Math.max(longest, length);
+    alnum = Math.max(alnum, asciiAlnumBytes(buffer.subarray(0, length)));
   }
-  return longest;
+  return { maxTokenBytes: longest, maxTokenAlnumBytes: alnum };
+}
+
+/** ASCII letters and digits in UTF-8 bytes (no byte of a multi-byte character is one). */
+export function asciiAlnumBytes(bytes: Uint8Array): number {
+  let count = 0;
+  for (const b of bytes) if ((b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122)) count++;
+  return count;
 }
 
 function tokenizeBytes(lib: LlamaLibrary, vocab: Handle, bytes: Buffer, addSpecial: boolean): Int32Array {

@@ -3,9 +3,14 @@ import { PromptTemplateError } from "../chat-template.js";
 import type { RenderedPrompt } from "../types.js";
 import type { PromptJob, PromptReply, PromptWorkerInit } from "./prompt-protocol.js";
 
-/** Renders and tokenizes prompts on worker threads; each job goes to the worker with the fewest waiting. */
+/**
+ * Renders and tokenizes prompts on worker threads, one job per worker at a time, shared fairly:
+ * each fairness key (the account) has its own queue, the queues take turns, and one key holds at
+ * most all workers but one, so another key's prompt always finds a worker free within one job
+ * (and a core the huge prompts are not using).
+ */
 export interface PromptPool {
-  run(job: DistributiveOmit<PromptJob, "id">): Promise<RenderedPrompt>;
+  run(job: DistributiveOmit<PromptJob, "id">, fairnessKey?: string): Promise<RenderedPrompt>;
   close(): Promise<void>;
 }
 
@@ -14,64 +19,140 @@ type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : n
 // Compiled, this file is .js beside prompt-worker.js; run from source (tests, tsx), both are .ts.
 const WORKER_URL = new URL(`./prompt-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
 
-interface Pending {
+interface QueuedJob {
+  job: PromptJob;
+  key: string;
   resolve: (prompt: RenderedPrompt) => void;
   reject: (error: Error) => void;
 }
 
 class PromptWorker {
-  readonly pending = new Map<number, Pending>();
+  /** The job it is running. */
+  current: QueuedJob | undefined;
   failure: Error | undefined;
-  private constructor(readonly worker: Worker) {}
+  private constructor(
+    readonly worker: Worker,
+    private readonly done: () => void,
+  ) {}
 
-  static async start(init: PromptWorkerInit): Promise<PromptWorker> {
+  static async start(init: PromptWorkerInit, done: () => void): Promise<PromptWorker> {
     const worker = new Worker(WORKER_URL, { workerData: init, name: "switchyard-prompt" });
     await new Promise<void>((resolve, reject) => {
       worker.once("message", () => resolve());
       worker.once("error", reject);
     });
-    const self = new PromptWorker(worker);
+    const self = new PromptWorker(worker, done);
     worker.on("message", (reply: PromptReply) => self.settle(reply));
     worker.on("error", (error) => self.fail(error));
     worker.on("exit", (code) => self.fail(new Error(`a prompt worker exited (code ${code})`)));
     return self;
   }
 
+  runJob(queued: QueuedJob): void {
+    this.current = queued;
+    this.worker.postMessage(queued.job);
+  }
+
   private settle(reply: PromptReply): void {
-    const waiting = this.pending.get(reply.id);
-    this.pending.delete(reply.id);
-    if (!waiting) return;
-    if ("error" in reply) waiting.reject(reply.refused ? new PromptTemplateError(reply.error) : new Error(reply.error));
-    else waiting.resolve({ tokens: Array.from(reply.tokens) as RenderedPrompt["tokens"], opensThinking: reply.opensThinking });
+    const queued = this.current;
+    this.current = undefined;
+    if (queued && queued.job.id === reply.id) {
+      if ("error" in reply) queued.reject(reply.refused ? new PromptTemplateError(reply.error) : new Error(reply.error));
+      else queued.resolve({ tokens: Array.from(reply.tokens) as RenderedPrompt["tokens"], opensThinking: reply.opensThinking });
+    }
+    this.done();
   }
 
   private fail(error: Error): void {
     this.failure ??= error;
-    for (const waiting of this.pending.values()) waiting.reject(this.failure);
-    this.pending.clear();
+    this.current?.reject(this.failure);
+    this.current = undefined;
+    this.done();
   }
 }
 
+/** The next job to run: the first key after the last one served whose queue has a job and whose share is not used up. */
+export function nextFairJob<T extends { key: string }>(queues: Map<string, T[]>, running: ReadonlyMap<string, number>, share: number, lastKey: string | undefined): T | undefined {
+  const keys = [...queues.keys()];
+  const start = lastKey === undefined ? 0 : keys.indexOf(lastKey) + 1;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[(start + i) % keys.length]!;
+    if ((running.get(key) ?? 0) >= share) continue;
+    const queue = queues.get(key)!;
+    const job = queue.shift()!;
+    if (queue.length === 0) queues.delete(key);
+    return job;
+  }
+  return undefined;
+}
+
 export async function startPromptPool(init: PromptWorkerInit, size: number): Promise<PromptPool> {
-  const slots = Array.from({ length: size }, () => PromptWorker.start(init));
-  await Promise.all(slots);
+  const share = Math.max(1, size - 1);
+  const queues = new Map<string, QueuedJob[]>();
+  const running = new Map<string, number>();
+  let lastKey: string | undefined;
   let nextId = 0;
   let closed = false;
+  const slots: Array<Promise<PromptWorker>> = [];
+  const replaced = new WeakSet<PromptWorker>();
+  const start = (i: number) => (slots[i] = PromptWorker.start(init, () => void dispatch()));
+  const release = (key: string) => {
+    const count = running.get(key)! - 1;
+    if (count === 0) running.delete(key);
+    else running.set(key, count);
+  };
+
+  // After the one await, the loop runs without yielding, so concurrent calls never hand one worker two jobs.
+  const dispatch = async () => {
+    if (closed) return; // a worker that exits now was terminated: nothing replaces it
+    let workers: PromptWorker[];
+    try {
+      workers = await Promise.all(slots);
+    } catch (error) {
+      // A replacement worker could not start: the jobs waiting fail rather than wait forever.
+      for (const queue of queues.values()) for (const queued of queue) queued.reject(error as Error);
+      queues.clear();
+      return;
+    }
+    for (const [i, worker] of workers.entries()) {
+      if (closed) return;
+      if (worker.failure) {
+        // A worker that died (out of memory on a huge prompt) is replaced; its queue waits for the new one.
+        if (!replaced.has(worker)) {
+          replaced.add(worker);
+          start(i).then(() => dispatch(), () => undefined);
+        }
+        continue;
+      }
+      if (worker.current) continue;
+      const queued = nextFairJob(queues, running, share, lastKey);
+      if (!queued) return;
+      lastKey = queued.key;
+      running.set(queued.key, (running.get(queued.key) ?? 0) + 1);
+      const { resolve, reject } = queued;
+      queued.resolve = (prompt) => (release(queued.key), resolve(prompt));
+      queued.reject = (error) => (release(queued.key), reject(error));
+      worker.runJob(queued);
+    }
+  };
+
+  for (let i = 0; i < size; i++) start(i);
+  await Promise.all(slots);
   return {
-    async run(job) {
-      if (closed) throw new Error("the model is closing");
-      // A worker that died (out of memory on a huge prompt) is replaced for the next job.
-      for (const [i, slot] of slots.entries()) if ((await slot).failure && slots[i] === slot) slots[i] = PromptWorker.start(init);
-      const workers = await Promise.all(slots);
-      const worker = workers.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
-      const id = nextId++;
+    run(job, fairnessKey = "") {
+      if (closed) return Promise.reject(new Error("the model is closing"));
       return new Promise<RenderedPrompt>((resolve, reject) => {
-        worker.pending.set(id, { resolve, reject });
-        worker.worker.postMessage({ ...job, id });
+        const queued: QueuedJob = { job: { ...job, id: nextId++ } as PromptJob, key: fairnessKey, resolve, reject };
+        const queue = queues.get(fairnessKey) ?? [];
+        queue.push(queued);
+        queues.set(fairnessKey, queue);
+        void dispatch();
       });
     },
     async close() {
       closed = true;
+      for (const queue of queues.values()) for (const queued of queue) queued.reject(new Error("the model is closing"));
+      queues.clear();
       await Promise.all(slots.map(async (slot) => (await slot).worker.terminate()));
     },
   };

@@ -6,7 +6,8 @@ import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKey
 import { queryAccountUsage } from "../../billing/instance-usage.js";
 import { parseUsageParams, toWireUsage } from "../../billing/ledger.js";
 import { stringifyJson } from "../../billing/money-json.js";
-import { InvalidRequest, NotFound, Unauthorized } from "../../errors.js";
+import { InvalidRequest, NotFound, RateLimited, Unauthorized } from "../../errors.js";
+import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
 import { budgetText, keyLimitFields, newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
 import type { Database } from "../../storage/database.js";
 
@@ -14,6 +15,10 @@ export interface AdminRoutesOptions {
   db: Database;
   /** The token in force for this server: SWITCHYARD_ADMIN_KEY, or the one written to server.json. */
   adminToken: string;
+  /** Failed admin-key attempts allowed per client IP before it is locked out (default 10 a minute). */
+  throttle?: AdminThrottleOptions;
+  /** An account was disabled: its deployments' instances stop at once (they bill nothing after). */
+  onAccountDisabled?: (accountId: string) => Promise<void>;
 }
 
 export const createKeyBody = z.object({ account: z.string().min(1), ...newKeyFields() });
@@ -33,10 +38,19 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
   const expectedTokenHash = sha256(opts.adminToken);
   const { db } = opts;
 
+  const throttle = new AdminThrottle(opts.throttle);
+
   app.addHook("onRequest", async (request) => {
+    // A locked-out address is refused before its token is even looked at: no more guesses.
+    const lockedMs = throttle.lockedFor(request.ip);
+    if (lockedMs > 0) {
+      throw new RateLimited(`Too many failed admin-key attempts from this address; try again in ${Math.ceil(lockedMs / 1000)} s.`, lockedMs / 1000, "admin_auth_throttled");
+    }
     if (!hasAdminToken(request, expectedTokenHash)) {
+      throttle.failed(request.ip);
       throw new Unauthorized("Invalid or missing admin token. Send 'Authorization: Bearer <ADMIN_KEY>'.");
     }
+    throttle.succeeded(request.ip);
   });
 
   app.post("/admin/v1/keys", async (request, reply) => {
@@ -84,6 +98,7 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     app.post<{ Params: { name: string } }>(`/admin/v1/accounts/:name/${action}`, async (request) => {
       const account = await setAccountDisabled(db, request.params.name, disabled);
       if (!account) throw new NotFound(`No account named '${request.params.name}'.`);
+      if (disabled) await opts.onAccountDisabled?.(account.id);
       return toWireAccount(account);
     });
   }

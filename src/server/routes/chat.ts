@@ -7,27 +7,35 @@ import type { ChatRun, ChatService, Usage } from "../../serving/chat-service.js"
 import { callerOf } from "../auth.js";
 import { parseChatRequest, toChatInput } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
-import { openSse } from "../sse.js";
+import { shutdownSignalOf } from "../drain.js";
+import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 
 /** Registered under each API prefix (see app.ts), so the paths here are relative to it. */
-export function chatRoutes(app: FastifyInstance, chat: ChatService): void {
+export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: StreamLimits): void {
   app.post("/chat/completions", async (request, reply) => {
     const body = parseChatRequest(request.body);
     const signal = abortOnDisconnect(reply);
     const input = toChatInput(body);
-    const run = await chat.start(callerOf(request), input, signal, { requestId: request.id, api: "chat.completions" });
+    const gate = new OutputGate();
+    const run = await chat.start(callerOf(request), input, signal, { requestId: request.id, api: "chat.completions", output: gate });
     const logprobs = input.logprobs !== undefined;
-    if (body.stream) return streamRun(run, reply, request, body.stream_options?.include_usage === true, logprobs);
+    if (body.stream) return streamRun(run, openSse(reply, { gate, limits }), request, body.stream_options?.include_usage === true, logprobs);
     return sendCompletion(run, reply, input.n ?? 1, logprobs);
   });
 }
 
-/** Aborts the generation as soon as the client goes away, so its sequence is freed at once. */
+/**
+ * Aborts the generation as soon as the client goes away, so its sequence is freed at once; and
+ * when a shutdown stops waiting for it, with that reason (ServerShuttingDown), so the run ends
+ * with an error the client is told of and its row says `interrupted`.
+ */
 export function abortOnDisconnect(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
   reply.raw.on("close", () => {
     if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
   });
+  const shutdown = shutdownSignalOf(reply.request);
+  shutdown?.addEventListener("abort", () => controller.abort(shutdown.reason), { once: true });
   return controller.signal;
 }
 
@@ -95,8 +103,7 @@ async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logp
   throw new Error("The generation ended without a finish event.");
 }
 
-async function streamRun(run: ChatRun, reply: FastifyReply, request: FastifyRequest, includeUsage: boolean, logprobs: boolean): Promise<void> {
-  const sse = openSse(reply);
+async function streamRun(run: ChatRun, sse: SseWriter, request: FastifyRequest, includeUsage: boolean, logprobs: boolean): Promise<void> {
   const chunk = (choices: ChatCompletionChunk["choices"], usage?: WireUsage): ChatCompletionChunk => ({
     id: run.id,
     object: "chat.completion.chunk",

@@ -8,25 +8,26 @@ import type { ChatInput, ChatRun, ChatService } from "../../serving/chat-service
 import { callerOf } from "../auth.js";
 import { parseRequest, sharedGenerationFields } from "../chat-input.js";
 import { renamingParams, toErrorBody } from "../errors.js";
-import { openSse } from "../sse.js";
+import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { abortOnDisconnect, toWireUsage } from "./chat.js";
 
 /** OpenAI's default completion length for this API. */
 const DEFAULT_MAX_TOKENS = 16;
 
 /** Legacy text completions: raw prompts, no chat template, through the same lifecycle as chat. */
-export function completionsRoutes(app: FastifyInstance, chat: ChatService): void {
+export function completionsRoutes(app: FastifyInstance, chat: ChatService, limits: StreamLimits): void {
   app.post("/completions", async (request, reply) => {
     const body = parseRequest(completionsRequestSchema, request.body);
     const prompts = typeof body.prompt === "string" ? [body.prompt] : body.prompt;
     const signal = abortOnDisconnect(reply);
-    const started = chat.start(callerOf(request), toInput(body, prompts), signal, { requestId: request.id, api: "completions" });
+    const gate = new OutputGate();
+    const started = chat.start(callerOf(request), toInput(body, prompts), signal, { requestId: request.id, api: "completions", output: gate });
     const run = await renamingParams(started, { messages: "prompt" });
     const n = body.n ?? 1;
     // With echo each choice's text starts with its own prompt.
     const echoed = (index: number) => (body.echo ? prompts[Math.floor(index / n)]! : "");
     const wantLogprobs = body.logprobs != null;
-    if (body.stream) return streamCompletion(run, reply, request, { echoed, wantLogprobs, includeUsage: body.stream_options?.include_usage === true });
+    if (body.stream) return streamCompletion(run, openSse(reply, { gate, limits }), request, { echoed, wantLogprobs, includeUsage: body.stream_options?.include_usage === true });
     return sendCompletion(run, reply, prompts.length * n, echoed, wantLogprobs);
   });
 }
@@ -101,11 +102,10 @@ async function sendCompletion(run: ChatRun, reply: FastifyReply, count: number, 
 
 async function streamCompletion(
   run: ChatRun,
-  reply: FastifyReply,
+  sse: SseWriter,
   request: FastifyRequest,
   options: { echoed: (index: number) => string; wantLogprobs: boolean; includeUsage: boolean },
 ): Promise<void> {
-  const sse = openSse(reply);
   const usageField = options.includeUsage ? null : undefined;
   const written = new Map<number, number>();
   const piece = (index: number, text: string, tokens?: readonly TokenLogprob[]) => {

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { NotFound } from "../../errors.js";
-import { DEPLOYMENT_STATUSES, type Deployment, type DeploymentService } from "../../deployments/types.js";
+import { Forbidden, NotFound } from "../../errors.js";
+import { DEPLOYMENT_STATUSES, type Deployment, type DeploymentCaller, type DeploymentService } from "../../deployments/types.js";
+import { identifier } from "../../protocol/identifiers.js";
 import { callerOf } from "../auth.js";
 import { parse } from "./key-input.js";
 
@@ -9,11 +10,14 @@ const count = () => z.number().int().optional();
 
 /** Types only; ranges, defaults and min ≤ max are checked in one place (deployments/settings.ts). */
 export const createDeploymentBody = z.strictObject({
-  model: z.string().min(1).max(256),
-  name: z.string().min(1).max(256),
+  // Stored and echoed: no control characters (a NUL cannot be stored in PostgreSQL text).
+  model: identifier(256).min(1),
+  name: identifier(256).min(1),
   min_instances: count(),
   max_instances: count(),
   max_batch_size: count(),
+  /** Tokens per request, and so KV cells per sequence (null or absent: the server's window). */
+  context_length: z.number().int().nullish(),
 });
 
 export const scaleDeploymentBody = z.strictObject({ min_instances: count(), max_instances: count() });
@@ -31,7 +35,7 @@ export function toWireDeployment(d: Deployment) {
     status: d.status,
     fail_reason: d.failReason,
     instances: d.instances,
-    settings: { min_instances: d.settings.minInstances, max_instances: d.settings.maxInstances, max_batch_size: d.settings.maxBatchSize },
+    settings: { min_instances: d.settings.minInstances, max_instances: d.settings.maxInstances, max_batch_size: d.settings.maxBatchSize, context_length: d.settings.contextLength },
     created_at: Math.floor(d.createdAt.getTime() / 1000),
     updated_at: Math.floor(d.updatedAt.getTime() / 1000),
   };
@@ -39,7 +43,9 @@ export function toWireDeployment(d: Deployment) {
 
 /**
  * Dedicated deployments of the calling key's own account. Another account's deployment id is the
- * same 404 as an id that does not exist.
+ * same 404 as an id that does not exist. Creating, scaling and deleting need a key with the
+ * manage-deployments right (they spend the machine's memory and the key's budget); listing and
+ * reading do not: any key of the account already sees its deployments' ids in /v1/models.
  */
 export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentService): void {
   const missing = (id: string) => new NotFound(`No deployment with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}'.`);
@@ -47,11 +53,19 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
     const caller = callerOf(request);
     return { accountId: caller.accountId, accountName: caller.accountName };
   };
+  const deployer = (request: Parameters<typeof callerOf>[0]): DeploymentCaller => {
+    const caller = callerOf(request);
+    if (!caller.manageDeployments) {
+      throw new Forbidden("This API key cannot manage deployments. Use a key of this account created with the manage-deployments right.", "missing_manage_deployments_right");
+    }
+    return { accountId: caller.accountId, accountName: caller.accountName, keyId: caller.keyId, allowedModels: caller.allowedModels };
+  };
 
   app.post("/v1/deployments", async (request) => {
+    const caller = deployer(request);
     const body = parse(createDeploymentBody, request.body ?? {});
-    const settings = { minInstances: body.min_instances, maxInstances: body.max_instances, maxBatchSize: body.max_batch_size };
-    return toWireDeployment(await deployments.create(account(request), { model: body.model, name: body.name, settings }));
+    const settings = { minInstances: body.min_instances, maxInstances: body.max_instances, maxBatchSize: body.max_batch_size, contextLength: body.context_length ?? undefined };
+    return toWireDeployment(await deployments.create(caller, { model: body.model, name: body.name, settings }));
   });
 
   app.get("/v1/deployments", async (request) => {
@@ -67,14 +81,15 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
   });
 
   app.patch<{ Params: { id: string } }>("/v1/deployments/:id", async (request) => {
+    const caller = deployer(request);
     const body = parse(scaleDeploymentBody, request.body ?? {});
-    const scaled = await deployments.scale(account(request), request.params.id, { minInstances: body.min_instances, maxInstances: body.max_instances });
+    const scaled = await deployments.scale(caller, request.params.id, { minInstances: body.min_instances, maxInstances: body.max_instances });
     if (!scaled) throw missing(request.params.id);
     return toWireDeployment(scaled);
   });
 
   app.delete<{ Params: { id: string } }>("/v1/deployments/:id", async (request) => {
-    const removed = await deployments.remove(account(request), request.params.id);
+    const removed = await deployments.remove(deployer(request), request.params.id);
     if (!removed) throw missing(request.params.id);
     return toWireDeployment(removed);
   });

@@ -2,9 +2,13 @@ import type { FastifyInstance } from "fastify";
 import type { BackendStats } from "../../backends/backend.js";
 import type { EngineCounters, ShardStepBudget } from "../../engine/types.js";
 import type { ModelRegistry } from "../../serving/model-registry.js";
+import type { Drain } from "../drain.js";
 
-/** Unauthenticated readiness: 200 once every model is loaded; 503 while loading, or if one failed to load. */
-export function healthRoutes(app: FastifyInstance, registry: ModelRegistry): void {
+/**
+ * Unauthenticated readiness: 200 once every model is loaded; 503 while loading, if one failed to
+ * load, or while the server drains before stopping ("draining": a load balancer stops routing here).
+ */
+export function healthRoutes(app: FastifyInstance, registry: ModelRegistry, drain?: Pick<Drain, "draining">): void {
   app.get("/health", async (_request, reply) => {
     // Unauthenticated: private deployments are never listed here.
     const models = registry.list().filter((m) => !m.dedicated).map(({ entry, state, backend, error }) => ({
@@ -13,6 +17,7 @@ export function healthRoutes(app: FastifyInstance, registry: ModelRegistry): voi
       ...(backend ? load(backend.stats()) : {}),
       ...(error ? { error } : {}),
     }));
+    if (drain?.draining) return reply.status(503).send({ status: "draining", models });
     const ready = registry.allReady();
     const status = ready ? "ok" : models.some((m) => m.state === "loading") ? "loading" : "degraded";
     return reply.status(ready ? 200 : 503).send({ status, models });
@@ -30,6 +35,7 @@ function load(stats: BackendStats) {
     idle_cached_sequences: stats.idleSequences,
     kv_cache_usage: Number(stats.kvCacheUsage.toFixed(4)),
     preemptions: stats.preemptions,
+    ...(stats.paused !== undefined ? { paused: stats.paused } : {}),
     by_tier: { running: stats.running, waiting: stats.waiting },
     ...(stats.engine ? { engine: { ...engineCounters(stats.engine), ...(stats.stepBudgets ? { shards: stats.stepBudgets.map(stepBudget) } : {}) } } : {}),
     ...(stats.replicas ? { replicas: stats.replicas.map((r) => ({ index: r.index, health: r.health, running: r.running, max_concurrency: r.maxConcurrency, served: r.served })) } : {}),

@@ -23,6 +23,7 @@ export function newKeyFields() {
     expires_at: z.union([z.number().positive(), z.string().min(1)]).nullish(),
     allowed_models: z.array(z.string()).nullish(),
     manage_keys: z.boolean().nullish(),
+    manage_deployments: z.boolean().nullish(),
     ...keyLimitFields(),
   };
 }
@@ -41,6 +42,7 @@ export function toCreateKeyInput(account: string, body: NewKeyBody): CreateKeyIn
     tokensPerMinute: body.tpm_limit ?? undefined,
     budgetUsd: budgetText(body.budget_usd) ?? undefined,
     manageKeys: body.manage_keys ?? undefined,
+    manageDeployments: body.manage_deployments ?? undefined,
   };
 }
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { stringifyJson } from "../../billing/money-json.js";
 import { pricingView } from "../../billing/pricing-view.js";
-import { ModelNotFound } from "../../errors.js";
+import { Forbidden, ModelNotFound } from "../../errors.js";
 import { visibleTo, type ModelRegistry, type ServedModel } from "../../serving/model-registry.js";
 import { callerOf } from "../auth.js";
 
@@ -41,5 +41,14 @@ export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void
     const model = visible(callerOf(request)).find((m) => m.entry.id === id);
     if (!model) throw new ModelNotFound(id);
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireModel(model)));
+  });
+
+  // The SDK's models.delete: OpenAI deletes fine-tuned models; here no model can be deleted by a key.
+  app.delete("/models/*", async (request) => {
+    const id = (request.params as { "*": string })["*"];
+    const model = visible(callerOf(request)).find((m) => m.entry.id === id);
+    if (!model) throw new ModelNotFound(id);
+    const how = model.dedicated ? "Delete its deployment (DELETE /v1/deployments/{id}) instead." : "Catalog models are managed by the operator.";
+    throw new Forbidden(`The model '${id}' cannot be deleted through the API. ${how}`, "model_not_deletable");
   });
 }

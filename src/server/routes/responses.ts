@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { stringifyJson } from "../../billing/money-json.js";
-import { NotFound, ServiceError } from "../../errors.js";
+import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
 import { responsesRequestSchema, type ResponsesRequestBody } from "../../protocol/responses-request.js";
 import type { ResponseStore } from "../../responses/store.js";
 import type { Caller, ChatRun, ChatService } from "../../serving/chat-service.js";
@@ -10,30 +10,37 @@ import { parseRequest } from "../chat-input.js";
 import { renamingParams, toErrorBody } from "../errors.js";
 import { ResponseBuilder } from "../responses-output.js";
 import { toResponsesChatInput } from "../responses-input.js";
-import { openSse } from "../sse.js";
+import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { abortOnDisconnect } from "./chat.js";
 
 /** Chat's parameter names in lifecycle errors, as the Responses API calls them. */
 const RESPONSES_PARAMS = { messages: "input", response_format: "text.format", "response_format.json_schema.schema": "text.format.schema" };
 
-const notFound = (id: string) => new NotFound(`No response with id '${id}' found.`);
+const notFound = (id: string) => new NotFound(`No response with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}' found.`);
 
 /**
  * The Responses API on the chat lifecycle: the request becomes a chat input, the run's events
  * become output items (and, streamed, typed events). Stored responses belong to one account.
  */
-export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: ResponseStore): void {
+export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: ResponseStore, limits: StreamLimits): void {
   app.post("/responses", async (request, reply) => {
     const body = parseRequest(responsesRequestSchema, request.body);
     const caller = callerOf(request);
     const earlier = await previousConversation(store, caller, body.previous_response_id);
     const { input, conversation } = toResponsesChatInput(body, earlier);
-    const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses" }), RESPONSES_PARAMS);
+    const gate = new OutputGate();
+    const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses", output: gate }), RESPONSES_PARAMS);
     const save = async (builder: ResponseBuilder, response: unknown) => {
       if (body.store === false) return;
-      await store.save(caller.accountId, run.id, { conversation: [...conversation, builder.assistantMessage()], body: stringifyJson(response) });
+      try {
+        await store.save(caller.accountId, run.id, { conversation: [...conversation, builder.assistantMessage()], body: stringifyJson(response) });
+      } catch (error) {
+        // The client gets an error instead of the response, so its ledger row must not say completed.
+        await run.undelivered("response_not_stored").catch((failure: unknown) => request.log.error({ err: failure }, "could not mark the ledger row failed"));
+        throw error;
+      }
     };
-    if (body.stream) return streamResponse(run, body, reply, request, save);
+    if (body.stream) return streamResponse(run, body, openSse(reply, { gate, limits }), request, save);
     const builder = new ResponseBuilder(run, body);
     for await (const event of run.events) {
       const response = builder.apply(event);
@@ -49,6 +56,12 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
     const stored = await store.get(callerOf(request).accountId, request.params.id);
     if (!stored) throw notFound(request.params.id);
     return reply.type("application/json; charset=utf-8").send(stored.body);
+  });
+
+  // Only background responses can be cancelled, and none are: every response here runs in its request.
+  app.post<{ Params: { id: string } }>("/responses/:id/cancel", async (request) => {
+    if (!(await store.get(callerOf(request).accountId, request.params.id))) throw notFound(request.params.id);
+    throw new InvalidRequest("Only responses created with background=true can be cancelled; this server runs none in the background.", null, "not_cancellable");
   });
 
   app.delete<{ Params: { id: string } }>("/responses/:id", async (request) => {
@@ -67,11 +80,10 @@ async function previousConversation(store: ResponseStore, caller: Caller, id: st
 async function streamResponse(
   run: ChatRun,
   body: ResponsesRequestBody,
-  reply: FastifyReply,
+  sse: SseWriter,
   request: FastifyRequest,
   save: (builder: ResponseBuilder, response: unknown) => Promise<void>,
 ): Promise<void> {
-  const sse = openSse(reply);
   let sequence = 0;
   let final: { type: string; payload: Record<string, unknown> } | null = null;
   const builder = new ResponseBuilder(run, body, (type, payload) => {

@@ -1,0 +1,35 @@
+import { minimumPromptTokens, minimumTextTokens, type ChatTemplate } from "../chat-template.js";
+import type { LoadedModel } from "../native/loaded-model.js";
+import type { ChatMessage, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "../types.js";
+import { nonEmptyPrompt } from "./empty-prompt.js";
+import type { PromptPool } from "./prompt-pool.js";
+
+/**
+ * Prompts up to this many characters are rendered and tokenized where they are asked for (well
+ * under a millisecond, less than a message to a worker costs); larger ones on a prompt worker.
+ */
+const INLINE_PROMPT_CHARS = 16 * 1024;
+
+/**
+ * A model's prompt tokenizers: small prompts inline, large ones on the prompt pool, shared by
+ * `fairnessKey`. A prompt that comes out empty is BOS alone, or refused (see nonEmptyPrompt).
+ */
+export function promptTokenizers(model: LoadedModel, template: ChatTemplate, pool: PromptPool) {
+  return {
+    async tokenizeChat(messages: readonly ChatMessage[], tools: readonly ToolDefinition[] = [], options: PromptOptions = {}): Promise<RenderedPrompt> {
+      const { fairnessKey, ...rendering } = options;
+      const size = messages.reduce((n, m) => n + m.content.length + (m.toolCalls?.reduce((k, c) => k + c.arguments.length, 0) ?? 0), 0);
+      const rendered =
+        size + (tools.length > 0 ? JSON.stringify(tools).length : 0) <= INLINE_PROMPT_CHARS
+          ? template.tokenize(messages, tools, rendering)
+          : await pool.run({ kind: "chat", messages, tools, options: rendering }, fairnessKey);
+      return { ...rendered, tokens: [...nonEmptyPrompt(rendered.tokens, model.bosToken)] };
+    },
+    async tokenizeText(text: string, options: Pick<PromptOptions, "fairnessKey"> = {}): Promise<Token[]> {
+      const tokens = text.length <= INLINE_PROMPT_CHARS ? model.tokenize(text, { addSpecial: true }) : (await pool.run({ kind: "text", text }, options.fairnessKey)).tokens;
+      return [...nonEmptyPrompt(tokens, model.bosToken)];
+    },
+    minimumPromptTokens: (messages: readonly ChatMessage[]) => minimumPromptTokens(messages, model),
+    minimumTextTokens: (text: string) => minimumTextTokens(text, model),
+  };
+}

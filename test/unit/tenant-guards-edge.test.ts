@@ -1,0 +1,103 @@
+import assert from "node:assert/strict";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+import Fastify from "fastify";
+import { makePrivate } from "../../src/config/data-dir-permissions.js";
+import { createDrain } from "../../src/server/drain.js";
+import { findIllFormedText, installJsonBodyParser, installPathParamCheck } from "../../src/server/edge-input.js";
+import { installErrorHandlers } from "../../src/server/errors.js";
+
+/** Issue 20: the pure parts of the edge guards, data dir modes and the drain. */
+describe("edge input (issue 20 items 4, 5)", () => {
+  test("findIllFormedText names the first lone surrogate's parameter path, keys included", () => {
+    assert.equal(findIllFormedText({ input: "a\ud800b" }), "input");
+    assert.equal(findIllFormedText({ messages: [{ role: "user", content: "ok" }, { role: "user", content: "\udc00" }] }), "messages[1].content");
+    assert.equal(findIllFormedText({ metadata: { ["k\ud800"]: "v" } }), "metadata");
+    assert.equal(findIllFormedText({ input: "a pair is fine: \ud83d\ude00", n: 1, x: null }), null);
+  });
+
+  function app() {
+    const server = Fastify();
+    installErrorHandlers(server);
+    installJsonBodyParser(server);
+    installPathParamCheck(server);
+    server.delete("/things/:id", async (request) => ({ id: (request.params as { id: string }).id, body: request.body ?? "none" }));
+    server.post("/things", async (request) => ({ body: request.body ?? "none" }));
+    return server;
+  }
+
+  test("an empty body with Content-Type: application/json is no body; bad JSON and lone surrogates are 400s in the OpenAI shape", async () => {
+    const server = app();
+    const headers = { "content-type": "application/json" };
+    const empty = await server.inject({ method: "DELETE", url: "/things/t1", headers, payload: "" });
+    assert.deepEqual(empty.json(), { id: "t1", body: "none" });
+    assert.deepEqual((await server.inject({ method: "POST", url: "/things", headers, payload: '{"a":1}' })).json(), { body: { a: 1 } });
+    const broken = await server.inject({ method: "POST", url: "/things", headers, payload: "{" });
+    assert.equal(broken.statusCode, 400);
+    assert.equal(broken.json().error.code, "invalid_json");
+    const poisoned = await server.inject({ method: "POST", url: "/things", headers, payload: '{"__proto__":{"x":1}}' });
+    assert.equal(poisoned.statusCode, 400);
+    const surrogate = await server.inject({ method: "POST", url: "/things", headers, payload: '{"input":"a\\ud800b"}' });
+    assert.equal(surrogate.statusCode, 400);
+    assert.deepEqual({ ...surrogate.json().error, message: undefined }, { message: undefined, type: "invalid_request_error", param: "input", code: "invalid_unicode" });
+    await server.close();
+  });
+
+  test("a path parameter holding a NUL or another control character is a 404 before the handler runs", async () => {
+    const server = app();
+    for (const id of ["%00", "a%0Ab", "%7F"]) {
+      const response = await server.inject({ method: "DELETE", url: `/things/${id}` });
+      assert.equal(response.statusCode, 404, id);
+      assert.equal(response.json().error.code, "not_found");
+    }
+    await server.close();
+  });
+});
+
+describe("data dir modes (issue 20 item 7)", () => {
+  test("makePrivate makes dirs 0700 and files 0600 all the way down, leaves symlinks alone, and counts what it changed", () => {
+    const root = mkdtempSync(join(tmpdir(), "switchyard-private-"));
+    try {
+      mkdirSync(join(root, "db/base"), { recursive: true });
+      writeFileSync(join(root, "db/base/1"), "x");
+      writeFileSync(join(root, "server.json"), "{}");
+      const outside = join(root, "..", `outside-${process.pid}`);
+      writeFileSync(outside, "x");
+      chmodSync(outside, 0o644);
+      symlinkSync(outside, join(root, "link"));
+      for (const path of ["db", "db/base"]) chmodSync(join(root, path), 0o777);
+      for (const path of ["db/base/1", "server.json"]) chmodSync(join(root, path), 0o666);
+      chmodSync(root, 0o755);
+      assert.equal(makePrivate(root), 5);
+      for (const path of ["", "db", "db/base"]) assert.equal(statSync(join(root, path)).mode & 0o777, 0o700, path);
+      for (const path of ["db/base/1", "server.json"]) assert.equal(statSync(join(root, path)).mode & 0o777, 0o600, path);
+      assert.equal(statSync(outside).mode & 0o777, 0o644, "a symlink's target outside is not touched");
+      assert.equal(makePrivate(root), 0);
+      rmSync(outside);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("drain (issue 20 item 9)", () => {
+  test("while draining, new requests get the 503 server_shutting_down body and /health still answers; drain() resolves once idle", async () => {
+    const drain = createDrain();
+    const server = Fastify();
+    installErrorHandlers(server);
+    drain.install(server);
+    server.get("/health", async () => ({ status: drain.draining ? "draining" : "ok" }));
+    server.get("/work", async () => ({ ok: true }));
+    assert.equal((await server.inject({ url: "/work" })).statusCode, 200);
+    assert.equal(drain.inFlight, 0);
+    await drain.drain(1_000);
+    const refused = await server.inject({ url: "/work" });
+    assert.equal(refused.statusCode, 503);
+    assert.equal(refused.json().error.code, "server_shutting_down");
+    assert.equal(refused.headers["retry-after"], "5");
+    assert.deepEqual((await server.inject({ url: "/health" })).json(), { status: "draining" });
+    await server.close();
+  });
+});

@@ -5,42 +5,18 @@ import type { SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import { SavedCells } from "./saved-cells.js";
 import { SequenceTable } from "./sequences.js";
-import { budgetOptions, fillBatch, type StepBudget, type TargetsByClass } from "./step-budget.js";
+import { countByClass, type ShardSchedulerOptions, type ShardStats } from "./scheduler-types.js";
+import { budgetOptions, fillBatch, type StepBudget } from "./step-budget.js";
 import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
 import type { MemoryOp, StepReply } from "../runner/step-protocol.js";
-import type { FinishReason, ModelHostStats } from "../types.js";
+import type { FinishReason } from "../types.js";
 
 export class QueueFullError extends Error {}
 export class WaitExpiredError extends Error {}
 export { StalledError };
 
-export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" | "preemptions"> {
-  sequences: number;
-  paused: number;
-  usedCells: number;
-  totalCells: number;
-  /** The last planned step's budget. */
-  budget: StepBudget;
-}
-
-export interface ShardSchedulerOptions {
-  /** This shard's index: requests queued here record it. */
-  shard?: number;
-  sequences: number;
-  cellsPerSequence: number;
-  /** Most tokens in one step (the runner's batch). */
-  stepTokens: number;
-  prefixCache: boolean;
-  /** Most prompt tokens one request takes while other prompts wait for theirs (default 64). */
-  chunkCap?: number;
-  /** Prompt tokens every step carries at least while a prompt loads (default 8). */
-  minChunk?: number;
-  /** Per-tier targets (default: step-budget.ts DEFAULT_TARGETS). */
-  targets?: TargetsByClass;
-  /** How long a running request may go without progress before it fails with StalledError (default: never). */
-  stallTimeoutMs?: number;
-}
+export type { ShardSchedulerOptions, ShardStats };
 
 /**
  * A shard's scheduler, after vLLM v1's: every step it settles aborts, preempts for waiting
@@ -202,16 +178,11 @@ export class ShardScheduler {
   }
 
   stats(): ShardStats {
-    const count = (list: EngineRequest[]) => ({
-      priority: list.filter((r) => r.schedulingClass === "priority").length,
-      standard: list.filter((r) => r.schedulingClass === "standard").length,
-      flex: list.filter((r) => r.schedulingClass === "flex").length,
-    });
     const computed = new Map(this.running.map((r) => [r.sequence!, r.computed]));
     return {
       sequences: this.sequences.size,
-      running: count(this.running),
-      waiting: count(this.waiting),
+      running: countByClass(this.running),
+      waiting: countByClass(this.waiting),
       preemptions: this.preemptions,
       paused: this.running.filter((r) => r.paused).length,
       usedCells: this.sequences.usedCells(computed),

@@ -23,6 +23,8 @@ export async function engineOptions(entry: CatalogEntry, settings: Settings, seq
     stallTimeoutMs: settings.stallTimeoutMs,
     prefixCache: settings.prefixCache,
     stepTokens: settings.stepTokens,
+    // Flex has no targets of its own: it runs at standard's pace.
+    targets: { ...settings.targets, flex: settings.targets.standard },
   };
 }
 

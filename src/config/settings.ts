@@ -35,6 +35,11 @@ const settingsSchema = z.object({
   prefixCache: z.boolean(),
   /** Tokens evaluated per shard's step (decode tokens first, prompt chunks in the rest). */
   stepTokens: z.coerce.number().int().min(16),
+  /** Per-tier service targets (ms) the step budget keeps: time to first token and between tokens. */
+  targets: z.object({
+    priority: z.object({ ttftMs: z.coerce.number().int().min(1), itlMs: z.coerce.number().int().min(1) }),
+    standard: z.object({ ttftMs: z.coerce.number().int().min(1), itlMs: z.coerce.number().int().min(1) }),
+  }),
   /** Cap on one request's context window (tokens); each sequence holds a KV stream of this many cells. */
   maxContext: z.coerce.number().int().min(512),
   /** Serve only these catalog ids (empty: all). */
@@ -95,6 +100,10 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     streamPauseTimeoutMs: env.SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS ?? 60_000,
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
     stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
+    targets: {
+      priority: { ttftMs: env.SWITCHYARD_PRIORITY_TTFT_MS ?? 1000, itlMs: env.SWITCHYARD_PRIORITY_ITL_MS ?? 100 },
+      standard: { ttftMs: env.SWITCHYARD_STANDARD_TTFT_MS ?? 5000, itlMs: env.SWITCHYARD_STANDARD_ITL_MS ?? 300 },
+    },
     models: list(flags.models ?? env.SWITCHYARD_MODELS),
     databaseUrl: env.SWITCHYARD_DATABASE_URL || undefined,
     adminKey: env.SWITCHYARD_ADMIN_KEY || undefined,

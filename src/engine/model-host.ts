@@ -1,10 +1,13 @@
 import { availableParallelism } from "node:os";
 import { randomInt } from "node:crypto";
 import { chatTemplateFor } from "./chat-template.js";
+import { StepCostModel } from "./core/cost-model.js";
+import { chooseShard } from "./core/placement.js";
 import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { QueueFullError, ShardScheduler, StalledError, WaitExpiredError } from "./core/scheduler.js";
 import { Shard, type StepCounters } from "./core/shard.js";
+import type { TargetsByClass } from "./core/step-budget.js";
 import { constraintToGbnf } from "./grammar/index.js";
 import { loadModel } from "./native/loaded-model.js";
 import { EmptyPromptError, nonEmptyPrompt } from "./prompt/empty-prompt.js";
@@ -37,6 +40,8 @@ export interface ModelHostOptions {
   prefixCache: boolean;
   /** How long a request may hold a sequence without progress (paused, or stuck) before it fails with StalledError. */
   stallTimeoutMs: number;
+  /** Per-tier time-to-first-token and inter-token targets the step budget keeps (default: step-budget.ts). */
+  targets?: TargetsByClass;
 }
 
 export interface ModelHost {
@@ -102,7 +107,8 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
         const sequences = Math.floor(options.sequences / shardCount) + (i < options.sequences % shardCount ? 1 : 0);
         const stepTokens = Math.max(options.stepTokens ?? DEFAULT_STEP_TOKENS, sequences + 1);
         const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads });
-        const scheduler = new ShardScheduler({ sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache, stallTimeoutMs: options.stallTimeoutMs }, tieredPolicy, model, () => router.steal(scheduler));
+        const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache, targets: options.targets, stallTimeoutMs: options.stallTimeoutMs };
+        const scheduler = new ShardScheduler(schedulerOptions, tieredPolicy, model, new StepCostModel(), () => router.steal(scheduler));
         return new Shard(scheduler, runner, threadsFor);
       }),
     );
@@ -126,7 +132,7 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
   }
 }
 
-/** Places requests on shards, bounds the queue, expires flex waits, and turns aborts into state. */
+/** Places requests on shards, bounds the queue, expires flex waits, and hands aborts to the owning shard. */
 class ShardRouter {
   private shards: Shard[] = [];
   private readonly grammars = new Map<string, string>();
@@ -180,15 +186,12 @@ class ShardRouter {
     }
   }
 
+  /** A request another shard gives away (its scheduler decides which), for an idle one. */
   steal(thief: ShardScheduler): EngineRequest | undefined {
-    // Only requests that never ran move: a preempted one keeps its sampler on its own shard. Only
-    // from a shard without room for all it has waiting: one with room admits them at its next step,
-    // and a request placed there for its cached prefix would lose the cache by moving.
     for (const shard of this.shards) {
       if (shard.scheduler === thief || shard.failure) continue;
-      if (shard.scheduler.freeSequences >= shard.scheduler.waiting.length) continue;
-      const request = shard.scheduler.waiting.find((r) => !r.resumed && !r.started && r.siblings.length === 0);
-      if (request && shard.scheduler.remove(request)) return request;
+      const request = shard.scheduler.giveAway();
+      if (request) return request;
     }
     return undefined;
   }
@@ -207,60 +210,45 @@ class ShardRouter {
       paused: all.reduce((n, s) => n + s.paused, 0),
       idleSequences: slots - running.priority - running.standard - running.flex,
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
+      stepBudgets: all.map(({ budget }) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs })),
       engine: Object.fromEntries(
         (Object.keys(this.shards[0]!.counters) as (keyof StepCounters)[]).map((key) => [key, this.shards.reduce((n, shard) => n + shard.counters[key], 0)]),
       ) as unknown as StepCounters,
     };
   }
 
-  /** The shard whose idle cache holds the longest prefix of the prompt, else the least loaded. */
+  /** Queues the request on the shard core/placement.ts chooses. */
   private place(request: EngineRequest): void {
-    const load = (shard: Shard) => (shard.scheduler.running.length + shard.scheduler.waiting.length) / shard.scheduler.sequenceCount;
     // A shard whose runner thread died takes nothing: a request placed there would wait forever.
     const live = this.shards.filter((shard) => !shard.failure);
     if (live.length === 0) throw this.shards[0]!.failure!;
-    let chosen = live[0]!;
-    let best = { cached: -1, load: Infinity };
-    for (const shard of live) {
-      const candidate = { cached: shard.scheduler.cachedPrefix(request), load: load(shard) };
-      const roomy = candidate.load < 1;
-      if ((roomy && candidate.cached > best.cached) || (candidate.cached === best.cached && candidate.load < best.load)) [chosen, best] = [shard, candidate];
-    }
-    chosen.scheduler.enqueue(request);
+    chooseShard(live, request).scheduler.enqueue(request);
     // Every shard may look: an idle one takes the request if the chosen one has no room.
     for (const shard of this.shards) shard.wake();
   }
 
+  private owner(request: EngineRequest): Shard | undefined {
+    return request.shard === undefined ? undefined : this.shards[request.shard];
+  }
+
   private abort(request: EngineRequest, reason: unknown): void {
-    request.abortRequested = true;
-    const shard = this.shards.find((s) => s.scheduler.waiting.includes(request) || s.scheduler.running.includes(request));
-    if (request.status === "waiting") {
-      if (shard) shard.scheduler.endWaiting(request, reason);
-      else this.drop(request, reason); // a choice waiting with its leader, in no queue
-    }
+    const shard = this.owner(request);
+    shard?.scheduler.abort(request, reason);
     shard?.wake();
   }
 
-  /** Paused requests skip their steps; resumed, their stall clock starts again. */
+  /** Paused requests skip their steps (their shard's scheduler records it); resumed, their shard wakes. */
   private setPaused(requests: readonly EngineRequest[], paused: boolean): void {
-    const now = performance.now();
     for (const request of requests) {
-      request.paused = paused;
-      if (!paused) request.progressAt = now;
+      const shard = this.owner(request);
+      shard?.scheduler.setPaused(request, paused);
+      if (!paused) shard?.wake();
     }
-    if (!paused) for (const shard of this.shards) shard.wake();
   }
 
   /** A flex request still waiting for its first admission when its wait limit ends. */
   private expire(request: EngineRequest): void {
-    if (request.status !== "waiting" || request.started) return;
-    for (const shard of this.shards) shard.scheduler.remove(request);
-    this.drop(request, new WaitExpiredError(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`));
-  }
-
-  private drop(request: EngineRequest, reason: unknown): void {
-    request.status = "finished";
-    request.events.fail(reason ?? new Error("aborted"));
+    this.owner(request)?.scheduler.expire(request, new WaitExpiredError(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`));
   }
 
   private waitingCount(): number {

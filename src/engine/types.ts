@@ -148,6 +148,17 @@ export interface ModelHostStats {
   kvCacheUsage: number;
   /** The embedded engine's step counters since start (absent for other backends). */
   engine?: EngineCounters;
+  /** Each shard's last planned step: its time budget, tokens and predicted time (embedded engine only). */
+  stepBudgets?: ShardStepBudget[];
+}
+
+export interface ShardStepBudget {
+  /** The inter-token target of the most demanding tier decoding on the shard (ms); null: none decoding, no time limit. */
+  budgetMs: number | null;
+  /** Tokens the step carried. */
+  tokens: number;
+  /** The shard's cost model's prediction for that step (ms). */
+  plannedMs: number;
 }
 
 export interface EngineCounters {
@@ -155,6 +166,8 @@ export interface EngineCounters {
   batchTokens: number;
   /** Prompt tokens evaluated (a prompt's cached prefix, or a choice's copied one, is not). */
   promptTokensComputed: number;
+  /** Cells of preempted requests put back from the runner's memory instead of computed again. */
+  restoredCells: number;
   sampledTokens: number;
   decodeMs: number;
   sampleMs: number;

@@ -124,6 +124,30 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
     assert.equal(streamedContent(events), reference, "the same text as without preemption: nothing lost, nothing repeated");
   });
 
+  test("a running standard stream is preempted at once for a priority request and resumes from its saved cells with the same text", async () => {
+    const body = ask(LONG, { stream: true, max_tokens: 48, temperature: 0 });
+    const reference = streamedContent(await readSseTimed(await postChat(server, body)));
+    const preemptionsBefore = (await health(server)).preemptions;
+    const restoredBefore = ((await (await fetch(`${server.url}/health`)).json()) as { models: Array<{ engine: { restored_cells: number } }> }).models[0]!.engine.restored_cells;
+
+    let priorityDone: Promise<Response> | undefined;
+    let chunks = 0;
+    const events = await readSseTimed(await postChat(server, body), () => {
+      if (++chunks === 5) priorityDone = postChat(server, ask("Say hi.", { max_tokens: 8, service_tier: "priority" }));
+    });
+    const priority = await priorityDone!;
+    assert.equal(priority.status, 200);
+    assert.equal((await health(server)).preemptions, preemptionsBefore + 1, "the standard stream gave way rather than make priority wait for it");
+    const payloads = events.map((e) => e.data);
+    assert.ok(payloads.every((p) => p === "[DONE]" || !("error" in JSON.parse(p))), "no error reached the client");
+    assert.equal(JSON.parse(payloads.at(-2)!).choices[0].finish_reason, "length");
+    assert.equal(streamedContent(events), reference, "the same text as without preemption: nothing lost, nothing repeated");
+    const engine = ((await (await fetch(`${server.url}/health`)).json()) as { models: Array<{ engine: { restored_cells: number; shards: Array<Record<string, unknown>> } }> }).models[0]!.engine;
+    assert.ok(engine.restored_cells > restoredBefore, "it resumed from its saved cells, not by computing them again");
+    const shards = engine.shards;
+    assert.ok(shards.length >= 1 && shards.every((s) => "step_budget_ms" in s && typeof s.step_budget_tokens === "number"), "/health shows each shard's step budget");
+  });
+
   test("beyond the bounded wait queue: 429 queue_full with Retry-After", async () => {
     const holder = await holdSlot(server);
     const controller = new AbortController();

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { EmptyPrompt, GenerationStalled, type Backend, type PreparedPrompt } from "../../src/backends/backend.js";
 import type { CatalogEntry } from "../../src/catalog/types.js";
+import { StepCostModel } from "../../src/engine/core/cost-model.js";
 import { tieredPolicy } from "../../src/engine/core/policy.js";
 import { EngineRequest } from "../../src/engine/core/request.js";
 import { ShardScheduler, StalledError } from "../../src/engine/core/scheduler.js";
@@ -10,6 +11,7 @@ import { nextFairJob } from "../../src/engine/prompt/prompt-pool.js";
 import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
 import type { EngineEvent } from "../../src/engine/types.js";
 import { InvalidRequest, ServiceError } from "../../src/errors.js";
+import { step } from "../helpers/scheduler-steps.js";
 import { createMemoryLimits } from "../../src/limits/memory.js";
 import { createChatService, type Caller } from "../../src/serving/chat-service.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";
@@ -30,17 +32,11 @@ describe("a prompt of no tokens", () => {
 const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
 const texts = { pieceBytes: () => new Uint8Array([97]), tokenText: () => "a", isEndOfGeneration: () => false };
 const request = (promptLength: number) => new EngineRequest({ promptTokens: Array.from({ length: promptLength }, () => 1), maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [] }, SAMPLER);
+// A machine whose steps cost nothing: only the token budget limits a step.
 const scheduler = (stepTokens: number, stallTimeoutMs: number) =>
-  new ShardScheduler({ sequences: 2, cellsPerSequence: 4096, stepTokens, prefixCache: false, stallTimeoutMs }, tieredPolicy, texts, () => undefined);
+  new ShardScheduler({ sequences: 2, cellsPerSequence: 4096, stepTokens, prefixCache: false, stallTimeoutMs }, tieredPolicy, texts, new StepCostModel({ prior: [0, 0, 0, 0] }));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Plans a step and plays the runner: every planned token is computed, every sample draws token 1. */
-function step(s: ShardScheduler) {
-  const plan = s.schedule();
-  for (const { request: r, count } of plan.scheduled) r.computed += count;
-  for (const r of plan.sampled) s.onSampled(r, 1, null);
-  return plan;
-}
 
 async function failure(r: EngineRequest): Promise<unknown> {
   try {
@@ -70,14 +66,13 @@ describe("the stall limit", () => {
     s.enqueue(r);
     step(s);
     assert.equal(r.generatedCount, 1);
-    r.paused = true;
+    s.setPaused(r, true);
     assert.equal(step(s).batchSize, 0);
     assert.equal(r.status, "running");
-    r.paused = false;
-    r.progressAt = performance.now();
+    s.setPaused(r, false);
     step(s);
     assert.equal(r.generatedCount, 2);
-    r.paused = true;
+    s.setPaused(r, true);
     assert.equal(step(s).batchSize, 0); // as a shard's loop does: the step after the last one it ran
     await sleep(50);
     step(s);

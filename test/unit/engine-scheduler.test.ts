@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { tieredPolicy } from "../../src/engine/core/policy.js";
 import { EngineRequest } from "../../src/engine/core/request.js";
+import { StepCostModel } from "../../src/engine/core/cost-model.js";
 import { ShardScheduler } from "../../src/engine/core/scheduler.js";
-import { StepPlan } from "../../src/engine/core/step-plan.js";
+import type { StepPlan } from "../../src/engine/core/step-plan.js";
+import { step } from "../helpers/scheduler-steps.js";
 import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
 import type { EngineEvent, GenerationRequest, SchedulingClass } from "../../src/engine/types.js";
 
@@ -23,16 +25,11 @@ function request(promptLength: number, schedulingClass: SchedulingClass = "stand
   return new EngineRequest({ promptTokens, maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [], schedulingClass, ...extra }, SAMPLER);
 }
 
-function scheduler(sequences: number, stepTokens: number, options: { cells?: number; prefixCache?: boolean } = {}) {
-  return new ShardScheduler({ sequences, cellsPerSequence: options.cells ?? 4096, stepTokens, prefixCache: options.prefixCache ?? true, stallTimeoutMs: 60_000 }, tieredPolicy, texts, () => undefined);
-}
+/** A machine whose steps cost nothing: only the token budget limits a step (the time budget is tested in step-budget.test.ts). */
+const free = () => new StepCostModel({ prior: [0, 0, 0, 0] });
 
-/** Plans a step and plays the runner: every planned token is computed, every sample draws `token`. */
-function step(s: ShardScheduler, token = 1): StepPlan {
-  const plan = s.schedule();
-  for (const { request, count } of plan.scheduled) request.computed += count;
-  for (const r of plan.sampled) s.onSampled(r, token, null);
-  return plan;
+function scheduler(sequences: number, stepTokens: number, options: { cells?: number; prefixCache?: boolean } = {}) {
+  return new ShardScheduler({ sequences, cellsPerSequence: options.cells ?? 4096, stepTokens, prefixCache: options.prefixCache ?? true, stallTimeoutMs: 60_000 }, tieredPolicy, texts, free());
 }
 
 const tokensOf = (plan: StepPlan, r: EngineRequest) => plan.scheduled.find((s) => s.request === r)?.count ?? 0;

@@ -11,8 +11,9 @@ let nextId = 1;
  * everything the scheduler and the step loop know of it. There is no prefill phase: a request has
  * `tokens` (its prompt, then what it generated) and `computed`, how many of them its sequence
  * holds cells for; each step computes some of the rest, and when the last one is computed the
- * request samples its next token. Preemption drops its cells (`computed` back to 0) and puts it back
- * in the queue; resumption is the same catching up.
+ * request samples its next token. Preemption gives its sequence back (its cells kept for its
+ * namespace's prefix cache) and puts it back in the queue; resumption is the same catching up, from
+ * whatever of its cells are still there. Only its shard's scheduler changes its state.
  */
 export class EngineRequest {
   readonly id = nextId++;
@@ -23,6 +24,14 @@ export class EngineRequest {
   readonly events = new EventQueue<EngineEvent>();
   status: RequestStatus = "waiting";
   computed = 0;
+  /** The shard whose scheduler owns it (set when it is queued there). */
+  shard: number | undefined;
+  /** Cells of it saved in the runner's memory when it was preempted (0: none). */
+  savedCells = 0;
+  /** Cells being restored into its sequence this step: it sits out the batch until they are back. */
+  restoring = 0;
+  /** Times a higher tier was admitted ahead of it while it waited (the policy's aging). */
+  overtaken = 0;
   /** The sequence (KV stream) it holds while running. */
   sequence: number | undefined;
   /** Admitted at least once (its `started` event was sent). */

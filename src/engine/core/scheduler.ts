@@ -1,47 +1,53 @@
+import { StepCostModel } from "./cost-model.js";
+import { computableTokens, copyPrompts } from "./choices.js";
 import { RequestOutput, type TokenTexts } from "./output.js";
 import type { SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
+import { SavedCells } from "./saved-cells.js";
 import { SequenceTable } from "./sequences.js";
+import { countByClass, type ShardSchedulerOptions, type ShardStats } from "./scheduler-types.js";
+import { budgetOptions, fillBatch, type StepBudget } from "./step-budget.js";
 import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
-import type { MemoryOp } from "../runner/step-protocol.js";
-import type { FinishReason, ModelHostStats } from "../types.js";
+import type { MemoryOp, StepReply } from "../runner/step-protocol.js";
+import type { FinishReason } from "../types.js";
 
 export class QueueFullError extends Error {}
 export class WaitExpiredError extends Error {}
 export { StalledError };
 
-export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" | "preemptions"> {
-  sequences: number;
-  paused: number;
-  usedCells: number;
-  totalCells: number;
-}
+export type { ShardSchedulerOptions, ShardStats };
 
 /**
  * A shard's scheduler, after vLLM v1's: every step it settles aborts, preempts for waiting
- * higher tiers, admits what fits, and fills the batch under a token budget, running decodes first
- * (in tier order), then prompt chunks (priority prompts first). Every change of a request's state
- * (admitted, preempted, finished) happens here.
+ * higher tiers, admits what fits, and fills the batch under a time budget (core/step-budget.ts),
+ * running decodes first (in tier order), then prompt chunks (priority prompts first). Every change
+ * of a request's state (queued, admitted, computed, preempted, finished, moved to another shard)
+ * happens here: the router and the step loop call these methods, as vLLM's `finish_requests`.
  */
 export class ShardScheduler {
   readonly waiting: EngineRequest[] = [];
   readonly running: EngineRequest[] = [];
   private readonly outputs = new Map<EngineRequest, RequestOutput>();
   private readonly sequences: SequenceTable;
+  private readonly saved: SavedCells;
   private pendingOps: MemoryOp[] = [];
   private pendingFrees: number[] = [];
   private preemptions = 0;
+  private lastBudget: StepBudget = { ms: null, tokens: 0, plannedMs: 0 };
   private lastPlan: StepPlan | undefined;
 
   constructor(
-    private readonly options: { sequences: number; cellsPerSequence: number; stepTokens: number; prefixCache: boolean; stallTimeoutMs: number },
+    private readonly options: ShardSchedulerOptions,
     private readonly policy: SchedulingPolicy,
     private readonly texts: TokenTexts,
+    /** This shard's step times, learnt by its step loop. */
+    readonly cost: StepCostModel = new StepCostModel(),
     /** Takes a new request waiting on another shard, when this one has room and nothing waiting. */
-    private readonly steal: () => EngineRequest | undefined,
+    private readonly steal: () => EngineRequest | undefined = () => undefined,
   ) {
     this.sequences = new SequenceTable(options.sequences, options.cellsPerSequence, options.prefixCache);
+    this.saved = new SavedCells(options.cellsPerSequence);
   }
 
   /** Sequences this shard has in all. */
@@ -58,17 +64,50 @@ export class ShardScheduler {
     return this.sequences.bestPrefix(request.spec.cacheNamespace, request.tokens);
   }
 
+  /** Queues a request (with the choices admitted with it) on this shard. */
   enqueue(request: EngineRequest): void {
+    request.shard = this.options.shard ?? 0;
+    for (const sibling of request.siblings) sibling.shard = request.shard;
     this.waiting.push(request);
     this.waiting.sort(this.policy.compareWaiting);
   }
 
-  /** Takes a waiting request off this shard (stolen, expired); false if it is not waiting here. */
-  remove(request: EngineRequest): boolean {
-    const at = this.waiting.indexOf(request);
-    if (at === -1) return false;
-    this.waiting.splice(at, 1);
-    return true;
+  /**
+   * A request to move to an idle shard: one that never ran (a preempted one keeps its sampler
+   * here) and has no choices with it, and only if this shard has no room for all it has waiting:
+   * one with room admits them at its next step, and a request placed here for its cached prefix
+   * would lose the cache by moving.
+   */
+  giveAway(): EngineRequest | undefined {
+    if (this.freeSequences >= this.waiting.length) return undefined;
+    const request = this.waiting.find((r) => !r.resumed && !r.started && r.siblings.length === 0 && !r.abortRequested);
+    if (request) this.remove(request);
+    return request;
+  }
+
+  /** The caller went away: a waiting request ends now, a running one at the next step. */
+  abort(request: EngineRequest, reason: unknown): void {
+    request.abortRequested = true;
+    if (request.status === "waiting") this.endWaiting(request, reason);
+  }
+
+  /** Its caller cannot take output now (paused: it keeps its sequence, out of every batch), or can again (its stall clock restarts). */
+  setPaused(request: EngineRequest, paused: boolean): void {
+    request.paused = paused;
+    if (!paused) request.progressAt = performance.now();
+  }
+
+  /** A flex request still waiting for its first admission when its wait limit ends. */
+  expire(request: EngineRequest, reason: Error): void {
+    if (request.status !== "waiting" || request.started) return;
+    this.remove(request);
+    request.status = "finished";
+    request.events.fail(reason);
+  }
+
+  /** The budget of the last planned step. */
+  get budget(): StepBudget {
+    return this.lastBudget;
   }
 
   schedule(): StepPlan {
@@ -76,25 +115,84 @@ export class ShardScheduler {
     // The step planned last has run by now. Before the pending operations are taken, so the cells
     // of a sequence a stalled request frees are cleared in this step.
     if (this.lastPlan) noteProgress(this.running, this.lastPlan, this.options.stepTokens);
-    for (const [request, error] of stalledRequests(this.running, this.options.stallTimeoutMs)) this.fail(request, error);
+    for (const [request, error] of stalledRequests(this.running, this.options.stallTimeoutMs ?? Infinity)) this.fail(request, error);
     plan.ops.push(...this.pendingOps.splice(0));
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
     for (const request of this.policy.victims(this.running, this.waiting, this.sequences.free)) this.preempt(request, plan.ops);
     this.admit(plan);
-    this.copyPrompts(plan);
-    this.fillBatch(plan);
+    copyPrompts(this.running, plan);
+    // A sibling waiting for its copy of the prompt, a request waiting for its cells back, or one
+    // whose caller is not reading (paused) sits out.
+    const ordered = this.running.filter((r) => r.copyFrom === undefined && r.restoring === 0 && !r.paused).sort(this.policy.compareRunning);
+    const budget = fillBatch(plan, ordered, budgetOptions(this.options), this.cost, computableTokens);
+    if (plan.batchSize > 0) this.lastBudget = budget;
     this.lastPlan = plan;
     return plan;
   }
 
   /** How often a shard with running requests but an empty batch looks for stalled ones. */
   get stallCheckMs(): number {
-    return stallCheckMs(this.options.stallTimeoutMs);
+    return stallCheckMs(this.options.stallTimeoutMs ?? Infinity);
+  }
+
+  /**
+   * Takes the runner's reply to a planned step (vLLM's `update_from_output`): advances what each
+   * request has computed and post-processes the sampled tokens. Returns the prompt tokens computed
+   * and the cells of preempted requests restored.
+   */
+  update(plan: StepPlan, reply: StepReply): { promptTokens: number; restoredCells: number } {
+    const restoredCells = this.saved.confirm(plan, reply);
+    if (reply.error !== undefined) {
+      for (const { request } of plan.scheduled) this.fail(request, new Error(`The engine failed to decode a batch: ${reply.error}`));
+      return { promptTokens: 0, restoredCells };
+    }
+    let promptTokens = 0;
+    for (const { request, count } of plan.scheduled) {
+      promptTokens += Math.min(count, Math.max(0, request.promptLength - request.computed));
+      if (request.status === "running") request.computed += count;
+    }
+    const failed = new Map(reply.failedSamplers.map((f) => [f.id, f.reason]));
+    plan.sampled.forEach((request, i) => {
+      const reason = failed.get(request.id);
+      if (reason !== undefined) this.fail(request, new Error(reason));
+      else this.onSampled(request, reply.tokens[i]!, reply.logprobs[i] ?? null);
+    });
+    return { promptTokens, restoredCells };
+  }
+
+  /** Ends a request with an error (its generator throws it). */
+  fail(request: EngineRequest, error: Error): void {
+    if (request.status === "finished") return;
+    if (request.status === "running") this.release(request, false, this.pendingOps, this.pendingFrees);
+    else this.remove(request);
+    this.saved.drop(request, this.pendingOps);
+    request.status = "finished";
+    this.outputs.delete(request);
+    request.events.fail(error);
+  }
+
+  /** The shard's runner is gone: everything here fails. */
+  failAll(error: Error): void {
+    for (const request of [...this.running, ...this.waiting]) this.fail(request, error);
+  }
+
+  stats(): ShardStats {
+    const computed = new Map(this.running.map((r) => [r.sequence!, r.computed]));
+    return {
+      sequences: this.sequences.size,
+      running: countByClass(this.running),
+      waiting: countByClass(this.waiting),
+      preemptions: this.preemptions,
+      paused: this.running.filter((r) => r.paused).length,
+      usedCells: this.sequences.usedCells(computed),
+      totalCells: this.sequences.size * this.options.cellsPerSequence,
+      budget: this.lastBudget,
+    };
   }
 
   /** Post-processing of one sampled token; the request may finish. */
-  onSampled(request: EngineRequest, token: number, logprob: Parameters<RequestOutput["accept"]>[1]): void {
+  private onSampled(request: EngineRequest, token: number, logprob: Parameters<RequestOutput["accept"]>[1]): void {
     if (request.status !== "running") return;
     if (token < 0) return this.fail(request, new Error("the request's sampler could not be built"));
     request.tokens.push(token);
@@ -104,40 +202,20 @@ export class ShardScheduler {
     if (finish) this.finish(request, finish, this.pendingOps, this.pendingFrees);
   }
 
-  /** Ends a request with an error (its generator throws it). */
-  fail(request: EngineRequest, error: Error): void {
-    if (request.status === "finished") return;
-    if (request.status === "running") this.release(request, false, this.pendingOps, this.pendingFrees);
-    else this.remove(request);
-    request.status = "finished";
-    this.outputs.delete(request);
-    request.events.fail(error);
-  }
-
-  stats(): ShardStats {
-    const count = (list: EngineRequest[]) => ({
-      priority: list.filter((r) => r.schedulingClass === "priority").length,
-      standard: list.filter((r) => r.schedulingClass === "standard").length,
-      flex: list.filter((r) => r.schedulingClass === "flex").length,
-    });
-    const computed = new Map(this.running.map((r) => [r.sequence!, r.computed]));
-    return {
-      sequences: this.sequences.size,
-      running: count(this.running),
-      waiting: count(this.waiting),
-      preemptions: this.preemptions,
-      paused: this.running.filter((r) => r.paused).length,
-      usedCells: this.sequences.usedCells(computed),
-      totalCells: this.sequences.size * this.options.cellsPerSequence,
-    };
+  private remove(request: EngineRequest): boolean {
+    const at = this.waiting.indexOf(request);
+    if (at === -1) return false;
+    this.waiting.splice(at, 1);
+    return true;
   }
 
   private admit(plan: StepPlan): void {
     while (this.sequences.free > 0) {
-      const request = this.waiting[0] ?? this.steal();
+      const stolen = this.waiting.length === 0 ? this.steal() : undefined;
+      if (stolen) this.enqueue(stolen);
+      const request = this.waiting[0];
       if (!request) return;
       if (request.abortRequested) {
-        this.remove(request);
         this.endWaiting(request);
         continue;
       }
@@ -149,6 +227,8 @@ export class ShardScheduler {
         this.start(member, plan);
       }
       for (const sibling of group.slice(1)) sibling.copyFrom = request;
+      for (const passed of this.waiting) this.policy.passedOver(request, passed);
+      this.waiting.sort(this.policy.compareWaiting);
     }
   }
 
@@ -156,6 +236,7 @@ export class ShardScheduler {
     const taken = this.sequences.take(request.spec.cacheNamespace, request.tokens, plan.ops);
     request.sequence = taken.sequence;
     request.computed = taken.reused;
+    this.saved.resume(request, taken.reused, plan);
     request.status = "running";
     request.admittedAt = performance.now();
     request.progressAt = request.admittedAt;
@@ -172,52 +253,14 @@ export class ShardScheduler {
   }
 
   /**
-   * A sibling whose leader has computed all of the prompt but its last token takes a copy of
-   * those cells, and from then on is a request like any other. If the leader stopped first, the
-   * sibling computes the prompt itself.
+   * Gives the request's sequence up now. Its cells are saved in the runner's memory (where they fit)
+   * and stay in the prefix cache (for its namespace): readmitted, it resumes from them; where
+   * neither kept them, it computes its tokens again. Either way it samples on from where it
+   * stopped, with the same sampler.
    */
-  private copyPrompts(plan: StepPlan): void {
-    for (const request of this.running) {
-      const leader = request.copyFrom;
-      if (!leader) continue;
-      if (leader.status !== "running") {
-        request.copyFrom = undefined;
-        continue;
-      }
-      if (leader.computed < leader.promptLength - 1) continue;
-      plan.ops.push({ op: "cp", src: leader.sequence!, dst: request.sequence! });
-      request.computed = leader.promptLength - 1;
-      request.copyFrom = undefined;
-    }
-  }
-
-  /** A leader stops before its prompt's last token until its siblings have their copy. */
-  private limit(request: EngineRequest): number {
-    const waitingForCopy = request.siblings.some((s) => s.copyFrom === request);
-    return waitingForCopy ? Math.max(0, request.promptLength - 1 - request.computed) : request.pending;
-  }
-
-  private fillBatch(plan: StepPlan): void {
-    let budget = this.options.stepTokens;
-    const ordered = this.running.slice().sort(this.policy.compareRunning);
-    // Decodes first: one token each keeps every stream moving; prompts catch up in what is left.
-    const ready = ordered.filter((r) => r.copyFrom === undefined && !r.paused);
-    for (const request of ready) {
-      if (request.pending !== 1 || budget === 0) continue;
-      plan.add(request, 1);
-      budget--;
-    }
-    for (const request of ready) {
-      if (request.pending <= 1 || budget === 0) continue;
-      const count = Math.min(this.limit(request), budget);
-      if (count === 0) continue;
-      plan.add(request, count);
-      budget -= count;
-    }
-  }
-
   private preempt(request: EngineRequest, ops: MemoryOp[]): void {
-    this.release(request, false, ops, undefined);
+    this.saved.save(request, ops);
+    this.release(request, true, ops, undefined);
     request.copyFrom = undefined;
     request.status = "waiting";
     request.resumed = true;
@@ -241,9 +284,10 @@ export class ShardScheduler {
    * Ends a waiting request whose caller went away: one that never ran has nothing to report; a
    * preempted one still reports what it generated.
    */
-  endWaiting(request: EngineRequest, reason?: unknown): void {
+  private endWaiting(request: EngineRequest, reason?: unknown): void {
     if (request.status !== "waiting") return;
     this.remove(request);
+    this.saved.drop(request, this.pendingOps);
     request.status = "finished";
     if (request.samplerBuilt) this.pendingFrees.push(request.id);
     const output = this.outputs.get(request);

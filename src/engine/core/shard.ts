@@ -9,8 +9,8 @@ export type StepCounters = EngineCounters;
 
 /**
  * One shard's step loop (nano-vllm's `step`): schedule, run the batch on the shard's runner thread,
- * post-process the sampled tokens. The main thread only plans and post-processes; while the runner
- * decodes, it serves HTTP. When there is nothing to do the loop sleeps until `wake`.
+ * hand the reply to the scheduler, and feed the step's measured time to the shard's cost model. The
+ * main thread only plans and post-processes; while the runner decodes, it serves HTTP. When there is nothing to do the loop sleeps until `wake`.
  */
 export class Shard {
   private sleeping: (() => void) | undefined;
@@ -18,7 +18,7 @@ export class Shard {
   /** Its runner thread died: it takes no more requests. */
   failure: Error | undefined;
   private readonly done: Promise<void>;
-  readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0 };
+  readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, restoredCells: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0 };
 
   constructor(
     readonly scheduler: ShardScheduler,
@@ -55,12 +55,15 @@ export class Shard {
         continue;
       }
       let reply: StepReply;
+      const started = performance.now();
       try {
         reply = await this.runner.step(plan.message(this.threads()));
       } catch (error) {
         this.failAll(error as Error);
         return;
       }
+      // The whole round trip, sampling included: what every stream on the shard waits for.
+      if (reply.error === undefined) this.scheduler.cost.observe(plan.shape, performance.now() - started);
       this.postprocess(plan, reply);
     }
   }
@@ -76,20 +79,10 @@ export class Shard {
   }
 
   private postprocess(plan: StepPlan, reply: StepReply): void {
-    if (reply.error !== undefined) {
-      for (const { request } of plan.scheduled) this.scheduler.fail(request, new Error(`The engine failed to decode a batch: ${reply.error}`));
-      return;
-    }
-    for (const { request, count } of plan.scheduled) {
-      this.counters.promptTokensComputed += Math.min(count, Math.max(0, request.promptLength - request.computed));
-      if (request.status === "running") request.computed += count;
-    }
-    const failed = new Map(reply.failedSamplers.map((f) => [f.id, f.reason]));
-    plan.sampled.forEach((request, i) => {
-      const reason = failed.get(request.id);
-      if (reason !== undefined) this.scheduler.fail(request, new Error(reason));
-      else this.scheduler.onSampled(request, reply.tokens[i]!, reply.logprobs[i] ?? null);
-    });
+    const { promptTokens, restoredCells } = this.scheduler.update(plan, reply);
+    this.counters.promptTokensComputed += promptTokens;
+    this.counters.restoredCells += restoredCells;
+    if (reply.error !== undefined) return;
     this.counters.steps++;
     this.counters.batchTokens += plan.batchSize;
     this.counters.sampledTokens += plan.sampled.length;
@@ -101,6 +94,6 @@ export class Shard {
   private failAll(error: Error): void {
     this.closed = true;
     this.failure = error;
-    for (const request of [...this.scheduler.running, ...this.scheduler.waiting]) this.scheduler.fail(request, error);
+    this.scheduler.failAll(error);
   }
 }

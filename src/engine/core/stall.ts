@@ -10,7 +10,8 @@ export class StalledError extends Error {}
  * nothing it could compute) goes on aging toward the stall limit.
  */
 export function noteProgress(running: readonly EngineRequest[], step: StepPlan, stepTokens: number, now = performance.now()): void {
-  const full = step.batchSize >= stepTokens;
+  // Full in tokens, or in time: the step budget held some request back.
+  const full = step.full || step.batchSize >= stepTokens;
   const inBatch = new Set(step.scheduled.map((s) => s.request));
   for (const request of running) {
     if (inBatch.has(request) || (full && !request.paused) || request.copyFrom !== undefined) request.progressAt = now;

@@ -1,3 +1,4 @@
+import { addShapes, chunkShape, EMPTY_SHAPE, type StepShape } from "./cost-model.js";
 import type { EngineRequest } from "./request.js";
 import type { MemoryOp, SampleOrder, SamplerSpec, StepMessage } from "../runner/step-protocol.js";
 
@@ -8,6 +9,13 @@ export class StepPlan {
   readonly freeSamplers: number[] = [];
   /** Requests with tokens in the batch, and how many. */
   readonly scheduled: Array<{ request: EngineRequest; count: number }> = [];
+  /**
+   * The step's budget (tokens or time) left out, or cut short, some request that could have
+   * computed: those waited their turn (no stall).
+   */
+  full = false;
+  /** Requests whose saved cells this step's operations restore. */
+  readonly restores: EngineRequest[] = [];
   /** The request behind each sample order. */
   readonly sampled: EngineRequest[] = [];
   private readonly tokens: number[] = [];
@@ -15,6 +23,8 @@ export class StepPlan {
   private readonly sequences: number[] = [];
   private readonly outputs: number[] = [];
   private readonly samples: SampleOrder[] = [];
+  /** What the step's time depends on, for the shard's cost model. */
+  shape: StepShape = EMPTY_SHAPE;
 
   get batchSize(): number {
     return this.tokens.length;
@@ -34,6 +44,7 @@ export class StepPlan {
       this.outputs.push(0);
     }
     this.scheduled.push({ request, count });
+    this.shape = addShapes(this.shape, chunkShape(from, count, from + count === request.tokens.length));
     if (from + count === request.tokens.length) {
       this.outputs[this.outputs.length - 1] = 1;
       this.samples.push({ sampler: request.id, index: this.tokens.length - 1, top: request.spec.logprobs ? request.spec.logprobs.top : -1 });

@@ -68,6 +68,9 @@ export interface LlamaLibrary {
   llama_memory_seq_rm(memory: Handle, seq: number, p0: number, p1: number): boolean;
   llama_memory_seq_cp(memory: Handle, src: number, dst: number, p0: number, p1: number): void;
   llama_memory_seq_pos_max(memory: Handle, seq: number): number;
+  llama_state_seq_get_size(context: Handle, seq: number): number;
+  llama_state_seq_get_data(context: Handle, out: Buffer, size: number, seq: number): number;
+  llama_state_seq_set_data(context: Handle, data: Buffer, size: number, seq: number): number;
   llama_batch_init(tokens: number, embd: number, seqMax: number): BatchValue;
   llama_batch_free(batch: BatchValue): void;
   llama_decode(context: Handle, batch: BatchValue): number;
@@ -120,6 +123,9 @@ const DECLARATIONS = [
   "bool llama_memory_seq_rm(uintptr_t mem, int32_t seq, int32_t p0, int32_t p1)",
   "void llama_memory_seq_cp(uintptr_t mem, int32_t src, int32_t dst, int32_t p0, int32_t p1)",
   "int32_t llama_memory_seq_pos_max(uintptr_t mem, int32_t seq)",
+  "size_t llama_state_seq_get_size(uintptr_t ctx, int32_t seq)",
+  "size_t llama_state_seq_get_data(uintptr_t ctx, _Out_ uint8_t *dst, size_t size, int32_t seq)",
+  "size_t llama_state_seq_set_data(uintptr_t ctx, const uint8_t *src, size_t size, int32_t dest_seq)",
   "llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max)",
   "void llama_batch_free(llama_batch batch)",
   "int32_t llama_decode(uintptr_t ctx, llama_batch batch)",

@@ -21,8 +21,18 @@ export interface SamplerSpec {
   grammar?: string;
 }
 
-/** `rm`: drop the sequence's cells from position `from` on. `cp`: make `dst` a copy of `src`. */
-export type MemoryOp = { op: "rm"; seq: number; from: number } | { op: "cp"; src: number; dst: number };
+/**
+ * `rm`: drop the sequence's cells from position `from` on. `cp`: make `dst` a copy of `src`.
+ * `save`: copy the sequence's cells to the runner's memory under `key` (a preempted request's);
+ * `restore`: put them back into `seq` (whatever it held is replaced) and forget them; `forget`: drop
+ * them unused. A restore's outcome comes back in the reply.
+ */
+export type MemoryOp =
+  | { op: "rm"; seq: number; from: number }
+  | { op: "cp"; src: number; dst: number }
+  | { op: "save"; seq: number; key: number }
+  | { op: "restore"; seq: number; key: number }
+  | { op: "forget"; key: number };
 
 export interface SampleOrder {
   sampler: number;
@@ -62,6 +72,8 @@ export interface StepReply {
   failedSamplers: Array<{ id: number; reason: string }>;
   decodeMs: number;
   sampleMs: number;
+  /** Keys of this step's `restore` operations that failed (their sequence is left empty). */
+  failedRestores: number[];
   /** The decode itself failed; nothing was sampled. */
   error?: string;
 }

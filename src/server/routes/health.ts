@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { BackendStats } from "../../backends/backend.js";
-import type { EngineCounters } from "../../engine/types.js";
+import type { EngineCounters, ShardStepBudget } from "../../engine/types.js";
 import type { ModelRegistry } from "../../serving/model-registry.js";
 import type { Drain } from "../drain.js";
 
@@ -37,9 +37,14 @@ function load(stats: BackendStats) {
     preemptions: stats.preemptions,
     ...(stats.paused !== undefined ? { paused: stats.paused } : {}),
     by_tier: { running: stats.running, waiting: stats.waiting },
-    ...(stats.engine ? { engine: engineCounters(stats.engine) } : {}),
+    ...(stats.engine ? { engine: { ...engineCounters(stats.engine), ...(stats.stepBudgets ? { shards: stats.stepBudgets.map(stepBudget) } : {}) } } : {}),
     ...(stats.replicas ? { replicas: stats.replicas.map((r) => ({ index: r.index, health: r.health, running: r.running, max_concurrency: r.maxConcurrency, served: r.served })) } : {}),
   };
+}
+
+/** A shard's last planned step: the time budget in force (null: nobody decoding), its tokens and predicted time. */
+function stepBudget(b: ShardStepBudget) {
+  return { step_budget_ms: b.budgetMs, step_budget_tokens: b.tokens, planned_step_ms: Number(b.plannedMs.toFixed(1)) };
 }
 
 /** The step loop's totals, so an operator (and the benchmark) can see where the time goes. */
@@ -48,6 +53,7 @@ function engineCounters(c: EngineCounters) {
     steps: c.steps,
     batch_tokens: c.batchTokens,
     prompt_tokens_computed: c.promptTokensComputed,
+    restored_cells: c.restoredCells,
     sampled_tokens: c.sampledTokens,
     decode_seconds: Number((c.decodeMs / 1000).toFixed(3)),
     sample_seconds: Number((c.sampleMs / 1000).toFixed(3)),

@@ -1,0 +1,24 @@
+import type { EngineRequest } from "../../src/engine/core/request.js";
+import type { ShardScheduler } from "../../src/engine/core/scheduler.js";
+import type { StepPlan } from "../../src/engine/core/step-plan.js";
+import type { StepReply } from "../../src/engine/runner/step-protocol.js";
+
+/**
+ * Plans a step and plays the runner's part: every planned token is computed, every sample draws
+ * `token` (or what `token(request)` gives), and the scheduler takes the reply as it takes the
+ * real runner's. The steps are exact, no model involved.
+ */
+export function step(s: ShardScheduler, token: number | ((request: EngineRequest) => number) = 1): StepPlan {
+  const plan = s.schedule();
+  const reply: StepReply = {
+    type: "step",
+    tokens: Int32Array.from(plan.sampled.map((r) => (typeof token === "number" ? token : token(r)))),
+    logprobs: plan.sampled.map(() => null),
+    failedSamplers: [],
+    failedRestores: [],
+    decodeMs: 0,
+    sampleMs: 0,
+  };
+  s.update(plan, reply);
+  return plan;
+}

@@ -17,7 +17,7 @@ import type { Target } from "./load/client-stream.js";
 import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
 import { cpuDescription, cpuVariant, runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
-const TARGETS = "switchyard,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-f16,llama-cpp-python";
+const TARGETS = "switchyard,switchyard-priority-itl-100,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-f16,llama-cpp-python";
 const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")
@@ -47,6 +47,8 @@ const SCENARIOS: Record<string, Scenario[]> = {
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
   switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed"],
+  // Priority's inter-token target at 100 ms, where 8 lower-tier decodes fit beside it: the tier mix without lower tiers giving way.
+  "switchyard-priority-itl-100": ["mixed"],
   "switchyard-1ctx": ["random-c16", "random-c1", "disturbed-c16"],
   "switchyard-f16": ["random-c16", "random-c1"],
   "switchyard-no-prefix-cache": ["multiturn"],
@@ -67,6 +69,7 @@ const peer: PeerOptions = { modelId: opts.model, modelPath, threads: Number(opts
 
 const starters: Record<string, () => Promise<RunningTarget | null>> = {
   switchyard: () => startSwitchyard(peer),
+  "switchyard-priority-itl-100": () => startSwitchyard(peer, "switchyard-priority-itl-100", { SWITCHYARD_PRIORITY_ITL_MS: "100" }),
   // One context with every thread, instead of a one-thread shard per core.
   "switchyard-1ctx": () => startSwitchyard(peer, "switchyard-1ctx", { SWITCHYARD_SHARDS: "1" }),
   "switchyard-f16": () => startSwitchyard(peer, "switchyard-f16", { SWITCHYARD_SERVE_FORMAT: "f16" }),

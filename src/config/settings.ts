@@ -101,7 +101,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
     stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
     targets: {
-      priority: { ttftMs: env.SWITCHYARD_PRIORITY_TTFT_MS ?? 1000, itlMs: env.SWITCHYARD_PRIORITY_ITL_MS ?? 100 },
+      priority: { ttftMs: env.SWITCHYARD_PRIORITY_TTFT_MS ?? 1000, itlMs: env.SWITCHYARD_PRIORITY_ITL_MS ?? 50 },
       standard: { ttftMs: env.SWITCHYARD_STANDARD_TTFT_MS ?? 5000, itlMs: env.SWITCHYARD_STANDARD_ITL_MS ?? 300 },
     },
     models: list(flags.models ?? env.SWITCHYARD_MODELS),

@@ -53,6 +53,8 @@ export class EngineRequest {
    * sequence longer than the stall limit past this fails (ShardScheduler.expireStalled).
    */
   progressAt = performance.now();
+  /** Steps in a row its next token was left out of, giving way to a priority stream's pace. */
+  yieldedSteps = 0;
   /**
    * `n` choices of one prompt: the first is the leader and carries the others, which are admitted
    * with it, wait while it computes the prompt (all but its last token) once, then copy its cells.

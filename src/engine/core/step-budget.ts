@@ -35,7 +35,7 @@ export const DEFAULT_CHUNK_CAP = 64;
 export const DEFAULT_MIN_CHUNK = 8;
 /** The defaults of the settings; flex has no targets of its own and runs at standard's pace. */
 export const DEFAULT_TARGETS: TargetsByClass = {
-  priority: { ttftMs: 1000, itlMs: 100 },
+  priority: { ttftMs: 1000, itlMs: 50 },
   standard: { ttftMs: 5000, itlMs: 300 },
   flex: { ttftMs: 5000, itlMs: 300 },
 };
@@ -70,7 +70,7 @@ export function fillBatch(
   limit: (request: EngineRequest) => number,
 ): StepBudget {
   let tokensLeft = options.stepTokens;
-  const decoding = ordered.filter((r) => r.pending === 1).slice(0, tokensLeft);
+  const decoding = decodesWithin(ordered.filter((r) => r.pending === 1).slice(0, tokensLeft), options, cost);
   tokensLeft -= decoding.length;
   let shape = decoding.reduce((sum, r) => addShapes(sum, chunkShape(r.computed, 1, true)), EMPTY_SHAPE);
   const budgetMs = decoding.length === 0 ? Infinity : Math.min(...decoding.map((r) => options.targets[r.schedulingClass].itlMs));
@@ -105,6 +105,36 @@ export function fillBatch(
   for (const [request, count] of counts) plan.add(request, count);
   plan.full = tokensLeft === 0 || ordered.some((r) => r.pending === 1 && !decoding.includes(r)) || prompts.some((r) => (counts.get(r) ?? 0) < limit(r));
   return { ms: Number.isFinite(budgetMs) ? budgetMs : null, tokens: plan.batchSize, plannedMs: cost.predict(shape) };
+}
+
+/**
+ * The decodes a step carries. While a priority stream decodes on the shard, the step keeps to
+ * priority's inter-token target: every priority stream's next token, then lower tiers' (in the
+ * policy's order: standard before flex) only while the predicted step stays within that target. A
+ * stream left out gives way at most as long as its own tier's target allows (its target over
+ * priority's, in steps), then it is carried whatever the cost: lower tiers slow to their own pace,
+ * never stop.
+ */
+function decodesWithin(decoding: readonly EngineRequest[], options: StepBudgetOptions, cost: StepCostModel): EngineRequest[] {
+  const budgetMs = options.targets.priority.itlMs;
+  if (!decoding.some((r) => r.schedulingClass === "priority")) {
+    for (const request of decoding) request.yieldedSteps = 0;
+    return [...decoding];
+  }
+  let shape = EMPTY_SHAPE;
+  const carried: EngineRequest[] = [];
+  for (const request of decoding) {
+    const withIt = addShapes(shape, chunkShape(request.computed, 1, true));
+    const mayYield = request.schedulingClass !== "priority" && request.yieldedSteps + 1 < options.targets[request.schedulingClass].itlMs / budgetMs;
+    if (mayYield && cost.predict(withIt) > budgetMs) {
+      request.yieldedSteps++;
+      continue;
+    }
+    request.yieldedSteps = 0;
+    carried.push(request);
+    shape = withIt;
+  }
+  return carried;
 }
 
 /**

@@ -100,17 +100,22 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
     assert.equal(totals.cost_usd, 0, "not billed");
   });
 
-  test("a running flex stream is preempted for a priority request and resumes with no error and no repeated token", async () => {
-    const body = ask(LONG, { stream: true, max_tokens: 48, temperature: 0, service_tier: "flex" });
-    const reference = streamedContent(await readSseTimed(await postChat(server, body)));
-    const preemptionsBefore = (await health(server)).preemptions;
-
+  /** Streams `body`; at its fifth chunk a short priority request arrives. */
+  const streamWithPriorityMidway = async (body: unknown) => {
     let priorityDone: Promise<Response> | undefined;
     let chunks = 0;
     const events = await readSseTimed(await postChat(server, body), () => {
       if (++chunks === 5) priorityDone = postChat(server, ask("Say hi.", { max_tokens: 8, service_tier: "priority" }));
     });
-    const priority = await priorityDone!;
+    return { events, priority: await priorityDone! };
+  };
+
+  test("a running flex stream is preempted for a priority request and resumes with no error and no repeated token", async () => {
+    const body = ask(LONG, { stream: true, max_tokens: 48, temperature: 0, service_tier: "flex" });
+    const reference = streamedContent(await readSseTimed(await postChat(server, body)));
+    const preemptionsBefore = (await health(server)).preemptions;
+
+    const { events, priority } = await streamWithPriorityMidway(body);
     assert.equal(priority.status, 200);
     assert.equal((await priority.json()).service_tier, "priority");
 
@@ -130,12 +135,7 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
     const preemptionsBefore = (await health(server)).preemptions;
     const restoredBefore = ((await (await fetch(`${server.url}/health`)).json()) as { models: Array<{ engine: { restored_cells: number } }> }).models[0]!.engine.restored_cells;
 
-    let priorityDone: Promise<Response> | undefined;
-    let chunks = 0;
-    const events = await readSseTimed(await postChat(server, body), () => {
-      if (++chunks === 5) priorityDone = postChat(server, ask("Say hi.", { max_tokens: 8, service_tier: "priority" }));
-    });
-    const priority = await priorityDone!;
+    const { events, priority } = await streamWithPriorityMidway(body);
     assert.equal(priority.status, 200);
     assert.equal((await health(server)).preemptions, preemptionsBefore + 1, "the standard stream gave way rather than make priority wait for it");
     const payloads = events.map((e) => e.data);

@@ -1,7 +1,7 @@
 import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyReply } from "fastify";
 import { stringifyJson } from "../billing/money-json.js";
-import type { PauseControl } from "../engine/types.js";
+import type { PauseControl } from "../serving/ports.js";
 import { capSendBuffer } from "./socket-buffer.js";
 
 /** How much a streamed response may hold unsent, and how long it may stay full. */

@@ -1,6 +1,9 @@
 import type { ServiceTier, TokenPrices } from "../catalog/types.js";
 import type { ApiKind } from "../protocol/request-ids.js";
 
+/** A stream's hold on its generation (backpressure), as the HTTP layer implements it: see engine/types.ts. */
+export type { PauseControl } from "../engine/types.js";
+
 /**
  * What the request lifecycle needs from metering, limits and budgets. Serving calls these; the
  * implementations live in billing/ and limits/, and know nothing of HTTP or the engine.

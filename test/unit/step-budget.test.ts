@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { StepCostModel, type StepShape } from "../../src/engine/core/cost-model.js";
 import { chooseShard } from "../../src/engine/core/placement.js";
-import { STANDARD_AGING_ADMISSIONS, tieredPolicy } from "../../src/engine/core/policy.js";
+import { STANDARD_AGING_ADMISSIONS, standardReserve, tieredPolicy } from "../../src/engine/core/policy.js";
 import { EngineRequest } from "../../src/engine/core/request.js";
 import { ShardScheduler, type ShardSchedulerOptions } from "../../src/engine/core/scheduler.js";
 import { DEFAULT_TARGETS } from "../../src/engine/core/step-budget.js";
@@ -231,6 +231,27 @@ describe("priority isolation", () => {
       assert.equal(standard.status, "running", "and the priority stream does not preempt it");
     }
     assert.ok(standard.generatedCount >= 20);
+  });
+
+  test("starving standard requests take only the reserved share: priority never queues behind a backlog of them", () => {
+    const s = scheduler(8, machine(0, 0, 0));
+    const streams = Array.from({ length: 8 }, () => request(4, "standard", { maxTokens: 200 }));
+    for (const r of streams) s.enqueue(r);
+    untilAllSampled(s, streams);
+    const backlog = Array.from({ length: 12 }, () => request(4, "standard", { maxTokens: 200 }));
+    for (const r of backlog) s.enqueue(r);
+    const standardTokens = () => [...streams, ...backlog].reduce((n, r) => n + r.generatedCount, 0);
+    const before = standardTokens();
+    // A priority request every step: the backlog is passed over until it is starving, and stays so.
+    for (let i = 0; i < 60; i++) {
+      const arriving = request(4, "priority", { maxTokens: 3 });
+      s.enqueue(arriving);
+      step(s);
+      assert.equal(arriving.status, "running", `step ${i}: priority admitted at once`);
+      const starvingRunning = s.running.filter((r) => r.schedulingClass === "standard" && r.overtaken >= STANDARD_AGING_ADMISSIONS);
+      if (i >= 10) assert.ok(starvingRunning.length >= standardReserve(8), `step ${i}: the reserve holds a starving standard request`);
+    }
+    assert.ok(standardTokens() - before >= 50, "standard decodes on its reserved sequence nearly every step");
   });
 
   test("preempted standard and flex requests resume and complete with the same tokens as an unpreempted run", () => {

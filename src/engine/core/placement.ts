@@ -1,3 +1,4 @@
+import { preemptibleByPriority } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import type { ShardScheduler } from "./scheduler.js";
 
@@ -42,7 +43,7 @@ const LONG_CACHED_PREFIX = 64;
 function priorityScore(shard: Shard, request: EngineRequest): number[] {
   const { running, waiting } = shard.scheduler;
   const priority = (list: EngineRequest[]) => list.filter((r) => r.schedulingClass === "priority").length;
-  const admittable = shard.scheduler.freeSequences + running.length - priority(running) - priority(waiting) > 0;
+  const admittable = shard.scheduler.freeSequences + preemptibleByPriority(running, shard.scheduler.sequenceCount) - priority(waiting) > 0;
   // A cached prefix worth more than a step's chunk (a conversation's next turn) saves more than
   // another shard's shorter steps would.
   const cached = shard.scheduler.cachedPrefix(request);

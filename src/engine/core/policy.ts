@@ -6,12 +6,14 @@ import type { SchedulingClass } from "../types.js";
  * tiers and fairness live. The scheduler asks; it has no tier branches of its own.
  */
 export interface SchedulingPolicy {
-  /** Sorts a waiting queue: the head is admitted next. */
+  /** Sorts a waiting queue by tier and age. */
   compareWaiting(a: EngineRequest, b: EngineRequest): number;
   /** Sorts running requests for the batch: earlier ones get their tokens first. */
   compareRunning(a: EngineRequest, b: EngineRequest): number;
+  /** The waiting request to admit next: the queue's head, unless a starving tier's reserved share says otherwise. */
+  nextToAdmit(waiting: readonly EngineRequest[], running: readonly EngineRequest[], sequences: number): EngineRequest | undefined;
   /** Running requests to preempt so that waiting ones are not held back by lower tiers. */
-  victims(running: readonly EngineRequest[], waiting: readonly EngineRequest[], freeSequences: number): EngineRequest[];
+  victims(running: readonly EngineRequest[], waiting: readonly EngineRequest[], freeSequences: number, sequences: number): EngineRequest[];
   /** `admitted` was admitted ahead of `waiting`, which keeps waiting (the policy may age it). */
   passedOver(admitted: EngineRequest, waiting: EngineRequest): void;
 }
@@ -19,14 +21,30 @@ export interface SchedulingPolicy {
 const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 2 };
 
 /**
- * Admissions of priority requests a waiting standard request lets pass before it goes first: the
- * bound on standard's wait under a continuous priority stream (a guaranteed minimum share).
+ * Admissions of priority requests a waiting standard request lets pass before it is starving: from
+ * then on it goes ahead of priority to a reserved sequence, and priority does not preempt it there.
  */
 export const STANDARD_AGING_ADMISSIONS = 4;
 
-/** A standard request passed over often enough ranks with priority, and priority does not preempt it. */
-const aged = (r: EngineRequest) => r.schedulingClass === "standard" && r.overtaken >= STANDARD_AGING_ADMISSIONS;
-const rank = (r: EngineRequest) => (aged(r) ? RANK.priority : RANK[r.schedulingClass]);
+/**
+ * Sequences of a shard reserved for starving standard requests: an eighth, at least one. The cap
+ * bounds standard's wait under a continuous priority stream (one generation per reserved sequence
+ * at a time) without letting a backlog of starving standard requests go ahead of priority, which
+ * would make priority wait behind all of them.
+ */
+export const standardReserve = (sequences: number) => Math.max(1, Math.floor(sequences / 8));
+
+const live = (list: readonly EngineRequest[], schedulingClass: SchedulingClass) => list.filter((r) => r.schedulingClass === schedulingClass && !r.abortRequested);
+const starving = (r: EngineRequest) => r.schedulingClass === "standard" && r.overtaken >= STANDARD_AGING_ADMISSIONS;
+/** Starving standard requests running on the reserved sequences: the oldest admitted, up to the reserve. */
+const onReserve = (running: readonly EngineRequest[], sequences: number) =>
+  live(running, "standard").filter(starving).sort((a, b) => a.admittedAt - b.admittedAt).slice(0, standardReserve(sequences));
+
+/** Running lower-tier requests a priority request could preempt: flex, and standard not on the reserve. */
+export const preemptibleByPriority = (running: readonly EngineRequest[], sequences: number) => {
+  const kept = onReserve(running, sequences);
+  return running.filter((r) => r.schedulingClass !== "priority" && !r.abortRequested && !kept.includes(r)).length;
+};
 
 /** Sequences a waiting request needs to be admitted: itself and the choices admitted with it. */
 export const sequencesNeeded = (r: EngineRequest) => 1 + r.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested).length;
@@ -37,28 +55,37 @@ export const sequencesNeeded = (r: EngineRequest) => 1 + r.siblings.filter((s) =
  * requests that have to wait take the flex sequences admitted last, and priority requests that still
  * have to wait take the standard ones admitted last, so priority work never waits for a whole
  * generation to end. Needs are counted in sequences: a request with `n` choices needs `n`.
- * Standard is never starved: after STANDARD_AGING_ADMISSIONS priority admissions pass it, a
- * waiting standard request goes first and keeps its sequence.
+ * Standard is never starved: after STANDARD_AGING_ADMISSIONS priority admissions pass it, a waiting
+ * standard request goes first to a reserved sequence (`standardReserve`) and keeps it.
  */
 export const tieredPolicy: SchedulingPolicy = {
   compareWaiting(a, b) {
-    return rank(a) - rank(b) || Number(b.resumed) - Number(a.resumed) || a.arrivedAt - b.arrivedAt;
+    return RANK[a.schedulingClass] - RANK[b.schedulingClass] || Number(b.resumed) - Number(a.resumed) || a.arrivedAt - b.arrivedAt;
   },
   compareRunning(a, b) {
     return RANK[a.schedulingClass] - RANK[b.schedulingClass] || a.admittedAt - b.admittedAt;
   },
-  victims(running, waiting, freeSequences) {
-    const need = (schedulingClass: SchedulingClass) =>
-      waiting.filter((r) => r.schedulingClass === schedulingClass && !r.abortRequested).reduce((sum, r) => sum + sequencesNeeded(r), 0);
+  nextToAdmit(waiting, running, sequences) {
+    const head = waiting[0];
+    if (head?.schedulingClass !== "priority" || onReserve(running, sequences).length >= standardReserve(sequences)) return head;
+    return waiting.find((r) => starving(r) && !r.abortRequested) ?? head;
+  },
+  victims(running, waiting, freeSequences, sequences) {
+    const need = (schedulingClass: SchedulingClass) => live(waiting, schedulingClass).reduce((sum, r) => sum + sequencesNeeded(r), 0);
     const priority = need("priority");
     const standard = need("standard");
+    const kept = onReserve(running, sequences);
+    // Starving standard requests take the reserved sequences they lack, ahead of priority.
+    const reserveGap = Math.min(standardReserve(sequences) - kept.length, waiting.filter((r) => starving(r) && !r.abortRequested).length);
     const latestFirst = (schedulingClass: SchedulingClass) =>
-      running.filter((r) => r.schedulingClass === schedulingClass && !r.abortRequested && !aged(r)).sort((a, b) => b.admittedAt - a.admittedAt);
+      live(running, schedulingClass)
+        .filter((r) => !kept.includes(r) && !(reserveGap > 0 && starving(r)))
+        .sort((a, b) => b.admittedAt - a.admittedAt);
     const chosen: EngineRequest[] = [];
     let covered = freeSequences;
     for (const [candidates, wanted] of [
       [latestFirst("flex"), priority + standard],
-      [latestFirst("standard"), priority],
+      [latestFirst("standard"), priority + Math.max(0, reserveGap)],
     ] as const) {
       for (const request of candidates) {
         if (covered >= wanted) break;

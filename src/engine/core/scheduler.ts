@@ -119,7 +119,7 @@ export class ShardScheduler {
     plan.ops.push(...this.pendingOps.splice(0));
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
-    for (const request of this.policy.victims(this.running, this.waiting, this.sequences.free)) this.preempt(request, plan.ops);
+    for (const request of this.policy.victims(this.running, this.waiting, this.sequences.free, this.sequences.size)) this.preempt(request, plan.ops);
     this.admit(plan);
     copyPrompts(this.running, plan);
     // A sibling waiting for its copy of the prompt, a request waiting for its cells back, or one
@@ -213,7 +213,7 @@ export class ShardScheduler {
     while (this.sequences.free > 0) {
       const stolen = this.waiting.length === 0 ? this.steal() : undefined;
       if (stolen) this.enqueue(stolen);
-      const request = this.waiting[0];
+      const request = this.policy.nextToAdmit(this.waiting, this.running, this.sequences.size);
       if (!request) return;
       if (request.abortRequested) {
         this.endWaiting(request);
@@ -228,7 +228,6 @@ export class ShardScheduler {
       }
       for (const sibling of group.slice(1)) sibling.copyFrom = request;
       for (const passed of this.waiting) this.policy.passedOver(request, passed);
-      this.waiting.sort(this.policy.compareWaiting);
     }
   }
 

@@ -41,6 +41,8 @@ const SCENARIOS: Record<string, Scenario[]> = {
   multiturn: [{ kind: "multiturn", name: "multiturn 6 turns", conversations: scale(8), turns: 6, outputTokens: 48, maxConcurrency: 4 }],
   mixed: [
     { kind: "random", name: "priority unloaded", requests: scale(8), inputTokens: 128, outputTokens: 64, maxConcurrency: 1, requestRate: Infinity, tierMix: { priority: 1 } },
+    // Priority's own load in the mix (a fifth of 48 clients), with no other tier: what isolation can at best give it.
+    { kind: "random", name: "priority alone, 10 clients", requests: scale(20), inputTokens: 128, outputTokens: 64, maxConcurrency: 10, requestRate: Infinity, tierMix: { priority: 1 } },
     { kind: "random", name: "mixed 20/50/30 saturating", requests: scale(96), inputTokens: 128, outputTokens: 64, maxConcurrency: 48, requestRate: Infinity, tierMix: { priority: 0.2, default: 0.5, flex: 0.3 } },
   ],
 };
@@ -160,7 +162,23 @@ const ratios = {
   "multiturn TTFT turns 2+ vs llama-server (target <= 0.5)": ratio(ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean, peerOf("multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
   "priority TTFT p99 loaded vs unloaded (target <= 2)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, ours("priority unloaded")?.byTier.priority?.ttftMs.p99),
   "priority ITL p99 loaded vs unloaded (target <= 1.5)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99, ours("priority unloaded")?.byTier.priority?.itlMs.p99),
+  "priority TTFT p99 loaded vs its own load alone (isolation: 1)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, ours("priority alone, 10 clients")?.byTier.priority?.ttftMs.p99),
+  "priority ITL p99 loaded vs its own load alone (isolation: 1)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99, ours("priority alone, 10 clients")?.byTier.priority?.itlMs.p99),
 };
+// Each tier's latencies wherever a scenario mixed tiers (or ran one alone).
+console.table(
+  reports.flatMap((r) =>
+    Object.entries(r.byTier ?? {}).map(([tier, t]) => ({
+      target: r.target,
+      scenario: r.scenario,
+      tier,
+      "ttft p50": round(t.ttftMs.p50, 0),
+      "ttft p99": round(t.ttftMs.p99, 0),
+      "itl p50": round(t.itlMs.p50),
+      "itl p99": round(t.itlMs.p99),
+    })),
+  ),
+);
 const rssOver = (ours(C16_NAME)?.peakRssMb ?? NaN) - (peerOf(C16_NAME)?.peakRssMb ?? NaN);
 const flexFailed = ours("mixed 20/50/30 saturating")?.byTier.flex?.failed;
 console.table(Object.entries(ratios).map(([what, value]) => ({ what, ratio: value })));

@@ -3,8 +3,9 @@
  *
  * A request's ledger row is written as `in_flight` when it is admitted, owned by this process and
  * carrying the prices it is billed at. As output is delivered its completion_tokens is kept at or
- * above what the client has received: the count is written *ahead*, in steps of `stepTokens`, by
- * one batched UPDATE for every request that needs it, so a stream waits only when it outruns the
+ * above what the client has received: the count is written *ahead*, in steps of `stepTokens` (the
+ * first step with the row itself, so no write stands between prefill and the first token), by one
+ * batched UPDATE for every request that needs it, so a stream waits only when it outruns the
  * writes. After a crash the row therefore bills at least what was delivered (at most one step
  * more), never less. recovery.ts closes a dead owner's rows.
  */
@@ -81,13 +82,16 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
 
   return {
     async begin(start: InFlightStart): Promise<DeliveryGuard> {
+      // The row covers the first step from the start: the first tokens are delivered with no write
+      // of their own on their way (the next step is written while they stream).
+      const ahead = Math.min(start.maxCompletionTokens, step);
       await db.query(
         `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
                                     completion_tokens, cost_usd, status, duration_ms, owner_id, prices)
-         VALUES ($1, $2, $3, $4, $5, $6, 0, 0, 0, 'in_flight', 0, $7, $8)`,
-        [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ownerId, JSON.stringify(start.prices)],
+         VALUES ($1, $2, $3, $4, $5, $6, 0, $7, 0, 'in_flight', 0, $8, $9)`,
+        [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ahead, ownerId, JSON.stringify(start.prices)],
       );
-      const t: Tracked = { requestId: start.requestId, durable: 0, wanted: 0, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
+      const t: Tracked = { requestId: start.requestId, durable: ahead, wanted: ahead, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
       return {
         cover(tokens, cachedTokens) {
           if (t.closed) return undefined;

@@ -113,10 +113,10 @@ describe("the step budget", () => {
       assert.ok(tokensOf(plan, prompt) > 0, `step ${steps}: the prompt made progress`);
       assert.ok(steps < 400, "the prompt loads in a bounded number of steps");
     }
-    assert.deepEqual(standards.map((r) => r.generatedCount), [steps + 1, steps + 1], "standard streams got a token every step too");
+    assert.ok(standards.every((r) => r.generatedCount >= steps / 4), "standard streams kept going beside it");
   });
 
-  test("lower tiers' next tokens give way to a priority stream's pace, each within its own tier's target", () => {
+  test("lower tiers' work fills only the slack beside a priority stream, by turns, each within its own tier's target", () => {
     const targets = { priority: { ttftMs: 1000, itlMs: 20 }, standard: { ttftMs: 5000, itlMs: 60 }, flex: { ttftMs: 5000, itlMs: 60 } };
     const cost = machine(4, 4, 1);
     const s = scheduler(7, cost, { targets });
@@ -126,33 +126,34 @@ describe("the step budget", () => {
     const priority = request(4, "priority");
     s.enqueue(priority);
     untilAllSampled(s, [priority]);
-    const longestGap = new Map(standards.map((r) => [r, 0]));
-    const gap = new Map(standards.map((r) => [r, 0]));
-    let withinTarget = 0;
+    const waitedMs = new Map(standards.map((r) => [r, 0]));
+    const longestWaitMs = new Map(standards.map((r) => [r, 0]));
+    let slackOnly = 0;
     for (let i = 0; i < 30; i++) {
       const before = standards.map((r) => r.generatedCount);
       const priorityBefore = priority.generatedCount;
       const plan = step(s);
+      const planned = cost.predict(plan.shape);
       assert.equal(priority.generatedCount, priorityBefore + 1, `step ${i}: priority sampled`);
-      if (cost.predict(plan.shape) <= targets.priority.itlMs) withinTarget++;
+      // Priority alone takes 8 ms (4 + 4); a quarter more leaves no whole token, so one standard token a step (12 ms).
+      if (planned <= 12) slackOnly++;
       standards.forEach((r, k) => {
-        gap.set(r, r.generatedCount > before[k]! ? 0 : gap.get(r)! + 1);
-        longestGap.set(r, Math.max(longestGap.get(r)!, gap.get(r)!));
+        waitedMs.set(r, r.generatedCount > before[k]! ? 0 : waitedMs.get(r)! + planned);
+        longestWaitMs.set(r, Math.max(longestWaitMs.get(r)!, waitedMs.get(r)!));
       });
     }
-    // Priority alone plus three standard tokens fit 20 ms (4 + 4·4); six would take 32.
-    assert.ok(withinTarget >= 20, `${withinTarget} of 30 steps planned within priority's 20 ms`);
-    // A standard stream waits at most its target over priority's (60 / 20 = 3 steps) minus the one it runs in.
-    for (const r of standards) assert.ok(longestGap.get(r)! <= 2, `a standard stream waited ${longestGap.get(r)} steps in a row`);
-    assert.ok(standards.every((r) => r.generatedCount >= 10), "every standard stream kept going");
+    assert.ok(slackOnly >= 20, `${slackOnly} of 30 steps carried priority and one lower-tier token`);
+    for (const r of standards) assert.ok(longestWaitMs.get(r)! < targets.standard.itlMs, `a standard stream waited ${longestWaitMs.get(r)} ms between tokens`);
+    assert.ok(standards.every((r) => r.generatedCount >= 4), "every standard stream kept going");
   });
 
   test("a prompt keeps a minimum chunk when the decoders alone fill the budget", () => {
-    const s = scheduler(4, machine(90, 10, 1), { minChunk: 8 });
-    const priority = request(4, "priority");
-    s.enqueue(priority);
-    untilAllSampled(s, [priority]);
-    const prompt = request(500);
+    const s = scheduler(4, machine(290, 10, 1), { minChunk: 8 });
+    const stream = request(4);
+    s.enqueue(stream);
+    untilAllSampled(s, [stream]);
+    // A flex prompt has no pace of its own beside a standard stream: only the minimum chunk.
+    const prompt = request(500, "flex");
     s.enqueue(prompt);
     assert.equal(tokensOf(step(s), prompt), 8);
   });

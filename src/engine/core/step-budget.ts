@@ -60,6 +60,12 @@ const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 
  * step; what is left then goes to them in order. A prompt of a tier at least as demanding as the
  * decoders keeps a pace that loads it within its time-to-first-token target; and some prompt always
  * gets `minChunk`, so prefill never stops.
+ *
+ * While a priority stream decodes on the shard, lower tiers' work (decodes and prompt chunks) only
+ * fills the slack: a step carries at most PRIORITY_SLACK more than priority's own work would take
+ * (`lowerTierBudget`), so a lone priority stream keeps nearly the pace it would have alone. A lower
+ * tier's request left out gives way at most its own target over priority's, in steps, then it is
+ * carried whatever the cost: lower tiers slow to their own pace, never stop.
  */
 export function fillBatch(
   plan: StepPlan,
@@ -70,63 +76,84 @@ export function fillBatch(
   limit: (request: EngineRequest) => number,
 ): StepBudget {
   let tokensLeft = options.stepTokens;
-  const decoding = decodesWithin(ordered.filter((r) => r.pending === 1).slice(0, tokensLeft), options, cost);
+  const { carried: decoding, lowerMs } = decodesWithin(ordered.filter((r) => r.pending === 1).slice(0, tokensLeft), options, cost);
   tokensLeft -= decoding.length;
   let shape = decoding.reduce((sum, r) => addShapes(sum, chunkShape(r.computed, 1, true)), EMPTY_SHAPE);
   const budgetMs = decoding.length === 0 ? Infinity : Math.min(...decoding.map((r) => options.targets[r.schedulingClass].itlMs));
   const strictest = Math.min(...decoding.map((r) => RANK[r.schedulingClass]));
   const prompts = ordered.filter((r) => r.pending > 1);
   const counts = new Map<EngineRequest, number>();
+  // Beside a priority stream, one lower-tier prompt at a time is paced (the others wait for the slack).
+  let pacedBeside = false;
+  const give = (request: EngineRequest, count: number) => {
+    const from = request.computed + (counts.get(request) ?? 0);
+    counts.set(request, (counts.get(request) ?? 0) + count);
+    shape = addShapes(shape, chunkShape(from, count, from + count === request.tokens.length));
+    tokensLeft -= count;
+  };
   const grant = (request: EngineRequest, most: number, paced: boolean) => {
     const already = counts.get(request) ?? 0;
     const from = request.computed + already;
     const room = Math.min(most - already, limit(request) - already, tokensLeft);
     if (room <= 0) return;
     const ends = (count: number) => from + count === request.tokens.length;
-    let count = Number.isFinite(budgetMs) ? cost.chunkWithin(shape, budgetMs, from, room, ends) : room;
-    if (paced && RANK[request.schedulingClass] <= strictest) count = Math.max(count, Math.min(room, pace(request, budgetMs, options)));
-    if (count === 0) return;
-    counts.set(request, already + count);
-    shape = addShapes(shape, chunkShape(from, count, ends(count)));
-    tokensLeft -= count;
+    // Beside a priority stream, a lower tier's prompt fills the slack, and loads at least at the
+    // pace of its own TTFT target in steps of that size (a token or two a step, not a burst).
+    const beside = request.schedulingClass !== "priority" && Number.isFinite(lowerMs);
+    const withinMs = beside ? Math.min(budgetMs, lowerMs) : budgetMs;
+    let count = Number.isFinite(withinMs) ? cost.chunkWithin(shape, withinMs, from, room, ends) : room;
+    if (paced && beside && !pacedBeside) {
+      // Never past priority's own target, but always a token.
+      pacedBeside = true;
+      const most = Math.max(1, cost.chunkWithin(shape, budgetMs, from, room, ends));
+      count = Math.max(count, Math.min(room, most, pace(request, lowerMs, options)));
+    }
+    else if (paced && RANK[request.schedulingClass] <= strictest) count = Math.max(count, Math.min(room, pace(request, budgetMs, options)));
+    if (count > 0) give(request, count);
   };
   for (const request of prompts) grant(request, options.chunkCap, true);
   for (const request of prompts) grant(request, Infinity, false);
-  if (counts.size === 0 && prompts.length > 0) {
-    const first = prompts.find((r) => limit(r) > 0);
-    if (first) {
-      const count = Math.min(options.minChunk, limit(first), tokensLeft);
-      if (count > 0) counts.set(first, count);
-      tokensLeft -= count;
-      shape = addShapes(shape, chunkShape(first.computed, count, first.computed + count === first.tokens.length));
-    }
-  }
+  const floor = counts.size === 0 && !Number.isFinite(lowerMs) ? prompts.find((r) => limit(r) > 0) : undefined;
+  if (floor) give(floor, Math.min(options.minChunk, limit(floor), tokensLeft));
   for (const request of decoding) plan.add(request, 1);
-  for (const [request, count] of counts) plan.add(request, count);
+  for (const [request, count] of counts) if (count > 0) plan.add(request, count);
   plan.full = tokensLeft === 0 || ordered.some((r) => r.pending === 1 && !decoding.includes(r)) || prompts.some((r) => (counts.get(r) ?? 0) < limit(r));
-  return { ms: Number.isFinite(budgetMs) ? budgetMs : null, tokens: plan.batchSize, plannedMs: cost.predict(shape) };
+  return { ms: Number.isFinite(budgetMs) ? Math.min(budgetMs, lowerMs) : null, tokens: plan.batchSize, plannedMs: cost.predict(shape) };
 }
 
+/** Lower tiers add at most this share of the time priority's own work in a step takes. */
+export const PRIORITY_SLACK = 0.25;
+
 /**
- * The decodes a step carries. While a priority stream decodes on the shard, the step keeps to
- * priority's inter-token target: every priority stream's next token, then lower tiers' (in the
- * policy's order: standard before flex) only while the predicted step stays within that target. A
- * stream left out gives way at most as long as its own tier's target allows (its target over
- * priority's, in steps), then it is carried whatever the cost: lower tiers slow to their own pace,
- * never stop.
+ * A lower tier's request left out of enough steps in a row that one more would make it wait past its
+ * own inter-token target (at steps of `stepMs`) is carried whatever the cost.
  */
-function decodesWithin(decoding: readonly EngineRequest[], options: StepBudgetOptions, cost: StepCostModel): EngineRequest[] {
-  const budgetMs = options.targets.priority.itlMs;
-  if (!decoding.some((r) => r.schedulingClass === "priority")) {
+const mustRun = (request: EngineRequest, options: StepBudgetOptions, stepMs: number) =>
+  (request.yieldedSteps + 2) * stepMs >= options.targets[request.schedulingClass].itlMs;
+
+/**
+ * The decodes a step carries, and the time lower tiers' work may bring the step to. While a
+ * priority stream decodes on the shard: every priority stream's next token, then lower tiers' (in
+ * the policy's order: standard before flex) only while the step's predicted time stays within
+ * (1 + PRIORITY_SLACK) × priority's own decodes, and never past priority's inter-token target; a
+ * stream that must run (`mustRun`) goes in whatever the cost.
+ */
+function decodesWithin(decoding: readonly EngineRequest[], options: StepBudgetOptions, cost: StepCostModel): { carried: EngineRequest[]; lowerMs: number } {
+  const priority = decoding.filter((r) => r.schedulingClass === "priority");
+  if (priority.length === 0) {
     for (const request of decoding) request.yieldedSteps = 0;
-    return [...decoding];
+    return { carried: [...decoding], lowerMs: Infinity };
   }
-  let shape = EMPTY_SHAPE;
-  const carried: EngineRequest[] = [];
-  for (const request of decoding) {
+  let shape = priority.reduce((sum, r) => addShapes(sum, chunkShape(r.computed, 1, true)), EMPTY_SHAPE);
+  const lower = decoding.filter((r) => r.schedulingClass !== "priority");
+  // Room for at least one lower-tier token a step, so lower tiers keep their pace by turns.
+  const oneMore = lower.length > 0 ? cost.predict(addShapes(shape, chunkShape(lower[0]!.computed, 1, true))) : 0;
+  const lowerMs = Math.min(options.targets.priority.itlMs, Math.max(oneMore, (1 + PRIORITY_SLACK) * cost.predict(shape)));
+  const carried = [...priority];
+  // By turns: the request that gave way longest goes first (then the policy's order).
+  for (const request of [...lower].sort((a, b) => b.yieldedSteps - a.yieldedSteps)) {
     const withIt = addShapes(shape, chunkShape(request.computed, 1, true));
-    const mayYield = request.schedulingClass !== "priority" && request.yieldedSteps + 1 < options.targets[request.schedulingClass].itlMs / budgetMs;
-    if (mayYield && cost.predict(withIt) > budgetMs) {
+    if (!mustRun(request, options, lowerMs) && cost.predict(withIt) > lowerMs) {
       request.yieldedSteps++;
       continue;
     }
@@ -134,16 +161,18 @@ function decodesWithin(decoding: readonly EngineRequest[], options: StepBudgetOp
     carried.push(request);
     shape = withIt;
   }
-  return carried;
+  return { carried, lowerMs };
 }
 
 /**
  * Prompt tokens a step gives a request so its prompt loads in about its tier's time-to-first-token
- * target, if each step takes the budget: ceil(remaining × budget / target), at most `chunkCap`.
+ * target, if each step takes the budget: ceil(prompt length × budget / target), at most `chunkCap`
+ * and what is left of it.
  */
 function pace(request: EngineRequest, budgetMs: number, options: StepBudgetOptions): number {
   if (!Number.isFinite(budgetMs)) return 0;
   const remaining = request.promptLength - request.computed;
   if (remaining <= 0) return 0;
-  return Math.min(options.chunkCap, Math.ceil((remaining * budgetMs) / Math.max(budgetMs, options.targets[request.schedulingClass].ttftMs)));
+  const perStep = Math.ceil((request.promptLength * budgetMs) / Math.max(budgetMs, options.targets[request.schedulingClass].ttftMs));
+  return Math.min(options.chunkCap, remaining, perStep);
 }

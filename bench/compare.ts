@@ -165,6 +165,28 @@ const ratios = {
   "priority TTFT p99 loaded vs its own load alone (isolation: 1)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, ours("priority alone, 10 clients")?.byTier.priority?.ttftMs.p99),
   "priority ITL p99 loaded vs its own load alone (isolation: 1)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99, ours("priority alone, 10 clients")?.byTier.priority?.itlMs.p99),
 };
+// Where our step loop's time goes, per step (ms): llama_decode, sampling, the messages to and from
+// the runner thread, the main thread's planning and post-processing (the runner idles meanwhile),
+// and what is left of the shards' wall time (idle, or waiting for the main thread: HTTP, SSE, GC).
+console.table(
+  reports
+    .filter((r) => r.engine && r.engine.steps > 0)
+    .map((r) => {
+      const e = r.engine!;
+      const perStep = (s: number) => round((s * 1000) / e.steps, 2);
+      return {
+        target: r.target,
+        scenario: r.scenario,
+        steps: e.steps,
+        "tokens/step": round(e.tokensPerStep, 1),
+        "decode ms": perStep(e.decodeS),
+        "sample ms": perStep(e.sampleS),
+        "messages ms": perStep(e.roundTripS - e.decodeS - e.sampleS),
+        "host ms": perStep(e.hostS),
+        "rest of wall ms": perStep(Math.max(0, e.shards * r.durationS - e.roundTripS - e.hostS)),
+      };
+    }),
+);
 // Each tier's latencies wherever a scenario mixed tiers (or ran one alone).
 console.table(
   reports.flatMap((r) =>

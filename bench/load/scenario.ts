@@ -53,7 +53,7 @@ export interface ScenarioReport {
    * Where our engine's time went during the scenario (from /health's step counters, summed over
    * shards): steps, decode and sampling seconds, and mean tokens per step. Null for other servers.
    */
-  engine: { steps: number; decodeS: number; sampleS: number; tokensPerStep: number; promptTokensComputed: number } | null;
+  engine: { shards: number; steps: number; decodeS: number; sampleS: number; roundTripS: number; hostS: number; tokensPerStep: number; promptTokensComputed: number } | null;
   /** multiturn: TTFT of first turns and of later ones. */
   ttftFirstTurnMs?: Summary;
   ttftLaterTurnsMs?: Summary;
@@ -85,6 +85,9 @@ interface Counters {
   prompt_tokens_computed: number;
   decode_seconds: number;
   sample_seconds: number;
+  step_round_trip_seconds: number;
+  host_seconds: number;
+  shards?: unknown[];
 }
 
 /** Our server's step counters for the target's model, or null for a server that has none. */
@@ -97,9 +100,12 @@ function engineDelta(before: Counters | null, after: Counters | null): ScenarioR
   if (!before || !after) return null;
   const steps = after.steps - before.steps;
   return {
+    shards: after.shards?.length ?? 1,
     steps,
     decodeS: after.decode_seconds - before.decode_seconds,
     sampleS: after.sample_seconds - before.sample_seconds,
+    roundTripS: after.step_round_trip_seconds - before.step_round_trip_seconds,
+    hostS: after.host_seconds - before.host_seconds,
     tokensPerStep: steps > 0 ? (after.batch_tokens - before.batch_tokens) / steps : 0,
     promptTokensComputed: after.prompt_tokens_computed - before.prompt_tokens_computed,
   };

@@ -171,4 +171,8 @@ export interface EngineCounters {
   sampledTokens: number;
   decodeMs: number;
   sampleMs: number;
+  /** From sending a step to its runner to taking its reply: decode, sampling and the messages both ways. */
+  roundTripMs: number;
+  /** The main thread's planning and post-processing of steps (detokenizing included), while the runner waits. */
+  hostMs: number;
 }

@@ -18,7 +18,7 @@ export class Shard {
   /** Its runner thread died: it takes no more requests. */
   failure: Error | undefined;
   private readonly done: Promise<void>;
-  readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, restoredCells: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0 };
+  readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, restoredCells: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0, roundTripMs: 0, hostMs: 0 };
 
   constructor(
     readonly scheduler: ShardScheduler,
@@ -49,6 +49,7 @@ export class Shard {
 
   private async loop(): Promise<void> {
     while (!this.closed) {
+      const planning = performance.now();
       const plan = this.scheduler.schedule();
       if (plan.isEmpty) {
         await this.sleep();
@@ -62,9 +63,12 @@ export class Shard {
         this.failAll(error as Error);
         return;
       }
+      const replied = performance.now();
       // The whole round trip, sampling included: what every stream on the shard waits for.
-      if (reply.error === undefined) this.scheduler.cost.observe(plan.shape, performance.now() - started);
+      if (reply.error === undefined) this.scheduler.cost.observe(plan.shape, replied - started);
       this.postprocess(plan, reply);
+      this.counters.roundTripMs += replied - started;
+      this.counters.hostMs += started - planning + (performance.now() - replied);
     }
   }
 

@@ -57,5 +57,7 @@ function engineCounters(c: EngineCounters) {
     sampled_tokens: c.sampledTokens,
     decode_seconds: Number((c.decodeMs / 1000).toFixed(3)),
     sample_seconds: Number((c.sampleMs / 1000).toFixed(3)),
+    step_round_trip_seconds: Number((c.roundTripMs / 1000).toFixed(3)),
+    host_seconds: Number((c.hostMs / 1000).toFixed(3)),
   };
 }

@@ -62,10 +62,10 @@ const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 
  * gets `minChunk`, so prefill never stops.
  *
  * While a priority stream decodes on the shard, lower tiers' work (decodes and prompt chunks) only
- * fills the slack: a step carries at most PRIORITY_SLACK more than priority's own work would take
- * (`lowerTierBudget`), so a lone priority stream keeps nearly the pace it would have alone. A lower
- * tier's request left out gives way at most its own target over priority's, in steps, then it is
- * carried whatever the cost: lower tiers slow to their own pace, never stop.
+ * fills the slack: a step carries at most PRIORITY_SLACK more than priority's own tokens would take
+ * (see `decodesWithin`), so a lone priority stream keeps nearly the pace it would have alone; one
+ * lower-tier prompt at a time loads at its own TTFT pace. A lower tier's stream left out goes in
+ * before it would wait past its own inter-token target: lower tiers slow to their pace, never stop.
  */
 export function fillBatch(
   plan: StepPlan,
@@ -107,8 +107,7 @@ export function fillBatch(
       pacedBeside = true;
       const most = Math.max(1, cost.chunkWithin(shape, budgetMs, from, room, ends));
       count = Math.max(count, Math.min(room, most, pace(request, lowerMs, options)));
-    }
-    else if (paced && RANK[request.schedulingClass] <= strictest) count = Math.max(count, Math.min(room, pace(request, budgetMs, options)));
+    } else if (paced && RANK[request.schedulingClass] <= strictest) count = Math.max(count, Math.min(room, pace(request, budgetMs, options)));
     if (count > 0) give(request, count);
   };
   for (const request of prompts) grant(request, options.chunkCap, true);

@@ -11,6 +11,7 @@ import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
 import { checkSchemas } from "./schema-check.js";
+import { checkedChoice } from "./output-check.js";
 import { shapeChoice, type ToolShaping } from "./choice-shaping.js";
 import { meteredEvents, serverAbort, settlement } from "./metered-events.js";
 import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint } from "./request-checks.js";
@@ -220,7 +221,7 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
           events: meteredEvents(
             generations.map((g, index) => {
               const splitter = new ReasoningSplitter({ enabled: !constraint && !input.rawPrompts, startsInReasoning: prompts[Math.floor(index / n)]!.opensThinking });
-              return shapeChoice(index, splitReasoning(g, splitter), shaping);
+              return checkedChoice(shapeChoice(index, splitReasoning(g, splitter), shaping), constraint?.type === "json_schema" ? constraint.schema : undefined, forced);
             }),
             meter,
             settle,

@@ -208,6 +208,12 @@ export const migrations: Migration[] = [
       ALTER TABLE deployments ADD COLUMN context_length integer;
     `,
   },
+  {
+    id: 12,
+    name: "stored responses' input items",
+    // What GET /v1/responses/{id}/input_items lists; NULL for responses stored before (none listed).
+    sql: `ALTER TABLE responses ADD COLUMN input_items jsonb;`,
+  },
 ];
 
 /**

@@ -5,13 +5,14 @@ import { z } from "zod";
  * the page starts after), `limit` (1..100, default 20), `order` (`asc` or `desc`), answered as
  * `{object: "list", data, first_id, last_id, has_more}`.
  */
-export const listPageQuery = z.object({
-  after: z.string().max(200).optional(),
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  order: z.enum(["asc", "desc"]).default("desc"),
-});
+export const listPageQuery = (defaultOrder: "asc" | "desc") =>
+  z.object({
+    after: z.string().max(200).optional(),
+    limit: z.coerce.number().int().min(1).max(100).default(20),
+    order: z.enum(["asc", "desc"]).default(defaultOrder),
+  });
 
-export type ListPageQuery = z.infer<typeof listPageQuery>;
+export type ListPageQuery = z.infer<ReturnType<typeof listPageQuery>>;
 
 export interface ListPage<T> {
   object: "list";

@@ -25,6 +25,7 @@ import { usageRoutes } from "./routes/usage.js";
 import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ResponseStore } from "../responses/store.js";
+import type { CompletionStore } from "../chat-store/store.js";
 import type { DeploymentService } from "../deployments/types.js";
 import type { RateDefaults } from "../accounts/key-standing.js";
 
@@ -41,6 +42,8 @@ export interface AppDeps {
   connections?: Partial<ConnectionLimits>;
   /** Responses kept with `store: true` (the Responses API). */
   responses: ResponseStore;
+  /** Chat completions kept with `store: true`; absent: `store` is accepted and nothing is kept. */
+  completions?: CompletionStore;
   /** Origins browsers may call the API from; ["*"] (the default) allows any. */
   corsOrigins?: string[];
   /** Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM); the key API weighs rights with them. Default: unlimited. */
@@ -80,7 +83,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             const deployments = deps.deployments;
             if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model));
             const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
-            chatRoutes(generation, deps.chat, streams);
+            chatRoutes(generation, deps.chat, streams, deps.completions);
             completionsRoutes(generation, deps.chat, streams);
             responsesRoutes(generation, deps.chat, deps.responses, streams);
           });

@@ -37,7 +37,7 @@ export function chainedInputItems(earlier: StoredResponse | null, input: string 
 /** `GET /responses/{id}/input_items`: paginated as OpenAI's (`after`, `limit`, `order`, default newest first). */
 export function responseInputItemRoutes(app: FastifyInstance, store: ResponseStore): void {
   app.get<{ Params: { id: string } }>("/responses/:id/input_items", async (request) => {
-    const query = parse(listPageQuery, request.query ?? {});
+    const query = parse(listPageQuery("desc"), request.query ?? {});
     const stored = await store.get(callerOf(request).accountId, request.params.id);
     if (!stored) throw new NotFound(`No response with id '${request.params.id.slice(0, 64)}' found.`);
     const page = pageOf(stored.inputItems, query);

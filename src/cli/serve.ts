@@ -113,6 +113,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     db,
     responses: createResponseStore(db),
     completions: createCompletionStore(db),
+    limits,
     authenticate: (token) => authenticate(db, token),
     bodyLimit: settings.bodyLimit,
     connections: {

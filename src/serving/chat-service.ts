@@ -4,6 +4,7 @@ import { effectivePrices, resolveTier, type RequestedTier } from "../billing/pri
 import type { CatalogEntry, ServiceTier } from "../catalog/types.js";
 import type { ChatMessage, EngineEvent, PauseControl, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
+import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import { CapacityUnavailable, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import { visibleTo, type ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation, InFlightLedger } from "./ports.js";
@@ -107,6 +108,8 @@ export interface ChatRun {
   systemFingerprint: string;
   /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
   events: AsyncGenerator<ServingEvent>;
+  /** The key's per-minute windows right after this request was admitted (the rate-limit headers); absent without limits. */
+  rateLimits?: RateLimitState;
   /** After `done`, the answer could not be delivered (not stored): the row says `failed` with this code. */
   undelivered(errorCode: string): Promise<void>;
 }
@@ -218,6 +221,7 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
           model: entry.id,
           serviceTier: tier,
           systemFingerprint,
+          rateLimits: lease.state,
           events: meteredEvents(
             generations.map((g, index) => {
               const splitter = new ReasoningSplitter({ enabled: !constraint && !input.rawPrompts, startsInReasoning: prompts[Math.floor(index / n)]!.opensThinking });

@@ -11,6 +11,7 @@ import { callerOf } from "../auth.js";
 import { parseChatRequest, toChatInput } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
 import { shutdownSignalOf } from "../drain.js";
+import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 
 export { toWireUsage } from "../completion-assembler.js";
@@ -24,6 +25,7 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: Stre
     const gate = new OutputGate();
     const caller = callerOf(request);
     const run = await chat.start(caller, input, signal, { requestId: request.id, api: "chat.completions", output: gate });
+    exposeRateLimits(reply, run);
     const logprobs = input.logprobs !== undefined;
     const store = body.store === true && completions ? storing(completions, caller.accountId, body, run) : null;
     if (body.stream) return streamRun(run, openSse(reply, { gate, limits }), request, body.stream_options?.include_usage === true, logprobs, store, input.n ?? 1);

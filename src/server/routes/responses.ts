@@ -10,6 +10,7 @@ import { renamingParams, toErrorBody } from "../errors.js";
 import { ResponseBuilder } from "../responses-output.js";
 import { chainedInputItems, responseInputItemRoutes } from "../response-items.js";
 import { toResponsesChatInput } from "../responses-input.js";
+import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { abortOnDisconnect } from "./chat.js";
 
@@ -30,6 +31,7 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
     const { input, conversation } = toResponsesChatInput(body, earlier?.conversation ?? []);
     const gate = new OutputGate();
     const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses", output: gate }), RESPONSES_PARAMS);
+    exposeRateLimits(reply, run);
     const save = async (builder: ResponseBuilder, response: unknown) => {
       if (body.store === false) return;
       try {

@@ -59,6 +59,7 @@ describe("number keywords are checked after generation", () => {
     assert.equal(violation({ type: "number", multipleOf: 0.1 }, 0.3), null);
     assert.match(violation({ type: "number", multipleOf: 0.1 }, 0.35)!, /not a multiple of 0.1/);
     assert.match(violation({ type: "number", exclusiveMinimum: 0 }, 0)!, /not above the exclusiveMinimum/);
+    assert.match(violation({ type: "number", maximum: 1 }, JSON.parse("1e400"))!, /beyond the range of a double/);
   });
 
   test("the subschema each number was written under is found through $ref, anyOf, properties and items", () => {

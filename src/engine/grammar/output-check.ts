@@ -54,6 +54,8 @@ export function violation(schema: unknown, value: unknown, root: unknown = schem
 }
 
 function numberViolation(schema: Schema, value: number, at: string): string | null {
+  // An exponent past a double's range (1e400) parses as Infinity, which no bound or step admits.
+  if (!Number.isFinite(value)) return NUMBER_KEYWORDS.some((key) => key in schema) ? `${at} is beyond the range of a double.` : null;
   const n = new Big(value);
   const bound = (key: string) => (typeof schema[key] === "number" ? new Big(schema[key] as number) : null);
   const [min, max, exclusiveMin, exclusiveMax, step] = NUMBER_KEYWORDS.map(bound);

@@ -14,7 +14,7 @@ import { parse } from "./key-input.js";
 /** Keeps a finished completion; the chat route calls it before the client gets the last of it. */
 export type StoreCompletion = (completion: ChatCompletion, streamed: boolean) => Promise<void>;
 
-const updateBody = z.object({ metadata: metadataSchema.nullable() });
+export const updateCompletionBody = z.object({ metadata: metadataSchema.nullable() });
 const listQuery = listPageQuery("asc").extend({ model: z.string().max(256).optional() });
 const notFound = (id: string) => new NotFound(`No chat completion with id '${id.slice(0, 64)}' found. Only completions created with store: true are kept.`);
 
@@ -60,7 +60,7 @@ export function storedCompletionRoutes(app: FastifyInstance, store: CompletionSt
   });
 
   app.post<{ Params: { id: string } }>("/chat/completions/:id", async (request, reply) => {
-    const body = parse(updateBody, request.body ?? {});
+    const body = parse(updateCompletionBody, request.body ?? {});
     const updated = await store.setMetadata(callerOf(request).accountId, request.params.id, body.metadata ?? {});
     if (!updated) throw notFound(request.params.id);
     return sendJson(reply, wireText(updated));

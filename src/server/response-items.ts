@@ -1,16 +1,15 @@
-import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { InvalidRequest, NotFound } from "../errors.js";
 import { listPageQuery, pageOf } from "../protocol/list-page.js";
 import type { ResponsesInputItem } from "../protocol/responses-request.js";
 import type { ResponseStore, StoredResponse } from "../responses/store.js";
 import { callerOf } from "./auth.js";
+import { itemId } from "./responses-output.js";
 import { parse } from "./routes/key-input.js";
 
 /** An input item as `GET /v1/responses/{id}/input_items` lists it: with an id and a status. */
 export type WireInputItem = { id: string; type: string } & Record<string, unknown>;
 
-const itemId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
 const textParts = (content: string | Array<{ type: string; text: string }>, role: string) =>
   typeof content === "string" ? [{ type: role === "assistant" ? "output_text" : "input_text", text: content }] : content.map((p) => ({ type: p.type === "text" ? "input_text" : p.type, text: p.text }));
 

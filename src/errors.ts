@@ -79,8 +79,8 @@ export class PayloadTooLarge extends ServiceError {
 }
 
 export class RateLimited extends ServiceError {
-  constructor(message: string, retryAfterSeconds: number, code = "rate_limit_exceeded") {
-    super(429, "rate_limit_error", message, code, null, { "retry-after": String(Math.max(1, Math.ceil(retryAfterSeconds))) });
+  constructor(message: string, retryAfterSeconds: number, code = "rate_limit_exceeded", headers: Record<string, string> = {}) {
+    super(429, "rate_limit_error", message, code, null, { ...headers, "retry-after": String(Math.max(1, Math.ceil(retryAfterSeconds))) });
   }
 }
 

@@ -29,6 +29,7 @@ import { MemoryGuard } from "../deployments/memory.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import { makePrivate } from "../config/data-dir-permissions.js";
 import { createResponseStore } from "../responses/store.js";
+import { createCompletionStore } from "../chat-store/store.js";
 import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
@@ -111,6 +112,8 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     registry,
     db,
     responses: createResponseStore(db),
+    completions: createCompletionStore(db),
+    limits,
     authenticate: (token) => authenticate(db, token),
     bodyLimit: settings.bodyLimit,
     connections: {

@@ -4,6 +4,7 @@ import {
   assertTokenCount,
   bucketOf,
   effectiveLimits,
+  limitState,
   oldestLiveBucket,
   refusalError,
   releasedTokens,
@@ -44,6 +45,15 @@ export function createMemoryLimits(defaults: LimitDefaults, options: MemoryLimit
   };
 
   return {
+    async peek(request) {
+      const limits = effectiveLimits(request.limits, defaults);
+      const nowMs = now();
+      const look = (windows: Map<string, SlidingWindow>): [number, number] => {
+        const window = windows.get(request.keyId);
+        return window ? [window.prune(nowMs), window.newest(-1)] : [0, -1];
+      };
+      return limitState(limits, { requests: look(requestWindows), tokens: look(tokenWindows) }, nowMs);
+    },
     async admit(request) {
       const limits = effectiveLimits(request.limits, defaults);
       const estimate = assertTokenCount(request.estimatedTokens, "estimatedTokens");
@@ -51,31 +61,31 @@ export function createMemoryLimits(defaults: LimitDefaults, options: MemoryLimit
       sweep(nowMs);
       const slotKey = `${request.accountId}\u0000${request.model}`;
 
-      const refuse = (refusal: Omit<Refusal, "nowMs">): never => {
-        throw refusalError({ ...refusal, nowMs }, request);
+      const requests = limits.requestsPerMinute === null ? null : windowOf(requestWindows, request.keyId);
+      const tokens = limits.tokensPerMinute === null ? null : windowOf(tokenWindows, request.keyId);
+      const requestsUsed = requests?.prune(nowMs) ?? 0;
+      const tokensUsed = tokens?.prune(nowMs) ?? 0;
+      const state = (taken: { requests: number; tokens: number }) =>
+        limitState(limits, { requests: [requestsUsed + taken.requests, requests?.newest(taken.requests > 0 ? bucketOf(nowMs) : -1) ?? -1], tokens: [tokensUsed + taken.tokens, tokens?.newest(taken.tokens > 0 ? bucketOf(nowMs) : -1) ?? -1] }, nowMs);
+      const refuse = (refusal: Omit<Refusal, "nowMs" | "state">): never => {
+        throw refusalError({ ...refusal, nowMs, state: state({ requests: 0, tokens: 0 }) }, request);
       };
-      if (limits.requestsPerMinute !== null) {
-        const window = windowOf(requestWindows, request.keyId);
-        const used = window.prune(nowMs);
-        if (used + 1 > limits.requestsPerMinute) refuse({ limit: "requests", max: limits.requestsPerMinute, used, requested: 1, buckets: window.entries() });
-      }
-      if (limits.tokensPerMinute !== null) {
-        const window = windowOf(tokenWindows, request.keyId);
-        const used = window.prune(nowMs);
-        if (used + estimate > limits.tokensPerMinute) refuse({ limit: "tokens", max: limits.tokensPerMinute, used, requested: estimate, buckets: window.entries() });
-      }
+      if (requests && requestsUsed + 1 > limits.requestsPerMinute!) refuse({ limit: "requests", max: limits.requestsPerMinute!, used: requestsUsed, requested: 1, buckets: requests.entries() });
+      if (tokens && tokensUsed + estimate > limits.tokensPerMinute!) refuse({ limit: "tokens", max: limits.tokensPerMinute!, used: tokensUsed, requested: estimate, buckets: tokens.entries() });
       const running = inFlight.get(slotKey) ?? 0;
       if (running >= limits.concurrent) refuse({ limit: "concurrency", max: limits.concurrent, used: running, requested: 1 });
 
       // Everything fits: take it all (nothing above has yielded, so nothing changed in between).
       const admittedBucket = bucketOf(nowMs);
-      if (limits.requestsPerMinute !== null) windowOf(requestWindows, request.keyId).add(admittedBucket, 1);
-      const chargesTokens = limits.tokensPerMinute !== null;
-      if (chargesTokens) windowOf(tokenWindows, request.keyId).add(admittedBucket, estimate);
+      const admittedState = state({ requests: 1, tokens: estimate });
+      requests?.add(admittedBucket, 1);
+      const chargesTokens = tokens !== null;
+      tokens?.add(admittedBucket, estimate);
       inFlight.set(slotKey, running + 1);
 
       let released = false;
       const lease: LimitLease = {
+        state: admittedState,
         async release(actualTokens) {
           if (released) return;
           released = true;
@@ -113,6 +123,13 @@ class SlidingWindow {
     const next = (this.buckets.get(bucket) ?? 0) + amount;
     if (next > 0) this.buckets.set(bucket, next);
     else this.buckets.delete(bucket);
+  }
+
+  /** The newest bucket holding anything, or `atLeast` if that is newer. Call after prune(). */
+  newest(atLeast: number): number {
+    let newest = atLeast;
+    for (const bucket of this.buckets.keys()) if (bucket > newest) newest = bucket;
+    return newest;
   }
 
   entries(): Array<[number, number]> {

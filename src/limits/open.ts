@@ -19,7 +19,7 @@ export async function openRequestLimits(env: Record<string, string | undefined> 
   const redisUrl = env.SWITCHYARD_REDIS_URL?.trim();
   if (!redisUrl) {
     const memory = createMemoryLimits(defaults);
-    return { kind: "memory", admit: (request) => memory.admit(request), close: async () => {} };
+    return { kind: "memory", admit: (request) => memory.admit(request), peek: (request) => memory.peek!(request), close: async () => {} };
   }
   const redis = createRedisLimits(redisUrl, defaults);
   try {
@@ -28,7 +28,7 @@ export async function openRequestLimits(env: Record<string, string | undefined> 
     await redis.close();
     throw new Error(`SWITCHYARD_REDIS_URL is set but Redis at ${redact(redisUrl)} is unreachable (${(error as Error).message}).`);
   }
-  return { kind: "redis", admit: (request) => redis.admit(request), close: () => redis.close() };
+  return { kind: "redis", admit: (request) => redis.admit(request), peek: (request) => redis.peek!(request), close: () => redis.close() };
 }
 
 function redact(url: string): string {

@@ -1,4 +1,5 @@
 import { RateLimited } from "../errors.js";
+import { rateLimitHeaders, type RateLimitState, type WindowState } from "../protocol/rate-limit-headers.js";
 import type { KeyLimits } from "../serving/ports.js";
 import type { LimitDefaults } from "./defaults.js";
 
@@ -79,6 +80,23 @@ export function retryAfterMs(buckets: WindowBuckets, limit: number, need: number
   return WINDOW_MS;
 }
 
+/**
+ * A window as the rate-limit headers report it, from its total and its newest live bucket (-1 or
+ * below the window: empty): everything in it has aged out once the newest bucket has.
+ */
+export function windowState(limit: number, used: number, newestBucket: number, nowMs: number): WindowState {
+  const empty = used <= 0 || newestBucket < oldestLiveBucket(nowMs);
+  return { limit, remaining: Math.max(0, limit - used), resetMs: empty ? 0 : clamp((newestBucket + WINDOW_BUCKETS) * BUCKET_MS - nowMs, 0, WINDOW_MS) };
+}
+
+/** The state of the windows a key has limits for, from each one's total and newest bucket. */
+export function limitState(limits: EffectiveLimits, windows: { requests: [used: number, newest: number]; tokens: [used: number, newest: number] }, nowMs: number): RateLimitState {
+  return {
+    ...(limits.requestsPerMinute !== null ? { requests: windowState(limits.requestsPerMinute, ...windows.requests, nowMs) } : {}),
+    ...(limits.tokensPerMinute !== null ? { tokens: windowState(limits.tokensPerMinute, ...windows.tokens, nowMs) } : {}),
+  };
+}
+
 export type RefusedLimit = "requests" | "tokens" | "concurrency";
 
 export interface Refusal {
@@ -92,15 +110,20 @@ export interface Refusal {
   /** The window it was refused on (requests and tokens only). */
   buckets?: WindowBuckets;
   nowMs: number;
+  /** The key's windows as they stand (nothing was taken): the 429's rate-limit headers. */
+  state?: RateLimitState;
 }
 
 /** The 429 for a refusal, with its Retry-After and an OpenAI-style message. */
 export function refusalError(refusal: Refusal, request: { keyId: string; accountId: string; model: string }): RateLimited {
+  const headers = rateLimitHeaders(refusal.state);
   if (refusal.limit === "concurrency") {
     return new RateLimited(
       `Too many concurrent requests for model '${request.model}' on this account: limit ${refusal.max}. ` +
         "Wait for a request in flight to finish, then retry.",
       CONCURRENCY_RETRY_AFTER_SECONDS,
+      undefined,
+      headers,
     );
   }
   const unit = refusal.limit === "requests" ? "requests per minute (RPM)" : "tokens per minute (TPM)";
@@ -110,12 +133,16 @@ export function refusalError(refusal: Refusal, request: { keyId: string; account
       `Request too large for ${unit} on key ${request.keyId}: Limit ${refusal.max}, Requested ${refusal.requested}. ` +
         "Reduce the prompt or max_tokens.",
       waitMs / 1000,
+      undefined,
+      headers,
     );
   }
   return new RateLimited(
     `Rate limit reached for ${unit} on key ${request.keyId}: Limit ${refusal.max}, Used ${refusal.used}, Requested ${refusal.requested}. ` +
       `Please try again in ${Math.max(1, Math.ceil(waitMs / 1000))}s.`,
     waitMs / 1000,
+    undefined,
+    headers,
   );
 }
 

@@ -7,6 +7,7 @@ import {
   BUCKET_MS,
   CONCURRENCY_LEASE_TTL_MS,
   effectiveLimits,
+  limitState,
   refusalError,
   releasedTokens,
   WINDOW_BUCKETS,
@@ -56,19 +57,16 @@ local window_ttl = bucket_ms * (window_buckets + 1)
  * KEYS: rpm hash, tpm hash, concurrency set.
  * ARGV: bucket ms, window buckets, rpm limit (-1: none), tpm limit (-1: none), concurrency limit,
  *       estimated tokens, lease id, lease ttl ms.
- * Returns {0, now, bucket} when admitted, else {code, max, used, requested, now, b1, a1, b2, a2...}
- * with code 1 requests, 2 tokens, 3 concurrency, and the refused window's live buckets.
+ * Returns {0, now, bucket, rpm used, rpm newest, tpm used, tpm newest} when admitted (after taking),
+ * else {code, max, used, requested, now, rpm used, rpm newest, tpm used, tpm newest, b1, a1, b2, a2...}
+ * with code 1 requests, 2 tokens, 3 concurrency, and the refused window's live buckets. "newest" is
+ * a window's newest live bucket (-1: empty); with "used", the rate-limit headers.
  */
-const ADMIT_LUA = `${LUA_CLOCK}
-local rpm = tonumber(ARGV[3])
-local tpm = tonumber(ARGV[4])
-local concurrent = tonumber(ARGV[5])
-local estimate = tonumber(ARGV[6])
-
+const LUA_LOAD = `
 -- Sums the live buckets of a window hash, deleting the ones that have left the window.
 local function load(key)
   local flat = redis.call('HGETALL', key)
-  local total, live, dead = 0, {}, {}
+  local total, live, dead, newest = 0, {}, {}, -1
   for i = 1, #flat, 2 do
     local b = tonumber(flat[i])
     if b < oldest then
@@ -78,26 +76,33 @@ local function load(key)
       total = total + a
       live[#live + 1] = b
       live[#live + 1] = a
+      if a > 0 and b > newest then newest = b end
     end
   end
   if #dead > 0 then redis.call('HDEL', key, unpack(dead)) end
-  return total, live
+  return total, live, newest
 end
+`;
+
+const ADMIT_LUA = `${LUA_CLOCK}${LUA_LOAD}
+local rpm = tonumber(ARGV[3])
+local tpm = tonumber(ARGV[4])
+local concurrent = tonumber(ARGV[5])
+local estimate = tonumber(ARGV[6])
+
+local rpm_used, rpm_live, rpm_newest = 0, {}, -1
+local tpm_used, tpm_live, tpm_newest = 0, {}, -1
+if rpm >= 0 then rpm_used, rpm_live, rpm_newest = load(KEYS[1]) end
+if tpm >= 0 then tpm_used, tpm_live, tpm_newest = load(KEYS[2]) end
 
 local function refuse(code, max, used, requested, live)
-  local out = {code, max, used, requested, now}
+  local out = {code, max, used, requested, now, rpm_used, rpm_newest, tpm_used, tpm_newest}
   for i = 1, #live do out[#out + 1] = live[i] end
   return out
 end
 
-if rpm >= 0 then
-  local used, live = load(KEYS[1])
-  if used + 1 > rpm then return refuse(1, rpm, used, 1, live) end
-end
-if tpm >= 0 then
-  local used, live = load(KEYS[2])
-  if used + estimate > tpm then return refuse(2, tpm, used, estimate, live) end
-end
+if rpm >= 0 and rpm_used + 1 > rpm then return refuse(1, rpm, rpm_used, 1, rpm_live) end
+if tpm >= 0 and tpm_used + estimate > tpm then return refuse(2, tpm, tpm_used, estimate, tpm_live) end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local running = redis.call('ZCARD', KEYS[3])
 if running >= concurrent then return refuse(3, concurrent, running, 1, {}) end
@@ -105,15 +110,29 @@ if running >= concurrent then return refuse(3, concurrent, running, 1, {}) end
 if rpm >= 0 then
   redis.call('HINCRBY', KEYS[1], bucket, 1)
   redis.call('PEXPIRE', KEYS[1], window_ttl)
+  rpm_used, rpm_newest = rpm_used + 1, bucket
 end
 if tpm >= 0 and estimate > 0 then
   redis.call('HINCRBY', KEYS[2], bucket, ARGV[6])
   redis.call('PEXPIRE', KEYS[2], window_ttl)
+  tpm_used, tpm_newest = tpm_used + estimate, bucket
 end
 local lease_ttl = tonumber(ARGV[8])
 redis.call('ZADD', KEYS[3], now + lease_ttl, ARGV[7])
 redis.call('PEXPIRE', KEYS[3], lease_ttl)
-return {0, now, bucket}
+return {0, now, bucket, rpm_used, rpm_newest, tpm_used, tpm_newest}
+`;
+
+/**
+ * KEYS: rpm hash, tpm hash. ARGV: bucket ms, window buckets, reads rpm (1/0), reads tpm (1/0).
+ * Takes nothing; returns {now, rpm used, rpm newest, tpm used, tpm newest}.
+ */
+const PEEK_LUA = `${LUA_CLOCK}${LUA_LOAD}
+local rpm_used, rpm_live, rpm_newest = 0, {}, -1
+local tpm_used, tpm_live, tpm_newest = 0, {}, -1
+if ARGV[3] == '1' then rpm_used, rpm_live, rpm_newest = load(KEYS[1]) end
+if ARGV[4] == '1' then tpm_used, tpm_live, tpm_newest = load(KEYS[2]) end
+return {now, rpm_used, rpm_newest, tpm_used, tpm_newest}
 `;
 
 /**
@@ -154,6 +173,7 @@ return 1
 `;
 
 interface LimitCommands {
+  switchyardLimitsPeek(rpmKey: string, tpmKey: string, ...args: string[]): Promise<number[]>;
   switchyardLimitsRefresh(slotsKey: string, ...args: string[]): Promise<number>;
   switchyardLimitsAdmit(rpmKey: string, tpmKey: string, slotsKey: string, ...args: string[]): Promise<number[]>;
   switchyardLimitsRelease(tpmKey: string, slotsKey: string, ...args: string[]): Promise<number>;
@@ -175,12 +195,20 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
   // Without a listener, a lost connection's 'error' event would crash the process; ioredis reconnects by itself.
   client.on("error", () => undefined);
   client.defineCommand("switchyardLimitsAdmit", { numberOfKeys: 3, lua: ADMIT_LUA });
+  client.defineCommand("switchyardLimitsPeek", { numberOfKeys: 2, lua: PEEK_LUA });
   client.defineCommand("switchyardLimitsRelease", { numberOfKeys: 2, lua: RELEASE_LUA });
   client.defineCommand("switchyardLimitsRefresh", { numberOfKeys: 1, lua: REFRESH_LUA });
   const leaseTtlMs = options.leaseTtlMs ?? CONCURRENCY_LEASE_TTL_MS;
   const windowArgs = [String(BUCKET_MS), String(WINDOW_BUCKETS)];
 
   return {
+    async peek(request) {
+      const limits = effectiveLimits(request.limits, defaults);
+      if (limits.requestsPerMinute === null && limits.tokensPerMinute === null) return {};
+      const flags = [limits.requestsPerMinute !== null, limits.tokensPerMinute !== null].map((on) => (on ? "1" : "0"));
+      const [nowMs = 0, rpmUsed = 0, rpmNewest = -1, tpmUsed = 0, tpmNewest = -1] = await client.switchyardLimitsPeek(`${prefix}rpm:${request.keyId}`, `${prefix}tpm:${request.keyId}`, ...windowArgs, ...flags);
+      return limitState(limits, { requests: [rpmUsed, rpmNewest], tokens: [tpmUsed, tpmNewest] }, nowMs);
+    },
     async admit(request) {
       const limits = effectiveLimits(request.limits, defaults);
       const estimate = assertTokenCount(request.estimatedTokens, "estimatedTokens");
@@ -205,12 +233,13 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
       if (code !== 0) {
         const limit = REFUSED[code];
         if (!limit) throw new Error(`The Redis admit script answered an unknown code ${code}.`);
-        const [, max = 0, used = 0, requested = 0, nowMs = 0, ...flat] = reply;
+        const [, max = 0, used = 0, requested = 0, nowMs = 0, rpmUsed = 0, rpmNewest = -1, tpmUsed = 0, tpmNewest = -1, ...flat] = reply;
         const buckets: Array<[number, number]> = [];
         for (let i = 0; i + 1 < flat.length; i += 2) buckets.push([flat[i]!, flat[i + 1]!]);
-        throw refusalError({ limit, max, used, requested, nowMs, buckets }, request);
+        const state = limitState(limits, { requests: [rpmUsed, rpmNewest], tokens: [tpmUsed, tpmNewest] }, nowMs);
+        throw refusalError({ limit, max, used, requested, nowMs, buckets, state }, request);
       }
-      const admittedBucket = reply[2] ?? 0;
+      const [, nowMs = 0, admittedBucket = 0, rpmUsed = 0, rpmNewest = -1, tpmUsed = 0, tpmNewest = -1] = reply;
       const chargesTokens = limits.tokensPerMinute !== null;
 
       let released = false;
@@ -221,6 +250,8 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
       }, Math.max(50, Math.floor(leaseTtlMs / 3)));
       refresher.unref();
       const lease: LimitLease = {
+        // Redis's clock, as the windows are kept on it.
+        state: limitState(limits, { requests: [rpmUsed, rpmNewest], tokens: [tpmUsed, tpmNewest] }, nowMs),
         async release(actualTokens) {
           if (released) return;
           released = true;

@@ -6,6 +6,8 @@ export interface StoredResponse {
   conversation: ChatMessage[];
   /** The response object's JSON text, exactly as it was sent (costs stay exact decimals). */
   body: string;
+  /** What the response was generated from, oldest first, as `input_items` lists it (earlier responses' items included). */
+  inputItems: Array<{ id: string; type: string } & Record<string, unknown>>;
 }
 
 /**
@@ -21,19 +23,24 @@ export interface ResponseStore {
 
 export function createResponseStore(db: Database): ResponseStore {
   return {
-    async save(accountId, id, { conversation, body }) {
-      await db.query("INSERT INTO responses (id, account_id, conversation, body) VALUES ($1, $2, $3::jsonb, $4)", [id, accountId, JSON.stringify(conversation), body]);
+    async save(accountId, id, { conversation, body, inputItems }) {
+      await db.query("INSERT INTO responses (id, account_id, conversation, body, input_items) VALUES ($1, $2, $3::jsonb, $4, $5::jsonb)", [id, accountId, JSON.stringify(conversation), body, JSON.stringify(inputItems)]);
     },
     async get(accountId, id) {
-      const rows = await db.query<{ conversation: ChatMessage[] | string; body: string }>("SELECT conversation, body FROM responses WHERE id = $1 AND account_id = $2", [id, accountId]);
+      const rows = await db.query<{ conversation: unknown; body: string; input_items: unknown }>("SELECT conversation, body, input_items FROM responses WHERE id = $1 AND account_id = $2", [id, accountId]);
       const row = rows[0];
       if (!row) return null;
-      const conversation = typeof row.conversation === "string" ? (JSON.parse(row.conversation) as ChatMessage[]) : row.conversation;
-      return { conversation, body: row.body };
+      // Rows stored before input items were kept list none.
+      return { conversation: fromJsonb(row.conversation) as ChatMessage[], body: row.body, inputItems: (fromJsonb(row.input_items) ?? []) as StoredResponse["inputItems"] };
     },
     async delete(accountId, id) {
       const rows = await db.query("DELETE FROM responses WHERE id = $1 AND account_id = $2 RETURNING id", [id, accountId]);
       return rows.length > 0;
     },
   };
+}
+
+/** A jsonb column as the driver hands it: parsed already (pg, PGlite) or as text. */
+export function fromJsonb(value: unknown): unknown {
+  return typeof value === "string" ? JSON.parse(value) : value;
 }

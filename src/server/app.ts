@@ -25,6 +25,10 @@ import { usageRoutes } from "./routes/usage.js";
 import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ResponseStore } from "../responses/store.js";
+import type { CompletionStore } from "../chat-store/store.js";
+import type { RequestLimits } from "../serving/ports.js";
+import { installRateLimitHeaders } from "./rate-limit-headers.js";
+import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 import type { DeploymentService } from "../deployments/types.js";
 import type { RateDefaults } from "../accounts/key-standing.js";
 
@@ -41,6 +45,10 @@ export interface AppDeps {
   connections?: Partial<ConnectionLimits>;
   /** Responses kept with `store: true` (the Responses API). */
   responses: ResponseStore;
+  /** Chat completions kept with `store: true`; absent: `store` is accepted and nothing is kept. */
+  completions?: CompletionStore;
+  /** Read (never taken from) for the rate-limit headers of responses that are not generations. */
+  limits?: Pick<RequestLimits, "peek">;
   /** Origins browsers may call the API from; ["*"] (the default) allows any. */
   corsOrigins?: string[];
   /** Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM); the key API weighs rights with them. Default: unlimited. */
@@ -64,6 +72,7 @@ export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "connecti
 export function buildApp(deps: AppDeps): FastifyInstance {
   const app = buildBaseApp(deps);
   void app.register(async (routes) => {
+    if (deps.limits) installRateLimitHeaders(routes, deps.limits);
     healthRoutes(routes, deps.registry, deps.drain);
     metricsRoutes(routes, deps.metrics);
     usageRoutes(routes, deps.db);
@@ -80,7 +89,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             const deployments = deps.deployments;
             if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model));
             const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
-            chatRoutes(generation, deps.chat, streams);
+            chatRoutes(generation, deps.chat, streams, deps.completions);
             completionsRoutes(generation, deps.chat, streams);
             responsesRoutes(generation, deps.chat, deps.responses, streams);
           });
@@ -131,7 +140,7 @@ function installCors(app: FastifyInstance, origins: string[]): void {
       callback(null, {
         origin: admin ? false : origin,
         methods: ["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
-        exposedHeaders: ["x-request-id", "retry-after"],
+        exposedHeaders: ["x-request-id", "retry-after", ...RATE_LIMIT_HEADER_NAMES],
         maxAge: 600,
         // An OPTIONS request that is not a browser's preflight (no Origin) gets the plain 204, not
         // the plugin's text/plain 400, which is not an OpenAI error body.

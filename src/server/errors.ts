@@ -38,7 +38,9 @@ export async function renamingParams<T>(work: Promise<T>, names: Record<string, 
     return await work;
   } catch (error) {
     if (!(error instanceof ServiceError) || error.param === null || !(error.param in names)) throw error;
-    throw new ServiceError(error.status, error.type, error.message, error.code, names[error.param]!, error.headers);
+    // The message names the parameter as the caller sent it, as `param` does.
+    const renamed = names[error.param]!;
+    throw new ServiceError(error.status, error.type, error.message.replaceAll(`'${error.param}'`, `'${renamed}'`), error.code, renamed, error.headers);
   }
 }
 

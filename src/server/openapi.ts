@@ -6,6 +6,9 @@ import { API_PREFIXES } from "./api-paths.js";
 import { accountCreateKeyBody } from "./routes/account-keys.js";
 import { createKeyBody, listKeysQuery, patchKeyBody } from "./routes/admin.js";
 import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from "./routes/deployments.js";
+import { updateCompletionBody } from "./routes/stored-completions.js";
+import { listPageQuery } from "../protocol/list-page.js";
+import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 
 type Method = "get" | "post" | "patch" | "delete";
 type Auth = "key" | "admin" | "none";
@@ -31,6 +34,8 @@ const errorSchema = z.object({
 });
 
 const responseId = [{ name: "id", description: "The response's id (`resp_…`)." }];
+const completionId = [{ name: "id", description: "The chat completion's id (`chatcmpl-…`)." }];
+const listPage = (order: "asc" | "desc") => listPageQuery(order);
 const deploymentId = [{ name: "id", description: "The deployment's id (`dep_…`)." }];
 
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES. */
@@ -40,6 +45,12 @@ const API_OPERATIONS: Operation[] = [
   { method: "post", path: "/responses", id: "createResponse", summary: "Create a response (Responses API)", auth: "key", body: responsesRequestSchema, response: { description: "A response object, or typed server-sent events (response.created … response.completed).", streams: true }, errors: [400, 401, 402, 404, 429, 503] },
   { method: "get", path: "/responses/{id}", id: "getResponse", summary: "A stored response of the caller's account", auth: "key", pathParams: responseId, response: { description: "The response object as it was returned." }, errors: [401, 404] },
   { method: "delete", path: "/responses/{id}", id: "deleteResponse", summary: "Delete a stored response", auth: "key", pathParams: responseId, response: { description: "`{id, object: \"response\", deleted: true}`" }, errors: [401, 404] },
+  { method: "get", path: "/responses/{id}/input_items", id: "listResponseInputItems", summary: "What a stored response was generated from (with previous_response_id, the earlier responses' input and output first), with ids; newest first unless order=asc", auth: "key", pathParams: responseId, query: listPage("desc"), response: { description: "`{object: \"list\", data: [item], first_id, last_id, has_more}`" }, errors: [400, 401, 404] },
+  { method: "get", path: "/chat/completions", id: "listChatCompletions", summary: "The caller's account's stored chat completions (made with store: true), oldest first unless order=desc; `metadata[KEY]=VALUE` filters (every pair must match)", auth: "key", query: [{ name: "model", description: "Only this model's." }, { name: "metadata[KEY]", description: "Only those whose metadata has KEY set to this value (repeatable)." }, { name: "after", description: "The last id of the previous page." }, { name: "limit", description: "1 to 100, default 20.", schema: { type: "integer", minimum: 1, maximum: 100 } }, { name: "order", description: "`asc` (default) or `desc`, by creation.", schema: { type: "string", enum: ["asc", "desc"] } }], response: { description: "`{object: \"list\", data: [chat.completion with metadata], first_id, last_id, has_more}`" }, errors: [400, 401] },
+  { method: "get", path: "/chat/completions/{id}", id: "getChatCompletion", summary: "A stored chat completion of the caller's account", auth: "key", pathParams: completionId, response: { description: "The chat.completion object as it was returned, with its current `metadata`." }, errors: [401, 404] },
+  { method: "post", path: "/chat/completions/{id}", id: "updateChatCompletion", summary: "Replace a stored chat completion's metadata", auth: "key", pathParams: completionId, body: updateCompletionBody, response: { description: "The chat.completion object with its new `metadata`." }, errors: [400, 401, 404] },
+  { method: "delete", path: "/chat/completions/{id}", id: "deleteChatCompletion", summary: "Delete a stored chat completion", auth: "key", pathParams: completionId, response: { description: "`{id, object: \"chat.completion.deleted\", deleted: true}`" }, errors: [401, 404] },
+  { method: "get", path: "/chat/completions/{id}/messages", id: "listChatCompletionMessages", summary: "The messages of a stored chat completion's request, each with an id (`<completion id>-<index>`); oldest first unless order=desc", auth: "key", pathParams: completionId, query: listPage("asc"), response: { description: "`{object: \"list\", data: [message], first_id, last_id, has_more}`" }, errors: [400, 401, 404] },
   { method: "post", path: "/responses/{id}/cancel", id: "cancelResponse", summary: "Cancel a background response (none run in the background here: 400 for a stored response, 404 for an unknown id)", auth: "key", pathParams: responseId, response: { description: "Never succeeds: no response runs in the background." }, errors: [400, 401, 404] },
   { method: "get", path: "/models", id: "listModels", summary: "The models the key may use", auth: "key", response: { description: "`{object: \"list\", data: [model]}` with context length, precision, tags, prices per tier and status." }, errors: [401] },
   { method: "get", path: "/models/{model}", id: "retrieveModel", summary: "One model (the id has a slash: `owner/name`)", auth: "key", pathParams: [{ name: "model", description: "`owner/name`" }], response: { description: "A model object." }, errors: [401, 404] },
@@ -85,6 +96,14 @@ function jsonSchema(schema: z.ZodType): Record<string, unknown> {
   return rest;
 }
 
+const RATE_LIMIT_HEADERS = Object.fromEntries(RATE_LIMIT_HEADER_NAMES.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
+
+const HEADER_TEXT: Record<string, string> = {
+  limit: "The key's per-minute limit",
+  remaining: "What is left of it after this request",
+  reset: "How long until everything taken in the window has aged out (a duration: `850ms`, `6s`, `1m0s`)",
+};
+
 const SECURITY: Record<Auth, Array<Record<string, string[]>>> = {
   key: [{ bearerKey: [] }, { apiKeyHeader: [] }, { xApiKeyHeader: [] }],
   admin: [{ adminBearer: [] }],
@@ -113,7 +132,8 @@ function operationObject(op: Operation, operationId: string) {
     security: SECURITY[op.auth],
     ...(parameters.length ? { parameters } : {}),
     ...(op.body ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(op.body) } } } } : {}),
-    responses: { "200": { description: op.response.description, content: ok }, ...errors },
+    // Every response to a key with a per-minute limit carries the rate-limit headers.
+    responses: { "200": { description: op.response.description, content: ok, ...(op.auth === "key" ? { headers: RATE_LIMIT_HEADERS } : {}) }, ...errors },
   };
 }
 
@@ -143,6 +163,12 @@ export function openApiDocument(version: string): Record<string, unknown> {
         adminBearer: { type: "http", scheme: "bearer", description: "The admin key (SWITCHYARD_ADMIN_KEY, at least 32 characters, or server.json). Failed attempts are throttled per client IP: 429 admin_auth_throttled with Retry-After." },
       },
       schemas: { Error: jsonSchema(errorSchema) },
+      headers: Object.fromEntries(
+        RATE_LIMIT_HEADER_NAMES.map((name) => {
+          const [, part, kind] = /^x-ratelimit-(\w+)-(\w+)$/.exec(name)!;
+          return [name, { description: `${HEADER_TEXT[part!]} (${kind}); sent only for a key with a ${kind}-per-minute limit, on errors and streams too.`, schema: { type: "string" } }];
+        }),
+      ),
       responses: {
         Error: {
           description: "An error in the OpenAI shape. Every response carries `x-request-id`.",

@@ -4,7 +4,7 @@ import type { ChatMessage, ToolCall } from "../engine/types.js";
 import type { ResponsesRequestBody } from "../protocol/responses-request.js";
 import type { ChatRun, ServingEvent, Usage } from "../serving/chat-service.js";
 
-const itemId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
+export const itemId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
 
 type ItemStatus = "in_progress" | "completed" | "incomplete";
 type OutputItem =

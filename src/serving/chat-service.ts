@@ -4,6 +4,7 @@ import { effectivePrices, resolveTier, type RequestedTier } from "../billing/pri
 import type { CatalogEntry, ServiceTier } from "../catalog/types.js";
 import type { ChatMessage, EngineEvent, PauseControl, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
+import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import { CapacityUnavailable, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
 import { visibleTo, type ModelRegistry } from "./model-registry.js";
 import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation, InFlightLedger } from "./ports.js";
@@ -11,6 +12,7 @@ import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
 import { checkSchemas } from "./schema-check.js";
+import { checkedChoice } from "./output-check.js";
 import { shapeChoice, type ToolShaping } from "./choice-shaping.js";
 import { meteredEvents, serverAbort, settlement } from "./metered-events.js";
 import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint } from "./request-checks.js";
@@ -106,6 +108,8 @@ export interface ChatRun {
   systemFingerprint: string;
   /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
   events: AsyncGenerator<ServingEvent>;
+  /** The key's per-minute windows right after this request was admitted (the rate-limit headers); absent without limits. */
+  rateLimits?: RateLimitState;
   /** After `done`, the answer could not be delivered (not stored): the row says `failed` with this code. */
   undelivered(errorCode: string): Promise<void>;
 }
@@ -217,10 +221,11 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
           model: entry.id,
           serviceTier: tier,
           systemFingerprint,
+          rateLimits: lease.state,
           events: meteredEvents(
             generations.map((g, index) => {
               const splitter = new ReasoningSplitter({ enabled: !constraint && !input.rawPrompts, startsInReasoning: prompts[Math.floor(index / n)]!.opensThinking });
-              return shapeChoice(index, splitReasoning(g, splitter), shaping);
+              return checkedChoice(shapeChoice(index, splitReasoning(g, splitter), shaping), constraint?.type === "json_schema" ? constraint.schema : undefined, forced);
             }),
             meter,
             settle,

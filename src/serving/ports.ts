@@ -1,3 +1,4 @@
+import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import type { ServiceTier, TokenPrices } from "../catalog/types.js";
 import type { ApiKind } from "../protocol/request-ids.js";
 
@@ -93,6 +94,8 @@ export interface KeyLimits {
 export interface LimitLease {
   /** Frees the concurrency slot and charges the tokens actually used against the per-minute window. */
   release(actualTokens: number): Promise<void>;
+  /** The key's per-minute windows right after this request was taken (the rate-limit headers). */
+  readonly state?: RateLimitState;
 }
 
 export interface RequestLimits {
@@ -101,6 +104,8 @@ export interface RequestLimits {
    * (account, model). Throws RateLimited (429 with Retry-After) when over a limit.
    */
   admit(request: { accountId: string; keyId: string; model: string; estimatedTokens: number; limits: KeyLimits }): Promise<LimitLease>;
+  /** The key's per-minute windows as they stand, taking nothing (the rate-limit headers of other responses); {} when it has no limit. */
+  peek?(request: { keyId: string; limits: KeyLimits }): Promise<RateLimitState>;
 }
 
 export interface BudgetReservation {

@@ -208,6 +208,31 @@ export const migrations: Migration[] = [
       ALTER TABLE deployments ADD COLUMN context_length integer;
     `,
   },
+  {
+    id: 12,
+    name: "stored responses' input items",
+    // What GET /v1/responses/{id}/input_items lists; NULL for responses stored before (none listed).
+    sql: `ALTER TABLE responses ADD COLUMN input_items jsonb;`,
+  },
+  {
+    id: 13,
+    name: "stored chat completions",
+    // seq orders each account's list by creation (ids are random); body is the completion as sent.
+    sql: `
+      CREATE TABLE chat_completions (
+        id          text PRIMARY KEY,
+        seq         bigserial NOT NULL,
+        account_id  text NOT NULL REFERENCES accounts (id),
+        model       text NOT NULL,
+        metadata    jsonb NOT NULL DEFAULT '{}',
+        messages    jsonb NOT NULL,
+        body        text NOT NULL,
+        created_at  timestamptz NOT NULL DEFAULT now()
+      );
+
+      CREATE INDEX chat_completions_account_seq_idx ON chat_completions (account_id, seq);
+    `,
+  },
 ];
 
 /**

@@ -76,7 +76,10 @@ describe("schemas the grammar refuses, each naming where and why", () => {
   });
 
   test("keywords the grammar cannot honour, and malformed ones", () => {
-    refused({ type: "object", properties: { n: { type: "number", minimum: 1 } } }, "properties.n.minimum", /'minimum' is not supported/);
+    refused({ type: "object", properties: { n: { type: "number", minimum: "1" } } }, "properties.n.minimum", /must be a number/);
+    refused({ type: "number", minimum: 2, maximum: 1 }, "minimum", /greater than maximum/);
+    refused({ type: "integer", minimum: 1.2, maximum: 1.8 }, "", /no integer lies between/);
+    refused({ type: "number", multipleOf: 0 }, "multipleOf", /greater than 0/);
     refused({ type: "string", pattern: "^a" }, "pattern", /not supported/);
     refused({ allOf: [{ type: "string" }, { maxLength: 2 }] }, "allOf", /single-schema allOf/);
     refused({ anyOf: [{ type: "string" }], type: "string" }, "type", /cannot be combined/);

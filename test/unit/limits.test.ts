@@ -109,6 +109,29 @@ for (const backend of backends) {
       await (await limits.admit({ ...request, keyId: unique("key") })).release(0);
     });
 
+    test("rate-limit state: after each admission, on a refusal, and read without taking, as the x-ratelimit headers", async () => {
+      const limits = backend.open();
+      const request = { accountId: unique("acct"), keyId: unique("key"), model: "qwen", estimatedTokens: 100, limits: { ...NO_LIMITS, requestsPerMinute: 2, tokensPerMinute: 1000 } };
+      assert.deepEqual(await limits.peek!(request), { requests: { limit: 2, remaining: 2, resetMs: 0 }, tokens: { limit: 1000, remaining: 1000, resetMs: 0 } });
+      const first = await limits.admit(request);
+      assert.equal(first.state?.requests?.remaining, 1);
+      assert.equal(first.state?.tokens?.remaining, 900, "the estimate counts until released");
+      const reset = first.state!.requests!.resetMs;
+      assert.ok(reset > 59_000 && reset <= 60_000, `a request taken now ages out in a minute: ${reset}`);
+      await first.release(40);
+      const second = await limits.admit(request);
+      assert.deepEqual([second.state?.requests?.remaining, second.state?.tokens?.remaining], [0, 860]);
+      const error = await refused(limits.admit(request));
+      assert.equal(error.headers["x-ratelimit-limit-requests"], "2");
+      assert.equal(error.headers["x-ratelimit-remaining-requests"], "0");
+      assert.match(error.headers["x-ratelimit-reset-requests"]!, /^(\d+s|1m0s)$/);
+      assert.equal(error.headers["x-ratelimit-remaining-tokens"], "860");
+      const peeked = await limits.peek!(request);
+      assert.deepEqual([peeked.requests?.remaining, peeked.tokens?.remaining], [0, 860], "reading takes nothing");
+      assert.deepEqual(await limits.peek!({ ...request, limits: NO_LIMITS }), {}, "a key without limits has no windows to report");
+      await second.release(100);
+    });
+
     test("requests per minute: the server default applies to keys without their own", async () => {
       const limits = backend.open({ requestsPerMinute: 2 });
       const base = { accountId: unique("acct"), model: "qwen", estimatedTokens: 1 };
@@ -200,6 +223,20 @@ describe("request limits [redis]: shared by several server processes", () => {
     const next = await b.admit({ accountId, keyId: unique("key"), model: "qwen", estimatedTokens: 1, limits: NO_LIMITS });
     await refused(a.admit({ accountId, keyId: unique("key"), model: "qwen", estimatedTokens: 1, limits: NO_LIMITS }));
     await Promise.all([next, ...admitted.slice(1).map((o) => o.value)].map((lease) => lease.release(1)));
+  });
+
+  test("the rate-limit state is the same through either process", async () => {
+    const a = createRedisLimits(REDIS_URL, DEFAULTS, { keyPrefix: PREFIX });
+    const b = createRedisLimits(REDIS_URL, DEFAULTS, { keyPrefix: PREFIX });
+    redisClients.push(a, b);
+    const request = { accountId: unique("acct"), keyId: unique("key"), model: "qwen", estimatedTokens: 10, limits: { ...NO_LIMITS, requestsPerMinute: 5, tokensPerMinute: 100 } };
+    const leases = [await a.admit(request), await b.admit(request), await a.admit(request)];
+    assert.deepEqual(leases.map((l) => l.state?.requests?.remaining), [4, 3, 2], "each admission sees the others'");
+    assert.deepEqual(leases.map((l) => l.state?.tokens?.remaining), [90, 80, 70]);
+    const [fromA, fromB] = [await a.peek!(request), await b.peek!(request)];
+    assert.deepEqual([fromA.requests?.remaining, fromA.tokens?.remaining], [2, 70]);
+    assert.deepEqual([fromB.requests?.remaining, fromB.tokens?.remaining], [2, 70]);
+    await Promise.all(leases.map((l) => l.release(10)));
   });
 
   test("two limiters share one RPM and TPM window", async () => {

@@ -12,6 +12,7 @@ import { SchemaWalk } from "./schema-walk.js";
  */
 export { SCHEMA_LIMITS, SchemaError } from "./limits.js";
 export type { Whitespace } from "./json-rules.js";
+export { needsOutputCheck, violation } from "./output-check.js";
 
 export interface GbnfOptions {
   /** Default `single`: one optional space after `:` and `,`. */

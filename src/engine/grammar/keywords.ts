@@ -17,8 +17,10 @@ const COUNTS = ["minLength", "maxLength", "minItems", "maxItems", "minProperties
 const OBJECT_KEYWORDS = ["properties", "required", "additionalProperties", "minProperties", "maxProperties"];
 const ARRAY_KEYWORDS = ["items", "prefixItems", "minItems", "maxItems"];
 const STRING_KEYWORDS = ["minLength", "maxLength", "format"];
+/** Number keywords: integer ranges are exact in the grammar; the rest is checked after generation (output-check.ts). */
+export const NUMBER_KEYWORDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"];
 const COMBINERS = ["$ref", "anyOf", "oneOf", "allOf"];
-const KNOWN = new Set([...ANNOTATIONS, ...OBJECT_KEYWORDS, ...ARRAY_KEYWORDS, ...STRING_KEYWORDS, ...COMBINERS, "type", "enum", "const", "nullable"]);
+const KNOWN = new Set([...ANNOTATIONS, ...OBJECT_KEYWORDS, ...ARRAY_KEYWORDS, ...STRING_KEYWORDS, ...NUMBER_KEYWORDS, ...COMBINERS, "type", "enum", "const", "nullable"]);
 
 export function isPlainObject(value: unknown): value is Schema {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -62,6 +64,11 @@ export function checkKeywords(schema: Schema, path: string): void {
   for (const key of ["prefixItems", "anyOf", "oneOf", "allOf"]) {
     if (key in schema && !(Array.isArray(schema[key]) && (schema[key] as unknown[]).length > 0)) throw new SchemaError(at(key), "must be a non-empty list of schemas.");
   }
+  for (const key of NUMBER_KEYWORDS) {
+    if (key in schema && !(typeof schema[key] === "number" && Number.isFinite(schema[key]))) throw new SchemaError(at(key), "must be a number.");
+  }
+  if ((schema.minimum as number) > (schema.maximum as number)) throw new SchemaError(at("minimum"), `minimum (${schema.minimum}) is greater than maximum (${schema.maximum}).`);
+  if ("multipleOf" in schema && !((schema.multipleOf as number) > 0)) throw new SchemaError(at("multipleOf"), "must be greater than 0.");
   if ("$ref" in schema && typeof schema.$ref !== "string") throw new SchemaError(at("$ref"), "must be a string.");
 }
 
@@ -82,6 +89,7 @@ export function typesOf(schema: Schema, path: string): JsonType[] | null {
     if (OBJECT_KEYWORDS.includes(key)) implied.add("object");
     if (ARRAY_KEYWORDS.includes(key)) implied.add("array");
     if (STRING_KEYWORDS.includes(key)) implied.add("string");
+    if (NUMBER_KEYWORDS.includes(key)) implied.add("number");
   }
   if (implied.size > 1) throw new SchemaError(path, `has keywords of several types (${[...implied].join(", ")}): say its 'type'.`);
   return implied.size === 1 ? [...implied] : null;

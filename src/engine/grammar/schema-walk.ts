@@ -1,7 +1,9 @@
 import { alt, type Expr, type Grammar, lit, ref, rep, seq } from "./gbnf.js";
 import { type Format, type JsonRules } from "./json-rules.js";
 import { checkKeywords, isLiteral, isPlainObject, literalHasType, onlyBeside, type JsonType, type Schema, typesOf } from "./keywords.js";
+import { integerBounds, integerRange } from "./integer-range.js";
 import { SCHEMA_LIMITS, SchemaError, type Budget } from "./limits.js";
+import { numberKeywords, violation } from "./output-check.js";
 import { arrayOf, objectOf, type Shapes } from "./shapes.js";
 
 const join = (path: string, key: string): string => (path === "" ? key : `${path}.${key}`);
@@ -106,8 +108,10 @@ export class SchemaWalk implements Shapes {
         return this.string(schema, path);
       case "number":
         return this.json.number();
-      case "integer":
-        return this.json.integer();
+      case "integer": {
+        const bounds = integerBounds(schema, path);
+        return bounds ? integerRange(bounds.low, bounds.high) : this.json.integer();
+      }
       case "boolean":
         return this.json.boolean();
       case "null":
@@ -140,7 +144,8 @@ export class SchemaWalk implements Shapes {
     }
     const min = (schema.minLength as number | undefined) ?? 0;
     const max = (schema.maxLength as number | undefined) ?? Infinity;
-    const fits = (v: unknown) => typeof v !== "string" || ([...v].length >= min && [...v].length <= max);
+    // A number outside the schema's range or not a multiple of its multipleOf is left out, as a string of the wrong length is.
+    const fits = (v: unknown) => (typeof v !== "string" || ([...v].length >= min && [...v].length <= max)) && (typeof v !== "number" || violation(numberKeywords(schema), v) === null);
     values = values.filter((v) => isLiteral(v) && (types === null || literalHasType(v, types)) && fits(v));
     if (values.length === 0) throw new SchemaError(where, "no value is of the schema's type and length.");
     this.budget.enumValues(values.length, where);

@@ -1,27 +1,37 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ExactDecimal, stringifyJson } from "../../billing/money-json.js";
-import type { TokenLogprob, ToolCall } from "../../engine/types.js";
+import { stringifyJson } from "../../billing/money-json.js";
+import type { CompletionStore } from "../../chat-store/store.js";
+import type { TokenLogprob } from "../../engine/types.js";
 import { ServiceError } from "../../errors.js";
-import type { ChatCompletion, ChatCompletionChunk, WireFinishReason, WireLogprobs, WireToolCall, WireUsage } from "../../protocol/chat-response.js";
-import type { ChatRun, ChatService, Usage } from "../../serving/chat-service.js";
+import type { ChatCompletionChunk, WireFinishReason, WireUsage } from "../../protocol/chat-response.js";
+import type { ChatRun, ChatService } from "../../serving/chat-service.js";
+import { CompletionAssembler, toWireLogprobs, toWireUsage } from "../completion-assembler.js";
+import { storedCompletionRoutes, storing, type StoreCompletion } from "./stored-completions.js";
 import { callerOf } from "../auth.js";
 import { parseChatRequest, toChatInput } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
 import { shutdownSignalOf } from "../drain.js";
+import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 
+export { toWireUsage } from "../completion-assembler.js";
+
 /** Registered under each API prefix (see app.ts), so the paths here are relative to it. */
-export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: StreamLimits): void {
+export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: StreamLimits, completions?: CompletionStore): void {
   app.post("/chat/completions", async (request, reply) => {
     const body = parseChatRequest(request.body);
     const signal = abortOnDisconnect(reply);
     const input = toChatInput(body);
     const gate = new OutputGate();
-    const run = await chat.start(callerOf(request), input, signal, { requestId: request.id, api: "chat.completions", output: gate });
+    const caller = callerOf(request);
+    const run = await chat.start(caller, input, signal, { requestId: request.id, api: "chat.completions", output: gate });
+    exposeRateLimits(reply, run);
     const logprobs = input.logprobs !== undefined;
-    if (body.stream) return streamRun(run, openSse(reply, { gate, limits }), request, body.stream_options?.include_usage === true, logprobs);
-    return sendCompletion(run, reply, input.n ?? 1, logprobs);
+    const store = body.store === true && completions ? storing(completions, caller.accountId, body, run) : null;
+    if (body.stream) return streamRun(run, openSse(reply, { gate, limits }), request, body.stream_options?.include_usage === true, logprobs, store, input.n ?? 1);
+    return sendCompletion(run, reply, input.n ?? 1, logprobs, store);
   });
+  if (completions) storedCompletionRoutes(app, completions);
 }
 
 /**
@@ -39,71 +49,21 @@ export function abortOnDisconnect(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
-export function toWireUsage(usage: Usage): WireUsage {
-  return {
-    prompt_tokens: usage.promptTokens,
-    completion_tokens: usage.completionTokens,
-    total_tokens: usage.promptTokens + usage.completionTokens,
-    estimated_cost: ExactDecimal.of(usage.cost),
-    prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens },
-    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
-  };
-}
-
-function toWireLogprobs(tokens: readonly TokenLogprob[]): WireLogprobs {
-  return {
-    content: tokens.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes, top_logprobs: t.top.map((a) => ({ token: a.token, logprob: a.logprob, bytes: a.bytes })) })),
-    refusal: null,
-  };
-}
-
-function toWireToolCall(call: ToolCall): WireToolCall {
-  return { id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } };
-}
-
-async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logprobs: boolean): Promise<FastifyReply> {
-  const choices = Array.from({ length: n }, () => ({ reasoning: "", content: "", logprobs: [] as TokenLogprob[], calls: [] as ToolCall[], finish: "stop" as WireFinishReason }));
+async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logprobs: boolean, store: StoreCompletion | null): Promise<FastifyReply> {
+  const assembler = new CompletionAssembler(run, n, logprobs);
   for await (const event of run.events) {
-    if (event.type === "reasoning") {
-      choices[event.index]!.reasoning += event.text;
-    } else if (event.type === "text") {
-      const choice = choices[event.index]!;
-      choice.content += event.text;
-      if (event.logprobs) choice.logprobs.push(...event.logprobs);
-    } else if (event.type === "tool_calls") {
-      choices[event.index]!.calls.push(...event.calls);
-    } else if (event.type === "finish") {
-      choices[event.index]!.finish = event.finishReason;
-    } else {
-      if (event.finishReason === "cancelled") return reply; // the client is gone; nobody to answer
-      const completion: ChatCompletion = {
-        id: run.id,
-        object: "chat.completion",
-        created: run.created,
-        model: run.model,
-        service_tier: run.serviceTier,
-        system_fingerprint: run.systemFingerprint,
-        choices: choices.map((c, index) => ({
-          index,
-          message: {
-            role: "assistant",
-            // No answer after the tool calls or the thinking is null, as vLLM returns it; plain empty output stays "".
-            content: c.calls.length > 0 || c.reasoning ? c.content || null : c.content,
-            ...(c.reasoning ? { reasoning_content: c.reasoning } : {}),
-            ...(c.calls.length > 0 ? { tool_calls: c.calls.map(toWireToolCall) } : {}),
-          },
-          finish_reason: c.finish,
-          logprobs: logprobs ? toWireLogprobs(c.logprobs) : null,
-        })),
-        usage: toWireUsage(event.usage),
-      };
+    const completion = assembler.apply(event);
+    if (completion) {
+      await store?.(completion, false);
       return reply.type("application/json; charset=utf-8").send(stringifyJson(completion));
     }
+    if (event.type === "done") return reply; // cancelled: the client is gone; nobody to answer
   }
   throw new Error("The generation ended without a finish event.");
 }
 
-async function streamRun(run: ChatRun, sse: SseWriter, request: FastifyRequest, includeUsage: boolean, logprobs: boolean): Promise<void> {
+async function streamRun(run: ChatRun, sse: SseWriter, request: FastifyRequest, includeUsage: boolean, logprobs: boolean, store: StoreCompletion | null, n: number): Promise<void> {
+  const assembler = store ? new CompletionAssembler(run, n, logprobs) : null;
   const chunk = (choices: ChatCompletionChunk["choices"], usage?: WireUsage): ChatCompletionChunk => ({
     id: run.id,
     object: "chat.completion.chunk",
@@ -123,6 +83,9 @@ async function streamRun(run: ChatRun, sse: SseWriter, request: FastifyRequest, 
     sse.send(content(0, "")); // first byte as soon as generation starts, as OpenAI does
     started.add(0);
     for await (const event of run.events) {
+      const completion = assembler?.apply(event);
+      // Stored before the stream ends, so the client may retrieve it as soon as it has read [DONE].
+      if (completion) await store!(completion, true);
       if (event.type === "reasoning") {
         started.add(event.index);
         sse.send(chunk([{ index: event.index, delta: { role: "assistant", reasoning_content: event.text }, finish_reason: null, logprobs: null }]));

@@ -8,6 +8,7 @@ import type { ChatInput, ChatRun, ChatService } from "../../serving/chat-service
 import { callerOf } from "../auth.js";
 import { parseRequest, sharedGenerationFields } from "../chat-input.js";
 import { renamingParams, toErrorBody } from "../errors.js";
+import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { abortOnDisconnect, toWireUsage } from "./chat.js";
 
@@ -23,6 +24,7 @@ export function completionsRoutes(app: FastifyInstance, chat: ChatService, limit
     const gate = new OutputGate();
     const started = chat.start(callerOf(request), toInput(body, prompts), signal, { requestId: request.id, api: "completions", output: gate });
     const run = await renamingParams(started, { messages: "prompt" });
+    exposeRateLimits(reply, run);
     const n = body.n ?? 1;
     // With echo each choice's text starts with its own prompt.
     const echoed = (index: number) => (body.echo ? prompts[Math.floor(index / n)]! : "");

@@ -2,14 +2,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { stringifyJson } from "../../billing/money-json.js";
 import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
 import { responsesRequestSchema, type ResponsesRequestBody } from "../../protocol/responses-request.js";
-import type { ResponseStore } from "../../responses/store.js";
+import type { ResponseStore, StoredResponse } from "../../responses/store.js";
 import type { Caller, ChatRun, ChatService } from "../../serving/chat-service.js";
-import type { ChatMessage } from "../../engine/types.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
 import { renamingParams, toErrorBody } from "../errors.js";
 import { ResponseBuilder } from "../responses-output.js";
+import { chainedInputItems, responseInputItemRoutes } from "../response-items.js";
 import { toResponsesChatInput } from "../responses-input.js";
+import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { abortOnDisconnect } from "./chat.js";
 
@@ -26,14 +27,16 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
   app.post("/responses", async (request, reply) => {
     const body = parseRequest(responsesRequestSchema, request.body);
     const caller = callerOf(request);
-    const earlier = await previousConversation(store, caller, body.previous_response_id);
-    const { input, conversation } = toResponsesChatInput(body, earlier);
+    const earlier = await previousResponse(store, caller, body.previous_response_id);
+    const { input, conversation } = toResponsesChatInput(body, earlier?.conversation ?? []);
     const gate = new OutputGate();
     const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses", output: gate }), RESPONSES_PARAMS);
+    exposeRateLimits(reply, run);
     const save = async (builder: ResponseBuilder, response: unknown) => {
       if (body.store === false) return;
       try {
-        await store.save(caller.accountId, run.id, { conversation: [...conversation, builder.assistantMessage()], body: stringifyJson(response) });
+        const inputItems = chainedInputItems(earlier, body.input);
+        await store.save(caller.accountId, run.id, { conversation: [...conversation, builder.assistantMessage()], body: stringifyJson(response), inputItems });
       } catch (error) {
         // The client gets an error instead of the response, so its ledger row must not say completed.
         await run.undelivered("response_not_stored").catch((failure: unknown) => request.log.error({ err: failure }, "could not mark the ledger row failed"));
@@ -52,7 +55,9 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
     return reply; // cancelled: the client is gone
   });
 
-  app.get<{ Params: { id: string } }>("/responses/:id", async (request, reply) => {
+  app.get<{ Params: { id: string }; Querystring: { stream?: unknown } }>("/responses/:id", async (request, reply) => {
+    // openai-node's retrieve(id, {stream: true}) would otherwise get JSON and yield nothing, silently.
+    if (["true", "1"].includes(String(request.query?.stream))) throw new InvalidRequest("Streaming a stored response (stream=true) is only for background responses; this server runs none in the background. Retrieve it without stream.", "stream", "stream_not_supported");
     const stored = await store.get(callerOf(request).accountId, request.params.id);
     if (!stored) throw notFound(request.params.id);
     return reply.type("application/json; charset=utf-8").send(stored.body);
@@ -64,17 +69,19 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
     throw new InvalidRequest("Only responses created with background=true can be cancelled; this server runs none in the background.", null, "not_cancellable");
   });
 
+  responseInputItemRoutes(app, store);
+
   app.delete<{ Params: { id: string } }>("/responses/:id", async (request) => {
     if (!(await store.delete(callerOf(request).accountId, request.params.id))) throw notFound(request.params.id);
     return { id: request.params.id, object: "response", deleted: true };
   });
 }
 
-async function previousConversation(store: ResponseStore, caller: Caller, id: string | null | undefined): Promise<ChatMessage[]> {
-  if (!id) return [];
+async function previousResponse(store: ResponseStore, caller: Caller, id: string | null | undefined): Promise<StoredResponse | null> {
+  if (!id) return null;
   const stored = await store.get(caller.accountId, id);
   if (!stored) throw new ServiceError(404, "invalid_request_error", `Previous response with id '${id}' not found.`, "previous_response_not_found", "previous_response_id");
-  return stored.conversation;
+  return stored;
 }
 
 async function streamResponse(

@@ -1,0 +1,40 @@
+import { z } from "zod";
+
+/**
+ * OpenAI's cursor pagination, shared by every list route that pages by item id: `after` (the id
+ * the page starts after), `limit` (1..100, default 20), `order` (`asc` or `desc`), answered as
+ * `{object: "list", data, first_id, last_id, has_more}`.
+ */
+export const listPageQuery = (defaultOrder: "asc" | "desc") =>
+  z.object({
+    after: z.string().max(200).optional(),
+    limit: z.coerce.number().int().min(1).max(100).default(20),
+    order: z.enum(["asc", "desc"]).default(defaultOrder),
+  });
+
+export type ListPageQuery = z.infer<ReturnType<typeof listPageQuery>>;
+
+export interface ListPage<T> {
+  object: "list";
+  data: T[];
+  first_id: string | null;
+  last_id: string | null;
+  has_more: boolean;
+}
+
+/** The page from `limit + 1` items fetched after the cursor (the extra one only says there is more). */
+export function toListPage<T extends { id: string }>(fetched: readonly T[], limit: number): ListPage<T> {
+  const data = fetched.slice(0, limit);
+  return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: fetched.length > limit };
+}
+
+/**
+ * A page of a list held whole (oldest first): in `order`, after the item `after`. An `after` that
+ * names no item is a 400 naming it, rather than a silently empty page.
+ */
+export function pageOf<T extends { id: string }>(items: readonly T[], query: ListPageQuery): ListPage<T> | null {
+  const ordered = query.order === "asc" ? items : [...items].reverse();
+  const start = query.after === undefined ? 0 : ordered.findIndex((item) => item.id === query.after) + 1;
+  if (start === 0 && query.after !== undefined) return null;
+  return toListPage(ordered.slice(start, start + query.limit + 1), query.limit);
+}

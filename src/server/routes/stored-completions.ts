@@ -1,0 +1,89 @@
+import type { FastifyInstance, FastifyReply } from "fastify";
+import { z } from "zod";
+import { stringifyJson } from "../../billing/money-json.js";
+import type { CompletionStore, StoredCompletion } from "../../chat-store/store.js";
+import { InvalidRequest, NotFound } from "../../errors.js";
+import type { ChatCompletion } from "../../protocol/chat-response.js";
+import type { ChatRequestBody } from "../../protocol/chat-request.js";
+import { metadataSchema } from "../../protocol/common-fields.js";
+import { listPageQuery, pageOf } from "../../protocol/list-page.js";
+import type { ChatRun } from "../../serving/chat-service.js";
+import { callerOf } from "../auth.js";
+import { parse } from "./key-input.js";
+
+/** Keeps a finished completion; the chat route calls it before the client gets the last of it. */
+export type StoreCompletion = (completion: ChatCompletion, streamed: boolean) => Promise<void>;
+
+export const updateCompletionBody = z.object({ metadata: metadataSchema.nullable() });
+const listQuery = listPageQuery("asc").extend({ model: z.string().max(256).optional() });
+const notFound = (id: string) => new NotFound(`No chat completion with id '${id.slice(0, 64)}' found. Only completions created with store: true are kept.`);
+
+export function storing(store: CompletionStore, accountId: string, body: ChatRequestBody, run: ChatRun): StoreCompletion {
+  return async (completion, streamed) => {
+    const record: StoredCompletion = { id: completion.id, model: completion.model, metadata: body.metadata ?? {}, messages: body.messages as StoredCompletion["messages"], body: stringifyJson(completion) };
+    try {
+      await store.save(accountId, record);
+    } catch (error) {
+      // Unanswered, a request's ledger row must not say completed; a stream has delivered its output already.
+      if (!streamed) await run.undelivered("completion_not_stored").catch(() => undefined);
+      throw error;
+    }
+  };
+}
+
+/** The stored completion as OpenAI returns it: the completion as sent, with its current metadata. */
+const wireText = (c: StoredCompletion): string => `${c.body.replace(/}\s*$/, "")},"metadata":${JSON.stringify(c.metadata)}}`;
+const sendJson = (reply: FastifyReply, text: string) => reply.type("application/json; charset=utf-8").send(text);
+
+/**
+ * `store: true` chat completions, as OpenAI serves them: retrieve, list (`model`, `metadata[k]=v`,
+ * `after`, `limit`, `order`), update metadata, delete, and list the request's messages. Every
+ * lookup is the caller's account's.
+ */
+export function storedCompletionRoutes(app: FastifyInstance, store: CompletionStore): void {
+  app.get("/chat/completions", async (request, reply) => {
+    const raw = (request.query ?? {}) as Record<string, unknown>;
+    const metadata = Object.fromEntries(Object.entries(raw).flatMap(([key, value]) => (/^metadata\[.+\]$/.test(key) && typeof value === "string" ? [[key.slice(9, -1), value]] : [])));
+    const query = parse(listQuery, Object.fromEntries(Object.entries(raw).filter(([key]) => !key.startsWith("metadata["))));
+    const rows = await store.list(callerOf(request).accountId, { ...query, metadata });
+    if (!rows) throw new InvalidRequest(`No chat completion with id '${query.after!.slice(0, 64)}' to list after.`, "after");
+    const data = rows.slice(0, query.limit);
+    const rest = JSON.stringify({ first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: rows.length > query.limit }).slice(1);
+    // The completions go in as stored text, so their costs stay exact decimals.
+    return sendJson(reply, `{"object":"list","data":[${data.map(wireText).join(",")}],${rest}`);
+  });
+
+  app.get<{ Params: { id: string } }>("/chat/completions/:id", async (request, reply) => {
+    const found = await store.get(callerOf(request).accountId, request.params.id);
+    if (!found) throw notFound(request.params.id);
+    return sendJson(reply, wireText(found));
+  });
+
+  app.post<{ Params: { id: string } }>("/chat/completions/:id", async (request, reply) => {
+    const body = parse(updateCompletionBody, request.body ?? {});
+    const updated = await store.setMetadata(callerOf(request).accountId, request.params.id, body.metadata ?? {});
+    if (!updated) throw notFound(request.params.id);
+    return sendJson(reply, wireText(updated));
+  });
+
+  app.delete<{ Params: { id: string } }>("/chat/completions/:id", async (request) => {
+    if (!(await store.delete(callerOf(request).accountId, request.params.id))) throw notFound(request.params.id);
+    return { id: request.params.id, object: "chat.completion.deleted", deleted: true };
+  });
+
+  app.get<{ Params: { id: string } }>("/chat/completions/:id/messages", async (request) => {
+    const query = parse(listPageQuery("asc"), request.query ?? {});
+    const found = await store.get(callerOf(request).accountId, request.params.id);
+    if (!found) throw notFound(request.params.id);
+    const page = pageOf(found.messages.map((m, i) => toStoreMessage(found.id, m, i)), query);
+    if (!page) throw new InvalidRequest(`No message with id '${query.after!.slice(0, 64)}' in this completion.`, "after");
+    return page;
+  });
+}
+
+/** A request message as OpenAI lists it: an id, its text as `content`, and its parts (if it had parts) as `content_parts`. */
+function toStoreMessage(completionId: string, message: Record<string, unknown>, index: number): { id: string } & Record<string, unknown> {
+  const parts = Array.isArray(message.content) ? (message.content as Array<{ type?: string; text?: string }>) : null;
+  const content = parts ? parts.map((p) => (p.type === "text" ? (p.text ?? "") : "")).join("") : (message.content ?? null);
+  return { ...message, id: `${completionId}-${index}`, content, content_parts: parts };
+}

@@ -36,7 +36,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "engine", "observability", "storage", "catalog",
     "config"],
   deployments: ["errors", "protocol", "storage", "billing", "accounts", "catalog", "config", "backends", "limits", "serving"],
-  responses: ["errors", "protocol", "storage"],
+  responses: ["errors", "protocol", "storage", "serving", "engine"],
   processes: ["errors", "config", "storage"],
   http: ["errors", "protocol", "storage", "billing", "accounts", "limits", "catalog", "config", "serving", "backends",
     "observability", "deployments", "responses", "processes"],

@@ -1,6 +1,6 @@
 /**
  * Typed errors thrown anywhere in the service. The HTTP layer turns them into the OpenAI error body
- * in exactly one place (src/server/errors.ts); nothing else formats errors for the wire.
+ * in exactly one place (src/http/errors.ts); nothing else formats errors for the wire.
  */
 export type ErrorType =
   | "invalid_request_error"

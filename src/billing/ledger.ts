@@ -11,7 +11,7 @@ import { InvalidRequest } from "../errors.js";
 import type { UsageLedger, UsageRecord, UsageStatus } from "../serving/ports.js";
 import type { Database } from "../storage/database.js";
 import { parseMoney, parseNonNegative, toText } from "./decimal.js";
-import { ExactDecimal } from "./money-json.js";
+import { ExactDecimal } from "../protocol/money-json.js";
 import type { InstanceUsage } from "./instance-usage.js";
 
 export type UsageGroupBy = "model" | "day" | "key";

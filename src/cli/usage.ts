@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { openKeyAdmin } from "../accounts/key-admin.js";
 import { parseUsageTime, toWireUsage, USAGE_GROUP_BY, type UsageGroupBy, type UsageReport, type UsageTotals } from "../billing/ledger.js";
-import { stringifyJson } from "../billing/money-json.js";
+import { stringifyJson } from "../protocol/money-json.js";
 import { resolveDataDir } from "../config/paths.js";
 import { ServiceError } from "../errors.js";
 

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { ExactDecimal } from "../billing/money-json.js";
+import { ExactDecimal } from "../protocol/money-json.js";
 import type { ChatMessage, ToolCall } from "../engine/types.js";
 import type { ResponsesRequestBody } from "../protocol/responses-request.js";
 import type { ChatRun, ServingEvent, Usage } from "../serving/chat-service.js";

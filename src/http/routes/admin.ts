@@ -5,7 +5,7 @@ import { toWireAccount, toWireCreatedKey, toWireKey, type WireRevokedKey } from 
 import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKeyLimits } from "../../accounts/store.js";
 import { queryAccountUsage } from "../../billing/instance-usage.js";
 import { parseUsageParams, toWireUsage } from "../../billing/ledger.js";
-import { stringifyJson } from "../../billing/money-json.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import { InvalidRequest, NotFound, RateLimited, Unauthorized } from "../../errors.js";
 import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
 import { budgetText, keyLimitFields, newKeyFields, parse, toCreateKeyInput } from "./key-input.js";

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ExactDecimal, stringifyJson } from "../../billing/money-json.js";
+import { ExactDecimal, stringifyJson } from "../../protocol/money-json.js";
 import type { TokenLogprob, ToolCall } from "../../engine/types.js";
 import { ServiceError } from "../../errors.js";
 import type { ChatCompletion, ChatCompletionChunk, WireFinishReason, WireLogprobs, WireToolCall, WireUsage } from "../../protocol/chat-response.js";

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { stringifyJson } from "../../billing/money-json.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import type { TokenLogprob } from "../../engine/types.js";
 import { ServiceError } from "../../errors.js";
 import type { WireUsage } from "../../protocol/chat-response.js";

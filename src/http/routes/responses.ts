@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { stringifyJson } from "../../billing/money-json.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
 import { responsesRequestSchema, type ResponsesRequestBody } from "../../protocol/responses-request.js";
 import type { ResponseStore } from "../../responses/store.js";
@@ -8,8 +8,8 @@ import type { ChatMessage } from "../../engine/types.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
 import { renamingParams, toErrorBody } from "../errors.js";
-import { ResponseBuilder } from "../responses-output.js";
-import { toResponsesChatInput } from "../responses-input.js";
+import { ResponseBuilder } from "../../responses/output.js";
+import { toResponsesChatInput } from "../../responses/input.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { abortOnDisconnect } from "./chat.js";
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { queryAccountUsage } from "../../billing/instance-usage.js";
 import { parseUsageParams, toWireUsage } from "../../billing/ledger.js";
-import { stringifyJson } from "../../billing/money-json.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import type { Database } from "../../storage/database.js";
 import { callerOf } from "../auth.js";
 

@@ -37,7 +37,7 @@ const MAY_IMPORT: Record<string, string[]> = {
     "config"],
   deployments: ["errors", "protocol", "storage", "billing", "accounts", "catalog", "config", "backends", "limits", "serving"],
   responses: ["errors", "protocol", "storage", "serving", "engine"],
-  processes: ["errors", "config", "storage"],
+  processes: ["errors", "storage"],
   http: ["errors", "protocol", "storage", "billing", "accounts", "limits", "catalog", "config", "serving", "backends",
     "observability", "deployments", "responses", "processes"],
   cli: ["*"],

@@ -22,7 +22,8 @@ import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
-import { ownerIsGone, takeOwnership } from "../billing/recovery.js";
+import { reconcileDeadOwners } from "../billing/recovery.js";
+import { ownerIsGone, takeOwnership } from "../processes/owners.js";
 import { createDeploymentManager } from "../deployments/manager.js";
 import { engineOptions, localInstanceFactory, localInstanceSizer } from "./instance-factory.js";
 import { MemoryGuard } from "../deployments/memory.js";
@@ -80,7 +81,7 @@ async function serve(flags: ServeFlags): Promise<void> {
 async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[], lock: DataDirLock, fullCatalog: CatalogEntry[]): Promise<void> {
   const db = await openDatabase({ dataDir, url: settings.databaseUrl });
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
-  const ownership = await takeOwnership(db, settings.databaseUrl, log);
+  const ownership = await takeOwnership(db, settings.databaseUrl, reconcileDeadOwners, log);
   if (ownership.recovered.rows > 0) {
     log(`closed ${ownership.recovered.rows} in-flight ledger rows left by ${ownership.recovered.owners || "a"} stopped server process(es): billed what they delivered, budgets released`);
   }

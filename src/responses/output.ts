@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { ExactDecimal } from "../protocol/money-json.js";
 import type { ChatMessage, ToolCall } from "../engine/types.js";
 import type { ResponsesRequestBody } from "../protocol/responses-request.js";
-import type { ChatRun, ServingEvent, Usage } from "../serving/chat-service.js";
+import type { ChatRun, ServingEvent, Usage } from "../serving/types.js";
 
 const itemId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
 

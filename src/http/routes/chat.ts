@@ -1,13 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ExactDecimal, stringifyJson } from "../../protocol/money-json.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import type { TokenLogprob, ToolCall } from "../../engine/types.js";
-import { ServiceError } from "../../errors.js";
 import type { ChatCompletion, ChatCompletionChunk, WireFinishReason, WireLogprobs, WireToolCall, WireUsage } from "../../protocol/chat-response.js";
-import type { ChatRun, ChatService, Usage } from "../../serving/chat-service.js";
+import type { ChatRun, ChatService } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
 import { parseChatRequest, toChatInput } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
-import { shutdownSignalOf } from "../drain.js";
+import { abortOnDisconnect, midStreamFailure, toWireUsage } from "../runs.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 
 /** Registered under each API prefix (see app.ts), so the paths here are relative to it. */
@@ -22,32 +21,6 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: Stre
     if (body.stream) return streamRun(run, openSse(reply, { gate, limits }), request, body.stream_options?.include_usage === true, logprobs);
     return sendCompletion(run, reply, input.n ?? 1, logprobs);
   });
-}
-
-/**
- * Aborts the generation as soon as the client goes away, so its sequence is freed at once; and
- * when a shutdown stops waiting for it, with that reason (ServerShuttingDown), so the run ends
- * with an error the client is told of and its row says `interrupted`.
- */
-export function abortOnDisconnect(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.on("close", () => {
-    if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
-  });
-  const shutdown = shutdownSignalOf(reply.request);
-  shutdown?.addEventListener("abort", () => controller.abort(shutdown.reason), { once: true });
-  return controller.signal;
-}
-
-export function toWireUsage(usage: Usage): WireUsage {
-  return {
-    prompt_tokens: usage.promptTokens,
-    completion_tokens: usage.completionTokens,
-    total_tokens: usage.promptTokens + usage.completionTokens,
-    estimated_cost: ExactDecimal.of(usage.cost),
-    prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens },
-    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
-  };
 }
 
 function toWireLogprobs(tokens: readonly TokenLogprob[]): WireLogprobs {
@@ -144,10 +117,7 @@ async function streamRun(run: ChatRun, sse: SseWriter, request: FastifyRequest, 
       }
     }
   } catch (error) {
-    // Headers are gone already: the error travels as an event, in the same shape as an HTTP error body.
-    request.log.error({ err: error }, "generation failed mid-stream");
-    const known = error instanceof ServiceError ? error : new ServiceError(500, "server_error", "The generation failed.", "internal_error");
-    sse.send(toErrorBody(known));
+    sse.send(toErrorBody(midStreamFailure(request, error)));
   }
   sse.done();
 }

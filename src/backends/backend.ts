@@ -1,5 +1,8 @@
 import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, SamplingSettings, SchedulingClass, ToolDefinition } from "../engine/types.js";
 
+/** The engine's load figures, as health reports them through a backend's stats. */
+export type { EngineCounters, ShardStepBudget } from "../engine/types.js";
+
 export type { PauseControl };
 
 /**

@@ -8,7 +8,7 @@
  * writes. After a crash the row therefore bills at least what was delivered (at most one step
  * more), never less. recovery.ts closes a dead owner's rows.
  */
-import type { DeliveryGuard, InFlightLedger, InFlightStart } from "../serving/ports.js";
+import type { DeliveryGuard, InFlightLedger, InFlightStart } from "./ports.js";
 import type { Database } from "../storage/database.js";
 
 export interface InFlightOptions {

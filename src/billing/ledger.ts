@@ -8,7 +8,7 @@
  * query parameters (start, end, group_by) and the JSON wire shape of a usage report, both ways.
  */
 import { InvalidRequest } from "../errors.js";
-import type { UsageLedger, UsageRecord, UsageStatus } from "../serving/ports.js";
+import type { UsageLedger, UsageRecord, UsageStatus } from "./ports.js";
 import type { Database } from "../storage/database.js";
 import { parseMoney, parseNonNegative, toText } from "./decimal.js";
 import { ExactDecimal } from "../protocol/money-json.js";

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { ChatMessage } from "../engine/types.js";
+import type { ChatMessage } from "../serving/types.js";
 import { InvalidRequest } from "../errors.js";
 import { chatRequestSchema, type ChatRequestBody, type WireMessage } from "../protocol/chat-request.js";
 import type { ChatInput } from "../serving/types.js";

@@ -1,4 +1,4 @@
-import type { LimitLease, RequestLimits } from "../serving/ports.js";
+import type { LimitLease, RequestLimits } from "./ports.js";
 import type { LimitDefaults } from "./defaults.js";
 import {
   assertTokenCount,

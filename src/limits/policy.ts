@@ -1,5 +1,5 @@
 import { RateLimited } from "../errors.js";
-import type { KeyLimits } from "../serving/ports.js";
+import type { KeyLimits } from "./ports.js";
 import type { LimitDefaults } from "./defaults.js";
 
 /**

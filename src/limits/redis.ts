@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
-import type { LimitLease, RequestLimits } from "../serving/ports.js";
+import type { LimitLease, RequestLimits } from "./ports.js";
 import type { LimitDefaults } from "./defaults.js";
 import {
   assertTokenCount,

@@ -1,4 +1,4 @@
-import type { ChatMessage } from "../engine/types.js";
+import type { ChatMessage } from "../serving/types.js";
 import type { ResponsesInputItem, ResponsesRequestBody } from "../protocol/responses-request.js";
 import type { ChatInput } from "../serving/types.js";
 

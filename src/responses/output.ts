@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { ExactDecimal } from "../protocol/money-json.js";
-import type { ChatMessage, ToolCall } from "../engine/types.js";
+import type { ChatMessage, ToolCall } from "../serving/types.js";
 import type { ResponsesRequestBody } from "../protocol/responses-request.js";
 import type { ChatRun, ServingEvent, Usage } from "../serving/types.js";
 

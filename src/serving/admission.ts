@@ -10,7 +10,8 @@ import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js
 import type { OutputConstraint, PromptOptions, ToolDefinition } from "../engine/types.js";
 import { CapacityUnavailable, InvalidRequest, ModelNotFound, ServiceError } from "../errors.js";
 import { visibleTo, type ModelRegistry } from "./model-registry.js";
-import type { BudgetReservation, InFlightLedger, LimitLease, RequestLimits, SpendBudgets } from "./ports.js";
+import type { BudgetReservation, InFlightLedger, SpendBudgets } from "../billing/ports.js";
+import type { LimitLease, RequestLimits } from "../limits/ports.js";
 import type { RequestMeter } from "./request-meter.js";
 import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint, promptParam } from "./request-checks.js";
 import { checkSchemas } from "./schema-check.js";

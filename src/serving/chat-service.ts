@@ -9,7 +9,8 @@ import type { EngineEvent, PauseControl, SchedulingClass } from "../engine/types
 import { newRequestId } from "../protocol/request-ids.js";
 import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
 import { admit, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";
-import type { RequestObserver, ServingMetrics, UsageLedger } from "./ports.js";
+import type { UsageLedger } from "../billing/ports.js";
+import type { RequestObserver, ServingMetrics } from "./ports.js";
 import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";

@@ -1,4 +1,6 @@
-import type { BudgetReservation, LimitLease, RequestObserver } from "./ports.js";
+import type { BudgetReservation } from "../billing/ports.js";
+import type { LimitLease } from "../limits/ports.js";
+import type { RequestObserver } from "./ports.js";
 import { requestCost } from "../billing/cost.js";
 import type { ServiceTier, TokenPrices } from "../catalog/types.js";
 import { GenerationStalled } from "../backends/backend.js";

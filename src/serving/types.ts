@@ -5,8 +5,11 @@
 import type { RequestedTier } from "../billing/prices.js";
 import type { ServiceTier } from "../catalog/types.js";
 import type { ChatMessage, PauseControl, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+
+/** The conversation's vocabulary, as the layers above serving see it (they import nothing of the engine). */
+export type { ChatMessage, TokenLogprob, ToolCall, ToolDefinition };
 import type { ApiKind } from "../protocol/request-ids.js";
-import type { KeyLimits } from "./ports.js";
+import type { KeyLimits } from "../limits/ports.js";
 import type { ToolChoice } from "./tool-calls.js";
 
 /** Who is asking; the serving layer needs only what scopes and limits the request. */

@@ -7,7 +7,7 @@ import { createMemoryLimits } from "../../src/limits/memory.js";
 import { createChatService } from "../../src/serving/chat-service.js";
 import type { Caller } from "../../src/serving/types.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";
-import type { SpendBudgets, UsageLedger, UsageRecord } from "../../src/serving/ports.js";
+import type { SpendBudgets, UsageLedger, UsageRecord } from "../../src/billing/ports.js";
 
 /**
  * The request lifecycle around an engine fault that a real model cannot be made to produce on

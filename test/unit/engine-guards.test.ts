@@ -16,7 +16,7 @@ import { createMemoryLimits } from "../../src/limits/memory.js";
 import { createChatService } from "../../src/serving/chat-service.js";
 import type { Caller } from "../../src/serving/types.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";
-import type { UsageRecord } from "../../src/serving/ports.js";
+import type { UsageRecord } from "../../src/billing/ports.js";
 
 // Issue 20's engine guards on their own: the pure parts, and the serving lifecycle around backend
 // refusals a real model cannot be made to produce (every pulled model has a BOS token; a stall

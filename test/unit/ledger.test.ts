@@ -4,7 +4,7 @@ import { createKey, findAccount } from "../../src/accounts/store.js";
 import { createUsageLedger, parseUsageParams, parseUsageTime, parseWireUsage, queryUsage, toWireUsage } from "../../src/billing/ledger.js";
 import { stringifyJson } from "../../src/protocol/money-json.js";
 import { InvalidRequest } from "../../src/errors.js";
-import type { UsageRecord } from "../../src/serving/ports.js";
+import type { UsageRecord } from "../../src/billing/ports.js";
 import type { Database } from "../../src/storage/database.js";
 import { forEachDatabase } from "../helpers/databases.js";
 import { usage } from "../helpers/usage.js";

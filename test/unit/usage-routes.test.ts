@@ -12,7 +12,7 @@ import { installAuth, type Authenticate } from "../../src/http/auth.js";
 import { installErrorHandlers } from "../../src/http/errors.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
 import { usageRoutes } from "../../src/http/routes/usage.js";
-import type { UsageRecord } from "../../src/serving/ports.js";
+import type { UsageRecord } from "../../src/billing/ports.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
 import { forEachDatabase } from "../helpers/databases.js";

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { stringifyJson } from "../../protocol/money-json.js";
-import type { TokenLogprob, ToolCall } from "../../engine/types.js";
+import type { TokenLogprob, ToolCall } from "../../serving/types.js";
 import type { ChatCompletion, ChatCompletionChunk, WireFinishReason, WireLogprobs, WireToolCall, WireUsage } from "../../protocol/chat-response.js";
 import type { ChatRun, ChatService } from "../../serving/types.js";
 import { callerOf } from "../auth.js";

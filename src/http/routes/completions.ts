@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { stringifyJson } from "../../protocol/money-json.js";
-import type { TokenLogprob } from "../../engine/types.js";
+import type { TokenLogprob } from "../../serving/types.js";
 import type { WireUsage } from "../../protocol/chat-response.js";
 import { completionsRequestSchema, type CompletionsRequestBody, type WireCompletionLogprobs } from "../../protocol/completions-request.js";
 import type { ChatInput, ChatRun, ChatService } from "../../serving/types.js";

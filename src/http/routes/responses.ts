@@ -4,7 +4,7 @@ import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
 import { responsesRequestSchema, type ResponsesRequestBody } from "../../protocol/responses-request.js";
 import type { ResponseStore } from "../../responses/store.js";
 import type { Caller, ChatRun, ChatService } from "../../serving/types.js";
-import type { ChatMessage } from "../../engine/types.js";
+import type { ChatMessage } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
 import { renamingParams, toErrorBody } from "../errors.js";

@@ -1,5 +1,5 @@
 import { queryAccountUsage } from "../billing/instance-usage.js";
-import type { UsageGroupBy, UsageReport } from "../billing/ledger.js";
+import type { UsageGroupBy, UsageReport } from "../protocol/usage.js";
 import { NotFound } from "../errors.js";
 import { openDatabase } from "../storage/open.js";
 import { httpKeyAdmin } from "./admin-client.js";

@@ -4,7 +4,8 @@ import { z } from "zod";
 import { toWireAccount, toWireCreatedKey, toWireKey, type WireRevokedKey } from "../../accounts/admin-wire.js";
 import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKeyLimits } from "../../accounts/store.js";
 import { queryAccountUsage } from "../../billing/instance-usage.js";
-import { parseUsageParams, toWireUsage } from "../../billing/ledger.js";
+import { toWireUsageReport } from "../../protocol/usage.js";
+import { parseUsageParams } from "./usage.js";
 import { stringifyJson } from "../../protocol/money-json.js";
 import { InvalidRequest, NotFound, RateLimited, Unauthorized } from "../../errors.js";
 import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
@@ -91,7 +92,7 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     const found = await findAccount(db, account.trim());
     if (!found) throw new NotFound(`No account named '${account.trim()}'.`);
     const report = await queryAccountUsage(db, { accountId: found.id, ...params });
-    return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsage(report, { ...params, account: found.name })));
+    return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsageReport(report, { ...params, account: found.name })));
   });
 
   for (const [action, disabled] of [["disable", true], ["enable", false]] as const) {

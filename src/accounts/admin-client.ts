@@ -1,7 +1,7 @@
 import { parseWireUsageReport } from "../protocol/usage.js";
 import { ServiceError, type ErrorType } from "../errors.js";
 import { fromWireCreatedKey, fromWireKey, type WireCreatedKey, type WireKey } from "./admin-wire.js";
-import type { KeyAdmin } from "./key-admin.js";
+import type { KeyAdmin } from "./key-admin-types.js";
 import type { LocalServer } from "./local-server.js";
 
 /** KeyAdmin over a running server's admin API, for when that server holds the database. */

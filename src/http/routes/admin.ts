@@ -36,11 +36,15 @@ export const listKeysQuery = z.object({ account: z.string().optional() });
  */
 export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions): Promise<void> {
   if (!opts.adminToken) throw new Error("adminRoutes needs a non-empty admin token.");
+  requireAdminToken(app, opts);
+  adminKeyRoutes(app, opts.db);
+  adminAccountRoutes(app, opts);
+}
+
+/** Every admin route needs the admin token; an address that keeps guessing is locked out for a while. */
+function requireAdminToken(app: FastifyInstance, opts: AdminRoutesOptions): void {
   const expectedTokenHash = sha256(opts.adminToken);
-  const { db } = opts;
-
   const throttle = new AdminThrottle(opts.throttle);
-
   app.addHook("onRequest", async (request) => {
     // A locked-out address is refused before its token is even looked at: no more guesses.
     const lockedMs = throttle.lockedFor(request.ip);
@@ -53,7 +57,9 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     }
     throttle.succeeded(request.ip);
   });
+}
 
+function adminKeyRoutes(app: FastifyInstance, db: Database): void {
   app.post("/admin/v1/keys", async (request, reply) => {
     const body = parse(createKeyBody, request.body ?? {});
     const created = await createKey(db, toCreateKeyInput(body.account, body));
@@ -82,7 +88,9 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     if (!(await revokeKey(db, request.params.id))) throw new NotFound(`No API key with id '${request.params.id}'.`);
     return { id: request.params.id, object: "api_key", revoked: true };
   });
+}
 
+function adminAccountRoutes(app: FastifyInstance, { db, onAccountDisabled }: AdminRoutesOptions): void {
   /** Any account's usage, in the same shape as GET /v1/usage (plus the account name). */
   app.get("/admin/v1/usage", async (request, reply) => {
     const query = (request.query ?? {}) as Record<string, unknown>;
@@ -99,7 +107,7 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     app.post<{ Params: { name: string } }>(`/admin/v1/accounts/:name/${action}`, async (request) => {
       const account = await setAccountDisabled(db, request.params.name, disabled);
       if (!account) throw new NotFound(`No account named '${request.params.name}'.`);
-      if (disabled) await opts.onAccountDisabled?.(account.id);
+      if (disabled) await onAccountDisabled?.(account.id);
       return toWireAccount(account);
     });
   }

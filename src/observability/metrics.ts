@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { BackendStats } from "../backends/backend.js";
+import { SCHEDULING_CLASSES, tierOfClass, type BackendStats, type PerClass } from "../backends/backend.js";
 import type { ServiceTier } from "../catalog/types.js";
 import type { RequestObserver, ServingMetrics } from "../serving/ports.js";
 
@@ -20,8 +20,6 @@ const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5
 const ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
 const REQUEST_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680];
 
-/** Engine scheduling classes as billed tiers. */
-const TIER_OF_CLASS = { priority: "priority", standard: "default", flex: "flex" } as const;
 
 export function createMetrics(load: LoadSource): Metrics {
   const registry = new Registry();
@@ -68,9 +66,9 @@ function loadGauges(registry: Registry, load: LoadSource): void {
         read((l, value) => this.set(l, value));
       },
     });
-  const byTier = (pick: (stats: BackendStats) => Record<keyof typeof TIER_OF_CLASS, number>) => (set: Setter) => {
+  const byTier = (pick: (stats: BackendStats) => PerClass) => (set: Setter) => {
     for (const { model, stats } of load()) {
-      for (const [schedulingClass, tier] of Object.entries(TIER_OF_CLASS)) set({ model_name: model, tier }, pick(stats)[schedulingClass as keyof typeof TIER_OF_CLASS]);
+      for (const schedulingClass of SCHEDULING_CLASSES) set({ model_name: model, tier: tierOfClass(schedulingClass) }, pick(stats)[schedulingClass]);
     }
   };
   gauge("num_requests_running", "Requests holding a sequence.", [...LABELS], byTier((s) => s.running));

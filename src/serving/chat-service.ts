@@ -3,9 +3,8 @@
  * budget and limits) → `launch` (the backend's generations, and the wait for each to be admitted)
  * → the event pipeline (reasoning split, tool-call shaping, metering and settlement).
  */
-import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, EmptyPrompt, UpstreamRejected } from "../backends/backend.js";
-import type { ServiceTier } from "../catalog/types.js";
-import type { EngineEvent, PauseControl, SchedulingClass } from "../engine/types.js";
+import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, EmptyPrompt, UpstreamRejected, schedulingClassOf } from "../backends/backend.js";
+import type { EngineEvent, PauseControl } from "../engine/types.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
 import { admit, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";
@@ -90,7 +89,7 @@ function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) 
       seed: input.seed === undefined ? undefined : input.seed + index,
     };
     const { maxTokens, tier, output } = admission;
-    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: cacheNamespace(caller, input) };
+    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, schedulingClass: schedulingClassOf(tier), cacheNamespace: cacheNamespace(caller, input) };
   });
 }
 
@@ -146,8 +145,6 @@ function cacheNamespace(caller: Caller, input: ChatInput): string {
   return input.promptCacheKey === undefined ? caller.accountId : JSON.stringify([caller.accountId, input.promptCacheKey]);
 }
 
-/** Which engine queue and batch precedence each billed tier gets. */
-const SCHEDULING_CLASS: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex" };
 
 /**
  * Waits for admission (the `started` event). A full queue is a 429 `queue_full`; a flex request that

@@ -22,77 +22,88 @@ export interface MemoryLimitsOptions {
  * minute of one-second buckets).
  */
 export function createMemoryLimits(defaults: LimitDefaults, options: MemoryLimitsOptions = {}): RequestLimits {
-  const now = options.now ?? Date.now;
-  const requestWindows = new Map<string, SlidingWindow>();
-  const tokenWindows = new Map<string, SlidingWindow>();
-  const inFlight = new Map<string, number>();
-  let lastSweep = now();
+  return new MemoryLimits(defaults, options.now ?? Date.now);
+}
 
-  const windowOf = (windows: Map<string, SlidingWindow>, keyId: string): SlidingWindow => {
-    let window = windows.get(keyId);
-    if (!window) windows.set(keyId, (window = new SlidingWindow()));
-    return window;
-  };
+class MemoryLimits implements RequestLimits {
+  private readonly requestWindows = new Map<string, SlidingWindow>();
+  private readonly tokenWindows = new Map<string, SlidingWindow>();
+  private readonly inFlight = new Map<string, number>();
+  private lastSweep: number;
+
+  constructor(
+    private readonly defaults: LimitDefaults,
+    private readonly now: () => number,
+  ) {
+    this.lastSweep = now();
+  }
+
+  async admit(request: Parameters<RequestLimits["admit"]>[0]): Promise<LimitLease> {
+    const limits = effectiveLimits(request.limits, this.defaults);
+    const estimate = assertTokenCount(request.estimatedTokens, "estimatedTokens");
+    const nowMs = this.now();
+    this.sweep(nowMs);
+    const slotKey = `${request.accountId}\u0000${request.model}`;
+
+    const refuse = (refusal: Omit<Refusal, "nowMs">): never => {
+      throw refusalError({ ...refusal, nowMs }, request);
+    };
+    if (limits.requestsPerMinute !== null) {
+      const window = windowOf(this.requestWindows, request.keyId);
+      const used = window.prune(nowMs);
+      if (used + 1 > limits.requestsPerMinute) refuse({ limit: "requests", max: limits.requestsPerMinute, used, requested: 1, buckets: window.entries() });
+    }
+    if (limits.tokensPerMinute !== null) {
+      const window = windowOf(this.tokenWindows, request.keyId);
+      const used = window.prune(nowMs);
+      if (used + estimate > limits.tokensPerMinute) refuse({ limit: "tokens", max: limits.tokensPerMinute, used, requested: estimate, buckets: window.entries() });
+    }
+    const running = this.inFlight.get(slotKey) ?? 0;
+    if (running >= limits.concurrent) refuse({ limit: "concurrency", max: limits.concurrent, used: running, requested: 1 });
+
+    // Everything fits: take it all (nothing above has yielded, so nothing changed in between).
+    const admittedBucket = bucketOf(nowMs);
+    if (limits.requestsPerMinute !== null) windowOf(this.requestWindows, request.keyId).add(admittedBucket, 1);
+    const chargesTokens = limits.tokensPerMinute !== null;
+    if (chargesTokens) windowOf(this.tokenWindows, request.keyId).add(admittedBucket, estimate);
+    this.inFlight.set(slotKey, running + 1);
+    return this.lease(slotKey, request.keyId, chargesTokens ? { admittedBucket, estimate } : null);
+  }
+
+  /** Frees the slot once; `charged`: the estimate taken from the key's token window, replaced by the actual count. */
+  private lease(slotKey: string, keyId: string, charged: { admittedBucket: number; estimate: number } | null): LimitLease {
+    let released = false;
+    return {
+      release: async (actualTokens) => {
+        if (released) return;
+        released = true;
+        const left = (this.inFlight.get(slotKey) ?? 1) - 1;
+        if (left > 0) this.inFlight.set(slotKey, left);
+        else this.inFlight.delete(slotKey);
+        if (!charged) return;
+        // The estimate leaves the bucket it went into; the actual usage counts from now.
+        const releasedAt = this.now();
+        const window = windowOf(this.tokenWindows, keyId);
+        if (charged.admittedBucket >= oldestLiveBucket(releasedAt)) window.add(charged.admittedBucket, -charged.estimate);
+        window.add(bucketOf(releasedAt), releasedTokens(actualTokens, charged.estimate));
+      },
+    };
+  }
 
   /** Drops the windows of keys idle for a minute, so memory follows the active keys, not every key ever seen. */
-  const sweep = (nowMs: number) => {
-    if (nowMs - lastSweep < WINDOW_MS) return;
-    lastSweep = nowMs;
-    for (const windows of [requestWindows, tokenWindows]) {
+  private sweep(nowMs: number): void {
+    if (nowMs - this.lastSweep < WINDOW_MS) return;
+    this.lastSweep = nowMs;
+    for (const windows of [this.requestWindows, this.tokenWindows]) {
       for (const [keyId, window] of windows) if (window.prune(nowMs) === 0) windows.delete(keyId);
     }
-  };
+  }
+}
 
-  return {
-    async admit(request) {
-      const limits = effectiveLimits(request.limits, defaults);
-      const estimate = assertTokenCount(request.estimatedTokens, "estimatedTokens");
-      const nowMs = now();
-      sweep(nowMs);
-      const slotKey = `${request.accountId}\u0000${request.model}`;
-
-      const refuse = (refusal: Omit<Refusal, "nowMs">): never => {
-        throw refusalError({ ...refusal, nowMs }, request);
-      };
-      if (limits.requestsPerMinute !== null) {
-        const window = windowOf(requestWindows, request.keyId);
-        const used = window.prune(nowMs);
-        if (used + 1 > limits.requestsPerMinute) refuse({ limit: "requests", max: limits.requestsPerMinute, used, requested: 1, buckets: window.entries() });
-      }
-      if (limits.tokensPerMinute !== null) {
-        const window = windowOf(tokenWindows, request.keyId);
-        const used = window.prune(nowMs);
-        if (used + estimate > limits.tokensPerMinute) refuse({ limit: "tokens", max: limits.tokensPerMinute, used, requested: estimate, buckets: window.entries() });
-      }
-      const running = inFlight.get(slotKey) ?? 0;
-      if (running >= limits.concurrent) refuse({ limit: "concurrency", max: limits.concurrent, used: running, requested: 1 });
-
-      // Everything fits: take it all (nothing above has yielded, so nothing changed in between).
-      const admittedBucket = bucketOf(nowMs);
-      if (limits.requestsPerMinute !== null) windowOf(requestWindows, request.keyId).add(admittedBucket, 1);
-      const chargesTokens = limits.tokensPerMinute !== null;
-      if (chargesTokens) windowOf(tokenWindows, request.keyId).add(admittedBucket, estimate);
-      inFlight.set(slotKey, running + 1);
-
-      let released = false;
-      const lease: LimitLease = {
-        async release(actualTokens) {
-          if (released) return;
-          released = true;
-          const left = (inFlight.get(slotKey) ?? 1) - 1;
-          if (left > 0) inFlight.set(slotKey, left);
-          else inFlight.delete(slotKey);
-          if (!chargesTokens) return;
-          // The estimate leaves the bucket it went into; the actual usage counts from now.
-          const releasedAt = now();
-          const window = windowOf(tokenWindows, request.keyId);
-          if (admittedBucket >= oldestLiveBucket(releasedAt)) window.add(admittedBucket, -estimate);
-          window.add(bucketOf(releasedAt), releasedTokens(actualTokens, estimate));
-        },
-      };
-      return lease;
-    },
-  };
+function windowOf(windows: Map<string, SlidingWindow>, keyId: string): SlidingWindow {
+  let window = windows.get(keyId);
+  if (!window) windows.set(keyId, (window = new SlidingWindow()));
+  return window;
 }
 
 class SlidingWindow {

@@ -161,12 +161,7 @@ interface LimitCommands {
 
 const REFUSED: Record<number, RefusedLimit> = { 1: "requests", 2: "tokens", 3: "concurrency" };
 
-/**
- * Request limits in Redis, shared by every server process that uses the same Redis (and prefix).
- * The connection is opened at once; ping() to fail fast at startup when Redis is unreachable.
- */
-export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, options: RedisLimitsOptions = {}): RedisRequestLimits {
-  const prefix = options.keyPrefix ?? "switchyard:limits:";
+function connect(redisUrl: string): Redis & LimitCommands {
   const client = new Redis(redisUrl, {
     // Fail a request after a few reconnect attempts rather than queueing it for as long as Redis is down.
     maxRetriesPerRequest: 2,
@@ -177,6 +172,53 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
   client.defineCommand("switchyardLimitsAdmit", { numberOfKeys: 3, lua: ADMIT_LUA });
   client.defineCommand("switchyardLimitsRelease", { numberOfKeys: 2, lua: RELEASE_LUA });
   client.defineCommand("switchyardLimitsRefresh", { numberOfKeys: 1, lua: REFRESH_LUA });
+  return client;
+}
+
+/** The admit script's refusal (code, limit, use, the window's buckets) as the 429 the caller gets. */
+function refusal(reply: number[], request: Parameters<RequestLimits["admit"]>[0]): Error {
+  const [code = -1, max = 0, used = 0, requested = 0, nowMs = 0, ...flat] = reply;
+  const limit = REFUSED[code];
+  if (!limit) return new Error(`The Redis admit script answered an unknown code ${code}.`);
+  const buckets: Array<[number, number]> = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) buckets.push([flat[i]!, flat[i + 1]!]);
+  return refusalError({ limit, max, used, requested, nowMs, buckets }, request);
+}
+
+/**
+ * A stream may outlive the lease's TTL: the lease is kept alive while the request runs, so only a
+ * crashed process's leases age out. Released once: the slot is freed and the estimate replaced by the actual count.
+ */
+function redisLease(
+  client: Redis & LimitCommands,
+  keys: { tpmKey: string; slotsKey: string; leaseId: string; leaseTtlMs: number; windowArgs: string[] },
+  charged: { chargesTokens: boolean; admittedBucket: number; estimate: number },
+): LimitLease {
+  const { tpmKey, slotsKey, leaseId, leaseTtlMs, windowArgs } = keys;
+  let released = false;
+  const refresher = setInterval(() => {
+    client.switchyardLimitsRefresh(slotsKey, leaseId, String(leaseTtlMs)).catch(() => undefined);
+  }, Math.max(50, Math.floor(leaseTtlMs / 3)));
+  refresher.unref();
+  return {
+    async release(actualTokens) {
+      if (released) return;
+      released = true;
+      clearInterval(refresher);
+      const { chargesTokens, admittedBucket, estimate } = charged;
+      const actual = String(releasedTokens(actualTokens, estimate));
+      await client.switchyardLimitsRelease(tpmKey, slotsKey, ...windowArgs, leaseId, chargesTokens ? "1" : "0", String(admittedBucket), String(estimate), actual);
+    },
+  };
+}
+
+/**
+ * Request limits in Redis, shared by every server process that uses the same Redis (and prefix).
+ * The connection is opened at once; ping() to fail fast at startup when Redis is unreachable.
+ */
+export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, options: RedisLimitsOptions = {}): RedisRequestLimits {
+  const prefix = options.keyPrefix ?? "switchyard:limits:";
+  const client = connect(redisUrl);
   const leaseTtlMs = options.leaseTtlMs ?? CONCURRENCY_LEASE_TTL_MS;
   const windowArgs = [String(BUCKET_MS), String(WINDOW_BUCKETS)];
 
@@ -202,42 +244,9 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
         String(leaseTtlMs),
       );
       const [code = -1] = reply;
-      if (code !== 0) {
-        const limit = REFUSED[code];
-        if (!limit) throw new Error(`The Redis admit script answered an unknown code ${code}.`);
-        const [, max = 0, used = 0, requested = 0, nowMs = 0, ...flat] = reply;
-        const buckets: Array<[number, number]> = [];
-        for (let i = 0; i + 1 < flat.length; i += 2) buckets.push([flat[i]!, flat[i + 1]!]);
-        throw refusalError({ limit, max, used, requested, nowMs, buckets }, request);
-      }
-      const admittedBucket = reply[2] ?? 0;
-      const chargesTokens = limits.tokensPerMinute !== null;
-
-      let released = false;
-      // A stream may outlive the lease's TTL: the lease is kept alive while the request runs, so only
-      // a crashed process's leases age out.
-      const refresher = setInterval(() => {
-        client.switchyardLimitsRefresh(slotsKey, leaseId, String(leaseTtlMs)).catch(() => undefined);
-      }, Math.max(50, Math.floor(leaseTtlMs / 3)));
-      refresher.unref();
-      const lease: LimitLease = {
-        async release(actualTokens) {
-          if (released) return;
-          released = true;
-          clearInterval(refresher);
-          await client.switchyardLimitsRelease(
-            tpmKey,
-            slotsKey,
-            ...windowArgs,
-            leaseId,
-            chargesTokens ? "1" : "0",
-            String(admittedBucket),
-            String(estimate),
-            String(releasedTokens(actualTokens, estimate)),
-          );
-        },
-      };
-      return lease;
+      if (code !== 0) throw refusal(reply, request);
+      const charged = { chargesTokens: limits.tokensPerMinute !== null, admittedBucket: reply[2] ?? 0, estimate };
+      return redisLease(client, { tpmKey, slotsKey, leaseId, leaseTtlMs, windowArgs }, charged);
     },
     async ping() {
       await client.ping();

@@ -1,6 +1,6 @@
 /**
  * Typed errors thrown anywhere in the service. The HTTP layer turns them into the OpenAI error body
- * in exactly one place (src/server/errors.ts); nothing else formats errors for the wire.
+ * in exactly one place (src/http/errors.ts); nothing else formats errors for the wire.
  */
 export type ErrorType =
   | "invalid_request_error"
@@ -60,14 +60,14 @@ export class NotFound extends ServiceError {
 
 export class ContextLengthExceeded extends ServiceError {
   /** `atLeast`: the prompt's size is a lower bound, found before the prompt was rendered. */
-  constructor(contextLength: number, promptTokens: number, maxTokens: number, atLeast = false) {
+  constructor(contextLength: number, promptTokens: number, maxTokens: number, atLeast = false, param = "messages") {
     super(
       400,
       "invalid_request_error",
       `This model's maximum context length is ${contextLength} tokens. However, you requested ${atLeast ? "at least " : ""}${promptTokens + maxTokens} tokens ` +
         `(${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
       "context_length_exceeded",
-      "messages",
+      param,
     );
   }
 }

@@ -1,7 +1,7 @@
-import { parseWireUsage } from "../billing/ledger.js";
+import { parseWireUsageReport } from "../protocol/usage.js";
 import { ServiceError, type ErrorType } from "../errors.js";
 import { fromWireCreatedKey, fromWireKey, type WireCreatedKey, type WireKey } from "./admin-wire.js";
-import type { KeyAdmin } from "./key-admin.js";
+import type { KeyAdmin } from "./key-admin-types.js";
 import type { LocalServer } from "./local-server.js";
 
 /** KeyAdmin over a running server's admin API, for when that server holds the database. */
@@ -58,8 +58,8 @@ export function httpKeyAdmin(server: LocalServer): KeyAdmin {
       if (start) query.set("start", start.toISOString());
       if (end) query.set("end", end.toISOString());
       if (groupBy) query.set("group_by", groupBy);
-      // Costs are exact JSON numbers on the wire; parseWireUsage reads them without a float.
-      return call("GET", `/admin/v1/usage?${query.toString()}`, undefined, parseWireUsage);
+      // Costs are exact JSON numbers on the wire; parseWireUsageReport reads them without a float.
+      return call("GET", `/admin/v1/usage?${query.toString()}`, undefined, parseWireUsageReport);
     },
     async close() {},
   };

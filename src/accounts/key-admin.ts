@@ -1,5 +1,4 @@
 import { queryAccountUsage } from "../billing/instance-usage.js";
-import type { UsageGroupBy, UsageReport } from "../billing/ledger.js";
 import { NotFound } from "../errors.js";
 import { openDatabase } from "../storage/open.js";
 import { httpKeyAdmin } from "./admin-client.js";
@@ -11,32 +10,10 @@ import {
   listKeys,
   revokeKey,
   setKeyLimits,
-  type CreateKeyInput,
-  type CreatedKey,
-  type KeyInfo,
-  type KeyLimitChanges,
 } from "./store.js";
+import type { KeyAdmin } from "./key-admin-types.js";
 
-/** One account's usage, by account name; start inclusive, end exclusive. */
-export interface AccountUsageQuery {
-  account: string;
-  start?: Date;
-  end?: Date;
-  groupBy?: UsageGroupBy;
-}
-
-/** What the CLI needs to manage keys, whichever way it reaches the database. */
-export interface KeyAdmin {
-  createKey(input: CreateKeyInput): Promise<CreatedKey>;
-  listKeys(filter?: { account?: string }): Promise<KeyInfo[]>;
-  /** Throws NotFound when no key has that id. */
-  revokeKey(id: string): Promise<void>;
-  /** Sets (value), clears (null) or keeps (undefined) a key's limits. Throws NotFound when no key has that id. */
-  setKeyLimits(id: string, changes: KeyLimitChanges): Promise<KeyInfo>;
-  /** Throws NotFound when no account has that name. */
-  usage(query: AccountUsageQuery): Promise<UsageReport>;
-  close(): Promise<void>;
-}
+export type { AccountUsageQuery, KeyAdmin } from "./key-admin-types.js";
 
 /**
  * Through the admin API of the server running on this data dir if there is one (it holds the

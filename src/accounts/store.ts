@@ -1,6 +1,6 @@
 import { addMoney } from "../billing/cost.js";
 import { InvalidRequest } from "../errors.js";
-import type { KeyLimits } from "../serving/ports.js";
+import type { KeyLimits } from "../limits/ports.js";
 import type { Database } from "../storage/database.js";
 import { generateApiKey, hashApiKey, hashesEqual, looksLikeApiKey } from "./api-key.js";
 import { newId } from "./ids.js";

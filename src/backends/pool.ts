@@ -1,4 +1,4 @@
-import type { EngineEvent, SchedulingClass } from "../engine/types.js";
+import { sumPerClass, type EngineEvent } from "../engine/types.js";
 import { BackendBusy, type Backend, type BackendStats, type GenerationParams, type PauseControl, type PreparedPrompt } from "./backend.js";
 
 interface Instance {
@@ -65,12 +65,10 @@ export class BackendPool implements Backend {
   /** Sums over the instances; `slots` is one instance's, since a request's choices run on one. */
   stats(): BackendStats {
     const all = this.instances.map((i) => i.backend.stats());
-    const add = (pick: (s: BackendStats) => Record<SchedulingClass, number>) =>
-      all.reduce<Record<SchedulingClass, number>>((sum, s) => ({ priority: sum.priority + pick(s).priority, standard: sum.standard + pick(s).standard, flex: sum.flex + pick(s).flex }), { priority: 0, standard: 0, flex: 0 });
     return {
       slots: all.length ? Math.min(...all.map((s) => s.slots)) : 0,
-      running: add((s) => s.running),
-      waiting: add((s) => s.waiting),
+      running: sumPerClass(all, (s) => s.running),
+      waiting: sumPerClass(all, (s) => s.waiting),
       preemptions: all.reduce((sum, s) => sum + s.preemptions, 0),
       paused: all.reduce((sum, s) => sum + (s.paused ?? 0), 0),
       idleSequences: all.reduce((sum, s) => sum + s.idleSequences, 0),

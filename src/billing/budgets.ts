@@ -1,5 +1,5 @@
 import { InsufficientQuota } from "../errors.js";
-import type { BudgetReservation, SpendBudgets } from "../serving/ports.js";
+import type { BudgetReservation, SpendBudgets } from "./ports.js";
 import type { Database } from "../storage/database.js";
 import { Dec, parseNonNegative, toText, type Decimal } from "./decimal.js";
 

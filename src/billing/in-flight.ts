@@ -9,7 +9,7 @@
  * writes. After a crash the row therefore bills at least what was delivered (at most one step
  * more), never less. recovery.ts closes a dead owner's rows.
  */
-import type { DeliveryGuard, InFlightLedger, InFlightStart } from "../serving/ports.js";
+import type { DeliveryGuard, InFlightLedger, InFlightStart } from "./ports.js";
 import type { Database } from "../storage/database.js";
 
 export interface InFlightOptions {
@@ -59,13 +59,7 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
       const batch = [...dirty].map((t) => ({ t, tokens: t.wanted, cached: t.cached }));
       dirty.clear();
       try {
-        await db.query(
-          `UPDATE usage_records AS u
-              SET completion_tokens = GREATEST(u.completion_tokens, v.tokens), cached_tokens = v.cached
-             FROM (SELECT unnest($1::text[]) AS id, unnest($2::int[]) AS tokens, unnest($3::int[]) AS cached) AS v
-            WHERE u.request_id = v.id AND u.status = 'in_flight'`,
-          [batch.map((b) => b.t.requestId), batch.map((b) => b.tokens), batch.map((b) => b.cached)],
-        );
+        await writeCounts(db, batch);
         for (const { t, tokens } of batch) {
           t.durable = Math.max(t.durable, tokens);
           settleWaiters(t, (w) => w.tokens <= t.durable, (w) => w.resolve());
@@ -92,32 +86,48 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
         [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ahead, ownerId, JSON.stringify(start.prices)],
       );
       const t: Tracked = { requestId: start.requestId, durable: ahead, wanted: ahead, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
-      return {
-        cover(tokens, cachedTokens) {
-          if (t.closed) return undefined;
-          t.cached = cachedTokens;
-          const ahead = Math.max(tokens, Math.min(t.max, tokens + step));
-          if (tokens <= t.durable) {
-            // Covered; write the next step early, once the stream is half way through this one.
-            if (t.durable < t.max && tokens + step / 2 > t.durable && t.wanted < ahead) {
-              t.wanted = ahead;
-              schedule(t);
-            }
-            return undefined;
-          }
-          t.wanted = Math.max(t.wanted, ahead);
-          schedule(t);
-          return new Promise<void>((resolve, reject) => t.waiters.push({ tokens, resolve, reject }));
-        },
-        close() {
-          t.closed = true;
-          dirty.delete(t);
-          settleWaiters(t, () => true, (w) => w.resolve());
-        },
-      };
+      return deliveryGuard(t, step, schedule, () => dirty.delete(t));
     },
     async drain() {
       while (flushing) await flushing;
+    },
+  };
+}
+
+/** Raises each row's completion count to at least what is to be delivered, in one statement for the batch. */
+async function writeCounts(db: Database, batch: Array<{ t: Tracked; tokens: number; cached: number }>): Promise<void> {
+  await db.query(
+    `UPDATE usage_records AS u
+        SET completion_tokens = GREATEST(u.completion_tokens, v.tokens), cached_tokens = v.cached
+       FROM (SELECT unnest($1::text[]) AS id, unnest($2::int[]) AS tokens, unnest($3::int[]) AS cached) AS v
+      WHERE u.request_id = v.id AND u.status = 'in_flight'`,
+    [batch.map((b) => b.t.requestId), batch.map((b) => b.tokens), batch.map((b) => b.cached)],
+  );
+}
+
+/** One request's guard: delivery waits only when it outruns the counts written `step` tokens ahead. */
+function deliveryGuard(t: Tracked, step: number, schedule: (t: Tracked) => void, untrack: () => void): DeliveryGuard {
+  return {
+    cover(tokens, cachedTokens) {
+      if (t.closed) return undefined;
+      t.cached = cachedTokens;
+      const ahead = Math.max(tokens, Math.min(t.max, tokens + step));
+      if (tokens <= t.durable) {
+        // Covered; write the next step early, once the stream is half way through this one.
+        if (t.durable < t.max && tokens + step / 2 > t.durable && t.wanted < ahead) {
+          t.wanted = ahead;
+          schedule(t);
+        }
+        return undefined;
+      }
+      t.wanted = Math.max(t.wanted, ahead);
+      schedule(t);
+      return new Promise<void>((resolve, reject) => t.waiters.push({ tokens, resolve, reject }));
+    },
+    close() {
+      t.closed = true;
+      untrack();
+      settleWaiters(t, () => true, (w) => w.resolve());
     },
   };
 }

@@ -5,24 +5,8 @@
  */
 import type { Database } from "../storage/database.js";
 import { parseMoney, toText } from "./decimal.js";
-import { queryUsage, type UsageQuery, type UsageReport } from "./ledger.js";
-
-export interface DeploymentTime {
-  deployment_id: string;
-  /** `<account>/<name>`, the id its requests name. */
-  model_id: string;
-  /** Exact decimal seconds of running instances (millisecond resolution). */
-  instance_seconds: string;
-  /** Exact decimal US dollars. */
-  cost_usd: string;
-}
-
-export interface InstanceUsage {
-  instance_seconds: string;
-  cost_usd: string;
-  /** One entry per deployment with billed time in the range, by model_id. */
-  data: DeploymentTime[];
-}
+import type { DeploymentTime, InstanceUsage, UsageReport } from "../protocol/usage.js";
+import { queryUsage, type UsageQuery } from "./ledger.js";
 
 /** Segments are counted in the range their start falls in, as requests are by their creation. */
 export async function queryInstanceUsage(db: Database, query: Omit<UsageQuery, "groupBy">): Promise<InstanceUsage> {

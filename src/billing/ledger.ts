@@ -1,24 +1,14 @@
 /**
- * The usage ledger: one row per request in `usage_records` (migration 2), and the queries that
- * report on it. Money stays exact end to end: costs go in as decimal strings cast to `numeric`, are
+ * The usage ledger: one row per request in `usage_records` (migration 2), and the query that
+ * reports on it. Money stays exact end to end: costs go in as decimal strings cast to `numeric`, are
  * summed by PostgreSQL as `numeric`, and come back as text; token sums come back as text too and
- * are only turned into numbers after checking they are safe integers.
- *
- * Also here, so the user route, the admin route and the CLI agree by construction: parsing of the
- * query parameters (start, end, group_by) and the JSON wire shape of a usage report, both ways.
+ * are only turned into numbers after checking they are safe integers. The report's shape, and its
+ * wire form both ways, are protocol/usage.ts; the query parameters are parsed by the usage route.
  */
-import { InvalidRequest } from "../errors.js";
-import type { UsageLedger, UsageRecord, UsageStatus } from "../serving/ports.js";
+import type { UsageLedger, UsageRecord } from "./ports.js";
 import type { Database } from "../storage/database.js";
 import { parseMoney, parseNonNegative, toText } from "./decimal.js";
-import { ExactDecimal } from "./money-json.js";
-import type { InstanceUsage } from "./instance-usage.js";
-
-export type UsageGroupBy = "model" | "day" | "key";
-export const USAGE_GROUP_BY: readonly UsageGroupBy[] = ["model", "day", "key"];
-
-/** Every status a ledger row can have; `by_status` always lists all of them (zero when absent). */
-export const USAGE_STATUSES: readonly UsageStatus[] = ["completed", "cancelled", "failed", "rejected", "expired", "in_flight", "interrupted"];
+import { USAGE_GROUP_BY, USAGE_STATUSES, toSafeInteger, type UsageGroupBy, type UsageReport, type UsageTotals } from "../protocol/usage.js";
 
 export interface UsageQuery {
   accountId: string;
@@ -28,35 +18,6 @@ export interface UsageQuery {
   end?: Date;
   /** Omit for totals only (no groups). */
   groupBy?: UsageGroupBy;
-}
-
-export interface UsageTotals {
-  /** Every recorded request, whatever its status. */
-  requests: number;
-  /** All prompt tokens, cached ones included. */
-  prompt_tokens: number;
-  /** The part of prompt_tokens served from the prompt cache. */
-  cached_tokens: number;
-  completion_tokens: number;
-  /** prompt_tokens + completion_tokens. */
-  total_tokens: number;
-  /** Exact decimal string, US dollars, no exponent, trailing zeros trimmed ("0.300000001", "0"). */
-  cost_usd: string;
-  /** Requests per status; every status in USAGE_STATUSES is present. */
-  by_status: Record<string, number>;
-}
-
-export interface UsageGroup extends UsageTotals {
-  /** The model id, the UTC day (`YYYY-MM-DD`) or the key id, depending on groupBy. */
-  group: string;
-}
-
-export interface UsageReport {
-  totals: UsageTotals;
-  /** Empty when no groupBy was asked for; otherwise sorted by group (byte order; days ascend). */
-  groups: UsageGroup[];
-  /** Dedicated instance time, billed apart from tokens (instance-usage.ts); absent where not asked for. */
-  deployments?: InstanceUsage;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,205 +189,7 @@ function toTotals(row: AggregateRow): UsageTotals {
   };
 }
 
-/** An integer sum that arrived as text; refuses anything a JS number would not hold exactly. */
-function toSafeInteger(text: unknown, what: string): number {
-  const value = typeof text === "string" && /^-?\d+$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(value)) throw new RangeError(`${what} is not a safe integer: ${String(text)}`);
-  return value;
-}
-
 function isoTime(date: Date, what: string): string {
   if (!(date instanceof Date) || Number.isNaN(date.getTime())) throw new TypeError(`${what} is not a valid date.`);
   return date.toISOString();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Parameters: start / end / group_by
-
-export interface UsageParams {
-  start?: Date;
-  end?: Date;
-  groupBy?: UsageGroupBy;
-}
-
-const UNIX_SECONDS = /^\d{1,12}(?:\.\d{1,9})?$/;
-/** ISO 8601 date or date-time; a date-time without an offset is UTC. A space may stand for the
- * offset's "+", since an unencoded "+" in a query string arrives as a space. */
-const ISO_TIME =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(?:([Zz])|([+\- ])(\d{2}):?(\d{2}))?)?$/;
-
-/**
- * A point in time from a query parameter or CLI flag: Unix seconds ("1735689600", fractions
- * allowed) or an ISO 8601 date ("2025-01-01", UTC midnight) or date-time ("2025-01-01T12:00:00Z",
- * "2025-01-01T14:00+02:00"; no offset means UTC). Throws InvalidRequest naming `param`.
- */
-export function parseUsageTime(value: string, param: string): Date {
-  const text = value.trim();
-  const bad = () =>
-    new InvalidRequest(
-      `Invalid '${param}': expected Unix seconds or an ISO 8601 date or date-time (e.g. 2025-01-01 or 2025-01-01T00:00:00Z), got ${JSON.stringify(value)}.`,
-      param,
-    );
-  let date: Date;
-  if (UNIX_SECONDS.test(text)) {
-    const [whole, fraction = ""] = text.split(".");
-    date = new Date(Number(whole) * 1000 + Number((fraction + "000").slice(0, 3)));
-  } else {
-    const m = ISO_TIME.exec(text);
-    if (!m) throw bad();
-    const part = (index: number) => Number(m[index] ?? 0);
-    const [year, month, day, hour, minute, second] = [part(1), part(2), part(3), part(4), part(5), part(6)];
-    const millis = Number(((m[7] ?? "") + "000").slice(0, 3));
-    if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59) throw bad();
-    const asUtc = Date.UTC(year, month - 1, day, hour, minute, second, millis);
-    const check = new Date(asUtc);
-    if (check.getUTCFullYear() !== year || check.getUTCMonth() !== month - 1 || check.getUTCDate() !== day) throw bad(); // 2025-02-30
-    let offsetMinutes = 0;
-    if (m[9] !== undefined) {
-      const offsetHours = Number(m[10]);
-      const offsetMins = Number(m[11]);
-      if (offsetHours > 23 || offsetMins > 59) throw bad();
-      offsetMinutes = (m[9] === "-" ? -1 : 1) * (offsetHours * 60 + offsetMins);
-    }
-    date = new Date(asUtc - offsetMinutes * 60_000);
-  }
-  if (Number.isNaN(date.getTime())) throw bad();
-  return date;
-}
-
-export function parseGroupBy(value: string, param = "group_by"): UsageGroupBy {
-  const text = value.trim() as UsageGroupBy;
-  if (!USAGE_GROUP_BY.includes(text)) {
-    throw new InvalidRequest(`Invalid '${param}': expected one of ${USAGE_GROUP_BY.join(", ")}, got ${JSON.stringify(value)}.`, param);
-  }
-  return text;
-}
-
-/**
- * start, end and group_by from a parsed query string (other keys are ignored; an empty value is
- * the same as none). Throws InvalidRequest naming the offending parameter.
- */
-export function parseUsageParams(query: unknown): UsageParams {
-  const source = (query ?? {}) as Record<string, unknown>;
-  const single = (param: string): string | undefined => {
-    const value = source[param];
-    if (value === undefined) return undefined;
-    if (typeof value !== "string") throw new InvalidRequest(`Invalid '${param}': give it at most once.`, param);
-    return value.trim() === "" ? undefined : value;
-  };
-  const startText = single("start");
-  const endText = single("end");
-  const groupText = single("group_by");
-  const params: UsageParams = {};
-  if (startText !== undefined) params.start = parseUsageTime(startText, "start");
-  if (endText !== undefined) params.end = parseUsageTime(endText, "end");
-  if (groupText !== undefined) params.groupBy = parseGroupBy(groupText);
-  if (params.start && params.end && params.end.getTime() <= params.start.getTime()) {
-    throw new InvalidRequest("Invalid 'end': it must be later than 'start'.", "end");
-  }
-  return params;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Wire shape (GET /v1/usage and GET /admin/v1/usage)
-
-export interface WireUsageTotals extends Omit<UsageTotals, "cost_usd"> {
-  /** Written by stringifyJson as a bare, exact JSON number. */
-  cost_usd: ExactDecimal;
-}
-
-export interface WireUsage {
-  object: "usage";
-  /** Account name; the admin API only. */
-  account?: string;
-  /** Unix seconds (inclusive), or null for "from the beginning". */
-  start: number | null;
-  /** Unix seconds (exclusive), or null for "up to now". */
-  end: number | null;
-  group_by: UsageGroupBy | null;
-  totals: WireUsageTotals;
-  data: Array<{ group: string } & WireUsageTotals>;
-  /** Dedicated instance time: seconds and cost as exact JSON numbers, in total and per deployment. */
-  deployments?: { instance_seconds: ExactDecimal; cost_usd: ExactDecimal; data: Array<{ deployment_id: string; model_id: string; instance_seconds: ExactDecimal; cost_usd: ExactDecimal }> };
-}
-
-/** A usage report as the API sends it; serialise with stringifyJson so costs are exact numbers. */
-export function toWireUsage(report: UsageReport, params: UsageParams & { account?: string }): WireUsage {
-  const wireTotals = (totals: UsageTotals): WireUsageTotals => ({ ...totals, by_status: { ...totals.by_status }, cost_usd: ExactDecimal.of(totals.cost_usd) });
-  return {
-    object: "usage",
-    ...(params.account === undefined ? {} : { account: params.account }),
-    start: params.start ? params.start.getTime() / 1000 : null,
-    end: params.end ? params.end.getTime() / 1000 : null,
-    group_by: params.groupBy ?? null,
-    totals: wireTotals(report.totals),
-    data: report.groups.map(({ group, ...totals }) => ({ group, ...wireTotals(totals) })),
-    ...(report.deployments ? { deployments: wireDeployments(report.deployments) } : {}),
-  };
-}
-
-function wireDeployments(usage: InstanceUsage): NonNullable<WireUsage["deployments"]> {
-  const exact = (d: { instance_seconds: string; cost_usd: string }) => ({ instance_seconds: ExactDecimal.of(d.instance_seconds), cost_usd: ExactDecimal.of(d.cost_usd) });
-  return { ...exact(usage), data: usage.data.map((d) => ({ deployment_id: d.deployment_id, model_id: d.model_id, ...exact(d) })) };
-}
-
-/**
- * Reads a usage response body back without ever passing a cost through a float: every JSON number
- * is captured as its exact source text before JSON.parse sees it.
- */
-export function parseWireUsage(text: string): UsageReport {
-  const parsed = JSON.parse(quoteJsonNumbers(text)) as { totals?: unknown; data?: unknown; deployments?: InstanceUsage };
-  if (!parsed || typeof parsed !== "object" || !Array.isArray(parsed.data)) throw new Error("The usage response is malformed.");
-  return {
-    totals: totalsFromWire(parsed.totals),
-    groups: parsed.data.map((entry) => {
-      const group = (entry as { group?: unknown } | null)?.group;
-      if (typeof group !== "string") throw new Error("The usage response is malformed: a group has no name.");
-      return { group, ...totalsFromWire(entry) };
-    }),
-    // Numbers were quoted above, so seconds and costs arrive as their exact text.
-    ...(parsed.deployments ? { deployments: parsed.deployments } : {}),
-  };
-}
-
-function totalsFromWire(value: unknown): UsageTotals {
-  if (!value || typeof value !== "object") throw new Error("The usage response is malformed: totals are missing.");
-  const v = value as Record<string, unknown>;
-  const byStatus: Record<string, number> = {};
-  for (const [status, n] of Object.entries((v.by_status ?? {}) as Record<string, unknown>)) byStatus[status] = toSafeInteger(n, `by_status.${status}`);
-  return {
-    requests: toSafeInteger(v.requests, "requests"),
-    prompt_tokens: toSafeInteger(v.prompt_tokens, "prompt_tokens"),
-    cached_tokens: toSafeInteger(v.cached_tokens, "cached_tokens"),
-    completion_tokens: toSafeInteger(v.completion_tokens, "completion_tokens"),
-    total_tokens: toSafeInteger(v.total_tokens, "total_tokens"),
-    cost_usd: toText(parseMoney(v.cost_usd as string, "cost_usd")),
-    by_status: byStatus,
-  };
-}
-
-const JSON_NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
-
-/** Valid JSON in, valid JSON out, with every number outside a string turned into a string of its text. */
-function quoteJsonNumbers(text: string): string {
-  let out = "";
-  let copied = 0;
-  let i = 0;
-  while (i < text.length) {
-    const c = text[i]!;
-    if (c === '"') {
-      for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === "\\") i++;
-      i++;
-    } else if (c === "-" || (c >= "0" && c <= "9")) {
-      JSON_NUMBER.lastIndex = i;
-      const match = JSON_NUMBER.exec(text);
-      if (!match) return text; // not valid JSON; let JSON.parse report it
-      out += `${text.slice(copied, i)}"${match[0]}"`;
-      i += match[0].length;
-      copied = i;
-    } else {
-      i++;
-    }
-  }
-  return out + text.slice(copied);
 }

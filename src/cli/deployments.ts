@@ -36,6 +36,7 @@ const WAIT_TIMEOUT_MS = 10 * 60_000;
  * server, with an account's API key (--api-key or SWITCHYARD_API_KEY). The server is --url, or
  * the one running on the data dir.
  */
+// long-by-design: the CLI definition, one declarative commander chain of subcommands and their options.
 export function deploymentsCommand(options: DeploymentsCommandOptions = {}): Command {
   const stdout = options.stdout ?? process.stdout;
   const env = options.env ?? process.env;

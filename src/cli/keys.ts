@@ -12,6 +12,7 @@ export interface KeysCommandOptions {
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** `switchyard keys create|list|revoke|set-limits`: works whether or not a server runs on the same data dir. */
+// long-by-design: the CLI definition, one declarative commander chain of subcommands and their options.
 export function keysCommand(options: KeysCommandOptions = {}): Command {
   const stdout = options.stdout ?? process.stdout;
   const print = (line = "") => stdout.write(`${line}\n`);

@@ -2,7 +2,7 @@ import { createChatService } from "../serving/chat-service.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { UNMETERED } from "../serving/unmetered.js";
 import { createMetrics } from "../observability/metrics.js";
-import { buildWorkerApp } from "../server/worker-app.js";
+import { buildWorkerApp } from "../http/worker-app.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { Settings } from "../config/settings.js";
 

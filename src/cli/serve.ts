@@ -9,10 +9,10 @@ import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
 import { loadSettings, type Settings } from "../config/settings.js";
 import { authenticate, countActiveKeys, createKey, findOrCreateAccount } from "../accounts/store.js";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
-import { adminRoutes } from "../server/routes/admin.js";
+import { adminRoutes } from "../http/routes/admin.js";
 import { createMetrics } from "../observability/metrics.js";
-import { buildApp } from "../server/app.js";
-import { createDrain } from "../server/drain.js";
+import { buildApp } from "../http/app.js";
+import { createDrain } from "../http/drain.js";
 import { createChatService } from "../serving/chat-service.js";
 import { createUsageLedger } from "../billing/ledger.js";
 import { createSpendBudgets } from "../billing/budgets.js";
@@ -22,7 +22,8 @@ import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
-import { ownerIsGone, takeOwnership } from "../billing/recovery.js";
+import { reconcileDeadOwners } from "../billing/recovery.js";
+import { ownerIsGone, takeOwnership, type Ownership } from "../processes/owners.js";
 import { createDeploymentManager } from "../deployments/manager.js";
 import { engineOptions, localInstanceFactory, localInstanceSizer } from "./instance-factory.js";
 import { MemoryGuard } from "../deployments/memory.js";
@@ -81,7 +82,7 @@ async function serve(flags: ServeFlags): Promise<void> {
 async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[], lock: DataDirLock, fullCatalog: CatalogEntry[]): Promise<void> {
   const db = await openDatabase({ dataDir, url: settings.databaseUrl });
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
-  const ownership = await takeOwnership(db, settings.databaseUrl, log);
+  const ownership = await takeOwnership(db, settings.databaseUrl, reconcileDeadOwners, log);
   if (ownership.recovered.rows > 0) {
     log(`closed ${ownership.recovered.rows} in-flight ledger rows left by ${ownership.recovered.owners || "a"} stopped server process(es): billed what they delivered, budgets released`);
   }
@@ -105,7 +106,36 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     ...settings.deployments,
   });
   const drain = createDrain();
-  const app = buildApp({
+  const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain });
+  const adminToken = settings.adminKey ?? generateAdminToken();
+  await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
+  const address = await app.listen({ host: settings.host, port: settings.port });
+  lock.listening(address);
+  // Only the address it listens on: gateways sharing the database forward its deployments' requests there.
+  await ownership.advertise(address);
+  writeServerFile(dataDir, { url: address, adminToken });
+  process.stdout.write(`Console: ${address}/console/ (sign in with an API key)\n`);
+  // Deployments this server (or a dead one) ran come back; their instances load beside the public models.
+  await deployments.start();
+
+  stopOnSignals(settings, dataDir, lock, { app, drain, deployments, registry, inFlight, ownership, limits, db });
+
+  await loadModels(catalog, registry, settings);
+  app.log.info(`serving ${catalog.map((m) => m.id).join(", ")} on ${address}/v1/compat`);
+}
+
+interface ServerParts {
+  db: Database;
+  registry: ModelRegistry;
+  limits: Awaited<ReturnType<typeof openRequestLimits>>;
+  inFlight: ReturnType<typeof createInFlightLedger>;
+  metrics: ReturnType<typeof createMetrics>;
+  deployments: ReturnType<typeof createDeploymentManager>;
+  drain: ReturnType<typeof createDrain>;
+}
+
+function buildServerApp(settings: Settings, { db, registry, limits, inFlight, metrics, deployments, drain }: ServerParts) {
+  return buildApp({
     drain,
     chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics }),
     metrics,
@@ -127,17 +157,16 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     deployments,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
   });
-  const adminToken = settings.adminKey ?? generateAdminToken();
-    await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
-  const address = await app.listen({ host: settings.host, port: settings.port });
-  lock.listening(address);
-  // Only the address it listens on: gateways sharing the database forward its deployments' requests there.
-  await ownership.advertise(address);
-  writeServerFile(dataDir, { url: address, adminToken });
-  process.stdout.write(`Console: ${address}/console/ (sign in with an API key)\n`);
-  // Deployments this server (or a dead one) ran come back; their instances load beside the public models.
-  await deployments.start();
+}
 
+/** On SIGINT or SIGTERM: drain, then close everything in the order that loses nothing, then exit. */
+function stopOnSignals(
+  settings: Settings,
+  dataDir: string,
+  lock: DataDirLock,
+  { app, drain, deployments, registry, inFlight, ownership, limits, db }: Omit<ServerParts, "metrics"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
+): void {
+  const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
@@ -162,9 +191,6 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
-
-  await loadModels(catalog, registry, settings);
-  app.log.info(`serving ${catalog.map((m) => m.id).join(", ")} on ${address}/v1/compat`);
 }
 
 function selectModels(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {

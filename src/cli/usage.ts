@@ -1,7 +1,8 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { openKeyAdmin } from "../accounts/key-admin.js";
-import { parseUsageTime, toWireUsage, USAGE_GROUP_BY, type UsageGroupBy, type UsageReport, type UsageTotals } from "../billing/ledger.js";
-import { stringifyJson } from "../billing/money-json.js";
+import { parseUsageTime } from "../http/routes/usage.js";
+import { toWireUsageReport, USAGE_GROUP_BY, type UsageGroupBy, type UsageReport, type UsageTotals } from "../protocol/usage.js";
+import { stringifyJson } from "../protocol/money-json.js";
 import { resolveDataDir } from "../config/paths.js";
 import { ServiceError } from "../errors.js";
 
@@ -47,7 +48,7 @@ export function usageCommand(options: UsageCommandOptions = {}): Command {
         await admin.close();
       }
       if (flags.json) {
-        const wire = toWireUsage(report, { account: flags.account.trim(), start: flags.start, end: flags.end, groupBy: flags.groupBy });
+        const wire = toWireUsageReport(report, { account: flags.account.trim(), start: flags.start, end: flags.end, groupBy: flags.groupBy });
         print(stringifyJson(wire, 2));
       } else {
         print(formatUsage(flags.account.trim(), report, flags));

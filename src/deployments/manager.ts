@@ -17,7 +17,7 @@ import { MemoryGuard } from "./memory.js";
 import { closeDeadIntervals, createInstanceMeter, type InstanceMeter } from "./metering.js";
 import { checkAllowed, checkName, deployableEntry, privateEntry, resolveSettings } from "./settings.js";
 import { claimDeployment, findDeployment, insertDeployment, listDeployments, liveDeployments, markDeleting, ownerUrlOf, setStatus, stopDeployments, updateSettings, type DeploymentRow } from "./store.js";
-import { DEFAULT_DEPLOYMENT_LIMITS, type Deployment, type DeploymentLimits, type DeploymentService, type DeploymentSettings, type InstanceFactory, type InstanceSizer } from "./types.js";
+import { DEFAULT_DEPLOYMENT_LIMITS, type Deployment, type DeploymentAccount, type DeploymentCaller, type DeploymentLimits, type DeploymentService, type DeploymentSettings, type InstanceFactory, type InstanceSizer } from "./types.js";
 
 export interface DeploymentManagerOptions {
   db: Database;
@@ -49,21 +49,120 @@ export interface DeploymentManager extends DeploymentService {
 }
 
 export function createDeploymentManager(options: DeploymentManagerOptions): DeploymentManager {
-  const { db, registry, catalog, owner, log } = options;
-  const tickMs = options.tickMs ?? 5_000;
-  const segmentMs = options.segmentMs ?? 3_600_000;
-  const idleMs = options.idleMs ?? 60_000;
-  const meter: InstanceMeter = createInstanceMeter(db, owner.id, segmentMs);
-  const limits = options.limits ?? DEFAULT_DEPLOYMENT_LIMITS;
-  const sizer: InstanceSizer = options.sizer ?? (async () => 0);
-  const memory = options.memory ?? new MemoryGuard(undefined);
-  const local = new Map<string, LocalDeployment>();
-  const context = { db, registry, meter, factory: options.factory, sizer, memory, segmentMs, log };
-  let timer: NodeJS.Timeout | undefined;
-  let ticking: Promise<void> | null = null;
+  return new Deployments(options);
+}
 
-  const view = (row: DeploymentRow): Deployment => {
-    const mine = local.get(row.id);
+/** The API's answers (create … locate) and the loop (sync, tick); `local` holds the deployments this process runs. */
+class Deployments implements DeploymentManager {
+  private readonly db: Database;
+  private readonly catalog: readonly CatalogEntry[];
+  private readonly owner: DeploymentManagerOptions["owner"];
+  private readonly log: (message: string) => void;
+  private readonly segmentMs: number;
+  private readonly meter: InstanceMeter;
+  private readonly limits: DeploymentLimits;
+  private readonly sizer: InstanceSizer;
+  private readonly memory: MemoryGuard;
+  private readonly local = new Map<string, LocalDeployment>();
+  private readonly context: ConstructorParameters<typeof LocalDeployment>[3];
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | null = null;
+
+  constructor(private readonly options: DeploymentManagerOptions) {
+    ({ db: this.db, catalog: this.catalog, owner: this.owner, log: this.log } = options);
+    this.segmentMs = options.segmentMs ?? 3_600_000;
+    this.meter = createInstanceMeter(this.db, this.owner.id, this.segmentMs);
+    this.limits = options.limits ?? DEFAULT_DEPLOYMENT_LIMITS;
+    this.sizer = options.sizer ?? (async () => 0);
+    this.memory = options.memory ?? new MemoryGuard(undefined);
+    const { db, meter, sizer, memory, segmentMs, log } = this;
+    this.context = { db, registry: options.registry, meter, factory: options.factory, sizer, memory, segmentMs, log };
+  }
+
+  async start(): Promise<void> {
+    await this.sync();
+    this.timer = setInterval(() => {
+      this.ticking ??= this.tick()
+        .catch((error: Error) => this.log(`deployments: ${error.message}`))
+        .finally(() => (this.ticking = null));
+    }, this.options.tickMs ?? 5_000);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.ticking;
+    await Promise.all([...this.local.values()].map((d) => d.shutdown()));
+    for (const id of this.local.keys()) await claimDeployment(this.db, id, this.owner.id, null);
+    this.local.clear();
+  }
+
+  async create(caller: DeploymentCaller, input: Parameters<DeploymentService["create"]>[1]): Promise<Deployment> {
+    const base = deployableEntry(this.catalog, input.model);
+    checkAllowed(caller.allowedModels, base.id);
+    const name = checkName(input.name, caller.accountName, this.catalog);
+    const settings = resolveSettings(undefined, input.settings, this.limits);
+    await this.checkRoom(caller.keyId, base, settings, settings.minInstances);
+    const status = settings.minInstances === 0 ? "stopped" : "initializing";
+    const row = await insertDeployment(this.db, { accountId: caller.accountId, keyId: caller.keyId, model: base.id, name, status, settings, ownerId: this.owner.id }, this.limits);
+    this.run(row);
+    return this.view(row);
+  }
+
+  async list(caller: DeploymentAccount, { status }: Parameters<DeploymentService["list"]>[1]): Promise<Deployment[]> {
+    return (await listDeployments(this.db, caller.accountId, status)).map((row) => this.view(row));
+  }
+
+  async get(caller: DeploymentAccount, id: string): Promise<Deployment | null> {
+    const row = await findDeployment(this.db, id, { accountId: caller.accountId });
+    return row ? this.view(row) : null;
+  }
+
+  async scale(caller: DeploymentCaller, id: string, changes: Parameters<DeploymentService["scale"]>[2]): Promise<Deployment | null> {
+    const row = await findDeployment(this.db, id, { accountId: caller.accountId });
+    if (!row || row.deletedAt) return null;
+    const settings = resolveSettings(row.settings, changes, this.limits);
+    const base = this.catalog.find((m) => m.id === row.model);
+    if (base) {
+      checkAllowed(caller.allowedModels, base.id);
+      const more = settings.minInstances - row.openInstances;
+      if (more > 0) await this.checkRoom(row.keyId, base, settings, more);
+    }
+    await updateSettings(this.db, row, settings, this.limits);
+    const mine = this.local.get(id);
+    if (mine) void mine.rescale(settings);
+    return this.reread(id);
+  }
+
+  async remove(caller: DeploymentCaller, id: string): Promise<Deployment | null> {
+    const row = await findDeployment(this.db, id, { accountId: caller.accountId });
+    if (!row || row.status === "deleted") return null;
+    await markDeleting(this.db, id);
+    const mine = this.local.get(id);
+    if (mine) await this.removeLocal(mine);
+    else if (row.ownerId === null || (await this.ownerIsGone(row.ownerId))) await setStatus(this.db, id, "deleted", row.failReason);
+    // Else its owner drains and unloads it on its next tick.
+    return this.reread(id);
+  }
+
+  async stopAccount(accountId: string): Promise<void> {
+    const reason = "The account was disabled; its instances were stopped. Scale it up again once the account is enabled.";
+    const ids = await stopDeployments(this.db, { accountId }, "stopped", reason);
+    // Other processes see min_instances 0 on their next tick and drain theirs.
+    await Promise.all(ids.map((id) => this.local.get(id)?.stopNow("stopped", reason)));
+  }
+
+  async locate(caller: DeploymentAccount, modelId: string): Promise<string | null> {
+    const prefix = `${caller.accountName}/`;
+    if (!modelId.startsWith(prefix)) return null;
+    // Served here (a public model, or a deployment this process runs): no database round trip.
+    const served = this.options.registry.get(modelId);
+    if (served && served.state !== "elsewhere") return null;
+    return ownerUrlOf(this.db, caller.accountId, modelId.slice(prefix.length), this.owner.id);
+  }
+
+  private view(row: DeploymentRow): Deployment {
+    const mine = this.local.get(row.id);
     return {
       id: row.id,
       accountId: row.accountId,
@@ -77,157 +176,81 @@ export function createDeploymentManager(options: DeploymentManagerOptions): Depl
       createdAt: row.createdAt,
       updatedAt: row.updatedAt,
     };
-  };
-  const reread = async (id: string) => view((await findDeployment(db, id))!);
+  }
 
-  const run = (row: DeploymentRow): LocalDeployment | undefined => {
-    const base = catalog.find((m) => m.id === row.model);
+  private async reread(id: string): Promise<Deployment> {
+    return this.view((await findDeployment(this.db, id))!);
+  }
+
+  private ownerIsGone(ownerId: string): Promise<boolean> {
+    return this.db.transaction((tx) => this.owner.isGone(tx, ownerId));
+  }
+
+  private run(row: DeploymentRow): LocalDeployment | undefined {
+    const base = this.catalog.find((m) => m.id === row.model);
     if (!base) {
-      log(`deployment ${row.id}: its model ${row.model} is not in this server's catalog`);
+      this.log(`deployment ${row.id}: its model ${row.model} is not in this server's catalog`);
       return undefined;
     }
-    const deployment = new LocalDeployment(row, base, row.settings, context);
-    local.set(row.id, deployment);
+    const deployment = new LocalDeployment(row, base, row.settings, this.context);
+    this.local.set(row.id, deployment);
     void deployment.reconcile();
     return deployment;
-  };
+  }
 
   /** Deployments another live process runs are known here, so their requests get a clear 503, not a 404. */
-  const showElsewhere = (row: DeploymentRow) => {
-    const base = catalog.find((m) => m.id === row.model);
-    if (!base || local.has(row.id)) return;
+  private showElsewhere(row: DeploymentRow): void {
+    const base = this.catalog.find((m) => m.id === row.model);
+    if (!base || this.local.has(row.id)) return;
     const modelId = `${row.accountName}/${row.name}`;
-    registry.putDedicated({ entry: privateEntry(base, modelId, row.createdAt), state: "elsewhere", dedicated: { accountId: row.accountId, deploymentId: row.id, baseModel: base.id } });
-  };
+    this.options.registry.putDedicated({ entry: privateEntry(base, modelId, row.createdAt), state: "elsewhere", dedicated: { accountId: row.accountId, deploymentId: row.id, baseModel: base.id } });
+  }
 
   /** Applies what the database says: deletions and settings changed by other processes, adoptions, the rest's whereabouts. */
-  const sync = async () => {
-    await closeDeadIntervals(db, owner.id, owner.isGone, segmentMs);
-    for (const row of await liveDeployments(db)) {
-      const mine = local.get(row.id);
-      if (mine && row.ownerId === owner.id) {
-        if (row.deletedAt && !mine.deleting) await removeLocal(mine);
+  private async sync(): Promise<void> {
+    const ownerId = this.owner.id;
+    await closeDeadIntervals(this.db, ownerId, this.owner.isGone, this.segmentMs);
+    for (const row of await liveDeployments(this.db)) {
+      const mine = this.local.get(row.id);
+      if (mine && row.ownerId === ownerId) {
+        if (row.deletedAt && !mine.deleting) await this.removeLocal(mine);
         else if (!sameSettings(row, mine)) await mine.rescale(row.settings);
-      } else if (!mine && row.ownerId !== owner.id && (row.ownerId === null || (await db.transaction((tx) => owner.isGone(tx, row.ownerId!))))) {
-        if (!(await claimDeployment(db, row.id, row.ownerId, owner.id))) continue;
-        if (row.deletedAt) await setStatus(db, row.id, "deleted", row.failReason);
-        else run({ ...row, ownerId: owner.id });
+      } else if (!mine && row.ownerId !== ownerId && (row.ownerId === null || (await this.ownerIsGone(row.ownerId)))) {
+        if (!(await claimDeployment(this.db, row.id, row.ownerId, ownerId))) continue;
+        if (row.deletedAt) await setStatus(this.db, row.id, "deleted", row.failReason);
+        else this.run({ ...row, ownerId });
       } else if (!mine) {
-        showElsewhere(row);
+        this.showElsewhere(row);
       }
     }
-  };
+  }
 
-  const removeLocal = async (deployment: LocalDeployment) => {
+  private async removeLocal(deployment: LocalDeployment): Promise<void> {
     await deployment.delete();
-    local.delete(deployment.row.id);
-  };
+    this.local.delete(deployment.row.id);
+  }
 
   /**
    * Before `count` more instances are asked for: the paying key's budget for a segment of each
    * (at least one: a spent key creates nothing, even stopped), then memory for them now.
    */
-  const checkRoom = async (keyId: string | null, base: CatalogEntry, settings: DeploymentSettings, count: number) => {
+  private async checkRoom(keyId: string | null, base: CatalogEntry, settings: DeploymentSettings, count: number): Promise<void> {
     if (keyId !== null) {
-      const ahead = toText(Dec(segmentCost(base.pricing.dedicated_instance_hour ?? "0", segmentMs)).times(String(Math.max(1, count))));
-      await assertBudgetCovers(db, keyId, ahead, `${Math.max(1, count)} instance(s) for one billed segment`);
+      const ahead = toText(Dec(segmentCost(base.pricing.dedicated_instance_hour ?? "0", this.segmentMs)).times(String(Math.max(1, count))));
+      await assertBudgetCovers(this.db, keyId, ahead, `${Math.max(1, count)} instance(s) for one billed segment`);
     }
-    if (count > 0) memory.check(await sizer(base, settings), count);
-  };
+    if (count > 0) this.memory.check(await this.sizer(base, settings), count);
+  }
 
-  const tick = async () => {
-    for (const id of await meter.heartbeat()) {
+  private async tick(): Promise<void> {
+    for (const id of await this.meter.heartbeat()) {
       const reason = "The budget of the key that pays for this deployment cannot cover another billed segment of instance time; raise it, then scale up again.";
-      await stopDeployments(db, { id }, "failed", reason);
-      await local.get(id)?.stopNow("failed", reason);
+      await stopDeployments(this.db, { id }, "failed", reason);
+      await this.local.get(id)?.stopNow("failed", reason);
     }
-    for (const deployment of local.values()) deployment.autoscale(idleMs);
-    await sync();
-  };
-
-  return {
-    async start() {
-      await sync();
-      timer = setInterval(() => {
-        ticking ??= tick()
-          .catch((error: Error) => log(`deployments: ${error.message}`))
-          .finally(() => (ticking = null));
-      }, tickMs);
-      timer.unref();
-    },
-
-    async close() {
-      clearInterval(timer);
-      await ticking;
-      await Promise.all([...local.values()].map((d) => d.shutdown()));
-      for (const id of local.keys()) await claimDeployment(db, id, owner.id, null);
-      local.clear();
-    },
-
-    async create(caller, input) {
-      const base = deployableEntry(catalog, input.model);
-      checkAllowed(caller.allowedModels, base.id);
-      const name = checkName(input.name, caller.accountName, catalog);
-      const settings = resolveSettings(undefined, input.settings, limits);
-      await checkRoom(caller.keyId, base, settings, settings.minInstances);
-      const status = settings.minInstances === 0 ? "stopped" : "initializing";
-      const row = await insertDeployment(db, { accountId: caller.accountId, keyId: caller.keyId, model: base.id, name, status, settings, ownerId: owner.id }, limits);
-      run(row);
-      return view(row);
-    },
-
-    async list(caller, { status }) {
-      return (await listDeployments(db, caller.accountId, status)).map(view);
-    },
-
-    async get(caller, id) {
-      const row = await findDeployment(db, id, { accountId: caller.accountId });
-      return row ? view(row) : null;
-    },
-
-    async scale(caller, id, changes) {
-      const row = await findDeployment(db, id, { accountId: caller.accountId });
-      if (!row || row.deletedAt) return null;
-      const settings = resolveSettings(row.settings, changes, limits);
-      const base = catalog.find((m) => m.id === row.model);
-      if (base) {
-        checkAllowed(caller.allowedModels, base.id);
-        const more = settings.minInstances - row.openInstances;
-        if (more > 0) await checkRoom(row.keyId, base, settings, more);
-      }
-      await updateSettings(db, row, settings, limits);
-      const mine = local.get(id);
-      if (mine) void mine.rescale(settings);
-      return reread(id);
-    },
-
-    async remove(caller, id) {
-      const row = await findDeployment(db, id, { accountId: caller.accountId });
-      if (!row || row.status === "deleted") return null;
-      await markDeleting(db, id);
-      const mine = local.get(id);
-      if (mine) await removeLocal(mine);
-      else if (row.ownerId === null || (await db.transaction((tx) => owner.isGone(tx, row.ownerId!)))) await setStatus(db, id, "deleted", row.failReason);
-      // Else its owner drains and unloads it on its next tick.
-      return reread(id);
-    },
-
-    async stopAccount(accountId) {
-      const reason = "The account was disabled; its instances were stopped. Scale it up again once the account is enabled.";
-      const ids = await stopDeployments(db, { accountId }, "stopped", reason);
-      // Other processes see min_instances 0 on their next tick and drain theirs.
-      await Promise.all(ids.map((id) => local.get(id)?.stopNow("stopped", reason)));
-    },
-
-    async locate(caller, modelId) {
-      const prefix = `${caller.accountName}/`;
-      if (!modelId.startsWith(prefix)) return null;
-      // Served here (a public model, or a deployment this process runs): no database round trip.
-      const served = registry.get(modelId);
-      if (served && served.state !== "elsewhere") return null;
-      return ownerUrlOf(db, caller.accountId, modelId.slice(prefix.length), owner.id);
-    },
-  };
+    for (const deployment of this.local.values()) deployment.autoscale(this.options.idleMs ?? 60_000);
+    await this.sync();
+  }
 }
 
 function sameSettings(row: DeploymentRow, deployment: LocalDeployment): boolean {

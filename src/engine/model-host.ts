@@ -15,7 +15,7 @@ import { startPromptPool } from "./prompt/prompt-pool.js";
 import { promptTokenizers } from "./prompt/prompt-tokenizers.js";
 import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
-import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
+import { sumPerClass, type ChatMessage, type EngineEvent, type GenerationRequest, type ModelHostStats, type OutputConstraint, type PauseControl, type PromptOptions, type RenderedPrompt, type Token, type ToolDefinition } from "./types.js";
 
 export { EmptyPromptError, QueueFullError, StalledError, WaitExpiredError };
 
@@ -198,14 +198,12 @@ class ShardRouter {
 
   stats(): ModelHostStats {
     const all = this.shards.map((s) => s.scheduler.stats());
-    const sum = (pick: (s: (typeof all)[number]) => Record<string, number>) =>
-      ({ priority: 0, standard: 0, flex: 0, ...Object.fromEntries(["priority", "standard", "flex"].map((c) => [c, all.reduce((n, s) => n + pick(s)[c]!, 0)])) }) as ModelHostStats["running"];
-    const running = sum((s) => s.running);
+    const running = sumPerClass(all, (s) => s.running);
     const slots = all.reduce((n, s) => n + s.sequences, 0);
     return {
       slots,
       running,
-      waiting: sum((s) => s.waiting),
+      waiting: sumPerClass(all, (s) => s.waiting),
       preemptions: all.reduce((n, s) => n + s.preemptions, 0),
       paused: all.reduce((n, s) => n + s.paused, 0),
       idleSequences: slots - running.priority - running.standard - running.flex,

@@ -6,6 +6,19 @@ export type SchedulingClass = "priority" | "standard" | "flex";
 
 export const SCHEDULING_CLASSES: readonly SchedulingClass[] = ["priority", "standard", "flex"];
 
+/** A count for each scheduling class. */
+export type PerClass = Record<SchedulingClass, number>;
+
+/** Each class's count, from one function of the class. */
+export function perClass(count: (schedulingClass: SchedulingClass) => number): PerClass {
+  return { priority: count("priority"), standard: count("standard"), flex: count("flex") };
+}
+
+/** Each class's count summed over `items` (shards, instances, replicas). */
+export function sumPerClass<T>(items: readonly T[], pick: (item: T) => PerClass): PerClass {
+  return perClass((c) => items.reduce((n, item) => n + pick(item)[c], 0));
+}
+
 /** A chat message as the chat template sees it. The engine knows no wire format beyond this. */
 export interface ChatMessage {
   role: "system" | "user" | "assistant" | "tool";

@@ -1,4 +1,4 @@
-import type { RequestLimits } from "../serving/ports.js";
+import type { RequestLimits } from "./ports.js";
 import { limitDefaultsFromEnv } from "./defaults.js";
 import { createMemoryLimits } from "./memory.js";
 import { createRedisLimits } from "./redis.js";

@@ -1,6 +1,6 @@
 import { RateLimited } from "../errors.js";
 import { rateLimitHeaders, type RateLimitState, type WindowState } from "../protocol/rate-limit-headers.js";
-import type { KeyLimits } from "../serving/ports.js";
+import type { KeyLimits } from "./ports.js";
 import type { LimitDefaults } from "./defaults.js";
 
 /**

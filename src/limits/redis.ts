@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
-import type { LimitLease, RequestLimits } from "../serving/ports.js";
+import type { LimitLease, RequestLimits } from "./ports.js";
 import type { LimitDefaults } from "./defaults.js";
 import {
   assertTokenCount,
@@ -181,12 +181,7 @@ interface LimitCommands {
 
 const REFUSED: Record<number, RefusedLimit> = { 1: "requests", 2: "tokens", 3: "concurrency" };
 
-/**
- * Request limits in Redis, shared by every server process that uses the same Redis (and prefix).
- * The connection is opened at once; ping() to fail fast at startup when Redis is unreachable.
- */
-export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, options: RedisLimitsOptions = {}): RedisRequestLimits {
-  const prefix = options.keyPrefix ?? "switchyard:limits:";
+function connect(redisUrl: string): Redis & LimitCommands {
   const client = new Redis(redisUrl, {
     // Fail a request after a few reconnect attempts rather than queueing it for as long as Redis is down.
     maxRetriesPerRequest: 2,
@@ -198,6 +193,54 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
   client.defineCommand("switchyardLimitsPeek", { numberOfKeys: 2, lua: PEEK_LUA });
   client.defineCommand("switchyardLimitsRelease", { numberOfKeys: 2, lua: RELEASE_LUA });
   client.defineCommand("switchyardLimitsRefresh", { numberOfKeys: 1, lua: REFRESH_LUA });
+  return client;
+}
+
+/** The admit script's refusal (code, limit, use, both windows, the window's buckets) as the 429 the caller gets. */
+function refusal(reply: number[], request: Parameters<RequestLimits["admit"]>[0], limits: ReturnType<typeof effectiveLimits>): Error {
+  const [code = -1, max = 0, used = 0, requested = 0, nowMs = 0, rpmUsed = 0, rpmNewest = -1, tpmUsed = 0, tpmNewest = -1, ...flat] = reply;
+  const limit = REFUSED[code];
+  if (!limit) return new Error(`The Redis admit script answered an unknown code ${code}.`);
+  const buckets: Array<[number, number]> = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) buckets.push([flat[i]!, flat[i + 1]!]);
+  const state = limitState(limits, { requests: [rpmUsed, rpmNewest], tokens: [tpmUsed, tpmNewest] }, nowMs);
+  return refusalError({ limit, max, used, requested, nowMs, buckets, state }, request);
+}
+
+/**
+ * A stream may outlive the lease's TTL: the lease is kept alive while the request runs, so only a
+ * crashed process's leases age out. Released once: the slot is freed and the estimate replaced by the actual count.
+ */
+function redisLease(
+  client: Redis & LimitCommands,
+  keys: { tpmKey: string; slotsKey: string; leaseId: string; leaseTtlMs: number; windowArgs: string[] },
+  charged: { chargesTokens: boolean; admittedBucket: number; estimate: number },
+): LimitLease {
+  const { tpmKey, slotsKey, leaseId, leaseTtlMs, windowArgs } = keys;
+  let released = false;
+  const refresher = setInterval(() => {
+    client.switchyardLimitsRefresh(slotsKey, leaseId, String(leaseTtlMs)).catch(() => undefined);
+  }, Math.max(50, Math.floor(leaseTtlMs / 3)));
+  refresher.unref();
+  return {
+    async release(actualTokens) {
+      if (released) return;
+      released = true;
+      clearInterval(refresher);
+      const { chargesTokens, admittedBucket, estimate } = charged;
+      const actual = String(releasedTokens(actualTokens, estimate));
+      await client.switchyardLimitsRelease(tpmKey, slotsKey, ...windowArgs, leaseId, chargesTokens ? "1" : "0", String(admittedBucket), String(estimate), actual);
+    },
+  };
+}
+
+/**
+ * Request limits in Redis, shared by every server process that uses the same Redis (and prefix).
+ * The connection is opened at once; ping() to fail fast at startup when Redis is unreachable.
+ */
+export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, options: RedisLimitsOptions = {}): RedisRequestLimits {
+  const prefix = options.keyPrefix ?? "switchyard:limits:";
+  const client = connect(redisUrl);
   const leaseTtlMs = options.leaseTtlMs ?? CONCURRENCY_LEASE_TTL_MS;
   const windowArgs = [String(BUCKET_MS), String(WINDOW_BUCKETS)];
 
@@ -230,45 +273,12 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
         String(leaseTtlMs),
       );
       const [code = -1] = reply;
-      if (code !== 0) {
-        const limit = REFUSED[code];
-        if (!limit) throw new Error(`The Redis admit script answered an unknown code ${code}.`);
-        const [, max = 0, used = 0, requested = 0, nowMs = 0, rpmUsed = 0, rpmNewest = -1, tpmUsed = 0, tpmNewest = -1, ...flat] = reply;
-        const buckets: Array<[number, number]> = [];
-        for (let i = 0; i + 1 < flat.length; i += 2) buckets.push([flat[i]!, flat[i + 1]!]);
-        const state = limitState(limits, { requests: [rpmUsed, rpmNewest], tokens: [tpmUsed, tpmNewest] }, nowMs);
-        throw refusalError({ limit, max, used, requested, nowMs, buckets, state }, request);
-      }
+      if (code !== 0) throw refusal(reply, request, limits);
       const [, nowMs = 0, admittedBucket = 0, rpmUsed = 0, rpmNewest = -1, tpmUsed = 0, tpmNewest = -1] = reply;
-      const chargesTokens = limits.tokensPerMinute !== null;
-
-      let released = false;
-      // A stream may outlive the lease's TTL: the lease is kept alive while the request runs, so only
-      // a crashed process's leases age out.
-      const refresher = setInterval(() => {
-        client.switchyardLimitsRefresh(slotsKey, leaseId, String(leaseTtlMs)).catch(() => undefined);
-      }, Math.max(50, Math.floor(leaseTtlMs / 3)));
-      refresher.unref();
-      const lease: LimitLease = {
-        // Redis's clock, as the windows are kept on it.
-        state: limitState(limits, { requests: [rpmUsed, rpmNewest], tokens: [tpmUsed, tpmNewest] }, nowMs),
-        async release(actualTokens) {
-          if (released) return;
-          released = true;
-          clearInterval(refresher);
-          await client.switchyardLimitsRelease(
-            tpmKey,
-            slotsKey,
-            ...windowArgs,
-            leaseId,
-            chargesTokens ? "1" : "0",
-            String(admittedBucket),
-            String(estimate),
-            String(releasedTokens(actualTokens, estimate)),
-          );
-        },
-      };
-      return lease;
+      const charged = { chargesTokens: limits.tokensPerMinute !== null, admittedBucket, estimate };
+      // Redis's clock, as the windows are kept on it.
+      const state = limitState(limits, { requests: [rpmUsed, rpmNewest], tokens: [tpmUsed, tpmNewest] }, nowMs);
+      return { ...redisLease(client, { tpmKey, slotsKey, leaseId, leaseTtlMs, windowArgs }, charged), state };
     },
     async ping() {
       await client.ping();

@@ -1,5 +1,5 @@
 /** Wire shapes of the chat-completions responses (non-stream and stream chunks). */
-import type { ExactDecimal } from "../billing/money-json.js";
+import type { ExactDecimal } from "./money-json.js";
 
 export type WireFinishReason = "stop" | "length" | "tool_calls";
 

@@ -1,4 +1,4 @@
-import type { ChatMessage } from "../engine/types.js";
+import type { ChatMessage } from "../serving/types.js";
 import type { Database } from "../storage/database.js";
 
 /** A stored response: the conversation it ends (its input and its output) and the object as returned. */

@@ -1,136 +1,35 @@
-import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, EmptyPrompt, PromptRejected, UpstreamRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
-import { requestCost } from "../billing/cost.js";
-import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
-import type { CatalogEntry, ServiceTier } from "../catalog/types.js";
-import type { ChatMessage, EngineEvent, PauseControl, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
-import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
-import type { RateLimitState } from "../protocol/rate-limit-headers.js";
-import { CapacityUnavailable, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
-import { visibleTo, type ModelRegistry } from "./model-registry.js";
-import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation, InFlightLedger } from "./ports.js";
+/**
+ * The request lifecycle, in three named steps: `admit` (admission.ts: model, checks, tier, prompts,
+ * budget and limits) → `launch` (the backend's generations, and the wait for each to be admitted)
+ * → the event pipeline (reasoning split, tool-call shaping, metering and settlement).
+ */
+import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, EmptyPrompt, UpstreamRejected, schedulingClassOf } from "../backends/backend.js";
+import type { EngineEvent, PauseControl } from "../engine/types.js";
+import { newRequestId } from "../protocol/request-ids.js";
+import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
+import { admit, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";
+import type { UsageLedger } from "../billing/ports.js";
+import type { RequestObserver, ServingMetrics } from "./ports.js";
 import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
-import { checkSchemas } from "./schema-check.js";
+import { promptParam } from "./request-checks.js";
+import { shapeChoice } from "./choice-shaping.js";
 import { checkedChoice } from "./output-check.js";
-import { shapeChoice, type ToolShaping } from "./choice-shaping.js";
 import { meteredEvents, serverAbort, settlement } from "./metered-events.js";
-import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint } from "./request-checks.js";
-import type { ToolChoice } from "./tool-calls.js";
+import type { Caller, ChatInput, ChatRun, ChatService } from "./types.js";
 
-/** Who is asking; the serving layer needs only what scopes and limits the request. */
-export interface Caller {
-  accountId: string;
-  keyId: string;
-  allowedModels: string[] | null;
-  limits: KeyLimits;
-}
-
-export interface ChatInput {
-  model: string;
-  messages: ChatMessage[];
-  /** Absent: up to the rest of the model's context window. */
-  maxTokens?: number;
-  temperature?: number;
-  topP?: number;
-  topK?: number;
-  minP?: number;
-  presencePenalty?: number;
-  frequencyPenalty?: number;
-  repetitionPenalty?: number;
-  /** Token id → logit bias (−100..100). */
-  logitBias?: Map<number, number>;
-  seed?: number;
-  stop: string[];
-  serviceTier?: RequestedTier;
-  /** Choices to generate (each on its own sequence; seed + index when a seed is given). */
-  n?: number;
-  /** Report log probabilities, with this many alternatives per token. */
-  logprobs?: { top: number };
-  responseFormat?: { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
-  tools?: ToolDefinition[];
-  toolChoice?: ToolChoice;
-  /** The messages carry image parts. */
-  hasImages?: boolean;
-  /** `none` turns the model's thinking off where its chat template can; the others leave it on. */
-  reasoningEffort?: ReasoningEffort;
-  /**
-   * Raw prompts (legacy completions) in place of `messages`: no chat template, no tools, no thinking.
-   * Each gets `n` choices; choice `p × n + i` is prompt p's i-th.
-   */
-  rawPrompts?: string[];
-  /** OpenAI's `prompt_cache_key`: prompts share cached prefixes only within the account and this key. */
-  promptCacheKey?: string;
-}
-
-/** How the HTTP layer names the request: its id (the ledger row's too) and the API it came through. */
-export interface RequestContext {
-  requestId?: string;
-  api?: ApiKind;
-  /** Held by the HTTP layer while the client is not reading its stream: generation pauses. */
-  output?: PauseControl;
-}
-
-export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";
-
-export interface Usage {
-  promptTokens: number;
-  cachedPromptTokens: number;
-  /** All generated tokens, reasoning included. */
-  completionTokens: number;
-  /** Of those, the tokens the model spent thinking (inside `<think>...</think>`). */
-  reasoningTokens: number;
-  /** US dollars, exact decimal string. */
-  cost: string;
-}
-
-export type ChoiceFinishReason = "stop" | "length" | "tool_calls";
-
-/**
- * Per choice (`index`): reasoning deltas and text deltas (with the log probabilities of the tokens
- * they complete, when asked for), or tool calls, then one `finish`. After every choice has finished, exactly one
- * `done` with the usage of all of them; its reason is `cancelled` when the caller went away.
- */
-export type ServingEvent =
-  | { type: "reasoning"; index: number; text: string }
-  | { type: "text"; index: number; text: string; logprobs?: TokenLogprob[] }
-  | { type: "tool_calls"; index: number; calls: ToolCall[] }
-  | { type: "finish"; index: number; finishReason: ChoiceFinishReason }
-  | { type: "done"; finishReason: "stop" | "cancelled"; usage: Usage };
-
-export interface ChatRun {
-  id: string;
-  created: number;
-  model: string;
-  /** The tier the request is served and billed at (a tier the model lacks falls back to "default"). */
-  serviceTier: ServiceTier;
-  /** Stable per model file and engine configuration (see fingerprint.ts). */
-  systemFingerprint: string;
-  /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
-  events: AsyncGenerator<ServingEvent>;
-  /** The key's per-minute windows right after this request was admitted (the rate-limit headers); absent without limits. */
-  rateLimits?: RateLimitState;
-  /** After `done`, the answer could not be delivered (not stored): the row says `failed` with this code. */
-  undelivered(errorCode: string): Promise<void>;
-}
-
-export interface ChatService {
-  /**
-   * Checks and admits the request, and resolves once generation has started, so that every
-   * rejection (unknown model, too long, over a limit or budget, queue full) reaches the caller
-   * before any output. Every request, admitted or not, leaves exactly one ledger row.
-   */
-  start(caller: Caller, input: ChatInput, signal: AbortSignal, context?: RequestContext): Promise<ChatRun>;
-}
-
-export interface ChatServiceDeps {
-  registry: ModelRegistry;
+export interface ChatServiceDeps extends AdmissionDeps {
   ledger: UsageLedger;
-  limits: RequestLimits;
-  budgets: SpendBudgets;
-  /** Durable rows for requests while they run (crash recovery); without it rows are written at the end only. */
-  inFlight?: InFlightLedger;
   metrics?: ServingMetrics;
+}
+
+/** What launching found: the generations, each admitted by its backend, and what they found cached. */
+interface Launch {
+  generations: AsyncGenerator<EngineEvent>[];
+  queuedMs: number;
+  /** Per prompt, the tokens every one of its choices found cached. */
+  cachedByPrompt: number[];
 }
 
 const UNOBSERVED: RequestObserver = { admitted() {}, output() {}, preempted() {}, finished() {} };
@@ -139,120 +38,110 @@ const UNOBSERVED: RequestObserver = { admitted() {}, output() {}, preempted() {}
 const DEFAULT_TEMPERATURE = 1;
 const DEFAULT_TOP_P = 1;
 
-export function createChatService({ registry, ledger, limits, budgets, inFlight, metrics }: ChatServiceDeps): ChatService {
+export function createChatService(deps: ChatServiceDeps): ChatService {
   return {
     async start(caller, input, signal, context = {}) {
-      const requestId = context.requestId ?? newRequestId(context.api ?? "chat.completions");
-      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: context.api ?? "chat.completions" });
-      let tier: ServiceTier = "default";
-      let promptTokens = 0;
-      let lease: LimitLease | undefined;
-      let reservation: BudgetReservation | null = null;
+      const api = context.api ?? "chat.completions";
+      const requestId = context.requestId ?? newRequestId(api);
+      const meter = new RequestMeter(deps.ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api });
+      const held: Holdings = { tier: "default", promptTokens: 0, reservation: null };
       try {
-        const { entry, backend, systemFingerprint, metricsModel } = readyModel(registry, caller, input.model);
-        checkCapabilities(entry, backend, input);
-        checkCheapContextBound(entry, backend, input);
-        tier = resolveTier(entry.pricing, input.serviceTier);
-        const prices = effectivePrices(entry.pricing, tier);
-        const toolChoice: ToolChoice = input.tools?.length ? (input.toolChoice ?? "auto") : "none";
-        const offered = toolChoice === "none" ? [] : (input.tools ?? []);
-        const forced = toolChoice === "required" ? offered : typeof toolChoice === "object" ? offered.filter((t) => t.name === toolChoice.name) : [];
-        checkSchemas(input, forced);
-        const { constraint, constraintParam } = outputConstraint(input, forced);
-        // Grammar-bound output cannot hold a think block, so the model is asked not to think.
-        const thinking = input.reasoningEffort === "none" || constraint ? false : undefined;
-        // Prompt workers are shared fairly between accounts.
-        const fairnessKey = caller.accountId;
-        const prompts = input.rawPrompts
-          ? await Promise.all(input.rawPrompts.map((text) => backend.prepareText(text, { fairnessKey })))
-          : [await preparePrompt(backend, input.messages, offered, { thinking, fairnessKey })];
-        promptTokens = prompts.reduce((sum, p) => sum + p.tokenCount, 0);
-        const n = input.n ?? 1;
-        const choiceCount = n * prompts.length;
-        checkChoiceCount(backend, choiceCount, input);
-        const maxTokens = Math.min(...prompts.map((prompt) => completionBudget(entry, backend, prompt, input.maxTokens)));
-
-        // The budget is reserved before the rate and concurrency limits are consulted, so a request
-        // that cannot be paid for never takes a slot from one that can. Every choice may use max_tokens.
-        const worstCase = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: maxTokens * choiceCount });
-        // Durable before anything is reserved or run, so a crash from here on is billed and released.
-        await meter.begin(inFlight, { serviceTier: tier, promptTokens, prices, maxCompletionTokens: maxTokens * choiceCount });
-        reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: worstCase });
-        lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: entry.id, estimatedTokens: promptTokens + maxTokens * choiceCount, limits: caller.limits });
-
-        const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
-        const choices = Array.from({ length: n }, (_, index) => {
-          const sampling = {
-            temperature: input.temperature ?? DEFAULT_TEMPERATURE,
-            topP: input.topP ?? DEFAULT_TOP_P,
-            topK: input.topK,
-            minP: input.minP,
-            presencePenalty: input.presencePenalty,
-            frequencyPenalty: input.frequencyPenalty,
-            repetitionPenalty: input.repetitionPenalty,
-            logitBias: input.logitBias,
-            seed: input.seed === undefined ? undefined : input.seed + index,
-          };
-          return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint, schedulingClass: SCHEDULING_CLASS[tier], cacheNamespace: cacheNamespace(caller, input) };
-        });
-        // Each prompt's n choices go together: the backend computes the prompt once for them.
-        const generations = prompts.flatMap((prompt) => backend.generate(prompt, choices, signal, context.output));
-        let cachedByPrompt: number[];
-        let starts: Array<{ queuedMs: number; cachedTokens: number }>;
-        try {
-          starts = await Promise.all(generations.map((g) => admitted(g, constraintParam)));
-          meter.admitted(Math.max(...starts.map((s) => s.queuedMs)));
-          // Each prompt is billed once; only what every one of its choices found cached counts as cached.
-          cachedByPrompt = prompts.map((_, p) => Math.min(...starts.slice(p * n, (p + 1) * n).map((s) => s.cachedTokens)));
-        } catch (error) {
-          await Promise.allSettled(generations.map((g) => g.return(undefined)));
-          throw error;
-        }
-
-        const cachedPromptTokens = cachedByPrompt.reduce((a, b) => a + b, 0);
-        // Metrics carry no account's name: a deployment is labelled with the catalog model it runs.
-        const observer = metrics?.request(metricsModel ?? entry.id, tier) ?? UNOBSERVED;
-        observer.admitted(Math.max(...starts.map((s) => s.queuedMs)), promptTokens, cachedPromptTokens);
-        const estimates = prompts.map((prompt, p) => ({ promptTokens: prompt.tokenCount, cachedTokens: cachedByPrompt[p]! }));
-        const settle = settlement(meter, { tier, estimates, choicesPerPrompt: n, prices, lease, reservation });
-        return {
-          id: requestId,
-          created: Math.floor(Date.now() / 1000),
-          model: entry.id,
-          serviceTier: tier,
-          systemFingerprint,
-          rateLimits: lease.state,
-          events: meteredEvents(
-            generations.map((g, index) => {
-              const splitter = new ReasoningSplitter({ enabled: !constraint && !input.rawPrompts, startsInReasoning: prompts[Math.floor(index / n)]!.opensThinking });
-              return checkedChoice(shapeChoice(index, splitReasoning(g, splitter), shaping), constraint?.type === "json_schema" ? constraint.schema : undefined, forced);
-            }),
-            meter,
-            settle,
-            observer,
-            (completionTokens) => meter.cover(completionTokens, cachedPromptTokens),
-            () => serverAbort(signal),
-          ),
-          undelivered: (errorCode) => meter.undelivered(errorCode),
-        };
+        const admission = await admit(deps, caller, input, meter, held);
+        const launched = await launch(admission, caller, input, signal, context.output);
+        return eventPipeline(admission, launched, { input, meter, signal, metrics: deps.metrics });
       } catch (thrown) {
-        // Aborted by a shutdown while waiting for a sequence: that, not what the abort broke, is the answer.
-        const error = serverAbort(signal) ?? thrown;
-        await Promise.allSettled([lease?.release(0), reservation?.settle("0")]);
-        await meter.record({
-          status: error instanceof RateLimited && error.code === "resource_unavailable" ? "expired" : "rejected",
-          serviceTier: tier,
-          promptTokens,
-          cachedTokens: 0,
-          completionTokens: 0,
-          costUsd: "0",
-          finishReason: null,
-          errorCode: error instanceof ServiceError ? (error.code ?? error.type) : "internal_error",
-        });
-        throw error;
+        throw await rejected(meter, held, signal, thrown);
       }
     },
   };
+}
+
+/**
+ * Starts every choice's generation (each prompt's n choices together: the backend computes the
+ * prompt once for them) and waits until the backend has admitted all of them.
+ */
+async function launch(admission: Admission, caller: Caller, input: ChatInput, signal: AbortSignal, output: PauseControl | undefined): Promise<Launch> {
+  const { prompts, choicesPerPrompt: n, model } = admission;
+  const choices = choiceSettings(admission, caller, input);
+  const generations = prompts.flatMap((prompt) => model.backend.generate(prompt, choices, signal, output));
+  try {
+    const starts = await Promise.all(generations.map((g) => admitted(g, admission.output.constraintParam, promptParam(input))));
+    // Each prompt is billed once; only what every one of its choices found cached counts as cached.
+    const cachedByPrompt = prompts.map((_, p) => Math.min(...starts.slice(p * n, (p + 1) * n).map((s) => s.cachedTokens)));
+    return { generations, queuedMs: Math.max(...starts.map((s) => s.queuedMs)), cachedByPrompt };
+  } catch (error) {
+    await Promise.allSettled(generations.map((g) => g.return(undefined)));
+    throw error;
+  }
+}
+
+/** Each choice's settings; a seed gives choice i the seed + i. */
+function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) {
+  return Array.from({ length: admission.choicesPerPrompt }, (_, index) => {
+    const sampling = {
+      temperature: input.temperature ?? DEFAULT_TEMPERATURE,
+      topP: input.topP ?? DEFAULT_TOP_P,
+      topK: input.topK,
+      minP: input.minP,
+      presencePenalty: input.presencePenalty,
+      frequencyPenalty: input.frequencyPenalty,
+      repetitionPenalty: input.repetitionPenalty,
+      logitBias: input.logitBias,
+      seed: input.seed === undefined ? undefined : input.seed + index,
+    };
+    const { maxTokens, tier, output } = admission;
+    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, schedulingClass: schedulingClassOf(tier), cacheNamespace: cacheNamespace(caller, input) };
+  });
+}
+
+/** The launched generations as the run's events: reasoning split, tool calls shaped, metered and settled. */
+function eventPipeline(admission: Admission, launched: Launch, run: { input: ChatInput; meter: RequestMeter; signal: AbortSignal; metrics?: ServingMetrics }): ChatRun {
+  const { model, tier, prompts, choicesPerPrompt: n, output } = admission;
+  const { meter, signal } = run;
+  const cachedPromptTokens = launched.cachedByPrompt.reduce((a, b) => a + b, 0);
+  meter.admitted(launched.queuedMs);
+  // Metrics carry no account's name: a deployment is labelled with the catalog model it runs.
+  const observer = run.metrics?.request(model.metricsModel ?? model.entry.id, tier) ?? UNOBSERVED;
+  const promptTokens = prompts.reduce((sum, p) => sum + p.tokenCount, 0);
+  observer.admitted(launched.queuedMs, promptTokens, cachedPromptTokens);
+  const estimates = prompts.map((prompt, p) => ({ promptTokens: prompt.tokenCount, cachedTokens: launched.cachedByPrompt[p]! }));
+  const settle = settlement(meter, { tier, estimates, choicesPerPrompt: n, prices: admission.prices, lease: admission.lease, reservation: admission.reservation });
+  const reasoning = !output.constraint && run.input.prompt.kind === "chat";
+  const choices = launched.generations.map((generation, index) => {
+    const splitter = new ReasoningSplitter({ enabled: reasoning, startsInReasoning: prompts[Math.floor(index / n)]!.opensThinking });
+    const forced = output.shaping.mode === "forced" ? output.shaping.tools : [];
+    const schema = output.constraint?.type === "json_schema" ? output.constraint.schema : undefined;
+    return checkedChoice(shapeChoice(index, splitReasoning(generation, splitter), output.shaping), schema, forced);
+  });
+  const cover = (completionTokens: number) => meter.cover(completionTokens, cachedPromptTokens);
+  return {
+    id: meter.context.requestId,
+    created: Math.floor(Date.now() / 1000),
+    model: model.entry.id,
+    serviceTier: tier,
+    systemFingerprint: model.systemFingerprint,
+    rateLimits: admission.lease.state,
+    events: meteredEvents(choices, { meter, settle, observer, cover, interruptedBy: () => serverAbort(signal) }),
+    undelivered: (errorCode) => meter.undelivered(errorCode),
+  };
+}
+
+/** A request refused before its output began: what it held is released, and its row says why. */
+async function rejected(meter: RequestMeter, held: Holdings, signal: AbortSignal, thrown: unknown): Promise<unknown> {
+  // Aborted by a shutdown while waiting for a sequence: that, not what the abort broke, is the answer.
+  const error = serverAbort(signal) ?? thrown;
+  await Promise.allSettled([held.lease?.release(0), held.reservation?.settle("0")]);
+  await meter.record({
+    status: error instanceof RateLimited && error.code === "resource_unavailable" ? "expired" : "rejected",
+    serviceTier: held.tier,
+    promptTokens: held.promptTokens,
+    cachedTokens: 0,
+    completionTokens: 0,
+    costUsd: "0",
+    finishReason: null,
+    errorCode: error instanceof ServiceError ? (error.code ?? error.type) : "internal_error",
+  });
+  return error;
 }
 
 /** Cached prefixes are never shared across accounts; `prompt_cache_key` narrows them further within one. */
@@ -260,38 +149,12 @@ function cacheNamespace(caller: Caller, input: ChatInput): string {
   return input.promptCacheKey === undefined ? caller.accountId : JSON.stringify([caller.accountId, input.promptCacheKey]);
 }
 
-function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entry: CatalogEntry; backend: Backend; systemFingerprint: string; metricsModel?: string } {
-  const served = registry.get(id);
-  // Another account's deployment is refused exactly like a model that does not exist.
-  if (!served || !visibleTo(served, caller.accountId) || (caller.allowedModels && !caller.allowedModels.includes(id))) throw new ModelNotFound(id);
-  if (served.state === "stopped") throw new ServiceError(503, "server_error", `The deployment '${id}' is scaled to zero instances; scale it up (PATCH /v1/deployments/{id} with min_instances ≥ 1) to call it.`, "deployment_stopped");
-  if (served.state === "elsewhere") throw new CapacityUnavailable(`The deployment '${id}' runs on another server process sharing this database and could not be forwarded there; retry shortly.`, 5);
-  if (served.state === "not_pulled") {
-    const how = `Pull it with 'switchyard models pull ${id}' (or 'npx switchyard models pull ${id}'), then restart the server.`;
-    throw new ServiceError(503, "server_error", `The model '${id}' is in the catalog but not pulled on this server. ${how}`, "model_not_pulled");
-  }
-  if (served.state === "failed") throw new CapacityUnavailable(`The model '${id}' failed to load: ${served.error ?? "unknown error"}`, 60);
-  if (served.state !== "ready" || !served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
-  return { entry: served.entry, backend: served.backend, systemFingerprint: served.systemFingerprint ?? "fp_unknown", metricsModel: served.dedicated && `${served.dedicated.baseModel} (dedicated)` };
-}
-
-async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: readonly ToolDefinition[], options: PromptOptions): Promise<PreparedPrompt> {
-  try {
-    return await backend.prepare(messages, tools, options);
-  } catch (error) {
-    if (error instanceof PromptRejected) throw new InvalidRequest(error.message, "messages");
-    throw error;
-  }
-}
-
-/** Which engine queue and batch precedence each billed tier gets. */
-const SCHEDULING_CLASS: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex" };
 
 /**
  * Waits for admission (the `started` event). A full queue is a 429 `queue_full`; a flex request that
  * found no spare capacity in time a 429 `resource_unavailable`, not billed.
  */
-async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam: string | null): Promise<{ queuedMs: number; cachedTokens: number }> {
+async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam: string | null, promptParam: string): Promise<{ queuedMs: number; cachedTokens: number }> {
   try {
     const first = await generation.next();
     if (first.done || first.value.type !== "started") throw new Error("The backend did not start the generation.");
@@ -300,10 +163,9 @@ async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam
     if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
     if (error instanceof BackendWaitExpired) throw new RateLimited(`${error.message} Retry later, or use the default tier.`, 60, "resource_unavailable");
     if (error instanceof ConstraintRejected) throw new InvalidRequest(`Unsupported schema: ${error.message}`, constraintParam, "invalid_schema");
-    if (error instanceof EmptyPrompt) throw new InvalidRequest(error.message, "messages", "empty_prompt");
-    if (error instanceof UpstreamRejected) throw new InvalidRequest(error.message, error.param, error.code);
+    if (error instanceof EmptyPrompt) throw new InvalidRequest(error.message, promptParam, "empty_prompt");
+    if (error instanceof UpstreamRejected) throw new InvalidRequest(error.message, error.param === "messages" ? promptParam : error.param, error.code);
     if (error instanceof BackendUnavailable) throw new CapacityUnavailable(`${error.message} Retry shortly.`, 5);
     throw error;
   }
 }
-

@@ -1,15 +1,15 @@
-import type { TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import type { TokenLogprob, ToolDefinition } from "../engine/types.js";
+import type { ChoiceCounts, OutputEvent } from "./types.js";
 import type { ReportedPrompt, SplitEvent } from "./reasoning-stream.js";
 import { mayBeToolCall, parseToolCalls, partialToolCall } from "./tool-calls.js";
 
 /** One choice's events, tagged with its index, before metering; token counts are running totals. */
-export type ChoiceEvent = { index: number; completionTokens: number; reasoningTokens: number } & (
-  | { type: "preempted" }
-  | { type: "reasoning"; text: string }
-  | { type: "text"; text: string; logprobs?: TokenLogprob[] }
-  | { type: "tool_calls"; calls: ToolCall[] }
-  | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt }
-);
+export type ChoiceEvent =
+  | OutputEvent
+  | (ChoiceCounts & { index: number } & (
+      | { type: "preempted" }
+      | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt }
+    ));
 
 export type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly ToolDefinition[] } | { mode: "auto"; tools: readonly ToolDefinition[] };
 

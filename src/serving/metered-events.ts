@@ -1,9 +1,11 @@
-import type { BudgetReservation, LimitLease, RequestObserver } from "./ports.js";
+import type { BudgetReservation } from "../billing/ports.js";
+import type { LimitLease } from "../limits/ports.js";
+import type { RequestObserver } from "./ports.js";
 import { requestCost } from "../billing/cost.js";
 import type { ServiceTier, TokenPrices } from "../catalog/types.js";
 import { GenerationStalled } from "../backends/backend.js";
 import { ServiceError } from "../errors.js";
-import type { ServingEvent, Usage } from "./chat-service.js";
+import type { ServingEvent, Usage } from "./types.js";
 import type { ChoiceEvent } from "./choice-shaping.js";
 import type { ReportedPrompt } from "./reasoning-stream.js";
 import type { RequestMeter } from "./request-meter.js";
@@ -79,26 +81,49 @@ async function* merge<T>(sources: AsyncGenerator<T>[]): AsyncGenerator<T> {
   }
 }
 
+/** What metering a run needs: its meter, how to settle, who observes, and how delivery is covered. */
+export interface Metering {
+  meter: RequestMeter;
+  settle: Settle;
+  observer: RequestObserver;
+  /** Resolves once the durable row would bill this many completion tokens after a crash. */
+  cover: (completionTokens: number) => Promise<void> | undefined;
+  /** Why the server (not the client) stopped the run, if it did: a shutdown that gave up waiting. */
+  interruptedBy: () => ServiceError | null;
+}
+
+/** Each choice's running counts, and the prompt sizes their engines reported. */
+class Tally {
+  private readonly delivered: number[];
+  private readonly reasoning: number[];
+  readonly reported: Array<ReportedPrompt | undefined>;
+
+  constructor(choices: number) {
+    this.delivered = new Array<number>(choices).fill(0);
+    this.reasoning = new Array<number>(choices).fill(0);
+    this.reported = new Array<ReportedPrompt | undefined>(choices).fill(undefined);
+  }
+
+  count(event: { index: number; completionTokens: number; reasoningTokens: number }): void {
+    this.delivered[event.index] = event.completionTokens;
+    this.reasoning[event.index] = event.reasoningTokens;
+  }
+
+  total(): { completionTokens: number; reasoningTokens: number } {
+    const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
+    return { completionTokens: sum(this.delivered), reasoningTokens: sum(this.reasoning) };
+  }
+}
+
 /**
  * The generations as serving events, with the bill settled exactly once: when every choice has
  * finished, or, if the engine fails, for the tokens already delivered, or, if the consumer walks
  * away without draining the events, for what was generated until then. Usage counts the prompt
- * once and the completion tokens of every choice.
+ * once and the completion tokens of every choice. Output events pass through as they are.
  */
-export async function* meteredEvents(
-  choices: AsyncGenerator<ChoiceEvent>[],
-  meter: RequestMeter,
-  settle: Settle,
-  observer: RequestObserver,
-  cover: (completionTokens: number) => Promise<void> | undefined,
-  /** Why the server (not the client) stopped the run, if it did: a shutdown that gave up waiting. */
-  interruptedBy: () => ServiceError | null = () => null,
-): AsyncGenerator<ServingEvent> {
-  const delivered = new Array<number>(choices.length).fill(0);
-  const deliveredReasoning = new Array<number>(choices.length).fill(0);
-  const reported = new Array<ReportedPrompt | undefined>(choices.length).fill(undefined);
-  const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
-  const total = () => ({ completionTokens: sum(delivered), reasoningTokens: sum(deliveredReasoning) });
+export async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], metering: Metering): AsyncGenerator<ServingEvent> {
+  const { meter, observer } = metering;
+  const tally = new Tally(choices.length);
   let finished = 0;
   let cancelled = false;
   try {
@@ -107,52 +132,50 @@ export async function* meteredEvents(
         observer.preempted();
         continue;
       }
-      delivered[event.index] = event.completionTokens;
-      deliveredReasoning[event.index] = event.reasoningTokens;
-      // Output leaves only once the durable row would bill it after a crash (a no-op mostly).
-      if (event.type !== "finish") await cover(total().completionTokens);
-      if (event.type === "reasoning") {
+      tally.count(event);
+      if (event.type !== "finish") {
+        // Output leaves only once the durable row would bill it after a crash (a no-op mostly).
+        await metering.cover(tally.total().completionTokens);
         meter.firstToken();
         observer.output(event.index);
-        yield { type: "reasoning", index: event.index, text: event.text };
-      } else if (event.type === "text") {
-        meter.firstToken();
-        observer.output(event.index);
-        yield { type: "text", index: event.index, text: event.text, ...(event.logprobs ? { logprobs: event.logprobs } : {}) };
-      } else if (event.type === "tool_calls") {
-        meter.firstToken();
-        observer.output(event.index);
-        yield { type: "tool_calls", index: event.index, calls: event.calls };
-      } else {
-        finished++;
-        reported[event.index] = event.reported;
-        if (event.reason === "cancelled") cancelled = true;
-        else yield { type: "finish", index: event.index, finishReason: event.reason };
-        if (finished === choices.length) {
-          // Cancelled by the server: the client is still there and is told, as an error.
-          const interruption = cancelled ? interruptedBy() : null;
-          if (interruption) throw interruption;
-          const status = cancelled ? "cancelled" : "completed";
-          const usage = await settle({ ...total(), status, finishReason: cancelled ? "cancelled" : event.reason, errorCode: null, reported });
-          observer.finished(cancelled ? "abort" : event.reason, total().completionTokens);
-          yield { type: "done", finishReason: cancelled ? "cancelled" : "stop", usage };
-        }
+        yield event;
+        continue;
       }
+      finished++;
+      tally.reported[event.index] = event.reported;
+      if (event.reason === "cancelled") cancelled = true;
+      else yield { type: "finish", index: event.index, finishReason: event.reason };
+      if (finished === choices.length) yield await settled(metering, tally, cancelled ? null : event.reason);
     }
   } catch (failure) {
-    const error = midStreamError(failure);
-    const interrupted = error !== null && error === interruptedBy();
-    const errorCode = error instanceof ServiceError ? error.code : "engine_error";
-    await settle({ ...total(), status: interrupted ? "interrupted" : "failed", finishReason: null, errorCode, reported });
-    throw error;
+    throw await failed(metering, tally, failure);
   } finally {
     if (!meter.recorded) {
-      await settle({ ...total(), status: "cancelled", finishReason: null, errorCode: null, reported });
-      observer.finished("abort", total().completionTokens);
+      await metering.settle({ ...tally.total(), status: "cancelled", finishReason: null, errorCode: null, reported: tally.reported });
+      observer.finished("abort", tally.total().completionTokens);
     }
   }
 }
 
+/** Every choice has finished (`finishReason` of the last; null: cancelled): the bill is settled. */
+async function settled(metering: Metering, tally: Tally, finishReason: string | null): Promise<ServingEvent> {
+  // Cancelled by the server: the client is still there and is told, as an error.
+  const interruption = finishReason === null ? metering.interruptedBy() : null;
+  if (interruption) throw interruption;
+  const status = finishReason === null ? "cancelled" : "completed";
+  const usage = await metering.settle({ ...tally.total(), status, finishReason: finishReason ?? "cancelled", errorCode: null, reported: tally.reported });
+  metering.observer.finished(finishReason ?? "abort", tally.total().completionTokens);
+  return { type: "done", finishReason: finishReason === null ? "cancelled" : "stop", usage };
+}
+
+/** The run failed after output began: billed for what was delivered; returns the error the caller sees. */
+async function failed(metering: Metering, tally: Tally, failure: unknown): Promise<unknown> {
+  const error = midStreamError(failure);
+  const interrupted = error !== null && error === metering.interruptedBy();
+  const errorCode = error instanceof ServiceError ? error.code : "engine_error";
+  await metering.settle({ ...tally.total(), status: interrupted ? "interrupted" : "failed", finishReason: null, errorCode, reported: tally.reported });
+  return error;
+}
 
 /** A backend's failure after output began, as the caller sees it (the HTTP layer sends it as an error event). */
 function midStreamError(error: unknown): unknown {

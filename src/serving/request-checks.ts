@@ -3,20 +3,27 @@ import type { Backend, PreparedPrompt } from "../backends/backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { OutputConstraint, ToolDefinition } from "../engine/types.js";
 import { ContextLengthExceeded, InvalidRequest } from "../errors.js";
-import type { ChatInput } from "./chat-service.js";
+import type { ChatInput } from "./types.js";
 import { toolCallConstraint } from "./tool-calls.js";
 
+/** The parameter that carries the prompt, for errors about it: `messages` in chat, `prompt` in legacy completions. */
+export function promptParam(input: ChatInput): "messages" | "prompt" {
+  return input.prompt.kind === "text" ? "prompt" : "messages";
+}
+
 /** max_tokens as asked, or the rest of the context window; either way the whole must fit. */
-export function completionBudget(entry: CatalogEntry, backend: Backend, prompt: PreparedPrompt, requested: number | undefined): number {
+export function completionBudget(entry: CatalogEntry, backend: Backend, prompt: PreparedPrompt, input: ChatInput): number {
+  const requested = input.maxTokens;
+  const param = promptParam(input);
   const window = Math.min(backend.contextWindow, entry.context_length);
   // An upper-bound count cannot refuse a prompt: the upstream engine, which tokenizes, checks the window.
   if (prompt.tokenCountIsUpperBound) {
-    if (requested !== undefined && requested >= window) throw new ContextLengthExceeded(window, 1, requested, true);
+    if (requested !== undefined && requested >= window) throw new ContextLengthExceeded(window, 1, requested, true, param);
     return requested ?? Math.max(1, window - prompt.tokenCount);
   }
   const maxTokens = requested ?? window - prompt.tokenCount;
   if (maxTokens < 1 || prompt.tokenCount + maxTokens > window) {
-    throw new ContextLengthExceeded(window, prompt.tokenCount, Math.max(maxTokens, requested ?? 1));
+    throw new ContextLengthExceeded(window, prompt.tokenCount, Math.max(maxTokens, requested ?? 1), false, param);
   }
   return maxTokens;
 }
@@ -29,10 +36,11 @@ export function completionBudget(entry: CatalogEntry, backend: Backend, prompt: 
 export function checkCheapContextBound(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
   const window = Math.min(backend.contextWindow, entry.context_length);
   const completion = input.maxTokens ?? 1;
-  const atLeast = input.rawPrompts
-    ? Math.max(0, ...input.rawPrompts.map((text) => backend.minimumTextTokens?.(text) ?? 0))
-    : Math.max(input.messages.length, backend.minimumPromptTokens?.(input.messages) ?? 0);
-  if (atLeast + completion > window) throw new ContextLengthExceeded(window, atLeast, completion, true);
+  const prompt = input.prompt;
+  const atLeast = prompt.kind === "text"
+    ? Math.max(0, ...prompt.texts.map((text) => backend.minimumTextTokens?.(text) ?? 0))
+    : Math.max(prompt.messages.length, backend.minimumPromptTokens?.(prompt.messages) ?? 0);
+  if (atLeast + completion > window) throw new ContextLengthExceeded(window, atLeast, completion, true, promptParam(input));
 }
 
 
@@ -43,8 +51,9 @@ export function checkCheapContextBound(entry: CatalogEntry, backend: Backend, in
 export function checkChoiceCount(backend: Backend, choices: number, input: ChatInput): void {
   const slots = backend.stats().slots;
   if (choices <= slots) return;
-  const asked = input.rawPrompts ? `${input.rawPrompts.length} prompts × n=${input.n ?? 1}` : `n=${input.n ?? 1}`;
-  throw new InvalidRequest(`This request asks for ${choices} choices (${asked}), more than the ${slots} this model generates at once.`, input.rawPrompts ? "prompt" : "n", "too_many_choices");
+  const prompt = input.prompt;
+  const asked = prompt.kind === "text" ? `${prompt.texts.length} prompts × n=${input.n ?? 1}` : `n=${input.n ?? 1}`;
+  throw new InvalidRequest(`This request asks for ${choices} choices (${asked}), more than the ${slots} this model generates at once.`, prompt.kind === "text" ? "prompt" : "n", "too_many_choices");
 }
 
 /** The model's catalog tags say what it can do; asking for more is a 400 naming what is missing. */

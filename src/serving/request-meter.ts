@@ -1,6 +1,6 @@
 import type { ServiceTier } from "../catalog/types.js";
 import type { ApiKind } from "../protocol/request-ids.js";
-import type { DeliveryGuard, InFlightLedger, InFlightStart, UsageLedger, UsageRecord, UsageStatus } from "./ports.js";
+import type { DeliveryGuard, InFlightLedger, InFlightStart, UsageLedger, UsageRecord, UsageStatus } from "../billing/ports.js";
 
 export interface MeterContext {
   requestId: string;

@@ -1,4 +1,5 @@
-import type { RequestLimits, SpendBudgets, UsageLedger } from "./ports.js";
+import type { SpendBudgets, UsageLedger } from "../billing/ports.js";
+import type { RequestLimits } from "../limits/ports.js";
 
 /**
  * Metering ports for a worker (`serve --worker`): the gateway in front of it keeps the ledger,

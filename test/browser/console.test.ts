@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { parseWireUsage } from "../../src/billing/ledger.js";
+import { parseWireUsageReport as parseWireUsage } from "../../src/protocol/usage.js";
 import { launchChromium, screenshot, watchForProblems } from "../helpers/browser.js";
 import { createKey, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 import { readFileSync } from "node:fs";

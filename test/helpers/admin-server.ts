@@ -1,6 +1,6 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { ServiceError } from "../../src/errors.js";
-import { adminRoutes } from "../../src/server/routes/admin.js";
+import { adminRoutes } from "../../src/http/routes/admin.js";
 import type { Database } from "../../src/storage/database.js";
 
 /**

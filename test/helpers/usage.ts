@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { UsageRecord } from "../../src/serving/ports.js";
+import type { UsageRecord } from "../../src/billing/ports.js";
 
 /** A completed usage row with plausible values; override what a test is about. */
 export function usage(accountId: string, keyId: string, overrides: Partial<UsageRecord> = {}): UsageRecord {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { API_PREFIXES } from "../../src/server/api-paths.js";
+import { API_PREFIXES } from "../../src/http/api-paths.js";
 import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 /** A stored completion carries its metadata, as OpenAI's does; the SDK's ChatCompletion type leaves it out. */

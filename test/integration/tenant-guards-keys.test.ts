@@ -4,7 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import OpenAI from "openai";
 import { compareMoney } from "../../src/billing/cost.js";
 import { Dec, toText } from "../../src/billing/decimal.js";
-import { parseWireUsage } from "../../src/billing/ledger.js";
+import { parseWireUsageReport as parseWireUsage } from "../../src/protocol/usage.js";
 import { SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 const ADMIN_KEY = `sy-admin-tenant-guards-${"k".repeat(24)}`;

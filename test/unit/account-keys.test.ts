@@ -3,10 +3,10 @@ import { after, before, test } from "node:test";
 import Fastify, { type FastifyInstance } from "fastify";
 import { generateAdminToken } from "../../src/accounts/local-server.js";
 import { authenticate, createKey } from "../../src/accounts/store.js";
-import { installAuth } from "../../src/server/auth.js";
-import { installErrorHandlers } from "../../src/server/errors.js";
-import { accountKeyRoutes } from "../../src/server/routes/account-keys.js";
-import { adminRoutes } from "../../src/server/routes/admin.js";
+import { installAuth } from "../../src/http/auth.js";
+import { installErrorHandlers } from "../../src/http/errors.js";
+import { accountKeyRoutes } from "../../src/http/routes/account-keys.js";
+import { adminRoutes } from "../../src/http/routes/admin.js";
 import { forEachDatabase } from "../helpers/databases.js";
 
 /** The service's own auth and error handling, the account-scoped key API and the admin API, on 127.0.0.1. */

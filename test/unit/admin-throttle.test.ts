@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { loadSettings } from "../../src/config/settings.js";
-import { AdminThrottle } from "../../src/server/admin-throttle.js";
+import { AdminThrottle } from "../../src/http/admin-throttle.js";
 
 function throttleAt(start = 1_000_000) {
   const clock = { now: start };

@@ -5,7 +5,7 @@ import { test } from "node:test";
 import { createKey, listKeys, setKeyLimits } from "../../src/accounts/store.js";
 import { createSpendBudgets } from "../../src/billing/budgets.js";
 import { InsufficientQuota } from "../../src/errors.js";
-import type { BudgetReservation } from "../../src/serving/ports.js";
+import type { BudgetReservation } from "../../src/billing/ports.js";
 import type { Database } from "../../src/storage/database.js";
 import { openPostgres } from "../../src/storage/postgres.js";
 import { forEachDatabase } from "../helpers/databases.js";

@@ -4,9 +4,10 @@ import type { Backend, PreparedPrompt } from "../../src/backends/backend.js";
 import type { CatalogEntry } from "../../src/catalog/types.js";
 import type { EngineEvent } from "../../src/engine/types.js";
 import { createMemoryLimits } from "../../src/limits/memory.js";
-import { createChatService, type Caller } from "../../src/serving/chat-service.js";
+import { createChatService } from "../../src/serving/chat-service.js";
+import type { Caller } from "../../src/serving/types.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";
-import type { SpendBudgets, UsageLedger, UsageRecord } from "../../src/serving/ports.js";
+import type { SpendBudgets, UsageLedger, UsageRecord } from "../../src/billing/ports.js";
 
 /**
  * The request lifecycle around an engine fault that a real model cannot be made to produce on
@@ -71,7 +72,7 @@ function setup(failAfterTokens: number) {
 
 test("an engine failure mid-stream bills exactly the tokens delivered, once, and frees the slot", async () => {
   const { chat, caller, rows, settled } = setup(3);
-  const run = await chat.start(caller, { model: entry.id, messages: [{ role: "user", content: "hi" }], maxTokens: 50, stop: [] }, new AbortController().signal);
+  const run = await chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 50, stop: [] }, new AbortController().signal);
   const texts: string[] = [];
   await assert.rejects(async () => {
     for await (const event of run.events) if (event.type === "text") texts.push(event.text);
@@ -86,7 +87,7 @@ test("an engine failure mid-stream bills exactly the tokens delivered, once, and
   assert.equal(row!.costUsd, "0.000016");
   assert.deepEqual(settled, ["0.000016"]);
   // The concurrency slot (limit 1) was released: the next request is admitted.
-  const next = await chat.start(caller, { model: entry.id, messages: [{ role: "user", content: "again" }], maxTokens: 5, stop: [] }, new AbortController().signal);
+  const next = await chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "again" }] }, maxTokens: 5, stop: [] }, new AbortController().signal);
   await assert.rejects(async () => {
     for await (const _ of next.events);
   });
@@ -95,7 +96,7 @@ test("an engine failure mid-stream bills exactly the tokens delivered, once, and
 
 test("a consumer that walks away early is billed for what it was given, once", async () => {
   const { chat, caller, rows } = setup(5);
-  const run = await chat.start(caller, { model: entry.id, messages: [{ role: "user", content: "hi" }], maxTokens: 50, stop: [], serviceTier: "priority" }, new AbortController().signal);
+  const run = await chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 50, stop: [], serviceTier: "priority" }, new AbortController().signal);
   for await (const event of run.events) if (event.type === "text") break;
   assert.equal(rows.length, 1);
   assert.equal(rows[0]!.status, "cancelled");
@@ -106,7 +107,7 @@ test("a consumer that walks away early is billed for what it was given, once", a
 
 test("a request rejected before generation is recorded at no charge", async () => {
   const { chat, caller, rows } = setup(1);
-  await assert.rejects(chat.start(caller, { model: entry.id, messages: [{ role: "user", content: "hi" }], maxTokens: 5000, stop: [] }, new AbortController().signal), {
+  await assert.rejects(chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 5000, stop: [] }, new AbortController().signal), {
     code: "context_length_exceeded",
   });
   assert.equal(rows.length, 1);

@@ -13,9 +13,10 @@ import type { EngineEvent } from "../../src/engine/types.js";
 import { InvalidRequest, ServiceError } from "../../src/errors.js";
 import { step } from "../helpers/scheduler-steps.js";
 import { createMemoryLimits } from "../../src/limits/memory.js";
-import { createChatService, type Caller } from "../../src/serving/chat-service.js";
+import { createChatService } from "../../src/serving/chat-service.js";
+import type { Caller } from "../../src/serving/types.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";
-import type { UsageRecord } from "../../src/serving/ports.js";
+import type { UsageRecord } from "../../src/billing/ports.js";
 
 // Issue 20's engine guards on their own: the pure parts, and the serving lifecycle around backend
 // refusals a real model cannot be made to produce (every pulled model has a BOS token; a stall
@@ -138,8 +139,8 @@ describe("serving around the engine's refusals", () => {
     const { chat, caller, rows } = serving(async function* () {
       throw new EmptyPrompt("The prompt is empty.");
     });
-    const started = chat.start(caller, { model: entry.id, messages: [], rawPrompts: [""], maxTokens: 1, stop: [] }, new AbortController().signal);
-    await assert.rejects(started, (error: unknown) => error instanceof InvalidRequest && error.code === "empty_prompt" && error.param === "messages");
+    const started = chat.start(caller, { model: entry.id, prompt: { kind: "text", texts: [""] }, maxTokens: 1, stop: [] }, new AbortController().signal);
+    await assert.rejects(started, (error: unknown) => error instanceof InvalidRequest && error.code === "empty_prompt" && error.param === "prompt");
     assert.equal(rows.length, 1);
     assert.deepEqual([rows[0]!.status, rows[0]!.costUsd, rows[0]!.completionTokens, rows[0]!.errorCode], ["rejected", "0", 0, "empty_prompt"]);
   });
@@ -151,7 +152,7 @@ describe("serving around the engine's refusals", () => {
       yield { type: "text", text: "b", completionTokens: 2 };
       throw new GenerationStalled("The generation made no progress for 60 s and was ended.");
     });
-    const run = await chat.start(caller, { model: entry.id, messages: [{ role: "user", content: "hi" }], maxTokens: 50, stop: [] }, new AbortController().signal);
+    const run = await chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 50, stop: [] }, new AbortController().signal);
     await assert.rejects(async () => {
       for await (const event of run.events) void event;
     }, (error: unknown) => error instanceof ServiceError && error.type === "server_error" && error.code === "timeout");

@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { createKey, findAccount } from "../../src/accounts/store.js";
-import { createUsageLedger, parseUsageParams, parseUsageTime, parseWireUsage, queryUsage, toWireUsage } from "../../src/billing/ledger.js";
-import { stringifyJson } from "../../src/billing/money-json.js";
+import { createUsageLedger, queryUsage } from "../../src/billing/ledger.js";
+import { parseUsageParams, parseUsageTime } from "../../src/http/routes/usage.js";
+import { parseWireUsageReport as parseWireUsage, toWireUsageReport as toWireUsage } from "../../src/protocol/usage.js";
+import { stringifyJson } from "../../src/protocol/money-json.js";
 import { InvalidRequest } from "../../src/errors.js";
-import type { UsageRecord } from "../../src/serving/ports.js";
+import type { UsageRecord } from "../../src/billing/ports.js";
 import type { Database } from "../../src/storage/database.js";
 import { forEachDatabase } from "../helpers/databases.js";
 import { usage } from "../helpers/usage.js";

@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 
 import type { ModelPricing } from "../../src/catalog/types.js";
 import { addMoney, compareMoney, requestCost, roundMoney } from "../../src/billing/cost.js";
-import { ExactDecimal, stringifyJson } from "../../src/billing/money-json.js";
+import { ExactDecimal, stringifyJson } from "../../src/protocol/money-json.js";
 import { effectivePrices, resolveTier, supportedTiers } from "../../src/billing/prices.js";
 import { pricingView } from "../../src/billing/pricing-view.js";
 

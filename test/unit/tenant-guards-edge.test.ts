@@ -5,9 +5,9 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import Fastify from "fastify";
 import { makePrivate } from "../../src/config/data-dir-permissions.js";
-import { createDrain } from "../../src/server/drain.js";
-import { findIllFormedText, installJsonBodyParser, installPathParamCheck } from "../../src/server/edge-input.js";
-import { installErrorHandlers } from "../../src/server/errors.js";
+import { createDrain } from "../../src/http/drain.js";
+import { findIllFormedText, installJsonBodyParser, installPathParamCheck } from "../../src/http/edge-input.js";
+import { installErrorHandlers } from "../../src/http/errors.js";
 
 /** Issue 20: the pure parts of the edge guards, data dir modes and the drain. */
 describe("edge input (issue 20 items 4, 5)", () => {

@@ -8,11 +8,11 @@ import { generateAdminToken, removeServerFile, writeServerFile } from "../../src
 import { authenticate, createKey, findAccount, revokeKey } from "../../src/accounts/store.js";
 import { createUsageLedger } from "../../src/billing/ledger.js";
 import { usageCommand } from "../../src/cli/usage.js";
-import { installAuth, type Authenticate } from "../../src/server/auth.js";
-import { installErrorHandlers } from "../../src/server/errors.js";
-import { adminRoutes } from "../../src/server/routes/admin.js";
-import { usageRoutes } from "../../src/server/routes/usage.js";
-import type { UsageRecord } from "../../src/serving/ports.js";
+import { installAuth, type Authenticate } from "../../src/http/auth.js";
+import { installErrorHandlers } from "../../src/http/errors.js";
+import { adminRoutes } from "../../src/http/routes/admin.js";
+import { usageRoutes } from "../../src/http/routes/usage.js";
+import type { UsageRecord } from "../../src/billing/ports.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
 import { forEachDatabase } from "../helpers/databases.js";

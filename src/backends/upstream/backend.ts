@@ -50,52 +50,7 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
   const timer = setInterval(() => void checkHealth(), options.healthIntervalMs ?? DEFAULT_HEALTH_INTERVAL_MS);
   timer.unref();
 
-  /** `firstSlot`: a slot taken for this choice with its siblings (all at once); retries take their own. */
-  async function* generation(prompt: UpstreamPrompt, params: GenerationParams, signal: AbortSignal, pause?: PauseControl, firstSlot?: Promise<Replica>): AsyncGenerator<EngineEvent> {
-    const queuedAt = performance.now();
-    const schedulingClass = params.schedulingClass ?? "standard";
-    const path = prompt.kind === "chat" ? "/chat/completions" : "/completions";
-    const body = JSON.stringify(requestBody(prompt, params, bodyOptions));
-    const affinityKey = affinityKeyOf(prompt, params);
-    const tried = new Set<Replica>();
-    let lastFailure = "";
-    for (;;) {
-      let replica: Replica;
-      try {
-        replica = firstSlot && tried.size === 0 ? await firstSlot : await pool.acquire({ schedulingClass, affinityKey, exclude: tried }, signal);
-      } catch (error) {
-        if (error instanceof BackendUnavailable && lastFailure) throw new BackendUnavailable(`${error.message} Last: ${lastFailure}`);
-        throw error;
-      }
-      let opened;
-      try {
-        opened = await openStream(`${replica.baseUrl}${path}`, body, options.apiKey, agent, signal);
-      } catch (error) {
-        pool.done(replica, schedulingClass, error instanceof ReplicaFailed && error.replicaFault ? "failed" : "neutral", error instanceof ReplicaFailed && error.fatal);
-        if (!(error instanceof ReplicaFailed)) throw error;
-        tried.add(replica);
-        lastFailure = `replica ${replica.index}: ${error.message}`;
-        continue;
-      }
-      let outcome: "ok" | "failed" | "neutral" = "neutral";
-      try {
-        yield { type: "started", queuedMs: performance.now() - queuedAt, cachedTokens: 0 };
-        for await (const event of streamEvents(opened.body, signal)) {
-          if (event.type === "finish") outcome = event.reason === "cancelled" ? "neutral" : "ok";
-          yield event;
-          // Paused: the upstream's body is not read, so TCP holds the upstream engine back.
-          if (pause?.paused) await resumed(pause, signal);
-        }
-      } catch (error) {
-        outcome = "failed";
-        throw error;
-      } finally {
-        if (outcome !== "ok") opened.body.destroy();
-        pool.done(replica, schedulingClass, outcome, outcome === "failed");
-      }
-      return;
-    }
-  }
+  const upstream: Upstream = { pool, agent, apiKey: options.apiKey, bodyOptions };
 
   return {
     contextWindow: options.contextWindow,
@@ -108,28 +63,93 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
       return textPrompt(text);
     },
     generate(prompt, choices, signal, pause) {
-      if (choices.length === 1) return [generation(prompt, choices[0]!, signal, pause)];
+      if (choices.length === 1) return [generation(upstream, prompt, choices[0]!, signal, pause)];
       // The choices share one tier and namespace; their slots are taken together (see Claim.count).
       const first = choices[0]!;
       const slots = pool.acquireAll({ schedulingClass: first.schedulingClass ?? "standard", affinityKey: affinityKeyOf(prompt, first), exclude: new Set(), count: choices.length }, signal);
       slots.catch(() => {}); // each choice's stream throws it at its first read
-      return choices.map((params, i) => generation(prompt, params, signal, pause, slots.then((taken) => taken[i]!)));
+      return choices.map((params, i) => generation(upstream, prompt, params, signal, pause, slots.then((taken) => taken[i]!)));
     },
-    stats(): BackendStats {
-      return {
-        slots: replicas.reduce((n, r) => n + r.maxConcurrency, 0),
-        running: { ...pool.runningByClass },
-        waiting: pool.waitingByClass(),
-        preemptions: 0,
-        idleSequences: 0,
-        kvCacheUsage: 0,
-        replicas: replicas.map((r) => ({ index: r.index, health: r.health, running: r.running, maxConcurrency: r.maxConcurrency, served: r.served })),
-      };
-    },
+    stats: () => upstreamStats(replicas, pool),
     async close() {
       clearInterval(timer);
       await agent.close();
     },
+  };
+}
+
+/** What every choice's stream uses: the replica pool, the HTTP agent, the key and the body settings. */
+interface Upstream {
+  pool: ReplicaPool;
+  agent: ReturnType<typeof createAgent>;
+  apiKey: string | undefined;
+  bodyOptions: { model: string; sendPriority: boolean };
+}
+
+/** `firstSlot`: a slot taken for this choice with its siblings (all at once); retries take their own. */
+async function* generation(
+  upstream: Upstream,
+  prompt: UpstreamPrompt,
+  params: GenerationParams,
+  signal: AbortSignal,
+  pause?: PauseControl,
+  firstSlot?: Promise<Replica>,
+): AsyncGenerator<EngineEvent> {
+  const { pool, agent, apiKey, bodyOptions } = upstream;
+  const queuedAt = performance.now();
+  const schedulingClass = params.schedulingClass ?? "standard";
+  const path = prompt.kind === "chat" ? "/chat/completions" : "/completions";
+  const body = JSON.stringify(requestBody(prompt, params, bodyOptions));
+  const affinityKey = affinityKeyOf(prompt, params);
+  const tried = new Set<Replica>();
+  let lastFailure = "";
+  for (;;) {
+    let replica: Replica;
+    try {
+      replica = firstSlot && tried.size === 0 ? await firstSlot : await pool.acquire({ schedulingClass, affinityKey, exclude: tried }, signal);
+    } catch (error) {
+      if (error instanceof BackendUnavailable && lastFailure) throw new BackendUnavailable(`${error.message} Last: ${lastFailure}`);
+      throw error;
+    }
+    let opened;
+    try {
+      opened = await openStream(`${replica.baseUrl}${path}`, body, apiKey, agent, signal);
+    } catch (error) {
+      pool.done(replica, schedulingClass, error instanceof ReplicaFailed && error.replicaFault ? "failed" : "neutral", error instanceof ReplicaFailed && error.fatal);
+      if (!(error instanceof ReplicaFailed)) throw error;
+      tried.add(replica);
+      lastFailure = `replica ${replica.index}: ${error.message}`;
+      continue;
+    }
+    let outcome: "ok" | "failed" | "neutral" = "neutral";
+    try {
+      yield { type: "started", queuedMs: performance.now() - queuedAt, cachedTokens: 0 };
+      for await (const event of streamEvents(opened.body, signal)) {
+        if (event.type === "finish") outcome = event.reason === "cancelled" ? "neutral" : "ok";
+        yield event;
+        // Paused: the upstream's body is not read, so TCP holds the upstream engine back.
+        if (pause?.paused) await resumed(pause, signal);
+      }
+    } catch (error) {
+      outcome = "failed";
+      throw error;
+    } finally {
+      if (outcome !== "ok") opened.body.destroy();
+      pool.done(replica, schedulingClass, outcome, outcome === "failed");
+    }
+    return;
+  }
+}
+
+function upstreamStats(replicas: readonly Replica[], pool: ReplicaPool): BackendStats {
+  return {
+    slots: replicas.reduce((n, r) => n + r.maxConcurrency, 0),
+    running: { ...pool.runningByClass },
+    waiting: pool.waitingByClass(),
+    preemptions: 0,
+    idleSequences: 0,
+    kvCacheUsage: 0,
+    replicas: replicas.map((r) => ({ index: r.index, health: r.health, running: r.running, maxConcurrency: r.maxConcurrency, served: r.served })),
   };
 }
 

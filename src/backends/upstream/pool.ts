@@ -1,4 +1,4 @@
-import { SCHEDULING_CLASSES, type SchedulingClass } from "../../engine/types.js";
+import { perClass, SCHEDULING_CLASSES, type SchedulingClass } from "../../engine/types.js";
 import { BackendBusy, BackendUnavailable, BackendWaitExpired } from "../backend.js";
 import { rendezvousOrder, type Replica } from "./replica.js";
 
@@ -51,7 +51,7 @@ export class ReplicaPool {
   }
 
   waitingByClass(): Record<SchedulingClass, number> {
-    return { priority: this.queues.priority.length, standard: this.queues.standard.length, flex: this.queues.flex.length };
+    return perClass((c) => this.queues[c].length);
   }
 
   /** Resolves with the replica the request may now send to (its slot taken); release it with `done`. */

@@ -1,10 +1,8 @@
 import { createHash } from "node:crypto";
 import type { ChatMessage, OutputConstraint, SchedulingClass, ToolDefinition } from "../../engine/types.js";
-import type { GenerationParams } from "../backend.js";
+import { tierOfClass, type GenerationParams } from "../backend.js";
 import type { UpstreamPrompt } from "./prompt.js";
 
-/** OpenAI's `service_tier` names for our scheduling classes. */
-const SERVICE_TIER: Record<SchedulingClass, string> = { priority: "priority", standard: "default", flex: "flex" };
 /** vLLM's `priority`: lower runs earlier. */
 const VLLM_PRIORITY: Record<SchedulingClass, number> = { priority: -1, standard: 0, flex: 1 };
 
@@ -39,7 +37,7 @@ export function requestBody(prompt: UpstreamPrompt, params: GenerationParams, op
     ...(s.logitBias?.size ? { logit_bias: Object.fromEntries(s.logitBias) } : {}),
     ...(params.stop.length > 0 ? { stop: params.stop } : {}),
     ...(params.logprobs ? (prompt.kind === "chat" ? { logprobs: true, top_logprobs: params.logprobs.top } : { logprobs: params.logprobs.top }) : {}),
-    service_tier: SERVICE_TIER[schedulingClass],
+    service_tier: tierOfClass(schedulingClass),
     ...(options.sendPriority ? { priority: VLLM_PRIORITY[schedulingClass] } : {}),
     ...(params.cacheNamespace !== undefined ? { prompt_cache_key: opaqueCacheKey(params.cacheNamespace) } : {}),
   };

@@ -87,73 +87,100 @@ export function nextFairJob<T extends { key: string }>(queues: Map<string, T[]>,
 }
 
 export async function startPromptPool(init: PromptWorkerInit, size: number): Promise<PromptPool> {
-  const share = Math.max(1, size - 1);
-  const queues = new Map<string, QueuedJob[]>();
-  const running = new Map<string, number>();
-  let lastKey: string | undefined;
-  let nextId = 0;
-  let closed = false;
-  const slots: Array<Promise<PromptWorker>> = [];
-  const replaced = new WeakSet<PromptWorker>();
-  const start = (i: number) => (slots[i] = PromptWorker.start(init, () => void dispatch()));
-  const release = (key: string) => {
-    const count = running.get(key)! - 1;
-    if (count === 0) running.delete(key);
-    else running.set(key, count);
-  };
+  const pool = new FairPromptPool(init, size);
+  await pool.started();
+  return pool;
+}
+
+/** The workers, and per fairness key a queue of jobs; one key holds at most `share` workers while others wait. */
+class FairPromptPool implements PromptPool {
+  private readonly share: number;
+  private readonly queues = new Map<string, QueuedJob[]>();
+  private readonly running = new Map<string, number>();
+  private readonly slots: Array<Promise<PromptWorker>> = [];
+  private readonly replaced = new WeakSet<PromptWorker>();
+  private lastKey: string | undefined;
+  private nextId = 0;
+  private closed = false;
+
+  constructor(
+    private readonly init: PromptWorkerInit,
+    size: number,
+  ) {
+    this.share = Math.max(1, size - 1);
+    for (let i = 0; i < size; i++) this.start(i);
+  }
+
+  async started(): Promise<void> {
+    await Promise.all(this.slots);
+  }
+
+  run(job: DistributiveOmit<PromptJob, "id">, fairnessKey = ""): Promise<RenderedPrompt> {
+    if (this.closed) return Promise.reject(new Error("the model is closing"));
+    return new Promise<RenderedPrompt>((resolve, reject) => {
+      const queued: QueuedJob = { job: { ...job, id: this.nextId++ } as PromptJob, key: fairnessKey, resolve, reject };
+      const queue = this.queues.get(fairnessKey) ?? [];
+      queue.push(queued);
+      this.queues.set(fairnessKey, queue);
+      void this.dispatch();
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.failQueued(new Error("the model is closing"));
+    await Promise.all(this.slots.map(async (slot) => (await slot).worker.terminate()));
+  }
+
+  private start(i: number): Promise<PromptWorker> {
+    return (this.slots[i] = PromptWorker.start(this.init, () => void this.dispatch()));
+  }
 
   // After the one await, the loop runs without yielding, so concurrent calls never hand one worker two jobs.
-  const dispatch = async () => {
-    if (closed) return; // a worker that exits now was terminated: nothing replaces it
+  private async dispatch(): Promise<void> {
+    if (this.closed) return; // a worker that exits now was terminated: nothing replaces it
     let workers: PromptWorker[];
     try {
-      workers = await Promise.all(slots);
+      workers = await Promise.all(this.slots);
     } catch (error) {
       // A replacement worker could not start: the jobs waiting fail rather than wait forever.
-      for (const queue of queues.values()) for (const queued of queue) queued.reject(error as Error);
-      queues.clear();
+      this.failQueued(error as Error);
       return;
     }
     for (const [i, worker] of workers.entries()) {
-      if (closed) return;
+      if (this.closed) return;
       if (worker.failure) {
         // A worker that died (out of memory on a huge prompt) is replaced; its queue waits for the new one.
-        if (!replaced.has(worker)) {
-          replaced.add(worker);
-          start(i).then(() => dispatch(), () => undefined);
+        if (!this.replaced.has(worker)) {
+          this.replaced.add(worker);
+          this.start(i).then(() => this.dispatch(), () => undefined);
         }
         continue;
       }
       if (worker.current) continue;
-      const queued = nextFairJob(queues, running, share, lastKey);
+      const queued = nextFairJob(this.queues, this.running, this.share, this.lastKey);
       if (!queued) return;
-      lastKey = queued.key;
-      running.set(queued.key, (running.get(queued.key) ?? 0) + 1);
-      const { resolve, reject } = queued;
-      queued.resolve = (prompt) => (release(queued.key), resolve(prompt));
-      queued.reject = (error) => (release(queued.key), reject(error));
-      worker.runJob(queued);
+      this.assign(worker, queued);
     }
-  };
+  }
 
-  for (let i = 0; i < size; i++) start(i);
-  await Promise.all(slots);
-  return {
-    run(job, fairnessKey = "") {
-      if (closed) return Promise.reject(new Error("the model is closing"));
-      return new Promise<RenderedPrompt>((resolve, reject) => {
-        const queued: QueuedJob = { job: { ...job, id: nextId++ } as PromptJob, key: fairnessKey, resolve, reject };
-        const queue = queues.get(fairnessKey) ?? [];
-        queue.push(queued);
-        queues.set(fairnessKey, queue);
-        void dispatch();
-      });
-    },
-    async close() {
-      closed = true;
-      for (const queue of queues.values()) for (const queued of queue) queued.reject(new Error("the model is closing"));
-      queues.clear();
-      await Promise.all(slots.map(async (slot) => (await slot).worker.terminate()));
-    },
-  };
+  private assign(worker: PromptWorker, queued: QueuedJob): void {
+    this.lastKey = queued.key;
+    this.running.set(queued.key, (this.running.get(queued.key) ?? 0) + 1);
+    const { resolve, reject } = queued;
+    queued.resolve = (prompt) => (this.release(queued.key), resolve(prompt));
+    queued.reject = (error) => (this.release(queued.key), reject(error));
+    worker.runJob(queued);
+  }
+
+  private release(key: string): void {
+    const count = this.running.get(key)! - 1;
+    if (count === 0) this.running.delete(key);
+    else this.running.set(key, count);
+  }
+
+  private failQueued(error: Error): void {
+    for (const queue of this.queues.values()) for (const queued of queue) queued.reject(error);
+    this.queues.clear();
+  }
 }

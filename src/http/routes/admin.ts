@@ -4,8 +4,9 @@ import { z } from "zod";
 import { toWireAccount, toWireCreatedKey, toWireKey, type WireRevokedKey } from "../../accounts/admin-wire.js";
 import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKeyLimits } from "../../accounts/store.js";
 import { queryAccountUsage } from "../../billing/instance-usage.js";
-import { parseUsageParams, toWireUsage } from "../../billing/ledger.js";
-import { stringifyJson } from "../../billing/money-json.js";
+import { toWireUsageReport } from "../../protocol/usage.js";
+import { parseUsageParams } from "./usage.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import { InvalidRequest, NotFound, RateLimited, Unauthorized } from "../../errors.js";
 import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
 import { budgetText, keyLimitFields, newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
@@ -35,11 +36,15 @@ export const listKeysQuery = z.object({ account: z.string().optional() });
  */
 export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions): Promise<void> {
   if (!opts.adminToken) throw new Error("adminRoutes needs a non-empty admin token.");
+  requireAdminToken(app, opts);
+  adminKeyRoutes(app, opts.db);
+  adminAccountRoutes(app, opts);
+}
+
+/** Every admin route needs the admin token; an address that keeps guessing is locked out for a while. */
+function requireAdminToken(app: FastifyInstance, opts: AdminRoutesOptions): void {
   const expectedTokenHash = sha256(opts.adminToken);
-  const { db } = opts;
-
   const throttle = new AdminThrottle(opts.throttle);
-
   app.addHook("onRequest", async (request) => {
     // A locked-out address is refused before its token is even looked at: no more guesses.
     const lockedMs = throttle.lockedFor(request.ip);
@@ -52,7 +57,9 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     }
     throttle.succeeded(request.ip);
   });
+}
 
+function adminKeyRoutes(app: FastifyInstance, db: Database): void {
   app.post("/admin/v1/keys", async (request, reply) => {
     const body = parse(createKeyBody, request.body ?? {});
     const created = await createKey(db, toCreateKeyInput(body.account, body));
@@ -81,7 +88,9 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     if (!(await revokeKey(db, request.params.id))) throw new NotFound(`No API key with id '${request.params.id}'.`);
     return { id: request.params.id, object: "api_key", revoked: true };
   });
+}
 
+function adminAccountRoutes(app: FastifyInstance, { db, onAccountDisabled }: AdminRoutesOptions): void {
   /** Any account's usage, in the same shape as GET /v1/usage (plus the account name). */
   app.get("/admin/v1/usage", async (request, reply) => {
     const query = (request.query ?? {}) as Record<string, unknown>;
@@ -91,14 +100,14 @@ export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions
     const found = await findAccount(db, account.trim());
     if (!found) throw new NotFound(`No account named '${account.trim()}'.`);
     const report = await queryAccountUsage(db, { accountId: found.id, ...params });
-    return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsage(report, { ...params, account: found.name })));
+    return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsageReport(report, { ...params, account: found.name })));
   });
 
   for (const [action, disabled] of [["disable", true], ["enable", false]] as const) {
     app.post<{ Params: { name: string } }>(`/admin/v1/accounts/:name/${action}`, async (request) => {
       const account = await setAccountDisabled(db, request.params.name, disabled);
       if (!account) throw new NotFound(`No account named '${request.params.name}'.`);
-      if (disabled) await opts.onAccountDisabled?.(account.id);
+      if (disabled) await onAccountDisabled?.(account.id);
       return toWireAccount(account);
     });
   }

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { stringifyJson } from "../../billing/money-json.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import { pricingView } from "../../billing/pricing-view.js";
 import { Forbidden, ModelNotFound } from "../../errors.js";
 import { visibleTo, type ModelRegistry, type ServedModel } from "../../serving/model-registry.js";

@@ -1,8 +1,8 @@
 import type { z } from "zod";
-import type { ChatMessage } from "../engine/types.js";
+import type { ChatMessage } from "../serving/types.js";
 import { InvalidRequest } from "../errors.js";
 import { chatRequestSchema, type ChatRequestBody, type WireMessage } from "../protocol/chat-request.js";
-import type { ChatInput } from "../serving/chat-service.js";
+import type { ChatInput } from "../serving/types.js";
 
 /** Validates a wire body against its schema; the first problem becomes a 400 naming its `param`. */
 export function parseRequest<T>(schema: z.ZodType<T>, body: unknown): T {
@@ -68,7 +68,7 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
   const choice = body.tool_choice;
   return {
     model: body.model,
-    messages: body.messages.map(toChatMessage),
+    prompt: { kind: "chat", messages: body.messages.map(toChatMessage) },
     maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
     ...sharedGenerationFields(body),
     // top_k: -1 and 0 both mean no top-k truncation (vLLM uses -1, llama.cpp 0).

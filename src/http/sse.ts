@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyReply } from "fastify";
-import { stringifyJson } from "../billing/money-json.js";
+import { stringifyJson } from "../protocol/money-json.js";
 import type { PauseControl } from "../serving/ports.js";
 import { capSendBuffer } from "./socket-buffer.js";
 

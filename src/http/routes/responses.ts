@@ -1,18 +1,18 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { stringifyJson } from "../../billing/money-json.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
 import { responsesRequestSchema, type ResponsesRequestBody } from "../../protocol/responses-request.js";
 import type { ResponseStore, StoredResponse } from "../../responses/store.js";
-import type { Caller, ChatRun, ChatService } from "../../serving/chat-service.js";
+import type { Caller, ChatRun, ChatService } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
 import { renamingParams, toErrorBody } from "../errors.js";
-import { ResponseBuilder } from "../responses-output.js";
+import { ResponseBuilder } from "../../responses/output.js";
+import { toResponsesChatInput } from "../../responses/input.js";
 import { chainedInputItems, responseInputItemRoutes } from "../response-items.js";
-import { toResponsesChatInput } from "../responses-input.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
-import { abortOnDisconnect } from "./chat.js";
+import { abortOnDisconnect, midStreamFailure } from "../runs.js";
 
 /** Chat's parameter names in lifecycle errors, as the Responses API calls them. */
 const RESPONSES_PARAMS = { messages: "input", response_format: "text.format", "response_format.json_schema.schema": "text.format.schema" };
@@ -110,9 +110,7 @@ async function streamResponse(
       }
     }
   } catch (error) {
-    request.log.error({ err: error }, "generation failed mid-stream");
-    const known = error instanceof ServiceError ? error : new ServiceError(500, "server_error", "The generation failed.", "internal_error");
-    sse.event("error", { ...toErrorBody(known).error, type: "error", sequence_number: sequence });
+    sse.event("error", { ...toErrorBody(midStreamFailure(request, error)).error, type: "error", sequence_number: sequence });
   }
   sse.end();
 }

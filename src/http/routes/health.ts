@@ -1,6 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import type { BackendStats } from "../../backends/backend.js";
-import type { EngineCounters, ShardStepBudget } from "../../engine/types.js";
+import type { BackendStats, EngineCounters, ShardStepBudget } from "../../backends/backend.js";
 import type { ModelRegistry } from "../../serving/model-registry.js";
 import type { Drain } from "../drain.js";
 

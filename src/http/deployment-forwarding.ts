@@ -11,7 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Agent, request as send, type Dispatcher } from "undici";
 import { CapacityUnavailable } from "../errors.js";
 import { callerOf, type ApiCaller } from "./auth.js";
-import { abortOnDisconnect } from "./routes/chat.js";
+import { abortOnDisconnect } from "./runs.js";
 
 /** The URL of the server process to send a request for `model` to; null when this one answers. */
 export type LocateDeployment = (caller: ApiCaller, model: string) => Promise<string | null>;

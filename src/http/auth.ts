@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { InvalidRequest, Unauthorized } from "../errors.js";
-import type { Caller } from "../serving/chat-service.js";
+import type { Caller } from "../serving/types.js";
 import { markAuthenticated } from "./connections.js";
 
 /** The serving layer's caller, plus what only the account-scoped key API needs. */

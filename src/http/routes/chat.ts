@@ -1,20 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { stringifyJson } from "../../billing/money-json.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import type { CompletionStore } from "../../chat-store/store.js";
-import type { TokenLogprob } from "../../engine/types.js";
-import { ServiceError } from "../../errors.js";
 import type { ChatCompletionChunk, WireFinishReason, WireUsage } from "../../protocol/chat-response.js";
-import type { ChatRun, ChatService } from "../../serving/chat-service.js";
-import { CompletionAssembler, toWireLogprobs, toWireUsage } from "../completion-assembler.js";
+import type { ChatRun, ChatService, TokenLogprob } from "../../serving/types.js";
+import { CompletionAssembler, toWireLogprobs } from "../completion-assembler.js";
 import { storedCompletionRoutes, storing, type StoreCompletion } from "./stored-completions.js";
 import { callerOf } from "../auth.js";
 import { parseChatRequest, toChatInput } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
-import { shutdownSignalOf } from "../drain.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
+import { abortOnDisconnect, midStreamFailure, toWireUsage } from "../runs.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
-
-export { toWireUsage } from "../completion-assembler.js";
 
 /** Registered under each API prefix (see app.ts), so the paths here are relative to it. */
 export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: StreamLimits, completions?: CompletionStore): void {
@@ -32,21 +28,6 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: Stre
     return sendCompletion(run, reply, input.n ?? 1, logprobs, store);
   });
   if (completions) storedCompletionRoutes(app, completions);
-}
-
-/**
- * Aborts the generation as soon as the client goes away, so its sequence is freed at once; and
- * when a shutdown stops waiting for it, with that reason (ServerShuttingDown), so the run ends
- * with an error the client is told of and its row says `interrupted`.
- */
-export function abortOnDisconnect(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.on("close", () => {
-    if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
-  });
-  const shutdown = shutdownSignalOf(reply.request);
-  shutdown?.addEventListener("abort", () => controller.abort(shutdown.reason), { once: true });
-  return controller.signal;
 }
 
 async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logprobs: boolean, store: StoreCompletion | null): Promise<FastifyReply> {
@@ -107,10 +88,7 @@ async function streamRun(run: ChatRun, sse: SseWriter, request: FastifyRequest, 
       }
     }
   } catch (error) {
-    // Headers are gone already: the error travels as an event, in the same shape as an HTTP error body.
-    request.log.error({ err: error }, "generation failed mid-stream");
-    const known = error instanceof ServiceError ? error : new ServiceError(500, "server_error", "The generation failed.", "internal_error");
-    sse.send(toErrorBody(known));
+    sse.send(toErrorBody(midStreamFailure(request, error)));
   }
   sse.done();
 }

@@ -1,13 +1,13 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { z } from "zod";
-import { stringifyJson } from "../../billing/money-json.js";
+import { stringifyJson } from "../../protocol/money-json.js";
 import type { CompletionStore, StoredCompletion } from "../../chat-store/store.js";
 import { InvalidRequest, NotFound } from "../../errors.js";
 import type { ChatCompletion } from "../../protocol/chat-response.js";
 import type { ChatRequestBody } from "../../protocol/chat-request.js";
 import { metadataSchema } from "../../protocol/common-fields.js";
 import { listPageQuery, pageOf } from "../../protocol/list-page.js";
-import type { ChatRun } from "../../serving/chat-service.js";
+import type { ChatRun } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
 import { parse } from "./key-input.js";
 

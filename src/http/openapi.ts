@@ -28,7 +28,7 @@ interface Operation {
   errors: number[];
 }
 
-/** The same shape every error has (src/server/errors.ts). */
+/** The same shape every error has (src/http/errors.ts). */
 const errorSchema = z.object({
   error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }),
 });

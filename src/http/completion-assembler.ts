@@ -1,18 +1,6 @@
-import type { TokenLogprob, ToolCall } from "../engine/types.js";
-import type { ChatCompletion, WireFinishReason, WireLogprobs, WireToolCall, WireUsage } from "../protocol/chat-response.js";
-import type { ChatRun, ServingEvent, Usage } from "../serving/chat-service.js";
-import { ExactDecimal } from "../billing/money-json.js";
-
-export function toWireUsage(usage: Usage): WireUsage {
-  return {
-    prompt_tokens: usage.promptTokens,
-    completion_tokens: usage.completionTokens,
-    total_tokens: usage.promptTokens + usage.completionTokens,
-    estimated_cost: ExactDecimal.of(usage.cost),
-    prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens },
-    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
-  };
-}
+import type { ChatCompletion, WireFinishReason, WireLogprobs, WireToolCall } from "../protocol/chat-response.js";
+import type { ChatRun, ServingEvent, TokenLogprob, ToolCall, Usage } from "../serving/types.js";
+import { toWireUsage } from "./runs.js";
 
 export function toWireLogprobs(tokens: readonly TokenLogprob[]): WireLogprobs {
   return {

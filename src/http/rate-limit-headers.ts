@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { rateLimitHeaders } from "../protocol/rate-limit-headers.js";
-import type { ChatRun } from "../serving/chat-service.js";
-import type { RequestLimits } from "../serving/ports.js";
+import type { ChatRun } from "../serving/types.js";
+import type { RequestLimits } from "../limits/ports.js";
 
 /**
  * OpenAI's `x-ratelimit-*` headers on every response to a key that has a per-minute limit. A

@@ -1,6 +1,6 @@
-import type { ChatMessage } from "../engine/types.js";
+import type { ChatMessage } from "../serving/types.js";
 import type { ResponsesInputItem, ResponsesRequestBody } from "../protocol/responses-request.js";
-import type { ChatInput } from "../serving/chat-service.js";
+import type { ChatInput } from "../serving/types.js";
 
 const partsText = (content: string | Array<{ text: string }>) => (typeof content === "string" ? content : content.map((p) => p.text).join(""));
 
@@ -40,7 +40,7 @@ export function toResponsesChatInput(body: ResponsesRequestBody, earlier: readon
   const choice = body.tool_choice;
   const input: ChatInput = {
     model: body.model,
-    messages,
+    prompt: { kind: "chat", messages },
     maxTokens: body.max_output_tokens ?? undefined,
     temperature: body.temperature ?? undefined,
     topP: body.top_p ?? undefined,

@@ -7,7 +7,11 @@
  * user string or key ever contain the marker anyway, the call is redone with a fresh nonce, so a user
  * string can never turn into a number.
  */
-import { Dec } from "./decimal.js";
+import BigModule from "big.js";
+
+// An independent big.js constructor in strict mode: a JS number never becomes an exact decimal.
+const Dec: BigModule.BigConstructor = BigModule();
+Dec.strict = true;
 
 /** JSON number grammar without an exponent: -?(0|[1-9]digits)(.digits)? */
 const JSON_DECIMAL = /^-?(?:0|[1-9]\d*)(?:\.\d+)?$/;

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { Metrics } from "../observability/metrics.js";
-import type { ChatService } from "../serving/chat-service.js";
+import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { buildBaseApp, DEFAULT_CONNECTION_LIMITS, type BaseAppDeps } from "./app.js";

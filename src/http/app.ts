@@ -1,7 +1,7 @@
 import compress from "@fastify/compress";
 import cors from "@fastify/cors";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
-import type { ChatService } from "../serving/chat-service.js";
+import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
@@ -26,7 +26,7 @@ import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ResponseStore } from "../responses/store.js";
 import type { CompletionStore } from "../chat-store/store.js";
-import type { RequestLimits } from "../serving/ports.js";
+import type { RequestLimits } from "../limits/ports.js";
 import { installRateLimitHeaders } from "./rate-limit-headers.js";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 import type { DeploymentService } from "../deployments/types.js";

@@ -1,16 +1,15 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { stringifyJson } from "../../billing/money-json.js";
-import type { TokenLogprob } from "../../engine/types.js";
-import { ServiceError } from "../../errors.js";
+import { stringifyJson } from "../../protocol/money-json.js";
+import type { TokenLogprob } from "../../serving/types.js";
 import type { WireUsage } from "../../protocol/chat-response.js";
 import { completionsRequestSchema, type CompletionsRequestBody, type WireCompletionLogprobs } from "../../protocol/completions-request.js";
-import type { ChatInput, ChatRun, ChatService } from "../../serving/chat-service.js";
+import type { ChatInput, ChatRun, ChatService } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
 import { parseRequest, sharedGenerationFields } from "../chat-input.js";
-import { renamingParams, toErrorBody } from "../errors.js";
+import { toErrorBody } from "../errors.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
-import { abortOnDisconnect, toWireUsage } from "./chat.js";
+import { abortOnDisconnect, midStreamFailure, toWireUsage } from "../runs.js";
 
 /** OpenAI's default completion length for this API. */
 const DEFAULT_MAX_TOKENS = 16;
@@ -22,8 +21,7 @@ export function completionsRoutes(app: FastifyInstance, chat: ChatService, limit
     const prompts = typeof body.prompt === "string" ? [body.prompt] : body.prompt;
     const signal = abortOnDisconnect(reply);
     const gate = new OutputGate();
-    const started = chat.start(callerOf(request), toInput(body, prompts), signal, { requestId: request.id, api: "completions", output: gate });
-    const run = await renamingParams(started, { messages: "prompt" });
+    const run = await chat.start(callerOf(request), toInput(body, prompts), signal, { requestId: request.id, api: "completions", output: gate });
     exposeRateLimits(reply, run);
     const n = body.n ?? 1;
     // With echo each choice's text starts with its own prompt.
@@ -37,8 +35,7 @@ export function completionsRoutes(app: FastifyInstance, chat: ChatService, limit
 function toInput(body: CompletionsRequestBody, prompts: string[]): ChatInput {
   return {
     model: body.model,
-    messages: [],
-    rawPrompts: prompts,
+    prompt: { kind: "text", texts: prompts },
     maxTokens: body.max_tokens ?? DEFAULT_MAX_TOKENS,
     ...sharedGenerationFields(body),
     logprobs: body.logprobs != null ? { top: body.logprobs } : undefined,
@@ -130,9 +127,7 @@ async function streamCompletion(
       }
     }
   } catch (error) {
-    request.log.error({ err: error }, "generation failed mid-stream");
-    const known = error instanceof ServiceError ? error : new ServiceError(500, "server_error", "The generation failed.", "internal_error");
-    sse.send(toErrorBody(known));
+    sse.send(toErrorBody(midStreamFailure(request, error)));
   }
   sse.done();
 }

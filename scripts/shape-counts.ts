@@ -1,0 +1,180 @@
+// Measures the shape of src/ from the TypeScript AST: functions over 60 lines, import cycles between
+// files and between top-level folders, and imports that run against the layering.
+// Usage: node --import tsx scripts/shape-counts.ts [--list]
+import { readdirSync, readFileSync, existsSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { API } from "typescript/unstable/sync";
+import { SyntaxKind, computeLineStarts, type Node, type SourceFile } from "typescript/unstable/ast";
+import { isFunctionLikeDeclaration } from "typescript/unstable/ast/is";
+import { getTokenPosOfNode } from "typescript/unstable/ast";
+
+const ROOT = resolve(dirname(new URL(import.meta.url).pathname), "..");
+const SRC = join(ROOT, "src");
+const MAX_LINES = 60;
+const list = process.argv.includes("--list");
+
+/** A function may exceed the limit when one of the two lines above it says why (declarative factories, CLI definitions). */
+const EXEMPT_MARK = "long-by-design:";
+
+/**
+ * Which top-level folders a folder may import from. Anything not listed is a layering violation.
+ * `protocol`, `errors` and `config` are shared vocabulary; the engine knows nothing of HTTP, accounts
+ * or prices; the HTTP layer knows nothing of llama.cpp.
+ */
+const MAY_IMPORT: Record<string, string[]> = {
+  errors: [],
+  config: ["errors"],
+  protocol: ["errors"],
+  storage: ["errors", "config"],
+  billing: ["errors", "protocol", "storage", "catalog", "processes"],
+  accounts: ["errors", "protocol", "storage", "billing", "limits", "config"],
+  limits: ["errors", "protocol", "storage", "billing", "config"],
+  catalog: ["errors", "config"],
+  engine: ["errors", "config", "catalog"],
+  observability: ["errors", "protocol", "catalog", "serving", "backends"],
+  backends: ["errors", "protocol", "engine", "catalog", "config"],
+  serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "engine", "observability", "storage", "catalog",
+    "config"],
+  deployments: ["errors", "protocol", "storage", "billing", "accounts", "catalog", "config", "backends", "limits", "serving"],
+  responses: ["errors", "protocol", "storage", "serving"],
+  "chat-store": ["errors", "protocol", "storage", "serving"],
+  processes: ["errors", "storage"],
+  http: ["errors", "protocol", "storage", "billing", "accounts", "limits", "catalog", "config", "serving", "backends",
+    "observability", "deployments", "responses", "chat-store", "processes"],
+  cli: ["*"],
+  // The HTTP layer's name before it became http/, so the counts can be taken on older commits.
+  server: [],
+};
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts") ? [path] : [];
+  });
+}
+
+function functionName(node: Node): string {
+  const named = node as Node & { name?: Node & { text?: string } };
+  if (named.name?.text) return named.name.text;
+  if (node.kind === SyntaxKind.Constructor) return "constructor";
+  const parent = node.parent as (Node & { name?: Node & { text?: string } }) | undefined;
+  if (parent && (parent.kind === SyntaxKind.VariableDeclaration || parent.kind === SyntaxKind.PropertyAssignment)
+    && parent.name?.text) return parent.name.text;
+  return "(anonymous)";
+}
+
+interface LongFunction { file: string; name: string; line: number; lines: number; exempt: boolean }
+
+function lineOf(lineStarts: readonly number[], position: number): number {
+  let low = 0;
+  let high = lineStarts.length - 1;
+  while (low < high) {
+    const middle = (low + high + 1) >> 1;
+    if (lineStarts[middle]! <= position) low = middle; else high = middle - 1;
+  }
+  return low;
+}
+
+/** Function-like nodes with a body longer than MAX_LINES, with whether the line above gives a reason. */
+function longFunctions(file: string, source: SourceFile, text: string): LongFunction[] {
+  const found: LongFunction[] = [];
+  const lines = text.split("\n");
+  const lineStarts = computeLineStarts(text);
+  const visit = (node: Node): void => {
+    if (isFunctionLikeDeclaration(node) && (node as { body?: Node }).body) {
+      const start = lineOf(lineStarts, getTokenPosOfNode(node, source));
+      const length = lineOf(lineStarts, node.end) - start + 1;
+      if (length > MAX_LINES) {
+        const above = [lines[start - 1], lines[start - 2]].join(" ");
+        found.push({ file, name: functionName(node), line: start + 1, lines: length, exempt: above.includes(EXEMPT_MARK) });
+      }
+    }
+    node.forEachChild(visit);
+  };
+  source.forEachChild(visit);
+  return found;
+}
+
+/** Relative imports of a file (static, re-exports, dynamic and type-only), resolved to files. */
+function importedFiles(file: string, text: string): string[] {
+  const specifiers = [...text.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^import\s*)["'](\.[^"']+)["']/gm)].map((m) => m[1]!);
+  return specifiers.flatMap((specifier) => {
+    const base = resolve(dirname(file), specifier).replace(/\.js$/, "");
+    const hit = [`${base}.ts`, join(base, "index.ts")].find((candidate) => existsSync(candidate));
+    return hit ? [hit] : [];
+  });
+}
+
+/** Tarjan's strongly connected components; a component of two or more nodes is a cycle. */
+function cycles(graph: Map<string, Set<string>>): string[][] {
+  let index = 0;
+  const order = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const components: string[][] = [];
+  const connect = (node: string): void => {
+    order.set(node, index); low.set(node, index); index++;
+    stack.push(node); onStack.add(node);
+    for (const next of graph.get(node) ?? []) {
+      if (!order.has(next)) { connect(next); low.set(node, Math.min(low.get(node)!, low.get(next)!)); }
+      else if (onStack.has(next)) low.set(node, Math.min(low.get(node)!, order.get(next)!));
+    }
+    if (low.get(node) !== order.get(node)) return;
+    const component: string[] = [];
+    let member: string;
+    do { member = stack.pop()!; onStack.delete(member); component.push(member); } while (member !== node);
+    if (component.length > 1) components.push(component.sort());
+  };
+  for (const node of graph.keys()) if (!order.has(node)) connect(node);
+  return components;
+}
+
+MAY_IMPORT.server = MAY_IMPORT.http!;
+
+const folderOf = (file: string): string => {
+  const parts = relative(SRC, file).split("/");
+  return parts.length === 1 ? parts[0]!.replace(/\.ts$/, "") : parts[0]!;
+};
+
+const files = sourceFiles(SRC);
+const api = new API({ cwd: ROOT });
+const program = api.updateSnapshot({ openProject: join(ROOT, "tsconfig.json") }).getProject(join(ROOT, "tsconfig.json"))!.program;
+const fileGraph = new Map<string, Set<string>>();
+const folderGraph = new Map<string, Set<string>>();
+const long: LongFunction[] = [];
+const violations: string[] = [];
+for (const file of files) {
+  const text = readFileSync(file, "utf8");
+  const source = program.getSourceFile(file)!;
+  const rel = relative(ROOT, file);
+  long.push(...longFunctions(rel, source, text));
+  const targets = importedFiles(file, text);
+  fileGraph.set(rel, new Set(targets.map((target) => relative(ROOT, target))));
+  const from = folderOf(file);
+  for (const target of targets) {
+    const to = folderOf(target);
+    if (to === from) continue;
+    if (!folderGraph.has(from)) folderGraph.set(from, new Set());
+    folderGraph.get(from)!.add(to);
+    const allowed = MAY_IMPORT[from];
+    if (allowed && !allowed.includes("*") && !allowed.includes(to)) violations.push(`${rel} -> ${relative(ROOT, target)}`);
+    if (!allowed) violations.push(`${rel} -> ${relative(ROOT, target)} (folder ${from} has no layer)`);
+  }
+}
+
+api.close();
+const fileCycles = cycles(fileGraph);
+const folderCycles = cycles(folderGraph);
+const overLimit = long.filter((fn) => !fn.exempt);
+console.log(`functions over ${MAX_LINES} lines: ${overLimit.length} (+${long.length - overLimit.length} exempt with a reason)`);
+console.log(`file import cycles: ${fileCycles.length}`);
+console.log(`folder import cycles: ${folderCycles.length}`);
+console.log(`imports against the layering: ${violations.length}`);
+if (list) {
+  for (const fn of long) console.log(`  long ${fn.file}:${fn.line} ${fn.name} ${fn.lines} lines${fn.exempt ? " (exempt)" : ""}`);
+  for (const cycle of fileCycles) console.log(`  file cycle: ${cycle.join(" ⇄ ")}`);
+  for (const cycle of folderCycles) console.log(`  folder cycle: ${cycle.join(" ⇄ ")}`);
+  for (const violation of violations) console.log(`  layering: ${violation}`);
+}

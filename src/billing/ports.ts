@@ -1,0 +1,94 @@
+/**
+ * What metering offers the request lifecycle: the usage ledger (one row per request), the durable
+ * in-flight rows, and spend budgets. Serving calls these; billing implements them.
+ */
+import type { ServiceTier, TokenPrices } from "../catalog/types.js";
+import type { ApiKind } from "../protocol/request-ids.js";
+
+/**
+ * `in_flight` while a request runs (its row is written at admission); `interrupted` when its server
+ * died and a later start (or another process) closed the row, billing what was delivered.
+ */
+export type UsageStatus = "completed" | "cancelled" | "failed" | "rejected" | "expired" | "in_flight" | "interrupted";
+
+/** One row of the usage ledger: exactly one per request, whatever happened to it. */
+export interface UsageRecord {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+  /** The API the request came through; absent: chat completions. */
+  api?: ApiKind;
+  serviceTier: ServiceTier;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  /** Exact decimal string, US dollars. "0" for rejected and expired requests. */
+  costUsd: string;
+  status: UsageStatus;
+  finishReason: string | null;
+  errorCode: string | null;
+  queueMs: number | null;
+  ttftMs: number | null;
+  durationMs: number;
+}
+
+export interface UsageLedger {
+  /** Idempotent per requestId: a second call for the same request changes nothing. */
+  record(record: UsageRecord): Promise<void>;
+  /**
+   * A `completed` row whose answer never reached the client (storing the response failed after
+   * generation): it becomes `failed` with `errorCode`, still billed for the tokens generated, as a
+   * failed engine is. The row's status follows what the client got.
+   */
+  markUndelivered(requestId: string, errorCode: string): Promise<void>;
+}
+
+/** What an admitted request's durable `in_flight` row starts with. */
+export interface InFlightStart {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+  serviceTier: ServiceTier;
+  promptTokens: number;
+  /** The prices the request is billed at, kept with the row so a crash is billed the same. */
+  prices: TokenPrices;
+  /** Every choice's max_tokens together: the most the row will ever bill. */
+  maxCompletionTokens: number;
+}
+
+/**
+ * Keeps the durable row's billable token count at or above what was delivered, batched: the
+ * count is written ahead in steps, so only a stream that outruns the writes ever waits.
+ */
+export interface DeliveryGuard {
+  /**
+   * Call before delivering output that brings the request's completion tokens (all choices) to
+   * `completionTokens`. Undefined when the row already covers it; else a promise that resolves once
+   * it does. `cachedTokens` is the prompt's cached part, billed at the cached price.
+   */
+  cover(completionTokens: number, cachedTokens: number): Promise<void> | undefined;
+  /** The request's final row is being written: stop tracking it. */
+  close(): void;
+}
+
+export interface InFlightLedger {
+  /** Writes the request's row as `in_flight`, owned by this process, before it runs. */
+  begin(start: InFlightStart): Promise<DeliveryGuard>;
+}
+
+export interface BudgetReservation {
+  /** Turns the reservation into spend of `actualUsd` (at most the reserved amount) and frees the rest. */
+  settle(actualUsd: string): Promise<void>;
+}
+
+export interface SpendBudgets {
+  /**
+   * Reserves the request's worst-case cost against the key's remaining budget, atomically, so
+   * concurrent requests cannot overshoot it; a key without a budget reserves too, so its spend is
+   * counted when the reservation settles. Null only where nothing is metered. Throws
+   * InsufficientQuota (402) when the reservation does not fit.
+   */
+  reserve(request: { keyId: string; requestId: string; amountUsd: string }): Promise<BudgetReservation | null>;
+}

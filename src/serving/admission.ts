@@ -1,0 +1,141 @@
+/**
+ * Admission, the first step of a request's lifecycle: which model serves it and at which tier and
+ * prices, what its output must look like, its prompts prepared, and its budget and limits reserved.
+ * Every refusal happens here or while the backend admits the generations (see chat-service.ts).
+ */
+import { PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
+import { requestCost } from "../billing/cost.js";
+import { effectivePrices, resolveTier } from "../billing/prices.js";
+import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
+import type { OutputConstraint, PromptOptions, ToolDefinition } from "../engine/types.js";
+import { CapacityUnavailable, InvalidRequest, ModelNotFound, ServiceError } from "../errors.js";
+import { visibleTo, type ModelRegistry } from "./model-registry.js";
+import type { BudgetReservation, InFlightLedger, SpendBudgets } from "../billing/ports.js";
+import type { LimitLease, RequestLimits } from "../limits/ports.js";
+import type { RequestMeter } from "./request-meter.js";
+import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint, promptParam } from "./request-checks.js";
+import { checkSchemas } from "./schema-check.js";
+import type { ToolShaping } from "./choice-shaping.js";
+import type { ToolChoice } from "./tool-calls.js";
+import type { Caller, ChatInput } from "./types.js";
+
+export interface AdmissionDeps {
+  registry: ModelRegistry;
+  limits: RequestLimits;
+  budgets: SpendBudgets;
+  inFlight?: InFlightLedger;
+}
+
+/** A model that can take the request now, and how it is named in metrics. */
+export interface ReadyModel {
+  entry: CatalogEntry;
+  backend: Backend;
+  systemFingerprint: string;
+  metricsModel?: string;
+}
+
+/** What the output must look like: a grammar, tool-call shaping, and whether the model may think. */
+export interface OutputPlan {
+  constraint: OutputConstraint | undefined;
+  /** The parameter a rejected constraint is blamed on. */
+  constraintParam: string | null;
+  shaping: ToolShaping;
+  /** The tools the prompt offers the model. */
+  offered: readonly ToolDefinition[];
+  thinking: false | undefined;
+}
+
+/** What a request holds while it is admitted, so a refusal at any point releases it and records its row. */
+export interface Holdings {
+  tier: ServiceTier;
+  promptTokens: number;
+  lease?: LimitLease;
+  reservation: BudgetReservation | null;
+}
+
+/** An admitted request: everything launching its generations and billing them needs. */
+export interface Admission {
+  model: ReadyModel;
+  tier: ServiceTier;
+  prices: TokenPrices;
+  output: OutputPlan;
+  prompts: PreparedPrompt[];
+  choicesPerPrompt: number;
+  /** Every choice's completion budget. */
+  maxTokens: number;
+  lease: LimitLease;
+  reservation: BudgetReservation | null;
+}
+
+export async function admit(deps: AdmissionDeps, caller: Caller, input: ChatInput, meter: RequestMeter, held: Holdings): Promise<Admission> {
+  const model = readyModel(deps.registry, caller, input.model);
+  const { entry, backend } = model;
+  checkCapabilities(entry, backend, input);
+  checkCheapContextBound(entry, backend, input);
+  held.tier = resolveTier(entry.pricing, input.serviceTier);
+  const prices = effectivePrices(entry.pricing, held.tier);
+  const output = planOutput(input);
+  // Prompt workers are shared fairly between accounts.
+  const prompts = await preparePrompts(backend, input, output, caller.accountId);
+  held.promptTokens = prompts.reduce((sum, p) => sum + p.tokenCount, 0);
+  const choicesPerPrompt = input.n ?? 1;
+  const choiceCount = choicesPerPrompt * prompts.length;
+  checkChoiceCount(backend, choiceCount, input);
+  const maxTokens = Math.min(...prompts.map((prompt) => completionBudget(entry, backend, prompt, input)));
+  await reserve(deps, caller, meter, held, { model: entry.id, prices, maxCompletionTokens: maxTokens * choiceCount });
+  return { model, tier: held.tier, prices, output, prompts, choicesPerPrompt, maxTokens, lease: held.lease!, reservation: held.reservation };
+}
+
+/**
+ * The budget is reserved before the rate and concurrency limits are consulted, so a request that
+ * cannot be paid for never takes a slot from one that can. Every choice may use max_tokens.
+ */
+async function reserve(deps: AdmissionDeps, caller: Caller, meter: RequestMeter, held: Holdings, request: { model: string; prices: TokenPrices; maxCompletionTokens: number }): Promise<void> {
+  const { promptTokens, tier } = held;
+  const worstCase = requestCost(request.prices, { promptTokens, cachedPromptTokens: 0, completionTokens: request.maxCompletionTokens });
+  // Durable before anything is reserved or run, so a crash from here on is billed and released.
+  await meter.begin(deps.inFlight, { serviceTier: tier, promptTokens, prices: request.prices, maxCompletionTokens: request.maxCompletionTokens });
+  held.reservation = await deps.budgets.reserve({ keyId: caller.keyId, requestId: meter.context.requestId, amountUsd: worstCase });
+  const estimatedTokens = promptTokens + request.maxCompletionTokens;
+  held.lease = await deps.limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: request.model, estimatedTokens, limits: caller.limits });
+}
+
+/** Tool choice, schemas and response format decide the output's grammar and how tool calls are found. */
+export function planOutput(input: ChatInput): OutputPlan {
+  const toolChoice: ToolChoice = input.tools?.length ? (input.toolChoice ?? "auto") : "none";
+  const offered = toolChoice === "none" ? [] : (input.tools ?? []);
+  const forced = toolChoice === "required" ? offered : typeof toolChoice === "object" ? offered.filter((t) => t.name === toolChoice.name) : [];
+  checkSchemas(input, forced);
+  const { constraint, constraintParam } = outputConstraint(input, forced);
+  const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
+  // Grammar-bound output cannot hold a think block, so the model is asked not to think.
+  const thinking = input.reasoningEffort === "none" || constraint ? false : undefined;
+  return { constraint, constraintParam, shaping, offered, thinking };
+}
+
+async function preparePrompts(backend: Backend, input: ChatInput, output: OutputPlan, fairnessKey: string): Promise<PreparedPrompt[]> {
+  const prompt = input.prompt;
+  if (prompt.kind === "text") return Promise.all(prompt.texts.map((text) => backend.prepareText(text, { fairnessKey })));
+  const options: PromptOptions = { thinking: output.thinking, fairnessKey };
+  try {
+    return [await backend.prepare(prompt.messages, output.offered, options)];
+  } catch (error) {
+    if (error instanceof PromptRejected) throw new InvalidRequest(error.message, promptParam(input));
+    throw error;
+  }
+}
+
+export function readyModel(registry: ModelRegistry, caller: Caller, id: string): ReadyModel {
+  const served = registry.get(id);
+  // Another account's deployment is refused exactly like a model that does not exist.
+  if (!served || !visibleTo(served, caller.accountId) || (caller.allowedModels && !caller.allowedModels.includes(id))) throw new ModelNotFound(id);
+  if (served.state === "stopped") throw new ServiceError(503, "server_error", `The deployment '${id}' is scaled to zero instances; scale it up (PATCH /v1/deployments/{id} with min_instances ≥ 1) to call it.`, "deployment_stopped");
+  if (served.state === "elsewhere") throw new CapacityUnavailable(`The deployment '${id}' runs on another server process sharing this database and could not be forwarded there; retry shortly.`, 5);
+  if (served.state === "not_pulled") {
+    const how = `Pull it with 'switchyard models pull ${id}' (or 'npx switchyard models pull ${id}'), then restart the server.`;
+    throw new ServiceError(503, "server_error", `The model '${id}' is in the catalog but not pulled on this server. ${how}`, "model_not_pulled");
+  }
+  if (served.state === "failed") throw new CapacityUnavailable(`The model '${id}' failed to load: ${served.error ?? "unknown error"}`, 60);
+  if (served.state !== "ready" || !served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
+  return { entry: served.entry, backend: served.backend, systemFingerprint: served.systemFingerprint ?? "fp_unknown", metricsModel: served.dedicated && `${served.dedicated.baseModel} (dedicated)` };
+}

@@ -1,0 +1,133 @@
+/**
+ * The request lifecycle's vocabulary, shared by the orchestrator (chat-service.ts), its steps and the
+ * HTTP layer: what is asked (ChatInput), by whom (Caller), and what comes back (ChatRun, ServingEvent).
+ */
+import type { RateLimitState } from "../protocol/rate-limit-headers.js";
+import type { RequestedTier } from "../billing/prices.js";
+import type { ServiceTier } from "../catalog/types.js";
+import type { ChatMessage, PauseControl, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+
+/** The conversation's vocabulary, as the layers above serving see it (they import nothing of the engine). */
+export type { ChatMessage, TokenLogprob, ToolCall, ToolDefinition };
+import type { ApiKind } from "../protocol/request-ids.js";
+import type { KeyLimits } from "../limits/ports.js";
+import type { ToolChoice } from "./tool-calls.js";
+
+/** Who is asking; the serving layer needs only what scopes and limits the request. */
+export interface Caller {
+  accountId: string;
+  keyId: string;
+  allowedModels: string[] | null;
+  limits: KeyLimits;
+}
+
+/**
+ * What the model is asked to continue: a conversation (rendered by the model's chat template, with
+ * tools and thinking), or raw texts (legacy completions: no template, no tools, no thinking), each of
+ * which gets `n` choices; choice `p × n + i` is text p's i-th.
+ */
+export type PromptInput = { kind: "chat"; messages: ChatMessage[] } | { kind: "text"; texts: string[] };
+
+export interface ChatInput {
+  model: string;
+  prompt: PromptInput;
+  /** Absent: up to the rest of the model's context window. */
+  maxTokens?: number;
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  minP?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  repetitionPenalty?: number;
+  /** Token id → logit bias (−100..100). */
+  logitBias?: Map<number, number>;
+  seed?: number;
+  stop: string[];
+  serviceTier?: RequestedTier;
+  /** Choices to generate (each on its own sequence; seed + index when a seed is given). */
+  n?: number;
+  /** Report log probabilities, with this many alternatives per token. */
+  logprobs?: { top: number };
+  responseFormat?: { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
+  tools?: ToolDefinition[];
+  toolChoice?: ToolChoice;
+  /** The messages carry image parts. */
+  hasImages?: boolean;
+  /** `none` turns the model's thinking off where its chat template can; the others leave it on. */
+  reasoningEffort?: ReasoningEffort;
+  /** OpenAI's `prompt_cache_key`: prompts share cached prefixes only within the account and this key. */
+  promptCacheKey?: string;
+}
+
+/** How the HTTP layer names the request: its id (the ledger row's too) and the API it came through. */
+export interface RequestContext {
+  requestId?: string;
+  api?: ApiKind;
+  /** Held by the HTTP layer while the client is not reading its stream: generation pauses. */
+  output?: PauseControl;
+}
+
+export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";
+
+export interface Usage {
+  promptTokens: number;
+  cachedPromptTokens: number;
+  /** All generated tokens, reasoning included. */
+  completionTokens: number;
+  /** Of those, the tokens the model spent thinking (inside `<think>...</think>`). */
+  reasoningTokens: number;
+  /** US dollars, exact decimal string. */
+  cost: string;
+}
+
+export type ChoiceFinishReason = "stop" | "length" | "tool_calls";
+
+/** A choice's running token totals, carried by each of its events as they pass through the pipeline. */
+export interface ChoiceCounts {
+  completionTokens: number;
+  reasoningTokens: number;
+}
+
+/** Output of choice `index`, passed from tool-call shaping to the caller as it is. */
+export type OutputEvent = ChoiceCounts &
+  (
+    | { type: "reasoning"; index: number; text: string }
+    | { type: "text"; index: number; text: string; logprobs?: TokenLogprob[] }
+    | { type: "tool_calls"; index: number; calls: ToolCall[] }
+  );
+
+/**
+ * Per choice (`index`): reasoning deltas and text deltas (with the log probabilities of the tokens
+ * they complete, when asked for), or tool calls, then one `finish`. After every choice has finished, exactly one
+ * `done` with the usage of all of them; its reason is `cancelled` when the caller went away.
+ */
+export type ServingEvent =
+  | OutputEvent
+  | { type: "finish"; index: number; finishReason: ChoiceFinishReason }
+  | { type: "done"; finishReason: "stop" | "cancelled"; usage: Usage };
+
+export interface ChatRun {
+  id: string;
+  created: number;
+  model: string;
+  /** The tier the request is served and billed at (a tier the model lacks falls back to "default"). */
+  serviceTier: ServiceTier;
+  /** Stable per model file and engine configuration (see fingerprint.ts). */
+  systemFingerprint: string;
+  /** Text deltas, then exactly one `done` carrying the usage, even when the caller aborted. */
+  events: AsyncGenerator<ServingEvent>;
+  /** The key's per-minute windows right after this request was admitted (the rate-limit headers); absent without limits. */
+  rateLimits?: RateLimitState;
+  /** After `done`, the answer could not be delivered (not stored): the row says `failed` with this code. */
+  undelivered(errorCode: string): Promise<void>;
+}
+
+export interface ChatService {
+  /**
+   * Checks and admits the request, and resolves once generation has started, so that every
+   * rejection (unknown model, too long, over a limit or budget, queue full) reaches the caller
+   * before any output. Every request, admitted or not, leaves exactly one ledger row.
+   */
+  start(caller: Caller, input: ChatInput, signal: AbortSignal, context?: RequestContext): Promise<ChatRun>;
+}

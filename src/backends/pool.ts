@@ -66,7 +66,7 @@ export class BackendPool implements Backend {
   stats(): BackendStats {
     const all = this.instances.map((i) => i.backend.stats());
     const add = (pick: (s: BackendStats) => Record<SchedulingClass, number>) =>
-      all.reduce<Record<SchedulingClass, number>>((sum, s) => ({ priority: sum.priority + pick(s).priority, standard: sum.standard + pick(s).standard, flex: sum.flex + pick(s).flex }), { priority: 0, standard: 0, flex: 0 });
+      all.reduce<Record<SchedulingClass, number>>((sum, s) => ({ priority: sum.priority + pick(s).priority, standard: sum.standard + pick(s).standard, flex: sum.flex + pick(s).flex, batch: sum.batch + pick(s).batch }), { priority: 0, standard: 0, flex: 0, batch: 0 });
     return {
       slots: all.length ? Math.min(...all.map((s) => s.slots)) : 0,
       running: add((s) => s.running),
@@ -81,7 +81,7 @@ export class BackendPool implements Backend {
   /** Requests waiting for a sequence on every instance together. */
   waiting(): number {
     const { waiting } = this.stats();
-    return waiting.priority + waiting.standard + waiting.flex;
+    return waiting.priority + waiting.standard + waiting.flex + waiting.batch;
   }
 
   /** How long the most idle instance in rotation has had nothing to do (0 when all are busy). */

@@ -15,7 +15,7 @@ import { startPromptPool } from "./prompt/prompt-pool.js";
 import { promptTokenizers } from "./prompt/prompt-tokenizers.js";
 import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
-import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
+import { SCHEDULING_CLASSES, type ChatMessage, type EngineEvent, type GenerationRequest, type ModelHostStats, type OutputConstraint, type PauseControl, type PromptOptions, type RenderedPrompt, type Token, type ToolDefinition } from "./types.js";
 
 export { EmptyPromptError, QueueFullError, StalledError, WaitExpiredError };
 
@@ -199,7 +199,7 @@ class ShardRouter {
   stats(): ModelHostStats {
     const all = this.shards.map((s) => s.scheduler.stats());
     const sum = (pick: (s: (typeof all)[number]) => Record<string, number>) =>
-      ({ priority: 0, standard: 0, flex: 0, ...Object.fromEntries(["priority", "standard", "flex"].map((c) => [c, all.reduce((n, s) => n + pick(s)[c]!, 0)])) }) as ModelHostStats["running"];
+      ({ ...Object.fromEntries(SCHEDULING_CLASSES.map((c) => [c, all.reduce((n, s) => n + pick(s)[c]!, 0)])) }) as ModelHostStats["running"];
     const running = sum((s) => s.running);
     const slots = all.reduce((n, s) => n + s.sequences, 0);
     return {
@@ -208,7 +208,7 @@ class ShardRouter {
       waiting: sum((s) => s.waiting),
       preemptions: all.reduce((n, s) => n + s.preemptions, 0),
       paused: all.reduce((n, s) => n + s.paused, 0),
-      idleSequences: slots - running.priority - running.standard - running.flex,
+      idleSequences: slots - running.priority - running.standard - running.flex - running.batch,
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
       stepBudgets: all.map(({ budget }) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs })),
       engine: Object.fromEntries(

@@ -2,9 +2,9 @@
 export type Token = number;
 
 /** Admission order and batch precedence: the service tiers as the engine sees them. */
-export type SchedulingClass = "priority" | "standard" | "flex";
+export type SchedulingClass = "priority" | "standard" | "flex" | "batch";
 
-export const SCHEDULING_CLASSES: readonly SchedulingClass[] = ["priority", "standard", "flex"];
+export const SCHEDULING_CLASSES: readonly SchedulingClass[] = ["priority", "standard", "flex", "batch"];
 
 /** A chat message as the chat template sees it. The engine knows no wire format beyond this. */
 export interface ChatMessage {

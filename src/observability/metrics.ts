@@ -21,7 +21,7 @@ const ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.
 const REQUEST_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680];
 
 /** Engine scheduling classes as billed tiers. */
-const TIER_OF_CLASS = { priority: "priority", standard: "default", flex: "flex" } as const;
+const TIER_OF_CLASS = { priority: "priority", standard: "default", flex: "flex", batch: "batch" } as const;
 
 export function createMetrics(load: LoadSource): Metrics {
   const registry = new Registry();

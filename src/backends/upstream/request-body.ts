@@ -4,9 +4,9 @@ import type { GenerationParams } from "../backend.js";
 import type { UpstreamPrompt } from "./prompt.js";
 
 /** OpenAI's `service_tier` names for our scheduling classes. */
-const SERVICE_TIER: Record<SchedulingClass, string> = { priority: "priority", standard: "default", flex: "flex" };
+const SERVICE_TIER: Record<SchedulingClass, string> = { priority: "priority", standard: "default", flex: "flex", batch: "flex" };
 /** vLLM's `priority`: lower runs earlier. */
-const VLLM_PRIORITY: Record<SchedulingClass, number> = { priority: -1, standard: 0, flex: 1 };
+const VLLM_PRIORITY: Record<SchedulingClass, number> = { priority: -1, standard: 0, flex: 1, batch: 2 };
 
 export interface BodyOptions {
   /** The model name the upstream serves. */

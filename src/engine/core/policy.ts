@@ -16,7 +16,7 @@ export interface SchedulingPolicy {
   passedOver(admitted: EngineRequest, waiting: EngineRequest): void;
 }
 
-const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 2 };
+const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 2, batch: 3 };
 
 /**
  * Admissions of priority requests a waiting standard request lets pass before it goes first: the
@@ -32,9 +32,11 @@ const rank = (r: EngineRequest) => (aged(r) ? RANK.priority : RANK[r.schedulingC
 export const sequencesNeeded = (r: EngineRequest) => 1 + r.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested).length;
 
 /**
- * Service tiers: priority, then standard, then flex, each oldest first (a preempted request ahead
- * of new ones of its class). Flex runs only on capacity nobody else waits for: priority or standard
- * requests that have to wait take the flex sequences admitted last, and priority requests that still
+ * Service tiers: priority, then standard, then flex, then batch lines, each oldest first (a preempted
+ * request ahead of new ones of its class). Batch runs only on capacity nobody else waits for: any
+ * waiting priority, standard or flex request takes the batch sequences admitted last, before any
+ * flex one is touched. Flex likewise gives way to waiting priority or standard
+ * requests (the flex sequences admitted last), and priority requests that still
  * have to wait take the standard ones admitted last, so priority work never waits for a whole
  * generation to end. Needs are counted in sequences: a request with `n` choices needs `n`.
  * Standard is never starved: after STANDARD_AGING_ADMISSIONS priority admissions pass it, a
@@ -52,11 +54,13 @@ export const tieredPolicy: SchedulingPolicy = {
       waiting.filter((r) => r.schedulingClass === schedulingClass && !r.abortRequested).reduce((sum, r) => sum + sequencesNeeded(r), 0);
     const priority = need("priority");
     const standard = need("standard");
+    const flex = need("flex");
     const latestFirst = (schedulingClass: SchedulingClass) =>
       running.filter((r) => r.schedulingClass === schedulingClass && !r.abortRequested && !aged(r)).sort((a, b) => b.admittedAt - a.admittedAt);
     const chosen: EngineRequest[] = [];
     let covered = freeSequences;
     for (const [candidates, wanted] of [
+      [latestFirst("batch"), priority + standard + flex],
       [latestFirst("flex"), priority + standard],
       [latestFirst("standard"), priority],
     ] as const) {

@@ -83,9 +83,9 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
     async begin(start: InFlightStart): Promise<DeliveryGuard> {
       await db.query(
         `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
-                                    completion_tokens, cost_usd, status, duration_ms, owner_id, prices)
-         VALUES ($1, $2, $3, $4, $5, $6, 0, 0, 0, 'in_flight', 0, $7, $8)`,
-        [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ownerId, JSON.stringify(start.prices)],
+                                    completion_tokens, cost_usd, status, duration_ms, owner_id, prices, batch_id)
+         VALUES ($1, $2, $3, $4, $5, $6, 0, 0, 0, 'in_flight', 0, $7, $8, $9)`,
+        [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ownerId, JSON.stringify(start.prices), start.batchId ?? null],
       );
       const t: Tracked = { requestId: start.requestId, durable: 0, wanted: 0, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
       return {

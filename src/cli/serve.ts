@@ -7,7 +7,7 @@ import { ensureModels, findPulledModel } from "../catalog/pull.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
 import { loadSettings, type Settings } from "../config/settings.js";
-import { authenticate, countActiveKeys, createKey, findOrCreateAccount } from "../accounts/store.js";
+import { authenticate, countActiveKeys, createKey, findOrCreateAccount, principalOfKey } from "../accounts/store.js";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
 import { adminRoutes } from "../server/routes/admin.js";
 import { createMetrics } from "../observability/metrics.js";
@@ -32,6 +32,7 @@ import { createResponseStore } from "../responses/store.js";
 import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
+import { startBatches } from "./batches.js";
 
 interface ServeFlags {
   host?: string;
@@ -104,6 +105,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     ...settings.deployments,
   });
   const drain = createDrain();
+  const batches = startBatches({ db, registry, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log });
   const app = buildApp({
     drain,
     chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics }),
@@ -111,7 +113,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     registry,
     db,
     responses: createResponseStore(db),
-    authenticate: (token) => authenticate(db, token),
+    authenticate: batches.lineCallers.authenticate((token) => authenticate(db, token)),
     bodyLimit: settings.bodyLimit,
     connections: {
       requestTimeoutMs: settings.requestTimeoutMs,
@@ -123,6 +125,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     rateDefaults: limitDefaultsFromEnv(process.env),
     deployments,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
+    batches: batches.api,
   });
   const adminToken = settings.adminKey ?? generateAdminToken();
     await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
@@ -134,6 +137,8 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   process.stdout.write(`Console: ${address}/console/ (sign in with an API key)\n`);
   // Deployments this server (or a dead one) ran come back; their instances load beside the public models.
   await deployments.start();
+  // Batches this server (or a dead one) was running resume; their lines run on spare capacity.
+  batches.run(app, (keyId) => principalOfKey(db, keyId));
 
   let stopping = false;
   const stop = async () => {
@@ -143,7 +148,9 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     // Still listening, so /health can say "draining"; new requests get 503. Running ones may finish
     // within the drain timeout; the rest end with an error (see drain.ts).
     log(`stopping: draining ${drain.inFlight} request(s) in flight for up to ${settings.drainTimeoutMs} ms`);
+    const batchLines = batches.stop();
     await drain.drain(settings.drainTimeoutMs);
+    await batchLines;
     // Connections that never sent a request (which clients open ahead) would otherwise hold the
     // close until their keep-alive timeout, 72 s.
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();

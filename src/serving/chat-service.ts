@@ -22,6 +22,8 @@ export interface Caller {
   keyId: string;
   allowedModels: string[] | null;
   limits: KeyLimits;
+  /** Set when the request is a line of this batch: it is served and billed at the batch tier. */
+  batchId?: string;
 }
 
 export interface ChatInput {
@@ -139,7 +141,7 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
   return {
     async start(caller, input, signal, context = {}) {
       const requestId = context.requestId ?? newRequestId(context.api ?? "chat.completions");
-      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: context.api ?? "chat.completions" });
+      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: context.api ?? "chat.completions", batchId: caller.batchId });
       let tier: ServiceTier = "default";
       let promptTokens = 0;
       let lease: LimitLease | undefined;
@@ -148,7 +150,7 @@ export function createChatService({ registry, ledger, limits, budgets, inFlight,
         const { entry, backend, systemFingerprint, metricsModel } = readyModel(registry, caller, input.model);
         checkCapabilities(entry, backend, input);
         checkCheapContextBound(entry, backend, input);
-        tier = resolveTier(entry.pricing, input.serviceTier);
+        tier = caller.batchId ? "batch" : resolveTier(entry.pricing, input.serviceTier);
         const prices = effectivePrices(entry.pricing, tier);
         const toolChoice: ToolChoice = input.tools?.length ? (input.toolChoice ?? "auto") : "none";
         const offered = toolChoice === "none" ? [] : (input.tools ?? []);
@@ -280,7 +282,7 @@ async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: r
 }
 
 /** Which engine queue and batch precedence each billed tier gets. */
-const SCHEDULING_CLASS: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex" };
+const SCHEDULING_CLASS: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex", batch: "batch" };
 
 /**
  * Waits for admission (the `started` event). A full queue is a 429 `queue_full`; a flex request that

@@ -26,6 +26,6 @@ export const listFilesQuery = z.strictObject({
 
 /** The form fields of `POST /v1/files` (multipart/form-data), as the OpenAPI document shows them. */
 export const uploadFileForm = z.object({
-  file: z.string().describe("The JSONL file (binary)."),
+  file: z.string().meta({ format: "binary", description: "The JSONL file." }),
   purpose: z.literal("batch"),
 });

@@ -32,7 +32,7 @@ import { createResponseStore } from "../responses/store.js";
 import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
-import { startBatches } from "./batches.js";
+import { startBatches } from "./batch-runtime.js";
 
 interface ServeFlags {
   host?: string;

@@ -4,7 +4,7 @@ import OpenAI, { toFile } from "openai";
 import { BATCH_PRICES, chatLine, resultLines, settled, upload } from "../helpers/batches.js";
 import { requestCost } from "../../src/billing/cost.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
-import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { cli, createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 const ENQUEUED_TOKEN_CAP = 3000;
 
@@ -185,5 +185,15 @@ describe("the Files and Batch APIs through the official client, on the real mode
     assert.equal((await stranger.batches.list()).data.length, 0);
     await assert.rejects(stranger.batches.retrieve(first.data[0]!.id), (error: unknown) => error instanceof OpenAI.NotFoundError);
     await assert.rejects(stranger.batches.cancel(first.data[0]!.id), (error: unknown) => error instanceof OpenAI.NotFoundError);
+  });
+
+  test("the CLI lists a batch, shows its counts, and cancels it", async () => {
+    const api = ["--url", server.url, "--api-key", server.key];
+    const input = await upload(client, Array.from({ length: 20 }, (_, i) => chatLine(`cli-${i}`, "Tell me a long story.", 96)));
+    const batch = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    assert.match(cli(["batches", "list", ...api]), new RegExp(`${batch.id}\\s+(in_progress|finalizing|completed)`));
+    assert.match(cli(["batches", "get", batch.id, ...api]), /requests: \d+ completed, \d+ failed of 20/);
+    assert.match(cli(["batches", "cancel", batch.id, ...api]), new RegExp(`${batch.id}  (cancelling|cancelled)`));
+    assert.equal((await settled(client, batch.id)).status, "cancelled");
   });
 });

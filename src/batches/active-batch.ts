@@ -21,8 +21,8 @@ const MAX_BACKOFF_MS = 30_000;
 /** A batch this process runs: its status as last read, and the lines it has read ahead. */
 export class ActiveBatch {
   status: BatchStatus;
-  /** Lines started so far: a batch with fewer goes first among its account's batches. */
-  turns = 0;
+  /** When it last started a line (the runner's count): the batch served least recently goes first within its account. */
+  servedAt = -1;
   readonly inFlight = new Set<number>();
   private queue: QueuedLine[] = [];
   private cursor = 0;

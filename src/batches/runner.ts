@@ -53,11 +53,14 @@ const SERVER_ERROR_ATTEMPTS = 3;
 export class BatchRunner {
   private readonly batches = new Map<string, ActiveBatch>();
   private readonly runningByModel = new Map<string, number>();
-  private accountTurn = 0;
+  /** Lines started so far; an account's and a batch's last start are stamped with it. */
+  private served = 0;
+  private readonly accountServedAt = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private lastRefresh = 0;
-  private refreshing: Promise<void> | null = null;
   private stopped = false;
+  private ticking = false;
+  private tickAgain = false;
   private readonly running = new Set<Promise<void>>();
 
   constructor(private readonly deps: BatchRunnerDeps) {}
@@ -81,12 +84,28 @@ export class BatchRunner {
     await Promise.allSettled([...this.running]);
   }
 
+  /** One tick at a time (two would read the same lines ahead twice); a tick asked for meanwhile runs after. */
   private async tick(): Promise<void> {
+    if (this.ticking) {
+      this.tickAgain = true;
+      return;
+    }
+    this.ticking = true;
+    try {
+      do {
+        this.tickAgain = false;
+        await this.tickOnce();
+      } while (this.tickAgain && !this.stopped);
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private async tickOnce(): Promise<void> {
     if (this.stopped) return;
     try {
       if (Date.now() - this.lastRefresh >= (this.deps.refreshMs ?? 2000)) {
-        this.refreshing ??= this.refresh().finally(() => (this.refreshing = null));
-        await this.refreshing;
+        await this.refresh();
       }
       for (const batch of this.batches.values()) await batch.refill(this.deps.db);
       this.dispatch();
@@ -134,22 +153,28 @@ export class BatchRunner {
     return true;
   }
 
-  /** Starts lines while their models have spare capacity: accounts in turn, then their batches, one line each. */
+  /**
+   * Starts lines while their models have spare capacity, one at a time: the account served least
+   * recently goes first, and within it the batch served least recently.
+   */
   private dispatch(): void {
-    for (let progressed = true; progressed && !this.stopped; ) {
-      progressed = false;
-      const accounts = [...new Set([...this.batches.values()].filter((b) => b.runnable()).map((b) => b.row.account_id))];
-      for (let i = 0; i < accounts.length; i++) {
-        const account = accounts[(this.accountTurn + i) % accounts.length]!;
-        const batch = [...this.batches.values()].filter((b) => b.row.account_id === account && b.runnable()).sort((a, b) => a.turns - b.turns)[0];
-        const line = batch?.next((model) => (this.runningByModel.get(model) ?? 0) < this.deps.capacity(model));
-        if (!batch || !line) continue;
-        batch.turns++;
-        this.launch(batch, line);
-        progressed = true;
-      }
-      this.accountTurn++;
+    const hasCapacity = (model: string) => (this.runningByModel.get(model) ?? 0) < this.deps.capacity(model);
+    const servedAt = (account: string) => this.accountServedAt.get(account) ?? -1;
+    while (!this.stopped) {
+      const runnable = [...this.batches.values()].filter((b) => b.runnable()).sort((x, y) => servedAt(x.row.account_id) - servedAt(y.row.account_id) || x.servedAt - y.servedAt);
+      if (!runnable.some((batch) => this.startNext(batch, hasCapacity))) return;
     }
+  }
+
+  /** Starts the batch's next line that may run now; false when none may. */
+  private startNext(batch: ActiveBatch, hasCapacity: (model: string) => boolean): boolean {
+    const line = batch.next(hasCapacity);
+    if (!line) return false;
+    this.served++;
+    this.accountServedAt.set(batch.row.account_id, this.served);
+    batch.servedAt = this.served;
+    this.launch(batch, line);
+    return true;
   }
 
   private launch(batch: ActiveBatch, line: QueuedLine): void {

@@ -22,7 +22,7 @@ const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")
   .option("--parallel <n>", "our sequences = llama-server's slots", "16")
-  .option("--scenarios <list>", "which scenarios", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed")
+  .option("--scenarios <list>", "which scenarios", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch")
   .option("--targets <list>", "which targets, in order", TARGETS)
   .option("--quick", "a quarter of the requests (a smoke run)")
   .option("--out <prefix>", "where results go", `bench/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}`)
@@ -45,10 +45,25 @@ const SCENARIOS: Record<string, Scenario[]> = {
     { kind: "random", name: "priority alone, 10 clients", requests: scale(20), inputTokens: 128, outputTokens: 64, maxConcurrency: 10, requestRate: Infinity, tierMix: { priority: 1 } },
     { kind: "random", name: "mixed 20/50/30 saturating", requests: scale(96), inputTokens: 128, outputTokens: 64, maxConcurrency: 48, requestRate: Infinity, tierMix: { priority: 0.2, default: 0.5, flex: 0.3 } },
   ],
+  // The same tier mix with a Batch API job underneath, more lines than the run can finish: batch
+  // lines run only on capacity no tier waits for, so the tiers' figures must match the run without it.
+  "mixed-batch": [
+    {
+      kind: "random",
+      name: "mixed 20/50/30 saturating, batch underneath",
+      requests: scale(96),
+      inputTokens: 128,
+      outputTokens: 64,
+      maxConcurrency: 48,
+      requestRate: Infinity,
+      tierMix: { priority: 0.2, default: 0.5, flex: 0.3 },
+      backgroundBatch: { lines: 2000, outputTokens: 64 },
+    },
+  ],
 };
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
-  switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed"],
+  switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed", "mixed-batch"],
   // Priority's inter-token target at 100 ms, where 8 lower-tier decodes fit beside it: the tier mix without lower tiers giving way.
   "switchyard-priority-itl-100": ["mixed"],
   "switchyard-1ctx": ["random-c16", "random-c1", "disturbed-c16"],
@@ -141,6 +156,7 @@ const best = (target: string, scenario: string) => {
 const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? round(a / b, 2) : null);
 const C16_NAME = "random 128/128 c16";
 const C1_NAME = "random 128/128 c1";
+const MIXED_BATCH = "mixed 20/50/30 saturating, batch underneath";
 const ours = (scenario: string) => find("switchyard", scenario);
 const peerOf = (scenario: string) => find("llama-server", scenario);
 const ratios = {
@@ -164,6 +180,12 @@ const ratios = {
   "priority ITL p99 loaded vs unloaded (target <= 1.5)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99, ours("priority unloaded")?.byTier.priority?.itlMs.p99),
   "priority TTFT p99 loaded vs its own load alone (isolation: 1)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, ours("priority alone, 10 clients")?.byTier.priority?.ttftMs.p99),
   "priority ITL p99 loaded vs its own load alone (isolation: 1)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99, ours("priority alone, 10 clients")?.byTier.priority?.itlMs.p99),
+  ...Object.fromEntries(
+    (["priority", "default", "flex"] as const).flatMap((tier) => [
+      [`${tier} TTFT p99, batch underneath vs not (target <= 1.1)`, ratio(ours(MIXED_BATCH)?.byTier[tier]?.ttftMs.p99, ours("mixed 20/50/30 saturating")?.byTier[tier]?.ttftMs.p99)],
+      [`${tier} ITL p99, batch underneath vs not (target <= 1.1)`, ratio(ours(MIXED_BATCH)?.byTier[tier]?.itlMs.p99, ours("mixed 20/50/30 saturating")?.byTier[tier]?.itlMs.p99)],
+    ]),
+  ),
 };
 // Where our step loop's time goes, per step (ms): llama_decode, sampling, the messages to and from
 // the runner thread, the main thread's planning and post-processing (the runner idles meanwhile),
@@ -205,6 +227,8 @@ const rssOver = (ours(C16_NAME)?.peakRssMb ?? NaN) - (peerOf(C16_NAME)?.peakRssM
 const flexFailed = ours("mixed 20/50/30 saturating")?.byTier.flex?.failed;
 console.table(Object.entries(ratios).map(([what, value]) => ({ what, ratio: value })));
 console.log(`server RSS at c16, ours minus llama-server's (target <= 300 MB): ${round(rssOver, 0)} MB`);
+const batchLines = ours(MIXED_BATCH)?.batchLinesDone;
+if (batchLines !== undefined) console.log(`batch lines answered underneath the tier mix: ${batchLines}`);
 if (flexFailed !== undefined) console.log(`flex requests failed in the saturating mix (target 0 before their wait limit): ${flexFailed}`);
 if (batched) console.log(`llama-batched-bench, 16 x 128/128, ${peer.threads} threads: S_PP ${batched.sPp} tok/s, S_TG ${batched.sTg} tok/s`);
 for (const line of skipped) console.log(`skipped ${line}`);

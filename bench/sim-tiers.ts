@@ -127,11 +127,11 @@ function summarize(timings: Timing[]) {
 }
 
 const [p, s, f] = opts.mix!.split(",").map(Number);
-const unloaded = summarize(simulate(1, 8, { priority: 1, standard: 0, flex: 0 }));
+const unloaded = summarize(simulate(1, 8, { priority: 1, standard: 0, flex: 0, batch: 0 }));
 // Priority's own load alone: as many priority clients as the mix has on average, no other tier.
 const priorityClients = Math.max(1, Math.round(Number(opts.clients) * p!));
-const alone = summarize(simulate(priorityClients, Math.round(Number(opts.requests) * p!), { priority: 1, standard: 0, flex: 0 }));
-const loaded = summarize(simulate(Number(opts.clients), Number(opts.requests), { priority: p!, standard: s!, flex: f! }));
+const alone = summarize(simulate(priorityClients, Math.round(Number(opts.requests) * p!), { priority: 1, standard: 0, flex: 0, batch: 0 }));
+const loaded = summarize(simulate(Number(opts.clients), Number(opts.requests), { priority: p!, standard: s!, flex: f!, batch: 0 }));
 const round = (n: number) => Math.round(n);
 console.table(
   Object.entries({ "priority unloaded": unloaded, [`priority alone, ${priorityClients} clients`]: alone, ...Object.fromEntries(Object.entries(loaded).map(([tier, v]) => [`mix: ${tier}`, { [tier]: v }])) }).flatMap(([name, tiers]) =>

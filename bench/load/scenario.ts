@@ -3,6 +3,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { streamChat, type RequestResult, type SamplingName, type Target } from "./client-stream.js";
 import { poissonGapMs, seededRandom, summarize, type Summary } from "./stats.js";
+import { startBackgroundBatch, type BackgroundBatch } from "./background-batch.js";
 
 export interface RandomScenario {
   kind: "random";
@@ -18,6 +19,8 @@ export interface RandomScenario {
   sampling?: SamplingName;
   /** A busy loop runs on one core for the whole scenario: the machine is not the server's alone. */
   disturbed?: boolean;
+  /** A batch (Batch API) runs underneath for the whole scenario; it is cancelled at the end. */
+  backgroundBatch?: BackgroundBatch;
 }
 
 export interface MultiturnScenario {
@@ -54,6 +57,8 @@ export interface ScenarioReport {
    * shards): steps, decode and sampling seconds, and mean tokens per step. Null for other servers.
    */
   engine: { shards: number; steps: number; decodeS: number; sampleS: number; roundTripS: number; hostS: number; tokensPerStep: number; promptTokensComputed: number } | null;
+  /** backgroundBatch: the lines the batch answered while the scenario ran. */
+  batchLinesDone?: number;
   /** multiturn: TTFT of first turns and of later ones. */
   ttftFirstTurnMs?: Summary;
   ttftLaterTurnsMs?: Summary;
@@ -69,10 +74,12 @@ export async function runScenario(target: Target, scenario: Scenario, seed = [..
   const busy = scenario.kind === "random" && scenario.disturbed ? spawn(process.execPath, ["-e", "for(;;){}"], { stdio: "ignore" }) : undefined;
   const rss = rssSampler(target.pid);
   const before = await engineCounters(target);
+  const batch = scenario.kind === "random" && scenario.backgroundBatch ? await startBackgroundBatch(target, scenario.backgroundBatch, seed) : undefined;
   try {
     const results = scenario.kind === "random" ? await runRandom(target, scenario, seed) : await runMultiturn(target, scenario);
     const after = await engineCounters(target);
-    return { ...report(target, scenario, results, (performance.now() - started) / 1000), peakRssMb: rss.peak(), engine: engineDelta(before, after) };
+    const batchLinesDone = batch ? (await batch.stop()).completed : undefined;
+    return { ...report(target, scenario, results, (performance.now() - started) / 1000), peakRssMb: rss.peak(), engine: engineDelta(before, after), ...(batch ? { batchLinesDone } : {}) };
   } finally {
     rss.stop();
     busy?.kill("SIGKILL");

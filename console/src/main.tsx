@@ -7,6 +7,7 @@ import { ModelsPage } from "./pages/Models.js";
 import { PlaygroundPage } from "./pages/Playground.js";
 import { SignInPage } from "./pages/SignIn.js";
 import { UsagePage } from "./pages/Usage.js";
+import { BatchesPage } from "./pages/Batches.js";
 import { clearSession, loadSession, type Session } from "./session.js";
 import { initialTheme, toggleTheme } from "./theme.js";
 
@@ -14,6 +15,7 @@ import { initialTheme, toggleTheme } from "./theme.js";
 const ACCOUNT_PAGES = [
   ["models", "Models"],
   ["playground", "Playground"],
+  ["batches", "Batches"],
   ["usage", "Usage"],
   ["keys", "Keys"],
 ] as const;
@@ -84,6 +86,8 @@ function Page({ page, session }: { page: string; session: Session }) {
       return <ModelsPage session={session} />;
     case "playground":
       return <PlaygroundPage session={session} />;
+    case "batches":
+      return <BatchesPage session={session} />;
     case "usage":
       return <UsagePage session={session} />;
     case "keys":

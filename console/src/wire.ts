@@ -19,9 +19,24 @@ export interface WireModel {
     pricing: {
       list: PriceTriple;
       discount_percent: Exact;
-      tiers: { default: PriceTriple; priority?: PriceTriple; flex?: PriceTriple };
+      tiers: { default: PriceTriple; priority?: PriceTriple; flex?: PriceTriple; batch?: PriceTriple };
     };
   };
+}
+
+/** A batch of the Batch API (`/v1/batches`). */
+export interface WireBatch {
+  id: string;
+  endpoint: string;
+  status: string;
+  created_at: number;
+  completed_at: number | null;
+  expires_at: number;
+  output_file_id: string | null;
+  error_file_id: string | null;
+  request_counts: { total: number; completed: number; failed: number };
+  errors: { data: Array<{ code: string; message: string; line: number | null }> } | null;
+  metadata: Record<string, string> | null;
 }
 
 export interface UsageTotals {

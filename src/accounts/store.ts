@@ -268,29 +268,7 @@ export async function countActiveKeys(db: Database): Promise<number> {
 export async function authenticate(db: Database, bearerToken: string): Promise<Principal | null> {
   if (!looksLikeApiKey(bearerToken)) return null;
   const presentedHash = hashApiKey(bearerToken);
-
-  const rows = await db.query<{
-    key_id: string;
-    secret_hash: string;
-    account_id: string;
-    account_name: string;
-    allowed_models: string[] | null;
-    rpm_limit: number | null;
-    tpm_limit: number | null;
-    budget_usd: string | null;
-    manage_keys: boolean;
-    manage_deployments: boolean;
-    usable: boolean;
-    touch_due: boolean;
-  }>(
-    `SELECT k.id AS key_id, k.secret_hash, a.id AS account_id, a.name AS account_name, k.allowed_models,
-            k.rpm_limit, k.tpm_limit, k.budget_usd, k.manage_keys, k.manage_deployments,
-            (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT a.disabled) AS usable,
-            (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS touch_due
-       FROM api_keys k JOIN accounts a ON a.id = k.account_id
-      WHERE k.secret_hash = $1`,
-    [presentedHash],
-  );
+  const rows = await db.query<PrincipalRow>(`${PRINCIPAL_SELECT} WHERE k.secret_hash = $1`, [presentedHash]);
   const row = rows[0];
   // The index lookup found the row; the constant-time comparison is what actually accepts it.
   if (!row || !hashesEqual(row.secret_hash, presentedHash) || !row.usable) return null;
@@ -302,7 +280,41 @@ export async function authenticate(db: Database, bearerToken: string): Promise<P
       [row.key_id],
     );
   }
+  return toPrincipal(row);
+}
 
+/**
+ * The principal of a key by its id, for work the key started earlier (a batch's lines): null once
+ * the key is revoked or expired or its account disabled, exactly when authenticate() would refuse it.
+ */
+export async function principalOfKey(db: Database, keyId: string): Promise<Principal | null> {
+  const rows = await db.query<PrincipalRow>(`${PRINCIPAL_SELECT} WHERE k.id = $1`, [keyId]);
+  const row = rows[0];
+  return row?.usable ? toPrincipal(row) : null;
+}
+
+interface PrincipalRow {
+  key_id: string;
+  secret_hash: string;
+  account_id: string;
+  account_name: string;
+  allowed_models: string[] | null;
+  rpm_limit: number | null;
+  tpm_limit: number | null;
+  budget_usd: string | null;
+  manage_keys: boolean;
+  manage_deployments: boolean;
+  usable: boolean;
+  touch_due: boolean;
+}
+
+const PRINCIPAL_SELECT = `SELECT k.id AS key_id, k.secret_hash, a.id AS account_id, a.name AS account_name, k.allowed_models,
+            k.rpm_limit, k.tpm_limit, k.budget_usd, k.manage_keys, k.manage_deployments,
+            (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT a.disabled) AS usable,
+            (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS touch_due
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id`;
+
+function toPrincipal(row: PrincipalRow): Principal {
   return {
     accountId: row.account_id,
     accountName: row.account_name,

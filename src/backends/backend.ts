@@ -11,8 +11,8 @@ export type { PauseControl };
  * The one mapping between the billed service tier and the engine's scheduling class: "default" is
  * the engine's "standard" (vLLM's and OpenAI's `service_tier` say "default" again on the way out).
  */
-const CLASS_OF_TIER: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex" };
-const TIER_OF_CLASS: Record<SchedulingClass, ServiceTier> = { priority: "priority", standard: "default", flex: "flex" };
+const CLASS_OF_TIER: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex", batch: "batch" };
+const TIER_OF_CLASS: Record<SchedulingClass, ServiceTier> = { priority: "priority", standard: "default", flex: "flex", batch: "batch" };
 
 export const schedulingClassOf = (tier: ServiceTier): SchedulingClass => CLASS_OF_TIER[tier];
 export const tierOfClass = (schedulingClass: SchedulingClass): ServiceTier => TIER_OF_CLASS[schedulingClass];

@@ -79,7 +79,7 @@ export class BackendPool implements Backend {
   /** Requests waiting for a sequence on every instance together. */
   waiting(): number {
     const { waiting } = this.stats();
-    return waiting.priority + waiting.standard + waiting.flex;
+    return waiting.priority + waiting.standard + waiting.flex + waiting.batch;
   }
 
   /** How long the most idle instance in rotation has had nothing to do (0 when all are busy). */

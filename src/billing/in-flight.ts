@@ -81,9 +81,9 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
       const ahead = Math.min(start.maxCompletionTokens, step);
       await db.query(
         `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
-                                    completion_tokens, cost_usd, status, duration_ms, owner_id, prices)
-         VALUES ($1, $2, $3, $4, $5, $6, 0, $7, 0, 'in_flight', 0, $8, $9)`,
-        [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ahead, ownerId, JSON.stringify(start.prices)],
+                                    completion_tokens, cost_usd, status, duration_ms, owner_id, prices, batch_id)
+         VALUES ($1, $2, $3, $4, $5, $6, 0, $7, 0, 'in_flight', 0, $8, $9, $10)`,
+        [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ahead, ownerId, JSON.stringify(start.prices), start.batchId ?? null],
       );
       const t: Tracked = { requestId: start.requestId, durable: ahead, wanted: ahead, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
       return deliveryGuard(t, step, schedule, () => dirty.delete(t));

@@ -34,8 +34,8 @@ export function createUsageLedger(db: Database): UsageLedger {
       const cost = toText(parseNonNegative(record.costUsd, "costUsd")); // exact text; never a float
       await db.query(
         `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
-                                    completion_tokens, cost_usd, status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::numeric, $10, $11, $12, $13, $14, $15, $16)
+                                    completion_tokens, cost_usd, status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::numeric, $10, $11, $12, $13, $14, $15, $16, $17)
          ON CONFLICT (request_id) DO UPDATE
            SET service_tier = EXCLUDED.service_tier, prompt_tokens = EXCLUDED.prompt_tokens, cached_tokens = EXCLUDED.cached_tokens,
                completion_tokens = EXCLUDED.completion_tokens, cost_usd = EXCLUDED.cost_usd, status = EXCLUDED.status,
@@ -59,6 +59,7 @@ export function createUsageLedger(db: Database): UsageLedger {
           optionalMs(record.ttftMs, "ttftMs"),
           ms(record.durationMs, "durationMs"),
           record.api ?? "chat.completions",
+          record.batchId ?? null,
         ],
       );
     },

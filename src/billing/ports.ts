@@ -19,6 +19,8 @@ export interface UsageRecord {
   model: string;
   /** The API the request came through; absent: chat completions. */
   api?: ApiKind;
+  /** The batch the request is a line of; absent: a request of its own. */
+  batchId?: string;
   serviceTier: ServiceTier;
   promptTokens: number;
   cachedTokens: number;
@@ -56,6 +58,8 @@ export interface InFlightStart {
   prices: TokenPrices;
   /** Every choice's max_tokens together: the most the row will ever bill. */
   maxCompletionTokens: number;
+  /** The batch the request is a line of (a crash leaves such a row unbilled: the line runs again). */
+  batchId?: string;
 }
 
 /**

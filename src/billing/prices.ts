@@ -12,6 +12,8 @@ import { Dec, parseNonNegative, toText, type Decimal } from "./decimal.js";
 export type RequestedTier = "auto" | "default" | "priority" | "flex" | "scale" | "fast";
 
 const PRICE_KEYS = ["input", "output", "cached_input"] as const;
+/** Every model runs batches; at half the standard price unless its catalog entry says otherwise (as OpenAI). */
+const DEFAULT_BATCH_MULTIPLIER = "0.5";
 const ONE = Dec("1");
 const HUNDRED = Dec("100");
 const PERCENT = Dec("0.01");
@@ -29,7 +31,7 @@ function discountFactor(pricing: ModelPricing): Decimal {
 /** The multiplier of a tier against standard, or undefined when the model does not offer the tier. */
 export function tierMultiplier(pricing: ModelPricing, tier: ServiceTier): string | undefined {
   if (tier === "default") return "1";
-  const raw = pricing.tiers?.[tier];
+  const raw = pricing.tiers?.[tier] ?? (tier === "batch" ? DEFAULT_BATCH_MULTIPLIER : undefined);
   if (raw === undefined) return undefined;
   return toText(parseNonNegative(raw, `pricing.tiers.${tier}`));
 }

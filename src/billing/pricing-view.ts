@@ -23,6 +23,8 @@ export interface PricingView {
     default: PriceTriple;
     priority?: PriceTriple & { multiplier: ExactDecimal };
     flex?: PriceTriple & { multiplier: ExactDecimal };
+    /** Lines of the Batch API; every model has it. */
+    batch: PriceTriple & { multiplier: ExactDecimal };
   };
 }
 
@@ -40,9 +42,9 @@ export function pricingView(pricing: ModelPricing): PricingView {
     unit: "per_1m_tokens",
     list: triple(pricing),
     discount_percent: ExactDecimal.of(pricing.discount_percent ?? "0"),
-    tiers: { default: triple(effectivePrices(pricing, "default")) },
+    tiers: { default: triple(effectivePrices(pricing, "default")) } as PricingView["tiers"],
   };
-  for (const tier of ["priority", "flex"] as const) {
+  for (const tier of ["priority", "flex", "batch"] as const) {
     const multiplier = tierMultiplier(pricing, tier);
     if (multiplier !== undefined) {
       view.tiers[tier] = { ...triple(effectivePrices(pricing, tier)), multiplier: new ExactDecimal(multiplier) };

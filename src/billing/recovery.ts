@@ -37,17 +37,19 @@ interface InFlightRow {
   cached_tokens: number;
   completion_tokens: number;
   prices: string | null;
+  batch_id: string | null;
 }
 
 async function closeRows(tx: Database, where: string, params: unknown[]): Promise<number> {
   // FOR UPDATE, and the status test again after the lock: a concurrent reconciler's rows are skipped.
   const rows = await tx.query<InFlightRow>(
-    `SELECT request_id, key_id, prompt_tokens, cached_tokens, completion_tokens, prices
+    `SELECT request_id, key_id, prompt_tokens, cached_tokens, completion_tokens, prices, batch_id
        FROM usage_records WHERE status = 'in_flight' AND ${where} FOR UPDATE`,
     params,
   );
   for (const row of rows) {
-    const cost = row.completion_tokens > 0 && row.prices ? requestCost(JSON.parse(row.prices) as TokenPrices, { promptTokens: row.prompt_tokens, cachedPromptTokens: row.cached_tokens, completionTokens: row.completion_tokens }) : "0";
+    // A batch line's attempt cut short is not billed: the line runs again and is billed once, for the answer it keeps.
+    const cost = row.completion_tokens > 0 && row.prices && !row.batch_id ? requestCost(JSON.parse(row.prices) as TokenPrices, { promptTokens: row.prompt_tokens, cachedPromptTokens: row.cached_tokens, completionTokens: row.completion_tokens }) : "0";
     await chargeReservation(tx, row.key_id, row.request_id, cost);
     await tx.query(
       `UPDATE usage_records

@@ -27,6 +27,7 @@ const pricingSchema = z.strictObject({
     .strictObject({
       priority: decimalString("1.5").optional(),
       flex: decimalString("0.8").optional(),
+      batch: decimalString("0.5").optional(),
     })
     .optional(),
   dedicated_instance_hour: decimalString("0.36").optional(),

@@ -1,7 +1,8 @@
 /** A model as the catalog file describes it (catalog/models.json, or the user's own file). */
 export type CapabilityTag = "JSON" | "Function" | "Multimodal";
 
-export type ServiceTier = "default" | "priority" | "flex";
+/** `batch`: lines of the Batch API only; no request asks for it. */
+export type ServiceTier = "default" | "priority" | "flex" | "batch";
 
 /** Decimal strings, US dollars per 1M tokens: never parsed into floating point. */
 export interface TokenPrices {
@@ -13,7 +14,7 @@ export interface TokenPrices {
 export interface ModelPricing extends TokenPrices {
   /** Percent off the list prices above, e.g. "51". Absent means none. */
   discount_percent?: string;
-  /** Multiplier per tier against standard; a tier absent here is not supported by the model. */
+  /** Multiplier per tier against standard; a tier absent here is not supported by the model (batch: absent means 0.5). */
   tiers?: Partial<Record<Exclude<ServiceTier, "default">, string>>;
   /** US dollars per hour of one running instance of a dedicated deployment; required when `dedicated`. */
   dedicated_instance_hour?: string;

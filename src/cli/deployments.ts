@@ -1,6 +1,5 @@
 import { Command, InvalidArgumentError, Option } from "commander";
-import { findLiveServer } from "../accounts/local-server.js";
-import { resolveDataDir } from "../config/paths.js";
+import { apiClient as client, textTable, withApiOptions as withApi, type Api, type ApiFlags } from "./api-client.js";
 import { DEPLOYMENT_STATUSES } from "../deployments/types.js";
 
 export interface DeploymentsCommandOptions {
@@ -22,13 +21,6 @@ interface WireDeployment {
   created_at: number;
 }
 
-interface ApiFlags {
-  apiKey?: string;
-  url?: string;
-  dataDir?: string;
-  json?: boolean;
-}
-
 const WAIT_TIMEOUT_MS = 10 * 60_000;
 
 /**
@@ -43,13 +35,6 @@ export function deploymentsCommand(options: DeploymentsCommandOptions = {}): Com
   const print = (line = "") => stdout.write(`${line}\n`);
   const show = (flags: ApiFlags, d: WireDeployment) => print(flags.json ? JSON.stringify(d, null, 2) : describe(d));
   const command = new Command("deployments").description("Create, list, scale and delete dedicated deployments (private endpoints) of your account");
-
-  const withApi = (c: Command) =>
-    c
-      .option("--api-key <key>", "an API key of the account (default: SWITCHYARD_API_KEY)")
-      .option("--url <url>", "the server's address (default: the server running on the data dir)")
-      .option("--data-dir <dir>", "data directory (default: SWITCHYARD_DATA_DIR or ~/.local/share/switchyard)")
-      .option("--json", "print the API's JSON");
 
   withApi(command.command("create").description("Deploy a catalog model that supports dedicated endpoints"))
     .requiredOption("--model <id>", "the catalog model, e.g. HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -104,23 +89,6 @@ export function deploymentsCommand(options: DeploymentsCommandOptions = {}): Com
   return command;
 }
 
-type Api = <T>(method: string, path: string, body?: unknown) => Promise<T>;
-
-function client(flags: ApiFlags, env: NodeJS.ProcessEnv): Api {
-  const key = flags.apiKey ?? env.SWITCHYARD_API_KEY;
-  if (!key) throw new Error("An API key is needed: --api-key KEY or SWITCHYARD_API_KEY.");
-  const base = flags.url ?? findLiveServer(resolveDataDir(flags.dataDir))?.url;
-  if (!base) throw new Error("No server is running on this data dir; give its address with --url.");
-  return async <T>(method: string, path: string, body?: unknown) => {
-    const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-    if (body !== undefined) headers["content-type"] = "application/json";
-    const response = await fetch(new URL(path, base), { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    const payload = (await response.json().catch(() => null)) as { error?: { message?: string } } | null;
-    if (!response.ok) throw new Error(payload?.error?.message ?? `The server answered HTTP ${response.status}.`);
-    return payload as T;
-  };
-}
-
 /** Polls until nothing is loading or draining. */
 async function settled(api: Api, id: string): Promise<WireDeployment> {
   const deadline = Date.now() + WAIT_TIMEOUT_MS;
@@ -148,8 +116,7 @@ function table(list: WireDeployment[]): string {
   if (list.length === 0) return "No deployments.";
   const header = ["ID", "MODEL ID", "MODEL", "STATUS", "RUNNING", "MIN", "MAX", "BATCH"];
   const rows = list.map((d) => [d.id, d.model_id, d.model, d.status, String(d.instances.running), String(d.settings.min_instances), String(d.settings.max_instances), String(d.settings.max_batch_size)]);
-  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]?.length ?? 0)));
-  return [header, ...rows].map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join("  ").trimEnd()).join("\n");
+  return textTable(header, rows);
 }
 
 function wholeNumber(value: string): number {

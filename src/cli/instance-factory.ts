@@ -24,7 +24,7 @@ export async function engineOptions(entry: CatalogEntry, settings: Settings, seq
     prefixCache: settings.prefixCache,
     stepTokens: settings.stepTokens,
     // Flex has no targets of its own: it runs at standard's pace.
-    targets: { ...settings.targets, flex: settings.targets.standard },
+    targets: { ...settings.targets, flex: settings.targets.standard, batch: settings.targets.standard },
   };
 }
 

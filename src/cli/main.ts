@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { PRIVATE_UMASK } from "../config/data-dir-permissions.js";
 import { deploymentsCommand } from "./deployments.js";
+import { batchesCommand } from "./batches.js";
 import { keysCommand } from "./keys.js";
 import { modelsCommand } from "./models.js";
 import { serveCommand } from "./serve.js";
@@ -15,7 +16,8 @@ const program = new Command("switchyard")
   .addCommand(modelsCommand())
   .addCommand(keysCommand())
   .addCommand(usageCommand())
-  .addCommand(deploymentsCommand());
+  .addCommand(deploymentsCommand())
+  .addCommand(batchesCommand());
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`switchyard: ${(error as Error).message}\n`);

@@ -7,7 +7,7 @@ import { ensureModels, findPulledModel } from "../catalog/pull.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
 import { loadSettings, type Settings } from "../config/settings.js";
-import { authenticate, countActiveKeys, createKey, findOrCreateAccount } from "../accounts/store.js";
+import { authenticate, countActiveKeys, createKey, findOrCreateAccount, principalOfKey } from "../accounts/store.js";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
 import { adminRoutes } from "../http/routes/admin.js";
 import { createMetrics } from "../observability/metrics.js";
@@ -34,6 +34,7 @@ import { createCompletionStore } from "../chat-store/store.js";
 import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
+import { startBatches } from "./batch-runtime.js";
 
 interface ServeFlags {
   host?: string;
@@ -106,7 +107,8 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     ...settings.deployments,
   });
   const drain = createDrain();
-  const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain });
+  const batches = startBatches({ db, registry, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log });
+  const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches });
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
   const address = await app.listen({ host: settings.host, port: settings.port });
@@ -117,8 +119,10 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   process.stdout.write(`Console: ${address}/console/ (sign in with an API key)\n`);
   // Deployments this server (or a dead one) ran come back; their instances load beside the public models.
   await deployments.start();
+  // Batches this server (or a dead one) was running resume; their lines run on spare capacity.
+  batches.run(app, (keyId) => principalOfKey(db, keyId));
 
-  stopOnSignals(settings, dataDir, lock, { app, drain, deployments, registry, inFlight, ownership, limits, db });
+  stopOnSignals(settings, dataDir, lock, { app, drain, deployments, registry, inFlight, ownership, limits, db, batches });
 
   await loadModels(catalog, registry, settings);
   app.log.info(`serving ${catalog.map((m) => m.id).join(", ")} on ${address}/v1/compat`);
@@ -132,9 +136,10 @@ interface ServerParts {
   metrics: ReturnType<typeof createMetrics>;
   deployments: ReturnType<typeof createDeploymentManager>;
   drain: ReturnType<typeof createDrain>;
+  batches: ReturnType<typeof startBatches>;
 }
 
-function buildServerApp(settings: Settings, { db, registry, limits, inFlight, metrics, deployments, drain }: ServerParts) {
+function buildServerApp(settings: Settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }: ServerParts) {
   return buildApp({
     drain,
     chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics }),
@@ -144,7 +149,7 @@ function buildServerApp(settings: Settings, { db, registry, limits, inFlight, me
     responses: createResponseStore(db),
     completions: createCompletionStore(db),
     limits,
-    authenticate: (token) => authenticate(db, token),
+    authenticate: batches.lineCallers.authenticate((token) => authenticate(db, token)),
     bodyLimit: settings.bodyLimit,
     connections: {
       requestTimeoutMs: settings.requestTimeoutMs,
@@ -156,6 +161,7 @@ function buildServerApp(settings: Settings, { db, registry, limits, inFlight, me
     rateDefaults: limitDefaultsFromEnv(process.env),
     deployments,
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
+    batches: batches.api,
   });
 }
 
@@ -164,7 +170,7 @@ function stopOnSignals(
   settings: Settings,
   dataDir: string,
   lock: DataDirLock,
-  { app, drain, deployments, registry, inFlight, ownership, limits, db }: Omit<ServerParts, "metrics"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
+  { app, drain, deployments, registry, inFlight, ownership, limits, db, batches }: Omit<ServerParts, "metrics"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
 ): void {
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   let stopping = false;
@@ -175,7 +181,9 @@ function stopOnSignals(
     // Still listening, so /health can say "draining"; new requests get 503. Running ones may finish
     // within the drain timeout; the rest end with an error (see drain.ts).
     log(`stopping: draining ${drain.inFlight} request(s) in flight for up to ${settings.drainTimeoutMs} ms`);
+    const batchLines = batches.stop();
     await drain.drain(settings.drainTimeoutMs);
+    await batchLines;
     // Connections that never sent a request (which clients open ahead) would otherwise hold the
     // close until their keep-alive timeout, 72 s.
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();

@@ -206,7 +206,7 @@ class ShardRouter {
       waiting: sumPerClass(all, (s) => s.waiting),
       preemptions: all.reduce((n, s) => n + s.preemptions, 0),
       paused: all.reduce((n, s) => n + s.paused, 0),
-      idleSequences: slots - running.priority - running.standard - running.flex,
+      idleSequences: slots - running.priority - running.standard - running.flex - running.batch,
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
       stepBudgets: all.map(({ budget }) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs })),
       engine: Object.fromEntries(

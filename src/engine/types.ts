@@ -2,16 +2,16 @@
 export type Token = number;
 
 /** Admission order and batch precedence: the service tiers as the engine sees them. */
-export type SchedulingClass = "priority" | "standard" | "flex";
+export type SchedulingClass = "priority" | "standard" | "flex" | "batch";
 
-export const SCHEDULING_CLASSES: readonly SchedulingClass[] = ["priority", "standard", "flex"];
+export const SCHEDULING_CLASSES: readonly SchedulingClass[] = ["priority", "standard", "flex", "batch"];
 
 /** A count for each scheduling class. */
 export type PerClass = Record<SchedulingClass, number>;
 
 /** Each class's count, from one function of the class. */
 export function perClass(count: (schedulingClass: SchedulingClass) => number): PerClass {
-  return { priority: count("priority"), standard: count("standard"), flex: count("flex") };
+  return { priority: count("priority"), standard: count("standard"), flex: count("flex"), batch: count("batch") };
 }
 
 /** Each class's count summed over `items` (shards, instances, replicas). */

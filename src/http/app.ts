@@ -22,6 +22,10 @@ import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { modelRoutes } from "./routes/models.js";
 import { usageRoutes } from "./routes/usage.js";
+import { fileRoutes } from "./routes/files.js";
+import { batchRoutes } from "./routes/batches.js";
+import type { BatchService } from "../batches/service.js";
+import type { FileStore } from "../storage/files.js";
 import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ResponseStore } from "../responses/store.js";
@@ -58,6 +62,8 @@ export interface AppDeps {
   /** Dedicated deployments (`/v1/deployments`); absent: the routes are not served. */
   deployments?: DeploymentService;
   logger?: FastifyServerOptions["logger"];
+  /** The Files and Batch APIs (`/v1/files`, `/v1/batches`); absent: not served. */
+  batches?: { service: BatchService; files: FileStore; maxFileBytes: number };
 }
 
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 60_000, maxUnauthenticatedPerIp: 64, streamBufferBytes: 64 * 1024, streamPauseTimeoutMs: 60_000 };
@@ -84,6 +90,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       void routes.register(
         async (api) => {
           modelRoutes(api, deps.registry);
+          if (deps.batches) {
+            fileRoutes(api, deps.batches.service, deps.batches.files, deps.batches.maxFileBytes);
+            batchRoutes(api, deps.batches.service);
+          }
           void api.register(async (generation) => {
             // A deployment another server process runs is answered by that process.
             const deployments = deps.deployments;

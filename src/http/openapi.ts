@@ -2,6 +2,7 @@ import { z } from "zod";
 import { chatRequestSchema } from "../protocol/chat-request.js";
 import { completionsRequestSchema } from "../protocol/completions-request.js";
 import { responsesRequestSchema } from "../protocol/responses-request.js";
+import { createBatchSchema, listBatchesQuery, listFilesQuery, uploadFileForm } from "../protocol/batches-request.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { accountCreateKeyBody } from "./routes/account-keys.js";
 import { createKeyBody, listKeysQuery, patchKeyBody } from "./routes/admin.js";
@@ -21,6 +22,8 @@ interface Operation {
   auth: Auth;
   /** The zod schema the route validates its body with. */
   body?: z.ZodType;
+  /** The body's media type; default application/json. */
+  bodyType?: string;
   /** Query parameters: the zod object the route validates them with, or a list written out. */
   query?: z.ZodObject | Array<{ name: string; description: string; schema?: Record<string, unknown> }>;
   pathParams?: Array<{ name: string; description: string }>;
@@ -37,6 +40,8 @@ const responseId = [{ name: "id", description: "The response's id (`resp_…`)."
 const completionId = [{ name: "id", description: "The chat completion's id (`chatcmpl-…`)." }];
 const listPage = (order: "asc" | "desc") => listPageQuery(order);
 const deploymentId = [{ name: "id", description: "The deployment's id (`dep_…`)." }];
+const fileId = [{ name: "id", description: "The file's id (`file-…`)." }];
+const batchId = [{ name: "id", description: "The batch's id (`batch_…`)." }];
 
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES. */
 const API_OPERATIONS: Operation[] = [
@@ -52,6 +57,15 @@ const API_OPERATIONS: Operation[] = [
   { method: "delete", path: "/chat/completions/{id}", id: "deleteChatCompletion", summary: "Delete a stored chat completion", auth: "key", pathParams: completionId, response: { description: "`{id, object: \"chat.completion.deleted\", deleted: true}`" }, errors: [401, 404] },
   { method: "get", path: "/chat/completions/{id}/messages", id: "listChatCompletionMessages", summary: "The messages of a stored chat completion's request, each with an id (`<completion id>-<index>`); oldest first unless order=desc", auth: "key", pathParams: completionId, query: listPage("asc"), response: { description: "`{object: \"list\", data: [message], first_id, last_id, has_more}`" }, errors: [400, 401, 404] },
   { method: "post", path: "/responses/{id}/cancel", id: "cancelResponse", summary: "Cancel a background response (none run in the background here: 400 for a stored response, 404 for an unknown id)", auth: "key", pathParams: responseId, response: { description: "Never succeeds: no response runs in the background." }, errors: [400, 401, 404] },
+  { method: "post", path: "/files", id: "createFile", summary: "Upload a batch input file (multipart/form-data: `file`, `purpose: batch`). Limits: SWITCHYARD_FILE_MAX_BYTES per file (200 MB), SWITCHYARD_FILES_PER_ACCOUNT files and SWITCHYARD_FILE_BYTES_PER_ACCOUNT bytes per account", auth: "key", body: uploadFileForm, bodyType: "multipart/form-data", response: { description: "The file object." }, errors: [400, 401, 413, 429] },
+  { method: "get", path: "/files", id: "listFiles", summary: "The caller's account's files (uploads and batch output files)", auth: "key", query: listFilesQuery, response: { description: "`{object: \"list\", data: [file], first_id, last_id, has_more}`" }, errors: [400, 401] },
+  { method: "get", path: "/files/{id}", id: "retrieveFile", summary: "One file of the caller's account", auth: "key", pathParams: fileId, response: { description: "The file object." }, errors: [401, 404] },
+  { method: "get", path: "/files/{id}/content", id: "downloadFile", summary: "A file's bytes, checked against the SHA-256 taken when it was stored", auth: "key", pathParams: fileId, response: { description: "The file's bytes (JSONL).", contentType: "application/octet-stream" }, errors: [401, 404] },
+  { method: "delete", path: "/files/{id}", id: "deleteFile", summary: "Delete a file of the caller's account", auth: "key", pathParams: fileId, response: { description: "`{id, object: \"file\", deleted: true}`" }, errors: [401, 404] },
+  { method: "post", path: "/batches", id: "createBatch", summary: "Run an uploaded JSONL file of requests (endpoint /v1/chat/completions, /v1/completions or /v1/responses; completion_window 24h) on spare capacity at the batch price. The file is validated at once: a bad one fails the batch with `errors` and an error file naming each line; past the account's enqueued-token cap it fails with token_limit_exceeded", auth: "key", body: createBatchSchema, response: { description: "The batch object (status in_progress, or failed)." }, errors: [400, 401, 404, 429] },
+  { method: "get", path: "/batches", id: "listBatches", summary: "The caller's account's batches, newest first", auth: "key", query: listBatchesQuery, response: { description: "`{object: \"list\", data: [batch], first_id, last_id, has_more}`" }, errors: [400, 401] },
+  { method: "get", path: "/batches/{id}", id: "retrieveBatch", summary: "One batch: status, request_counts, timestamps, output_file_id and error_file_id", auth: "key", pathParams: batchId, response: { description: "The batch object." }, errors: [401, 404] },
+  { method: "post", path: "/batches/{id}/cancel", id: "cancelBatch", summary: "Cancel a batch: lines running finish, the rest are answered batch_cancelled (unbilled); it ends cancelled", auth: "key", pathParams: batchId, response: { description: "The batch object, status cancelling." }, errors: [401, 404, 409] },
   { method: "get", path: "/models", id: "listModels", summary: "The models the key may use", auth: "key", response: { description: "`{object: \"list\", data: [model]}` with context length, precision, tags, prices per tier and status." }, errors: [401] },
   { method: "get", path: "/models/{model}", id: "retrieveModel", summary: "One model (the id has a slash: `owner/name`)", auth: "key", pathParams: [{ name: "model", description: "`owner/name`" }], response: { description: "A model object." }, errors: [401, 404] },
   { method: "delete", path: "/models/{model}", id: "deleteModel", summary: "Models cannot be deleted with a key (403); an unknown model is a 404", auth: "key", pathParams: [{ name: "model", description: "`owner/name`" }], response: { description: "Never succeeds." }, errors: [401, 403, 404] },
@@ -131,7 +145,7 @@ function operationObject(op: Operation, operationId: string) {
     summary: op.summary,
     security: SECURITY[op.auth],
     ...(parameters.length ? { parameters } : {}),
-    ...(op.body ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(op.body) } } } } : {}),
+    ...(op.body ? { requestBody: { required: true, content: { [op.bodyType ?? "application/json"]: { schema: jsonSchema(op.body) } } } } : {}),
     // Every response to a key with a per-minute limit carries the rate-limit headers.
     responses: { "200": { description: op.response.description, content: ok, ...(op.auth === "key" ? { headers: RATE_LIMIT_HEADERS } : {}) }, ...errors },
   };

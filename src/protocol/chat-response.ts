@@ -43,7 +43,7 @@ export interface WireUsage {
   completion_tokens_details: { reasoning_tokens: number };
 }
 
-export type WireServiceTier = "default" | "priority" | "flex";
+export type WireServiceTier = "default" | "priority" | "flex" | "batch";
 
 export interface ChatCompletion {
   id: string;

@@ -72,7 +72,7 @@ export async function admit(deps: AdmissionDeps, caller: Caller, input: ChatInpu
   const { entry, backend } = model;
   checkCapabilities(entry, backend, input);
   checkCheapContextBound(entry, backend, input);
-  held.tier = resolveTier(entry.pricing, input.serviceTier);
+  held.tier = caller.batchId ? "batch" : resolveTier(entry.pricing, input.serviceTier);
   const prices = effectivePrices(entry.pricing, held.tier);
   const output = planOutput(input);
   // Prompt workers are shared fairly between accounts.

@@ -43,7 +43,7 @@ export function createChatService(deps: ChatServiceDeps): ChatService {
     async start(caller, input, signal, context = {}) {
       const api = context.api ?? "chat.completions";
       const requestId = context.requestId ?? newRequestId(api);
-      const meter = new RequestMeter(deps.ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api });
+      const meter = new RequestMeter(deps.ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api, batchId: caller.batchId });
       const held: Holdings = { tier: "default", promptTokens: 0, reservation: null };
       try {
         const admission = await admit(deps, caller, input, meter, held);

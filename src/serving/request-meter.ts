@@ -8,6 +8,7 @@ export interface MeterContext {
   keyId: string;
   model: string;
   api: ApiKind;
+  batchId?: string;
 }
 
 export interface MeterOutcome {

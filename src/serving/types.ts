@@ -19,6 +19,8 @@ export interface Caller {
   keyId: string;
   allowedModels: string[] | null;
   limits: KeyLimits;
+  /** Set when the request is a line of this batch: it is served and billed at the batch tier. */
+  batchId?: string;
 }
 
 /**

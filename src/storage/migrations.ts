@@ -209,6 +209,83 @@ export const migrations: Migration[] = [
     `,
   },
   {
+    id: 11,
+    name: "files, batches and their lines",
+    sql: `
+      -- Uploaded and generated files (the Files API), with the SHA-256 of their bytes, checked on read.
+      CREATE TABLE files (
+        id          text PRIMARY KEY,
+        account_id  text NOT NULL REFERENCES accounts (id),
+        purpose     text NOT NULL,
+        filename    text NOT NULL,
+        bytes       integer NOT NULL,
+        sha256      text NOT NULL,
+        content     bytea NOT NULL,
+        created_at  timestamptz NOT NULL DEFAULT now()
+      );
+
+      CREATE INDEX files_account_idx ON files (account_id, created_at);
+
+      -- A batch: its input file's lines are copied into batch_lines when it is created, so the
+      -- input file may be deleted while the batch runs. key_id: the key that created it, whose
+      -- budget and limits each line is run under. Times as OpenAI reports them; expires_at is the
+      -- end of the completion window.
+      CREATE TABLE batches (
+        id                 text PRIMARY KEY,
+        account_id         text NOT NULL REFERENCES accounts (id),
+        key_id             text NOT NULL REFERENCES api_keys (id),
+        endpoint           text NOT NULL,
+        input_file_id      text NOT NULL,
+        completion_window  text NOT NULL,
+        status             text NOT NULL,
+        metadata           text,
+        errors             text,
+        output_file_id     text,
+        error_file_id      text,
+        total              integer NOT NULL DEFAULT 0,
+        completed          integer NOT NULL DEFAULT 0,
+        failed             integer NOT NULL DEFAULT 0,
+        enqueued_tokens    bigint NOT NULL DEFAULT 0,
+        -- The server process (server_owners) running the batch; NULL or a dead owner: the next adopts it.
+        owner_id           text,
+        created_at         timestamptz NOT NULL DEFAULT now(),
+        expires_at         timestamptz NOT NULL,
+        in_progress_at     timestamptz,
+        finalizing_at      timestamptz,
+        completed_at       timestamptz,
+        failed_at          timestamptz,
+        expired_at         timestamptz,
+        cancelling_at      timestamptz,
+        cancelled_at       timestamptz
+      );
+
+      CREATE INDEX batches_account_idx ON batches (account_id, created_at);
+      CREATE INDEX batches_active_idx ON batches (status) WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling');
+
+      -- One row per input line. A line is answered once: request_id is the ledger row of the
+      -- attempt whose answer it keeps, written in the same transaction as the answer.
+      CREATE TABLE batch_lines (
+        batch_id          text NOT NULL REFERENCES batches (id),
+        line              integer NOT NULL,
+        custom_id         text NOT NULL,
+        body              text NOT NULL,
+        estimated_tokens  integer NOT NULL,
+        done              boolean NOT NULL DEFAULT false,
+        request_id        text,
+        status_code       integer,
+        answer            text,
+        error             text,
+        PRIMARY KEY (batch_id, line)
+      );
+
+      CREATE INDEX batch_lines_pending_idx ON batch_lines (batch_id, line) WHERE NOT done;
+
+      -- The batch a ledger row's request ran for (NULL: a request of its own).
+      ALTER TABLE usage_records ADD COLUMN batch_id text;
+      CREATE INDEX usage_records_batch_idx ON usage_records (batch_id) WHERE batch_id IS NOT NULL;
+    `,
+  },
+  {
     id: 12,
     name: "stored responses' input items",
     // What GET /v1/responses/{id}/input_items lists; NULL for responses stored before (none listed).

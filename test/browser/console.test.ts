@@ -7,6 +7,8 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { parseWireUsageReport as parseWireUsage } from "../../src/protocol/usage.js";
 import { launchChromium, screenshot, watchForProblems } from "../helpers/browser.js";
 import { createKey, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import OpenAI from "openai";
+import { chatLine, settled, upload } from "../helpers/batches.js";
 import { readFileSync } from "node:fs";
 
 const ADMIN_KEY = `sy-admin-browser-${process.pid}-0123456789abcdef`;
@@ -266,6 +268,20 @@ describe("web console (/console) in Chromium", () => {
     await page.waitForSelector("article.model");
     await page.click("a[href='#/engines']");
     await page.waitForSelector(`article.engine[data-model="${SMOLLM2}"]`);
+  });
+
+  test("the Batches page lists a batch with its status and counts, and downloads its output", async () => {
+    const client = new OpenAI({ apiKey: managerKey, baseURL: server.baseURL, timeout: ANSWER_TIMEOUT_MS, maxRetries: 0 });
+    const input = await upload(client, [chatLine("page-1", "Say hi."), chatLine("page-2", "Say bye.")]);
+    const batch = await settled(client, (await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })).id);
+    await page.click("a[href='#/batches']");
+    const row = page.locator(`tr[data-batch="${batch.id}"]`);
+    await row.waitFor();
+    assert.match((await row.textContent()) ?? "", /completed.*2 \/ 2/);
+    const [download] = await Promise.all([page.waitForEvent("download"), row.locator("button:has-text('Output')").click()]);
+    const lines = readFileSync((await download.path())!, "utf8").trim().split("\n").map((line) => JSON.parse(line) as { custom_id: string });
+    assert.deepEqual(lines.map((l) => l.custom_id).sort(), ["page-1", "page-2"]);
+    await screenshot(page, "batches");
   });
 
   test("narrow window and dark mode", async () => {

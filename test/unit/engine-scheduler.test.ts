@@ -141,6 +141,31 @@ describe("the engine's step scheduler", () => {
     assert.deepEqual(kinds.filter((k) => k !== "text"), ["started", "preempted", "finish"]);
   });
 
+  test("batch ranks below flex: a waiting flex request takes a batch line's sequence, and batch is preempted before flex", () => {
+    const s = scheduler(2, 64);
+    const flex = request(4, "flex");
+    const line = request(4, "batch");
+    s.enqueue(line);
+    s.enqueue(flex);
+    step(s);
+    assert.equal(flex.status, "running");
+    assert.equal(line.status, "running", "idle capacity runs a batch line");
+    const waitingFlex = request(4, "flex");
+    s.enqueue(waitingFlex);
+    step(s);
+    assert.equal(line.status, "waiting", "the batch line gave its sequence to the waiting flex request");
+    assert.equal(flex.status, "running", "the running flex request keeps its sequence");
+    assert.equal(waitingFlex.status, "running");
+    const standard = request(4);
+    s.enqueue(standard);
+    const laterLine = request(4, "batch");
+    s.enqueue(laterLine);
+    step(s);
+    assert.equal(standard.status, "running", "standard takes a flex sequence");
+    assert.equal(laterLine.status, "waiting", "a batch line waits behind every other tier");
+    assert.equal(line.status, "waiting");
+  });
+
   test("the prefix cache reuses a finished prompt within its namespace and never across", () => {
     const s = scheduler(2, 256);
     const first = request(50, "standard", { cacheNamespace: "acct-a" });

@@ -277,8 +277,15 @@ describe("pricingView", () => {
         '"list":{"input":0.44,"output":1.32,"cached_input":0.14},"discount_percent":51,' +
         '"tiers":{"default":{"input":0.2156,"output":0.6468,"cached_input":0.0686},' +
         '"priority":{"input":0.3234,"output":0.9702,"cached_input":0.1029,"multiplier":1.5},' +
-        '"flex":{"input":0.17248,"output":0.51744,"cached_input":0.05488,"multiplier":0.8}}}',
+        '"flex":{"input":0.17248,"output":0.51744,"cached_input":0.05488,"multiplier":0.8},' +
+        '"batch":{"input":0.1078,"output":0.3234,"cached_input":0.0343,"multiplier":0.5}}}',
     );
+  });
+
+  it("every model has the batch tier: 0.5 by default, or the catalog's own multiplier", () => {
+    const view = pricingView({ input: "1", output: "2", cached_input: "0.5", tiers: { batch: "0.25" } });
+    assert.equal(stringifyJson(view.tiers.batch), '{"input":0.25,"output":0.5,"cached_input":0.125,"multiplier":0.25}');
+    assert.deepEqual(effectivePrices({ input: "0.02", output: "0.06", cached_input: "0.01" }, "batch"), { input: "0.01", output: "0.03", cached_input: "0.005" });
   });
 
   it("omits tiers the model lacks; absent discount shows 0", () => {
@@ -286,9 +293,9 @@ describe("pricingView", () => {
     assert.equal(
       stringifyJson(view),
       '{"currency":"USD","unit":"per_1m_tokens","list":{"input":0.23,"output":2.3,"cached_input":0.2},' +
-        '"discount_percent":0,"tiers":{"default":{"input":0.23,"output":2.3,"cached_input":0.2}}}',
+        '"discount_percent":0,"tiers":{"default":{"input":0.23,"output":2.3,"cached_input":0.2},"batch":{"input":0.115,"output":1.15,"cached_input":0.1,"multiplier":0.5}}}',
     );
     assert.ok(view.list.input instanceof ExactDecimal);
-    assert.deepEqual(Object.keys(pricingView(flexOnly).tiers), ["default", "flex"]);
+    assert.deepEqual(Object.keys(pricingView(flexOnly).tiers), ["default", "flex", "batch"]);
   });
 });

@@ -117,7 +117,7 @@ describe("the step budget", () => {
   });
 
   test("lower tiers' work fills only the slack beside a priority stream, by turns, each within its own tier's target", () => {
-    const targets = { priority: { ttftMs: 1000, itlMs: 20 }, standard: { ttftMs: 5000, itlMs: 60 }, flex: { ttftMs: 5000, itlMs: 60 } };
+    const targets = { priority: { ttftMs: 1000, itlMs: 20 }, standard: { ttftMs: 5000, itlMs: 60 }, flex: { ttftMs: 5000, itlMs: 60 }, batch: { ttftMs: 5000, itlMs: 60 } };
     const cost = machine(4, 4, 1);
     const s = scheduler(7, cost, { targets });
     const standards = Array.from({ length: 6 }, () => request(4));

@@ -5,8 +5,8 @@ import { integer, multiplyDecimal } from "../format.js";
 import type { Session } from "../session.js";
 import type { Exact, PriceTriple, WireModel } from "../wire.js";
 
-const TIERS = ["default", "priority", "flex"] as const;
-const TIER_LABEL = { default: "Standard", priority: "Priority", flex: "Flex" } as const;
+const TIERS = ["default", "priority", "flex", "batch"] as const;
+const TIER_LABEL = { default: "Standard", priority: "Priority", flex: "Flex", batch: "Batch" } as const;
 
 /** Every model the key may use, with per-tier prices and live status (polled while loading). */
 export function ModelsPage({ session }: { session: Session }) {

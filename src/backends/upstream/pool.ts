@@ -38,8 +38,8 @@ interface Waiter {
  * affinity never makes a request wait while another replica is idle.
  */
 export class ReplicaPool {
-  private readonly queues: Record<SchedulingClass, Waiter[]> = { priority: [], standard: [], flex: [] };
-  readonly runningByClass: Record<SchedulingClass, number> = { priority: 0, standard: 0, flex: 0 };
+  private readonly queues: Record<SchedulingClass, Waiter[]> = { priority: [], standard: [], flex: [], batch: [] };
+  readonly runningByClass: Record<SchedulingClass, number> = { priority: 0, standard: 0, flex: 0, batch: 0 };
 
   constructor(
     readonly replicas: readonly Replica[],

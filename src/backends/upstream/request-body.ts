@@ -3,8 +3,10 @@ import type { ChatMessage, OutputConstraint, SchedulingClass, ToolDefinition } f
 import { tierOfClass, type GenerationParams } from "../backend.js";
 import type { UpstreamPrompt } from "./prompt.js";
 
+/** An upstream knows no batch tier: a Batch API line asks it for flex, the cheapest it has. */
+const upstreamTier = (schedulingClass: SchedulingClass): string => (schedulingClass === "batch" ? "flex" : tierOfClass(schedulingClass));
 /** vLLM's `priority`: lower runs earlier. */
-const VLLM_PRIORITY: Record<SchedulingClass, number> = { priority: -1, standard: 0, flex: 1 };
+const VLLM_PRIORITY: Record<SchedulingClass, number> = { priority: -1, standard: 0, flex: 1, batch: 2 };
 
 export interface BodyOptions {
   /** The model name the upstream serves. */
@@ -37,7 +39,7 @@ export function requestBody(prompt: UpstreamPrompt, params: GenerationParams, op
     ...(s.logitBias?.size ? { logit_bias: Object.fromEntries(s.logitBias) } : {}),
     ...(params.stop.length > 0 ? { stop: params.stop } : {}),
     ...(params.logprobs ? (prompt.kind === "chat" ? { logprobs: true, top_logprobs: params.logprobs.top } : { logprobs: params.logprobs.top }) : {}),
-    service_tier: tierOfClass(schedulingClass),
+    service_tier: upstreamTier(schedulingClass),
     ...(options.sendPriority ? { priority: VLLM_PRIORITY[schedulingClass] } : {}),
     ...(params.cacheNamespace !== undefined ? { prompt_cache_key: opaqueCacheKey(params.cacheNamespace) } : {}),
   };

@@ -18,7 +18,7 @@ export interface SchedulingPolicy {
   passedOver(admitted: EngineRequest, waiting: EngineRequest): void;
 }
 
-const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 2 };
+const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 2, batch: 3 };
 
 /**
  * Admissions of priority requests a waiting standard request lets pass before it is starving: from
@@ -50,9 +50,11 @@ export const preemptibleByPriority = (running: readonly EngineRequest[], sequenc
 export const sequencesNeeded = (r: EngineRequest) => 1 + r.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested).length;
 
 /**
- * Service tiers: priority, then standard, then flex, each oldest first (a preempted request ahead
- * of new ones of its class). Flex runs only on capacity nobody else waits for: priority or standard
- * requests that have to wait take the flex sequences admitted last, and priority requests that still
+ * Service tiers: priority, then standard, then flex, then batch lines, each oldest first (a preempted
+ * request ahead of new ones of its class). Batch runs only on capacity nobody else waits for: any
+ * waiting priority, standard or flex request takes the batch sequences admitted last, before any
+ * flex one is touched. Flex likewise gives way to waiting priority or standard
+ * requests (the flex sequences admitted last), and priority requests that still
  * have to wait take the standard ones admitted last, so priority work never waits for a whole
  * generation to end. Needs are counted in sequences: a request with `n` choices needs `n`.
  * Standard is never starved: after STANDARD_AGING_ADMISSIONS priority admissions pass it, a waiting
@@ -74,6 +76,7 @@ export const tieredPolicy: SchedulingPolicy = {
     const need = (schedulingClass: SchedulingClass) => live(waiting, schedulingClass).reduce((sum, r) => sum + sequencesNeeded(r), 0);
     const priority = need("priority");
     const standard = need("standard");
+    const flex = need("flex");
     const kept = onReserve(running, sequences);
     // Starving standard requests take the reserved sequences they lack, ahead of priority.
     const reserveGap = Math.min(standardReserve(sequences) - kept.length, waiting.filter((r) => starving(r) && !r.abortRequested).length);
@@ -84,6 +87,7 @@ export const tieredPolicy: SchedulingPolicy = {
     const chosen: EngineRequest[] = [];
     let covered = freeSequences;
     for (const [candidates, wanted] of [
+      [latestFirst("batch"), priority + standard + flex],
       [latestFirst("flex"), priority + standard],
       [latestFirst("standard"), priority + Math.max(0, reserveGap)],
     ] as const) {

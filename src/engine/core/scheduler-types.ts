@@ -35,5 +35,6 @@ export function countByClass(list: readonly EngineRequest[]): Record<SchedulingC
     priority: list.filter((r) => r.schedulingClass === "priority").length,
     standard: list.filter((r) => r.schedulingClass === "standard").length,
     flex: list.filter((r) => r.schedulingClass === "flex").length,
+    batch: list.filter((r) => r.schedulingClass === "batch").length,
   };
 }

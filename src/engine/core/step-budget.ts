@@ -33,11 +33,12 @@ export interface StepBudget {
 
 export const DEFAULT_CHUNK_CAP = 64;
 export const DEFAULT_MIN_CHUNK = 8;
-/** The defaults of the settings; flex has no targets of its own and runs at standard's pace. */
+/** The defaults of the settings; flex and batch have no targets of their own and run at standard's pace. */
 export const DEFAULT_TARGETS: TargetsByClass = {
   priority: { ttftMs: 1000, itlMs: 50 },
   standard: { ttftMs: 5000, itlMs: 300 },
   flex: { ttftMs: 5000, itlMs: 300 },
+  batch: { ttftMs: 5000, itlMs: 300 },
 };
 
 /** A scheduler's options with the defaults filled in. */
@@ -50,7 +51,7 @@ export function budgetOptions(options: { stepTokens: number; chunkCap?: number; 
   };
 }
 
-const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 2 };
+const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 2, batch: 3 };
 
 /**
  * Fills a step (stall-free batching, after Sarathi-Serve): every decoding stream's next token first,

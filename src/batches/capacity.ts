@@ -1,0 +1,16 @@
+import type { ModelRegistry } from "../serving/model-registry.js";
+
+/**
+ * How many batch lines a model may run at once now: its sequences that no priority, standard or
+ * flex request holds or waits for. A model still loading runs none; a model that cannot serve
+ * (unknown, not pulled, failed) runs one at a time, so each line gets the error a request would.
+ */
+export function batchCapacity(registry: ModelRegistry): (model: string) => number {
+  return (model) => {
+    const served = registry.get(model);
+    if (served?.state === "loading") return 0;
+    if (!served?.backend || served.state !== "ready") return 1;
+    const { slots, running, waiting } = served.backend.stats();
+    return Math.max(0, slots - running.priority - running.standard - running.flex - waiting.priority - waiting.standard - waiting.flex);
+  };
+}

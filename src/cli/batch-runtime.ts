@@ -1,0 +1,38 @@
+import type { FastifyInstance } from "fastify";
+import { batchLimitsFromEnv } from "../batches/limits.js";
+import { BatchRunner } from "../batches/runner.js";
+import { createBatchService } from "../batches/service.js";
+import { batchCapacity } from "../batches/capacity.js";
+import { BatchLineCallers } from "../http/batch-lines.js";
+import type { ApiCaller } from "../http/auth.js";
+import type { ModelRegistry } from "../serving/model-registry.js";
+import type { Database } from "../storage/database.js";
+import { createFileStore } from "../storage/files.js";
+
+export interface BatchesWiring {
+  db: Database;
+  registry: ModelRegistry;
+  ownerId: string;
+  ownerIsGone(tx: Database, ownerId: string): Promise<boolean>;
+  log(message: string): void;
+}
+
+/** The Files and Batch APIs and the runner of batch lines, wired for `switchyard serve`. */
+export function startBatches({ db, registry, ownerId, ownerIsGone, log }: BatchesWiring) {
+  const limits = batchLimitsFromEnv(process.env);
+  const files = createFileStore(db);
+  const lineCallers = new BatchLineCallers();
+  let runner: BatchRunner | undefined;
+  // Tests shorten the completion window to see a batch expire.
+  const windowOverride = Number(process.env.SWITCHYARD_BATCH_WINDOW_SECONDS ?? "") || undefined;
+  const service = createBatchService({ db, files, limits, ownerId, wake: () => runner?.wake(), windowSeconds: windowOverride ? () => windowOverride : undefined });
+  return {
+    lineCallers,
+    api: { service, files, maxFileBytes: limits.maxFileBytes },
+    run(app: FastifyInstance, principalOf: (keyId: string) => Promise<Omit<ApiCaller, "batchId"> | null>) {
+      runner = new BatchRunner({ db, files, execute: lineCallers.executor(app, principalOf), capacity: batchCapacity(registry), ownerId, ownerIsGone, log });
+      runner.start();
+    },
+    stop: () => runner?.stop() ?? Promise.resolve(),
+  };
+}

@@ -1,0 +1,64 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { createKey } from "../../src/accounts/store.js";
+import { BatchRunner, type LineRequest } from "../../src/batches/runner.js";
+import { insertBatch, startBatch, getBatch } from "../../src/batches/store.js";
+import { validateBatchFile } from "../../src/batches/validate.js";
+import { createFileStore } from "../../src/storage/files.js";
+import type { Database } from "../../src/storage/database.js";
+import { forEachDatabase } from "../helpers/databases.js";
+import { waitFor } from "../helpers/server.js";
+
+// The runner's own decisions, with the request path played by a recorder (the real path is covered
+// end to end in test/integration/batches*.test.ts): who goes next when capacity frees up.
+async function batchOf(db: Database, account: string, keyId: string, accountId: string, lines: number): Promise<string> {
+  const text = Array.from({ length: lines }, (_, i) => JSON.stringify({ custom_id: `${account}-${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [{ role: "user", content: "hi" }] } })).join("\n");
+  const validation = validateBatchFile(Buffer.from(text), "/v1/chat/completions", 100);
+  assert.ok(validation.ok);
+  const batch = await insertBatch(db, { accountId, keyId, endpoint: "/v1/chat/completions", inputFileId: "file-x", completionWindow: "24h", windowSeconds: 3600, metadata: null }, "owner-1");
+  await db.transaction((tx) => startBatch(tx, batch.id, validation.lines));
+  return batch.id;
+}
+
+forEachDatabase("the batch runner", ({ db }) => {
+  test("one line at a time: accounts take turns, then each account's batches; every batch completes with its output file", async () => {
+    const a = await createKey(db, { account: "runner-a" });
+    const b = await createKey(db, { account: "runner-b" });
+    const [accountA] = await db.query<{ id: string }>("SELECT account_id AS id FROM api_keys WHERE id = $1", [a.id]);
+    const [accountB] = await db.query<{ id: string }>("SELECT account_id AS id FROM api_keys WHERE id = $1", [b.id]);
+    const a1 = await batchOf(db, "a1", a.id, accountA!.id, 4);
+    const a2 = await batchOf(db, "a2", a.id, accountA!.id, 4);
+    const b1 = await batchOf(db, "b1", b.id, accountB!.id, 8);
+    const started: LineRequest[] = [];
+    const files = createFileStore(db);
+    const runner = new BatchRunner({
+      db,
+      files,
+      execute: async (line) => {
+        started.push(line);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return { statusCode: 200, body: JSON.stringify({ id: `chatcmpl-${started.length}`, object: "chat.completion" }), requestId: null, code: null };
+      },
+      capacity: () => 1,
+      ownerId: "owner-1",
+      ownerIsGone: async () => true,
+      log: () => {},
+      pollMs: 20,
+    });
+    runner.start();
+    try {
+      for (const id of [a1, a2, b1]) await waitFor(async () => ((await getBatch(db, id === b1 ? accountB!.id : accountA!.id, id))?.status === "completed" ? true : undefined), 30_000);
+    } finally {
+      await runner.stop();
+    }
+    assert.equal(started.length, 16, "each line ran once");
+    const accounts = started.slice(0, 8).map((l) => l.keyId);
+    assert.deepEqual(accounts, [a.id, b.id, a.id, b.id, a.id, b.id, a.id, b.id], "accounts alternate while both have lines");
+    const batchesOfA = started.filter((l) => l.keyId === a.id).slice(0, 4).map((l) => l.batchId);
+    assert.equal(new Set(batchesOfA).size, 2, "account A's two batches share its turns");
+    const batch = await getBatch(db, accountB!.id, b1);
+    assert.deepEqual([batch!.total, batch!.completed, batch!.failed], [8, 8, 0]);
+    const output = (await files.content(accountB!.id, batch!.output_file_id!))!.toString("utf8").trim().split("\n");
+    assert.deepEqual(output.map((line) => (JSON.parse(line) as { custom_id: string }).custom_id), Array.from({ length: 8 }, (_, i) => `b1-${i}`));
+  });
+});

@@ -26,14 +26,14 @@ describe("the replica pool", () => {
     await pool.acquire(claim(), never);
     const order: string[] = [];
     const wait = (name: string, schedulingClass: Claim["schedulingClass"]) => pool.acquire(claim({ schedulingClass }), never).then((r) => (order.push(name), r));
-    const waits = [wait("flex", "flex"), wait("standard-1", "standard"), wait("standard-2", "standard"), wait("priority", "priority")];
-    assert.deepEqual(pool.waitingByClass(), { priority: 1, standard: 2, flex: 1 });
-    for (let i = 0; i < 4; i++) {
+    const waits = [wait("batch", "batch"), wait("flex", "flex"), wait("standard-1", "standard"), wait("standard-2", "standard"), wait("priority", "priority")];
+    assert.deepEqual(pool.waitingByClass(), { priority: 1, standard: 2, flex: 1, batch: 1 });
+    for (let i = 0; i < 5; i++) {
       pool.done(replica!, "standard", "ok");
       await new Promise((r) => setImmediate(r));
     }
     await Promise.all(waits);
-    assert.deepEqual(order, ["priority", "standard-1", "standard-2", "flex"]);
+    assert.deepEqual(order, ["priority", "standard-1", "standard-2", "flex", "batch"]);
   });
 
   test("a request's n choices take their slots together: two n=2 requests on 2 slots never hold half each", async () => {

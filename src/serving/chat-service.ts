@@ -4,8 +4,9 @@ import { effectivePrices, resolveTier, type RequestedTier } from "../billing/pri
 import type { CatalogEntry, ServiceTier } from "../catalog/types.js";
 import type { ChatMessage, EngineEvent, PauseControl, PromptOptions, SchedulingClass, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
-import { CapacityUnavailable, InvalidRequest, ModelNotFound, RateLimited, ServiceError } from "../errors.js";
-import { visibleTo, type ModelRegistry } from "./model-registry.js";
+import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
+import type { ModelRegistry } from "./model-registry.js";
+import { requireServedModel } from "./served-model.js";
 import type { KeyLimits, LimitLease, RequestLimits, RequestObserver, ServingMetrics, SpendBudgets, UsageLedger, BudgetReservation, InFlightLedger } from "./ports.js";
 import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning } from "./reasoning-stream.js";
@@ -256,17 +257,8 @@ function cacheNamespace(caller: Caller, input: ChatInput): string {
 }
 
 function readyModel(registry: ModelRegistry, caller: Caller, id: string): { entry: CatalogEntry; backend: Backend; systemFingerprint: string; metricsModel?: string } {
-  const served = registry.get(id);
-  // Another account's deployment is refused exactly like a model that does not exist.
-  if (!served || !visibleTo(served, caller.accountId) || (caller.allowedModels && !caller.allowedModels.includes(id))) throw new ModelNotFound(id);
-  if (served.state === "stopped") throw new ServiceError(503, "server_error", `The deployment '${id}' is scaled to zero instances; scale it up (PATCH /v1/deployments/{id} with min_instances ≥ 1) to call it.`, "deployment_stopped");
-  if (served.state === "elsewhere") throw new CapacityUnavailable(`The deployment '${id}' runs on another server process sharing this database and could not be forwarded there; retry shortly.`, 5);
-  if (served.state === "not_pulled") {
-    const how = `Pull it with 'switchyard models pull ${id}' (or 'npx switchyard models pull ${id}'), then restart the server.`;
-    throw new ServiceError(503, "server_error", `The model '${id}' is in the catalog but not pulled on this server. ${how}`, "model_not_pulled");
-  }
-  if (served.state === "failed") throw new CapacityUnavailable(`The model '${id}' failed to load: ${served.error ?? "unknown error"}`, 60);
-  if (served.state !== "ready" || !served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
+  const served = requireServedModel(registry, caller, id, "chat");
+  if (!served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
   return { entry: served.entry, backend: served.backend, systemFingerprint: served.systemFingerprint ?? "fp_unknown", metricsModel: served.dedicated && `${served.dedicated.baseModel} (dedicated)` };
 }
 
@@ -280,7 +272,7 @@ async function preparePrompt(backend: Backend, messages: ChatMessage[], tools: r
 }
 
 /** Which engine queue and batch precedence each billed tier gets. */
-const SCHEDULING_CLASS: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex" };
+export const SCHEDULING_CLASS: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex" };
 
 /**
  * Waits for admission (the `started` event). A full queue is a 429 `queue_full`; a flex request that

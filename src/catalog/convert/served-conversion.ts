@@ -3,6 +3,7 @@
  * it, with its own manifest keyed by the zip's sha256 and the precision; re-verified on each start like
  * a pull, and written again when the zip or the precision changes.
  */
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { findManifestedFile, findVerifiedFile, writeManifest } from "../manifest.js";
 import type { ModelFile } from "../served-file.js";
@@ -20,6 +21,7 @@ export async function ensureConvertedFile(entry: CatalogEntry, published: ModelF
   const name = entry.id.split("/").pop()!;
   const path = join(modelDir, `${name}.${precision.toUpperCase()}.gguf`);
   const model = await readSentenceTransformersZip(published.path);
+  await mkdir(modelDir, { recursive: true }); // a `file:` source has no folder of its own yet
   const written = await writeBertGguf(model, path, name, precision);
   await writeManifest(path, { source, sha256: written.sha256, bytes: written.bytes });
   return { path, bytes: written.bytes, sha256: written.sha256 };

@@ -10,7 +10,7 @@ function heldRunner(dimensions: number) {
   const run = (batch: QueuedInput[]) =>
     new Promise<EmbedReply>((resolve) => {
       batches.push(batch.map((input) => input.tokens[0]!));
-      releases.push(() => resolve({ type: "embedded", vectors: Float32Array.from(batch.flatMap((input) => Array<number>(dimensions).fill(input.tokens[0]!))), decodeMs: 1 }));
+      releases.push(() => resolve({ type: "embedded", vectors: Float32Array.from(batch.flatMap((input) => [input.tokens[0]!, ...Array<number>(dimensions - 1).fill(1)])), decodeMs: 1 }));
     });
   return { batches, run, releaseNext: () => releases.shift()!() };
 }
@@ -38,8 +38,8 @@ test("a free runner takes the most demanding tier's oldest input, then whatever 
   runner.releaseNext();
   const vectors = await Promise.all([first, flex, standard, priority]);
   // Every input's vector came back to its own request, in order, normalised to unit length.
-  const unit = [Math.fround(Math.SQRT1_2), Math.fround(Math.SQRT1_2)];
-  assert.deepEqual(vectors.map((v) => v.map((x) => Array.from(x))), [[unit], [unit], [unit, unit], [unit]]);
+  const unit = (marker: number) => Array.from(Float32Array.from([marker, 1], (v) => v / Math.hypot(marker, 1)));
+  assert.deepEqual(vectors.map((v) => v.map((x) => Array.from(x))), [[unit(1)], [unit(2)], [unit(3), unit(4)], [unit(5)]]);
 });
 
 test("an aborted request's waiting inputs never run; a full queue refuses", async () => {

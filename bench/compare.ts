@@ -15,6 +15,7 @@ import { Command } from "commander";
 import { barChartPng } from "./load/chart.js";
 import type { Target } from "./load/client-stream.js";
 import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
+import { compareEmbeddings } from "./embeddings.js";
 import { cpuDescription, cpuVariant, runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
 const TARGETS = "switchyard,switchyard-priority-itl-100,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-f16,llama-cpp-python";
@@ -22,7 +23,7 @@ const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")
   .option("--parallel <n>", "our sequences = llama-server's slots", "16")
-  .option("--scenarios <list>", "which scenarios", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch")
+  .option("--scenarios <list>", "which scenarios (embeddings: see bench/embeddings.ts)", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch,embeddings")
   .option("--targets <list>", "which targets, in order", TARGETS)
   .option("--quick", "a quarter of the requests (a smoke run)")
   .option("--out <prefix>", "where results go", `bench/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}`)
@@ -122,6 +123,9 @@ for (const name of opts.targets.split(",")) {
     await running.stop();
   }
 }
+
+// Embeddings last, on their own model: ours against llama-server --embeddings on the same GGUF.
+const embeddings = wanted.includes("embeddings") ? await compareEmbeddings({ threads: peer.threads, port: peer.port, quick: opts.quick === true }) : null;
 
 const round = (n: number | null | undefined, d = 1) => (n === null || n === undefined || !Number.isFinite(n) ? null : Number(n.toFixed(d)));
 console.table(
@@ -230,6 +234,11 @@ console.log(`server RSS at c16, ours minus llama-server's (target <= 300 MB): ${
 const batchLines = ours(MIXED_BATCH)?.batchLinesDone;
 if (batchLines !== undefined) console.log(`batch lines answered underneath the tier mix: ${batchLines}`);
 if (flexFailed !== undefined) console.log(`flex requests failed in the saturating mix (target 0 before their wait limit): ${flexFailed}`);
+if (embeddings) {
+  console.table(embeddings.results.map((r) => ({ target: r.target, scenario: `embeddings ${r.scenario}`, "inputs/s": round(r.inputsPerS), "mean ms": round(r.latencyMs.mean), "p50 ms": round(r.latencyMs.p50), "p99 ms": round(r.latencyMs.p99), failed: r.failed })));
+  console.table(Object.entries(embeddings.ratios).map(([what, value]) => ({ what, ratio: value })));
+  skipped.push(...embeddings.skipped);
+}
 if (batched) console.log(`llama-batched-bench, 16 x 128/128, ${peer.threads} threads: S_PP ${batched.sPp} tok/s, S_TG ${batched.sTg} tok/s`);
 for (const line of skipped) console.log(`skipped ${line}`);
 const cpu = cpuDescription();
@@ -237,7 +246,7 @@ console.log(`CPU: ${cpu.model}; flags: ${cpu.flags.join(" ")}`);
 console.log(`ggml CPU variant loaded: ${Object.entries(variants).map(([target, variant]) => `${target} ${variant ?? "unknown"}`).join(", ")}`);
 
 mkdirSync("bench/results", { recursive: true });
-writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), cpu, variants, model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, rssOverMb: rssOver, batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null, skipped }, null, 2));
+writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), cpu, variants, model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, rssOverMb: rssOver, batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null, embeddings, skipped }, null, 2));
 const byScenario = [...new Set(reports.map((r) => r.scenario))];
 writeFileSync(
   `${opts.out}.png`,

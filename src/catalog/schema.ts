@@ -9,7 +9,7 @@ import { parseSource } from "./source.js";
 
 const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const DECIMAL = /^\d+(\.\d+)?$/;
-export const CAPABILITY_TAGS = ["JSON", "Function", "Multimodal"] as const;
+export const CAPABILITY_TAGS = ["JSON", "Function", "Multimodal", "Embedding"] as const;
 
 function decimalString(example: string) {
   const message = `must be a decimal string such as "${example}" (quoted, never a JSON number)`;
@@ -70,7 +70,11 @@ const entrySchema = z.strictObject({
       tensor_count: z.number().int().positive().optional(),
     })
     .optional(),
+  convert: z.enum(["sentence-transformers"], { error: 'must be "sentence-transformers" (a zipped sentence-transformers BERT folder, converted to GGUF at pull time)' }).optional(),
   pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
+}).refine((entry) => entry.convert === undefined || ["f32", "f16"].includes(entry.precision), {
+  error: 'a converted model is written in its precision: "f32" or "f16"',
+  path: ["precision"],
 }).refine((entry) => entry.dedicated !== true || entry.pricing.dedicated_instance_hour !== undefined, {
   error: "a model with dedicated: true needs pricing.dedicated_instance_hour (US dollars per instance hour)",
   path: ["pricing", "dedicated_instance_hour"],

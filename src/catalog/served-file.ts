@@ -6,6 +6,7 @@
  */
 import { mkdir } from "node:fs/promises";
 import { basename, join } from "node:path";
+import { ensureConvertedFile, findConvertedFile } from "./convert/served-conversion.js";
 import { expandToF16, hasExpandableTensors } from "./gguf/expand-f16.js";
 import { findManifestedFile, findVerifiedFile, writeManifest } from "./manifest.js";
 import type { CatalogEntry, ModelFile } from "./types.js";
@@ -28,6 +29,7 @@ function formatFor(entry: CatalogEntry, setting: ServeFormatSetting): "f16" | un
 const servedSource = (published: { sha256: string }) => `f16-of-sha256:${published.sha256}`;
 
 export async function ensureServedFile(entry: CatalogEntry, published: ModelFile, modelDir: string, setting: ServeFormatSetting): Promise<ModelFile> {
+  if (entry.convert) return ensureConvertedFile(entry, published, modelDir);
   if (formatFor(entry, setting) !== "f16") return published;
   const cached = await findVerifiedFile(modelDir, servedSource(published));
   if (cached) return { path: cached.path, bytes: cached.manifest.bytes, sha256: cached.manifest.sha256 };
@@ -41,6 +43,7 @@ export async function ensureServedFile(entry: CatalogEntry, published: ModelFile
 
 /** The served copy if it is already there (size check only, for listings). */
 export async function findServedFile(entry: CatalogEntry, published: { sha256: string }, modelDir: string, setting: ServeFormatSetting): Promise<{ path: string; bytes: number } | null> {
+  if (entry.convert) return findConvertedFile(entry, published, modelDir);
   if (formatFor(entry, setting) !== "f16") return null;
   const found = await findManifestedFile(modelDir, servedSource(published));
   return found ? { path: found.path, bytes: found.manifest.bytes } : null;

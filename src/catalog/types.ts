@@ -1,5 +1,6 @@
 /** A model as the catalog file describes it (catalog/models.json, or the user's own file). */
-export type CapabilityTag = "JSON" | "Function" | "Multimodal";
+/** `Embedding` marks a sentence-embedding model: served by the embeddings API only, never by chat. */
+export type CapabilityTag = "JSON" | "Function" | "Multimodal" | "Embedding";
 
 /** `batch`: lines of the Batch API only; no request asks for it. */
 export type ServiceTier = "default" | "priority" | "flex" | "batch";
@@ -69,6 +70,11 @@ export interface CatalogEntry {
    * `general.name` and number of tensors. Needed where nothing else vouches for the whole file.
    */
   expect?: { architecture?: string; name?: string; tensor_count?: number };
+  /**
+   * `sentence-transformers`: the source is a zipped sentence-transformers BERT folder (safetensors,
+   * tokenizer.json), converted at pull time to a llama.cpp GGUF in the entry's `precision` (`f32`, `f16`).
+   */
+  convert?: "sentence-transformers";
   /** `on_demand`: not pulled with the rest; `switchyard models pull <id>` fetches it. */
   pull?: "on_demand";
 }

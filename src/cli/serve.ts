@@ -20,6 +20,8 @@ import { openRequestLimits } from "../limits/open.js";
 import { limitDefaultsFromEnv } from "../limits/defaults.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
+import { createEmbeddingService } from "../serving/embedding-service.js";
+import { createLocalEmbeddingBackend } from "../backends/embedding-backend.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
 import { reconcileDeadOwners } from "../billing/recovery.js";
@@ -140,9 +142,11 @@ interface ServerParts {
 }
 
 function buildServerApp(settings: Settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }: ServerParts) {
+  const servingDeps = { registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics };
   return buildApp({
     drain,
-    chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics }),
+    chat: createChatService(servingDeps),
+    embeddings: createEmbeddingService(servingDeps),
     metrics,
     registry,
     db,
@@ -256,6 +260,10 @@ export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistr
       // One model at a time: a file that fails to pull or verify marks that model failed, not the server.
       const [file] = await ensureModels([entry], { modelsDir, progress: true });
       if (!file) throw new Error("the model file was not pulled");
+      if (entry.tags.includes("Embedding")) {
+        registry.readyEmbedder(entry.id, await createLocalEmbeddingBackend({ modelPath: file.path, threads: settings.threads || undefined, shards: settings.shards || undefined }));
+        continue;
+      }
       const engine = await engineOptions(entry, settings, settings.parallel);
       const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
       registry.ready(entry.id, backend, systemFingerprint(file.sha256, engine));

@@ -14,6 +14,8 @@ import { installRequestIds, requestIdFor } from "./request-id.js";
 import { consoleRoutes } from "./console.js";
 import { accountKeyRoutes } from "./routes/account-keys.js";
 import { chatRoutes } from "./routes/chat.js";
+import { embeddingsRoutes } from "./routes/embeddings.js";
+import type { EmbeddingService } from "../serving/embedding-service.js";
 import { docsRoutes } from "./routes/docs.js";
 import { completionsRoutes } from "./routes/completions.js";
 import { deploymentRoutes } from "./routes/deployments.js";
@@ -38,6 +40,8 @@ import type { RateDefaults } from "../accounts/key-standing.js";
 
 export interface AppDeps {
   chat: ChatService;
+  /** `/v1/embeddings`; absent: the route is not served. */
+  embeddings?: EmbeddingService;
   registry: ModelRegistry;
   authenticate: Authenticate;
   /** The usage report reads the ledger; the route only ever queries the caller's own account. */
@@ -102,6 +106,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             chatRoutes(generation, deps.chat, streams, deps.completions);
             completionsRoutes(generation, deps.chat, streams);
             responsesRoutes(generation, deps.chat, deps.responses, streams);
+            if (deps.embeddings) embeddingsRoutes(generation, deps.embeddings);
           });
         },
         { prefix },

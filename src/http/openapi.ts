@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { chatRequestSchema } from "../protocol/chat-request.js";
 import { completionsRequestSchema } from "../protocol/completions-request.js";
+import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
 import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { createBatchSchema, listBatchesQuery, listFilesQuery, uploadFileForm } from "../protocol/batches-request.js";
 import { API_PREFIXES } from "./api-paths.js";
@@ -48,6 +49,7 @@ const API_OPERATIONS: Operation[] = [
   { method: "post", path: "/chat/completions", id: "createChatCompletion", summary: "Chat completion", auth: "key", body: chatRequestSchema, response: { description: "A chat.completion object, or with `stream: true` server-sent chat.completion.chunk events.", streams: true }, errors: [400, 401, 402, 404, 413, 415, 429, 503] },
   { method: "post", path: "/completions", id: "createCompletion", summary: "Legacy text completion (raw prompt, no chat template)", auth: "key", body: completionsRequestSchema, response: { description: "A text_completion object, or server-sent text_completion chunks.", streams: true }, errors: [400, 401, 402, 404, 429, 503] },
   { method: "post", path: "/responses", id: "createResponse", summary: "Create a response (Responses API)", auth: "key", body: responsesRequestSchema, response: { description: "A response object, or typed server-sent events (response.created … response.completed).", streams: true }, errors: [400, 401, 402, 404, 429, 503] },
+  { method: "post", path: "/embeddings", id: "createEmbedding", summary: "Embeddings of texts or token ids, from a model tagged Embedding (at most 2,048 inputs, none empty, each within the model's context: never truncated)", auth: "key", body: embeddingsRequestSchema, response: { description: "`{object: \"list\", data: [{object: \"embedding\", index, embedding}], model, usage: {prompt_tokens, total_tokens, estimated_cost}}`; `embedding` is floats, or base64 of little-endian float32 with `encoding_format: \"base64\"`." }, errors: [400, 401, 402, 404, 429, 503] },
   { method: "get", path: "/responses/{id}", id: "getResponse", summary: "A stored response of the caller's account", auth: "key", pathParams: responseId, response: { description: "The response object as it was returned." }, errors: [401, 404] },
   { method: "delete", path: "/responses/{id}", id: "deleteResponse", summary: "Delete a stored response", auth: "key", pathParams: responseId, response: { description: "`{id, object: \"response\", deleted: true}`" }, errors: [401, 404] },
   { method: "get", path: "/responses/{id}/input_items", id: "listResponseInputItems", summary: "What a stored response was generated from (with previous_response_id, the earlier responses' input and output first), with ids; newest first unless order=asc", auth: "key", pathParams: responseId, query: listPage("desc"), response: { description: "`{object: \"list\", data: [item], first_id, last_id, has_more}`" }, errors: [400, 401, 404] },

@@ -9,6 +9,7 @@ export function apiKindOf(url: string): ApiKind | "other" {
   if (path.endsWith("/chat/completions")) return "chat.completions";
   if (path.endsWith("/completions")) return "completions";
   if (/\/responses(\/|$)/.test(path)) return "responses";
+  if (path.endsWith("/embeddings")) return "embeddings";
   return "other";
 }
 

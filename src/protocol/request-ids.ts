@@ -1,12 +1,14 @@
 import { randomBytes } from "node:crypto";
 
 /** Which public API a request came through; the ledger records it. */
-export type ApiKind = "chat.completions" | "completions" | "responses";
+export type ApiKind = "chat.completions" | "completions" | "responses" | "embeddings";
 
 const PREFIX: Record<ApiKind | "other", string> = {
   "chat.completions": "chatcmpl-",
   completions: "cmpl-",
   responses: "resp_",
+  // OpenAI's embeddings carry no id of their own: the request's is a plain one.
+  embeddings: "req_",
   other: "req_",
 };
 

@@ -8,8 +8,9 @@ import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier } from "../billing/prices.js";
 import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
 import type { OutputConstraint, PromptOptions, ToolDefinition } from "../engine/types.js";
-import { CapacityUnavailable, InvalidRequest, ModelNotFound, ServiceError } from "../errors.js";
-import { visibleTo, type ModelRegistry } from "./model-registry.js";
+import { CapacityUnavailable, InvalidRequest } from "../errors.js";
+import type { ModelRegistry } from "./model-registry.js";
+import { requireServedModel } from "./served-model.js";
 import type { BudgetReservation, InFlightLedger, SpendBudgets } from "../billing/ports.js";
 import type { LimitLease, RequestLimits } from "../limits/ports.js";
 import type { RequestMeter } from "./request-meter.js";
@@ -126,16 +127,7 @@ async function preparePrompts(backend: Backend, input: ChatInput, output: Output
 }
 
 export function readyModel(registry: ModelRegistry, caller: Caller, id: string): ReadyModel {
-  const served = registry.get(id);
-  // Another account's deployment is refused exactly like a model that does not exist.
-  if (!served || !visibleTo(served, caller.accountId) || (caller.allowedModels && !caller.allowedModels.includes(id))) throw new ModelNotFound(id);
-  if (served.state === "stopped") throw new ServiceError(503, "server_error", `The deployment '${id}' is scaled to zero instances; scale it up (PATCH /v1/deployments/{id} with min_instances ≥ 1) to call it.`, "deployment_stopped");
-  if (served.state === "elsewhere") throw new CapacityUnavailable(`The deployment '${id}' runs on another server process sharing this database and could not be forwarded there; retry shortly.`, 5);
-  if (served.state === "not_pulled") {
-    const how = `Pull it with 'switchyard models pull ${id}' (or 'npx switchyard models pull ${id}'), then restart the server.`;
-    throw new ServiceError(503, "server_error", `The model '${id}' is in the catalog but not pulled on this server. ${how}`, "model_not_pulled");
-  }
-  if (served.state === "failed") throw new CapacityUnavailable(`The model '${id}' failed to load: ${served.error ?? "unknown error"}`, 60);
-  if (served.state !== "ready" || !served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
+  const served = requireServedModel(registry, caller, id, "chat");
+  if (!served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
   return { entry: served.entry, backend: served.backend, systemFingerprint: served.systemFingerprint ?? "fp_unknown", metricsModel: served.dedicated && `${served.dedicated.baseModel} (dedicated)` };
 }

@@ -1,4 +1,5 @@
 import type { Backend } from "../backends/backend.js";
+import type { EmbeddingBackend } from "../backends/embedding-backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
 
 /**
@@ -19,6 +20,8 @@ export interface ServedModel {
   entry: CatalogEntry;
   state: ModelState;
   backend?: Backend;
+  /** A sentence-embedding model's engine (catalog tag `Embedding`): served by the embeddings API, never by chat. */
+  embedder?: EmbeddingBackend;
   /** `system_fingerprint`: stable per model file and engine configuration (fingerprint.ts). */
   systemFingerprint?: string;
   error?: string;
@@ -36,6 +39,7 @@ export interface ModelRegistry {
   list(): ServedModel[];
   get(id: string): ServedModel | undefined;
   ready(id: string, backend: Backend, systemFingerprint?: string): void;
+  readyEmbedder(id: string, embedder: EmbeddingBackend): void;
   failed(id: string, error: string): void;
   notPulled(id: string): void;
   /** Adds or replaces a private model (a dedicated deployment); public ones come from the catalog. */
@@ -59,6 +63,9 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
     ready(id, backend, systemFingerprint) {
       Object.assign(mustGet(id), { state: "ready", backend, systemFingerprint, error: undefined });
     },
+    readyEmbedder(id, embedder) {
+      Object.assign(mustGet(id), { state: "ready", embedder, error: undefined });
+    },
     failed(id, error) {
       Object.assign(mustGet(id), { state: "failed", error });
     },
@@ -77,7 +84,7 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
     allReady: () => [...models.values()].every((m) => m.dedicated !== undefined || m.state === "ready" || m.state === "not_pulled"),
     async closeAll() {
       // Deployments' backends are their manager's to close (it meters their instances).
-      await Promise.all([...models.values()].filter((m) => !m.dedicated).map((m) => m.backend?.close()));
+      await Promise.all([...models.values()].filter((m) => !m.dedicated).map((m) => (m.embedder ?? m.backend)?.close()));
     },
   };
 }

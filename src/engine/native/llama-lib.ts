@@ -75,6 +75,9 @@ export interface LlamaLibrary {
   llama_batch_free(batch: BatchValue): void;
   llama_decode(context: Handle, batch: BatchValue): number;
   llama_get_logits_ith(context: Handle, index: number): Handle;
+  llama_get_embeddings_seq(context: Handle, seq: number): Handle;
+  llama_model_n_embd(model: Handle): number;
+  llama_pooling_type(context: Handle): number;
   llama_vocab_n_tokens(vocab: Handle): number;
   llama_vocab_is_eog(vocab: Handle, token: number): boolean;
   llama_vocab_is_control(vocab: Handle, token: number): boolean;
@@ -130,6 +133,9 @@ const DECLARATIONS = [
   "void llama_batch_free(llama_batch batch)",
   "int32_t llama_decode(uintptr_t ctx, llama_batch batch)",
   "uintptr_t llama_get_logits_ith(uintptr_t ctx, int32_t i)",
+  "uintptr_t llama_get_embeddings_seq(uintptr_t ctx, int32_t seq_id)",
+  "int32_t llama_model_n_embd(uintptr_t model)",
+  "int llama_pooling_type(uintptr_t ctx)",
   "int32_t llama_vocab_n_tokens(uintptr_t vocab)",
   "bool llama_vocab_is_eog(uintptr_t vocab, int32_t token)",
   "bool llama_vocab_is_control(uintptr_t vocab, int32_t token)",

@@ -10,10 +10,12 @@ import type { Drain } from "../drain.js";
 export function healthRoutes(app: FastifyInstance, registry: ModelRegistry, drain?: Pick<Drain, "draining">): void {
   app.get("/health", async (_request, reply) => {
     // Unauthenticated: private deployments are never listed here.
-    const models = registry.list().filter((m) => !m.dedicated).map(({ entry, state, backend, error }) => ({
+    const models = registry.list().filter((m) => !m.dedicated).map(({ entry, state, backend, embedder, error }) => ({
       id: entry.id,
       state,
       ...(backend ? load(backend.stats()) : {}),
+      // An embedding model: inputs waiting, inputs and tokens embedded, batches, decode seconds.
+      ...(embedder ? { embeddings: embedder.stats() } : {}),
       ...(error ? { error } : {}),
     }));
     if (drain?.draining) return reply.status(503).send({ status: "draining", models });

@@ -1,0 +1,102 @@
+/**
+ * bench:compare's embeddings scenarios: our `/v1/embeddings` on all-MiniLM-L6-v2 against llama-server
+ * `--embeddings --pooling mean` on the same converted GGUF and thread count, each server alone.
+ *  - `batch-256`: one request with 256 short inputs, several times over (inputs/s);
+ *  - `c16-single`: 16 clients, each sending single-input requests back to back (inputs/s);
+ *  - `single`: one client, one short input a request (mean and p50 latency).
+ */
+import { execFileSync } from "node:child_process";
+import { cpuVariant, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
+
+export const EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2";
+
+export interface EmbeddingScenarioResult {
+  target: string;
+  scenario: string;
+  inputs: number;
+  seconds: number;
+  inputsPerS: number;
+  latencyMs: { mean: number; p50: number; p99: number };
+  failed: number;
+}
+
+const WORDS = "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their".split(" ");
+
+/** A short sentence of 8 to 16 words, fixed by its index: the same inputs for every target. */
+function sentence(i: number): string {
+  const length = 8 + (i % 9);
+  return Array.from({ length }, (_, k) => WORDS[(i * 7 + k * 13) % WORDS.length]).join(" ") + ` ${i}.`;
+}
+
+async function embedOnce(target: RunningTarget["target"], input: string | string[]): Promise<{ ms: number; ok: boolean }> {
+  const started = performance.now();
+  const response = await fetch(`${target.baseURL}/embeddings`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${target.key}` },
+    body: JSON.stringify({ model: target.model, input, encoding_format: "float" }),
+  }).catch(() => null);
+  const ok = response?.status === 200 && ((await response.json()) as { data: unknown[] }).data.length === (Array.isArray(input) ? input.length : 1);
+  return { ms: performance.now() - started, ok };
+}
+
+async function scenario(target: RunningTarget["target"], name: string, clients: number, requests: number, inputsPer: number): Promise<EmbeddingScenarioResult> {
+  const latencies: number[] = [];
+  let failed = 0;
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      for (let r = next++; r < requests; r = next++) {
+        const input = inputsPer === 1 ? sentence(r) : Array.from({ length: inputsPer }, (_, k) => sentence(r * inputsPer + k));
+        const result = await embedOnce(target, input);
+        latencies.push(result.ms);
+        if (!result.ok) failed++;
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  const inputs = (requests - failed) * inputsPer;
+  return { target: target.name, scenario: name, inputs, seconds, inputsPerS: inputs / seconds, latencyMs: { mean: latencies.reduce((a, b) => a + b, 0) / latencies.length, p50: at(0.5), p99: at(0.99) }, failed };
+}
+
+/** Runs the three scenarios on each target in turn; a peer that is not built is skipped. */
+export async function compareEmbeddings(options: { threads: number; port: number; quick: boolean }): Promise<{ results: EmbeddingScenarioResult[]; variants: Record<string, string | null>; skipped: string[]; ratios: Record<string, number | null>; modelPath: string }> {
+  execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", EMBEDDING_MODEL], { stdio: ["ignore", "ignore", "inherit"] });
+  const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; path: string }>).find((m) => m.id === EMBEDDING_MODEL)!;
+  const peer: PeerOptions = { modelId: EMBEDDING_MODEL, modelPath: listed.path, threads: options.threads, parallel: 16, contextPerSequence: 512, port: options.port };
+  const scale = (n: number) => (options.quick ? Math.max(2, Math.ceil(n / 4)) : n);
+  const starters: Array<[string, () => Promise<RunningTarget | null>]> = [
+    ["switchyard", () => startSwitchyard(peer, "switchyard")],
+    ["llama-server", () => startLlamaServer(peer, "llama-server", ["--embeddings", "--pooling", "mean"])],
+  ];
+  const results: EmbeddingScenarioResult[] = [];
+  const variants: Record<string, string | null> = {};
+  const skipped: string[] = [];
+  for (const [name, start] of starters) {
+    const running = await start();
+    if (!running) {
+      skipped.push(`${name} (embeddings): not built (see bench/peers/)`);
+      continue;
+    }
+    try {
+      await scenario(running.target, "warm-up", 4, 8, 8);
+      variants[name] = cpuVariant(running.target.pid);
+      for (const [scenarioName, clients, requests, inputsPer] of [["batch-256", 1, scale(8), 256], ["c16-single", 16, scale(512), 1], ["single", 1, scale(64), 1]] as const) {
+        process.stderr.write(`${name}: embeddings ${scenarioName}...\n`);
+        results.push(await scenario(running.target, scenarioName, clients, requests, inputsPer));
+      }
+    } finally {
+      await running.stop();
+    }
+  }
+  const of = (target: string, s: string) => results.find((r) => r.target === target && r.scenario === s);
+  const ratio = (a?: number, b?: number) => (a !== undefined && b !== undefined && b > 0 ? Number((a / b).toFixed(2)) : null);
+  const ratios = {
+    "embeddings, one request of 256 inputs: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "batch-256")?.inputsPerS, of("llama-server", "batch-256")?.inputsPerS),
+    "embeddings, 16 concurrent single-input requests: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "c16-single")?.inputsPerS, of("llama-server", "c16-single")?.inputsPerS),
+    "embeddings, one short input: mean latency vs llama-server (target <= 1)": ratio(of("switchyard", "single")?.latencyMs.mean, of("llama-server", "single")?.latencyMs.mean),
+  };
+  return { results, variants, skipped, ratios, modelPath: listed.path };
+}

@@ -1,0 +1,24 @@
+import { createEmbeddingHost, type EmbeddingHost, type EmbeddingHostOptions } from "../engine/embedding/embedding-host.js";
+import { EmbeddingQueueFull } from "../engine/embedding/embedding-queue.js";
+import { BackendBusy } from "./backend.js";
+
+/**
+ * What serving needs from a sentence-embedding model: the engine's embedding host, whose queue-full
+ * error this seam turns into the backends' BackendBusy (serving knows nothing of the engine).
+ */
+export type EmbeddingBackend = EmbeddingHost;
+
+export async function createLocalEmbeddingBackend(options: EmbeddingHostOptions): Promise<EmbeddingBackend> {
+  const host = await createEmbeddingHost(options);
+  return {
+    ...host,
+    async embed(inputs, schedulingClass, signal) {
+      try {
+        return await host.embed(inputs, schedulingClass, signal);
+      } catch (error) {
+        if (error instanceof EmbeddingQueueFull) throw new BackendBusy(error.message);
+        throw error;
+      }
+    },
+  };
+}

@@ -1,0 +1,134 @@
+import { Worker } from "node:worker_threads";
+import { availableParallelism } from "node:os";
+import { loadModel, type LoadedModel } from "../native/loaded-model.js";
+import type { SchedulingClass } from "../types.js";
+import type { EmbedFailure, EmbedReply, EmbeddingRunnerInit } from "./embedding-protocol.js";
+import { EmbeddingQueue, type QueuedInput } from "./embedding-queue.js";
+
+/**
+ * A sentence-embedding model in the engine: its weights loaded once, tokenized on the main thread
+ * (WordPiece is linear and fast), and run on one runner thread whose every llama_decode takes as many
+ * queued inputs as fit (many requests' inputs together), in tier order.
+ */
+export interface EmbeddingHostOptions {
+  modelPath: string;
+  /** llama.cpp threads in all (default: one per core). */
+  threads?: number;
+  /** Runner threads, each with its own context and threads/shards llama.cpp threads (default: one per thread). */
+  shards?: number;
+  /** Tokens per llama_decode (default 512, at least the model's context): see README, "Embeddings". */
+  batchTokens?: number;
+  /** Inputs waiting at most; more is a busy error (default 65,536). */
+  maxWaitingInputs?: number;
+}
+
+export interface EmbeddingStats {
+  waitingInputs: number;
+  embeddedInputs: number;
+  embeddedTokens: number;
+  batches: number;
+  decodeSeconds: number;
+}
+
+export interface EmbeddingHost {
+  /** Native vector length. */
+  readonly dimensions: number;
+  /** Tokens one input may hold, CLS and SEP included (the model's trained context). */
+  readonly maxInputTokens: number;
+  readonly vocabularySize: number;
+  /** The text's token ids as the model sees them: CLS, WordPiece tokens, SEP. */
+  tokenize(text: string): Int32Array;
+  /** Token ids a client sent: wrapped in CLS/SEP where they are not already. */
+  wrapTokens(ids: readonly number[]): Int32Array;
+  /** Each input's L2-normalised embedding, in order. Rejects with EmbeddingQueueFull when too many wait. */
+  embed(inputs: readonly Int32Array[], schedulingClass: SchedulingClass, signal?: AbortSignal): Promise<Float32Array[]>;
+  stats(): EmbeddingStats;
+  close(): Promise<void>;
+}
+
+const WORKER_URL = new URL(`./embedding-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
+const MAX_SEQUENCES = 256; // llama.cpp's LLAMA_MAX_SEQ
+
+export async function createEmbeddingHost(options: EmbeddingHostOptions): Promise<EmbeddingHost> {
+  const model = loadModel(options.modelPath);
+  const maxInputTokens = model.trainContextSize;
+  // As the chat engine's shards: llama.cpp's threads of one context spin-wait for each other, which
+  // costs more than it gains on a machine whose cores are busy with other work too.
+  const threads = Math.max(1, options.threads ?? availableParallelism());
+  const shards = Math.max(1, Math.min(options.shards ?? threads, threads));
+  const init: EmbeddingRunnerInit = {
+    libraryDir: model.libraryDir,
+    model: model.handle,
+    batchTokens: Math.max(options.batchTokens ?? 512, maxInputTokens),
+    batchSequences: MAX_SEQUENCES,
+    threads: Math.max(1, Math.floor(threads / shards)),
+  };
+  const started = await Promise.all(Array.from({ length: shards }, () => startRunner(init)));
+  const workers = started.map((s) => s.worker);
+  const dimensions = started[0]!.dimensions;
+  const queue = new EmbeddingQueue({ batchTokens: init.batchTokens, batchSequences: MAX_SEQUENCES, maxWaiting: options.maxWaitingInputs ?? 65_536, dimensions, runners: workers.map(runOn) });
+  return {
+    dimensions,
+    maxInputTokens,
+    vocabularySize: model.vocabularySize,
+    tokenize: (text) => Int32Array.from(model.tokenize(text, { addSpecial: true })),
+    wrapTokens: (ids) => wrapTokens(model, ids),
+    embed: (inputs, schedulingClass, signal) => queue.submit(inputs, schedulingClass, signal),
+    stats: () => queue.stats(),
+    async close() {
+      await queue.close();
+      await Promise.all(workers.map(closeRunner));
+      model.free();
+    },
+  };
+}
+
+async function startRunner(init: EmbeddingRunnerInit): Promise<{ worker: Worker; dimensions: number }> {
+  const worker = new Worker(WORKER_URL, { workerData: init, name: "switchyard-embeddings" });
+  const dimensions = await new Promise<number>((resolve, reject) => {
+    worker.once("message", (ready: { dimensions: number }) => resolve(ready.dimensions));
+    worker.once("error", reject);
+  });
+  return { worker, dimensions };
+}
+
+async function closeRunner(worker: Worker): Promise<void> {
+  const closed = new Promise<void>((resolve) => worker.once("message", () => resolve()));
+  worker.postMessage({ type: "close" });
+  await closed;
+  await worker.terminate();
+}
+
+/** One batch on the runner thread at a time (the queue never sends a second before the first returns). */
+function runOn(worker: Worker) {
+  let failure: Error | undefined;
+  worker.on("error", (error) => (failure ??= error));
+  worker.on("exit", (code) => (failure ??= new Error(`the embedding runner thread exited (code ${code})`)));
+  return (batch: QueuedInput[]): Promise<EmbedReply> => {
+    if (failure) return Promise.reject(failure);
+    const tokens = new Int32Array(batch.reduce((sum, input) => sum + input.tokens.length, 0));
+    let at = 0;
+    for (const input of batch) {
+      tokens.set(input.tokens, at);
+      at += input.tokens.length;
+    }
+    return new Promise((resolve, reject) => {
+      const onExit = () => reject(failure);
+      worker.once("exit", onExit);
+      worker.once("message", (reply: EmbedReply | EmbedFailure) => {
+        worker.off("exit", onExit);
+        if (reply.type === "failed") reject(new Error(reply.message));
+        else resolve(reply);
+      });
+      worker.postMessage({ type: "embed", tokens, lengths: batch.map((input) => input.tokens.length) }, [tokens.buffer]);
+    });
+  };
+}
+
+function wrapTokens(model: LoadedModel, ids: readonly number[]): Int32Array {
+  const cls = model.bosToken;
+  const sep = model.tokenize("", { addSpecial: true }).at(-1);
+  const head = cls !== undefined && ids[0] !== cls ? [cls] : [];
+  const tail = sep !== undefined && ids.at(-1) !== sep ? [sep] : [];
+  return Int32Array.from([...head, ...ids, ...tail]);
+}

@@ -1,0 +1,30 @@
+/** Messages between the embedding host (main thread) and its runner thread. */
+
+export interface EmbeddingRunnerInit {
+  libraryDir: string;
+  model: number | bigint;
+  /** Tokens in one llama_decode; every input must fit (non-causal attention sees a whole input at once). */
+  batchTokens: number;
+  /** Inputs in one llama_decode (llama.cpp's LLAMA_MAX_SEQ is 256). */
+  batchSequences: number;
+  threads: number;
+}
+
+/** One batch: each input's token ids (CLS and SEP included), concatenated, with each input's length. */
+export interface EmbedMessage {
+  type: "embed";
+  tokens: Int32Array;
+  lengths: number[];
+}
+
+/** Each input's pooled embedding (not normalised), `dimensions` floats each, in input order. */
+export interface EmbedReply {
+  type: "embedded";
+  vectors: Float32Array;
+  decodeMs: number;
+}
+
+export interface EmbedFailure {
+  type: "failed";
+  message: string;
+}

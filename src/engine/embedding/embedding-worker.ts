@@ -1,0 +1,90 @@
+import { parentPort, workerData } from "node:worker_threads";
+import koffi from "koffi";
+import { openLlamaLibrary, type Handle } from "../native/llama-lib.js";
+import type { EmbedFailure, EmbedMessage, EmbedReply, EmbeddingRunnerInit } from "./embedding-protocol.js";
+
+/**
+ * The embedding runner: one llama.cpp context with embeddings on and the model's own pooling (mean
+ * for sentence-transformers BERTs), on this worker thread. Each message is one batch: every input on
+ * its own sequence, all of them in one llama_decode, attention non-causal within each input (the
+ * model's GGUF says so), then one pooled vector read per sequence.
+ */
+const init = workerData as EmbeddingRunnerInit;
+const lib = openLlamaLibrary(init.libraryDir, { quietLogs: false });
+const dimensions = lib.llama_model_n_embd(init.model as Handle);
+const context = createContext();
+const batchValue = lib.llama_batch_init(init.batchTokens, 0, 1);
+const batch = {
+  token: new Int32Array(koffi.view(batchValue.token, init.batchTokens * 4)),
+  pos: new Int32Array(koffi.view(batchValue.pos, init.batchTokens * 4)),
+  nSeq: new Int32Array(koffi.view(batchValue.n_seq_id, init.batchTokens * 4)),
+  seq: Array.from(new BigUint64Array(koffi.view(batchValue.seq_id, init.batchTokens * 8)), (p) => new Int32Array(koffi.view(p, 4))),
+  output: new Int8Array(koffi.view(batchValue.logits, init.batchTokens)),
+};
+
+function createContext(): Handle {
+  const params = lib.llama_context_default_params();
+  params.n_ctx = init.batchTokens;
+  params.n_batch = init.batchTokens;
+  params.n_ubatch = init.batchTokens;
+  params.n_seq_max = init.batchSequences;
+  params.n_threads = init.threads;
+  params.n_threads_batch = init.threads;
+  params.embeddings = true;
+  params.pooling_type = -1; // LLAMA_POOLING_TYPE_UNSPECIFIED: the model's own (its GGUF's pooling_type)
+  params.no_perf = true;
+  const handle = lib.llama_init_from_model(init.model as Handle, params);
+  if (!handle) throw new Error("llama.cpp could not create an embedding context (out of memory?)");
+  if (lib.llama_pooling_type(handle) <= 0) throw new Error("the model has no pooling type: it is not a sentence-embedding model");
+  const pool = lib.newThreadpool(init.threads);
+  if (pool) lib.llama_attach_threadpool(handle, pool, pool);
+  return handle;
+}
+
+function embed(message: EmbedMessage): EmbedReply {
+  let at = 0;
+  message.lengths.forEach((length, sequence) => {
+    for (let position = 0; position < length; position++, at++) {
+      batch.token[at] = message.tokens[at]!;
+      batch.pos[at] = position;
+      batch.nSeq[at] = 1;
+      batch.seq[at]![0] = sequence;
+      batch.output[at] = 1;
+    }
+  });
+  batchValue.n_tokens = at;
+  const started = performance.now();
+  const status = lib.llama_decode(context, batchValue);
+  if (status !== 0) throw new Error(`llama_decode failed (${status}) on a batch of ${message.lengths.length} inputs, ${at} tokens`);
+  const vectors = new Float32Array(message.lengths.length * dimensions);
+  for (let sequence = 0; sequence < message.lengths.length; sequence++) {
+    const pointer = lib.llama_get_embeddings_seq(context, sequence);
+    if (!pointer) throw new Error(`llama.cpp pooled no embedding for sequence ${sequence}`);
+    vectors.set(new Float32Array(koffi.view(pointer, dimensions * 4)), sequence * dimensions);
+  }
+  return { type: "embedded", vectors, decodeMs: performance.now() - started };
+}
+
+// A first batch touches ggml's compute buffers and threadpool before any request waits on them.
+warmUp();
+
+function warmUp(): void {
+  const longest = Math.min(init.batchTokens, lib.llama_model_n_ctx_train(init.model as Handle));
+  const inputs = Math.min(init.batchSequences, Math.floor(init.batchTokens / longest));
+  const token = Math.max(0, lib.llama_vocab_bos(lib.llama_model_get_vocab(init.model as Handle)));
+  embed({ type: "embed", tokens: new Int32Array(inputs * longest).fill(token), lengths: Array<number>(inputs).fill(longest) });
+}
+parentPort!.on("message", (message: EmbedMessage | { type: "close" }) => {
+  if (message.type === "close") {
+    lib.llama_free(context);
+    parentPort!.postMessage({ type: "closed" });
+    return;
+  }
+  try {
+    const reply = embed(message);
+    parentPort!.postMessage(reply, [reply.vectors.buffer as ArrayBuffer]);
+  } catch (error) {
+    parentPort!.postMessage({ type: "failed", message: (error as Error).message } satisfies EmbedFailure);
+  }
+});
+parentPort!.postMessage({ type: "ready", dimensions });

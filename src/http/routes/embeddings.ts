@@ -1,0 +1,45 @@
+import type { FastifyInstance } from "fastify";
+import { ExactDecimal, stringifyJson } from "../../protocol/money-json.js";
+import { embeddingsRequestSchema, type EmbeddingsRequestBody } from "../../protocol/embeddings-request.js";
+import type { EmbeddingInput, EmbeddingResult, EmbeddingService } from "../../serving/embedding-service.js";
+import { callerOf } from "../auth.js";
+import { parseRequest } from "../chat-input.js";
+import { abortOnDisconnect } from "../runs.js";
+
+/** `POST /v1/embeddings` in OpenAI's shape: a list of `embedding` objects, float arrays or base64. */
+export function embeddingsRoutes(app: FastifyInstance, embeddings: EmbeddingService): void {
+  app.post("/embeddings", async (request, reply) => {
+    const body = parseRequest(embeddingsRequestSchema, request.body);
+    const result = await embeddings.embed(callerOf(request), toInput(body), abortOnDisconnect(reply), { requestId: request.id });
+    return reply.type("application/json; charset=utf-8").send(renderEmbeddings(result, body.encoding_format ?? "float"));
+  });
+}
+
+/** A single string or token array is one input; an array of them is many. */
+function toInput(body: EmbeddingsRequestBody): EmbeddingInput {
+  const input = body.input;
+  const inputs = typeof input === "string" ? [input] : input.length > 0 && typeof input[0] === "number" ? [input as number[]] : (input as Array<string | number[]>);
+  return { model: body.model, inputs, ...(body.dimensions != null ? { dimensions: body.dimensions } : {}), ...(body.service_tier != null ? { serviceTier: body.service_tier } : {}) };
+}
+
+/** base64: the vector's float32 values, little-endian, as OpenAI sends them. */
+function encode(vector: Float32Array, format: "float" | "base64"): number[] | string {
+  if (format === "float") return Array.from(vector);
+  const bytes = Buffer.alloc(vector.length * 4);
+  vector.forEach((value, i) => bytes.writeFloatLE(value, i * 4));
+  return bytes.toString("base64");
+}
+
+/**
+ * The vectors are plain numbers, written by JSON.stringify alone (the exact-decimal writer would visit
+ * each of up to 786,432 floats); only the usage needs its exact cost.
+ */
+function renderEmbeddings(result: EmbeddingResult, format: "float" | "base64"): string {
+  const data = result.vectors.map((vector, index) => ({ object: "embedding", index, embedding: encode(vector, format) }));
+  const rest = stringifyJson({
+    model: result.model,
+    usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens, estimated_cost: ExactDecimal.of(result.cost) },
+    service_tier: result.serviceTier,
+  });
+  return `{"object":"list","data":${JSON.stringify(data)},${rest.slice(1)}`;
+}

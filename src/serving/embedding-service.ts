@@ -1,0 +1,120 @@
+import { BackendBusy, schedulingClassOf } from "../backends/backend.js";
+import type { EmbeddingBackend } from "../backends/embedding-backend.js";
+import { requestCost } from "../billing/cost.js";
+import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
+import type { ServiceTier } from "../catalog/types.js";
+import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
+import { newRequestId } from "../protocol/request-ids.js";
+import type { ChatServiceDeps } from "./chat-service.js";
+import type { Caller, RequestContext } from "./types.js";
+import type { BudgetReservation } from "../billing/ports.js";
+import type { LimitLease } from "../limits/ports.js";
+import { RequestMeter } from "./request-meter.js";
+import { requireServedModel } from "./served-model.js";
+
+export interface EmbeddingInput {
+  model: string;
+  /** Texts, or token ids of the model's own vocabulary. */
+  inputs: Array<string | number[]>;
+  /** Accepted only when it is the model's native size. */
+  dimensions?: number;
+  serviceTier?: RequestedTier;
+}
+
+export interface EmbeddingResult {
+  model: string;
+  serviceTier: ServiceTier;
+  /** Unit-length vectors, in input order. */
+  vectors: Float32Array[];
+  promptTokens: number;
+  /** US dollars, exact decimal string. */
+  cost: string;
+}
+
+export interface EmbeddingService {
+  /** Every request, served or refused, leaves exactly one ledger row (api `embeddings`). */
+  embed(caller: Caller, input: EmbeddingInput, signal: AbortSignal, context?: Pick<RequestContext, "requestId">): Promise<EmbeddingResult>;
+}
+
+/**
+ * Embeddings through the platform as chat goes through it: the key's model allow-list, the price
+ * of the tier served, a budget reservation, rate limits counting the input tokens, one ledger row.
+ */
+export function createEmbeddingService({ registry, ledger, limits, budgets, inFlight, metrics }: ChatServiceDeps): EmbeddingService {
+  return {
+    async embed(caller, input, signal, context = {}) {
+      const requestId = context.requestId ?? newRequestId("embeddings");
+      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: "embeddings" });
+      let tier: ServiceTier = "default";
+      let promptTokens = 0;
+      let lease: LimitLease | undefined;
+      let reservation: BudgetReservation | null = null;
+      try {
+        const served = requireServedModel(registry, caller, input.model, "embeddings");
+        const embedder = served.embedder;
+        if (!embedder) throw new CapacityUnavailable(`The model '${input.model}' is still loading; retry shortly.`, 5);
+        checkDimensions(embedder, input.dimensions);
+        const tokens = tokenizeInputs(embedder, input.inputs);
+        promptTokens = tokens.reduce((sum, t) => sum + t.length, 0);
+        tier = resolveTier(served.entry.pricing, input.serviceTier);
+        const prices = effectivePrices(served.entry.pricing, tier);
+        const cost = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: 0 });
+        await meter.begin(inFlight, { serviceTier: tier, promptTokens, prices, maxCompletionTokens: 0 });
+        reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: cost });
+        lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: served.entry.id, estimatedTokens: promptTokens, limits: caller.limits });
+        const observer = metrics?.request(served.entry.id, tier);
+        const vectors = await runEmbedding(embedder, tokens, tier, signal);
+        observer?.admitted(0, promptTokens, 0);
+        observer?.finished("stop", 0);
+        const [held, reserved] = [lease, reservation];
+        [lease, reservation] = [undefined, null]; // released here, never again on an error below
+        await Promise.all([held.release(promptTokens), reserved?.settle(cost)]);
+        await meter.record({ status: "completed", serviceTier: tier, promptTokens, cachedTokens: 0, completionTokens: 0, costUsd: cost, finishReason: "stop", errorCode: null });
+        return { model: served.entry.id, serviceTier: tier, vectors, promptTokens, cost };
+      } catch (error) {
+        await Promise.allSettled([lease?.release(promptTokens), reservation?.settle("0")]);
+        const status = signal.aborted ? "cancelled" : lease ? "failed" : "rejected";
+        const errorCode = error instanceof ServiceError ? (error.code ?? error.type) : signal.aborted ? "cancelled" : "internal_error";
+        await meter.record({ status, serviceTier: tier, promptTokens, cachedTokens: 0, completionTokens: 0, costUsd: "0", finishReason: null, errorCode });
+        throw error;
+      }
+    },
+  };
+}
+
+function checkDimensions(embedder: EmbeddingBackend, dimensions: number | undefined): void {
+  if (dimensions === undefined || dimensions === embedder.dimensions) return;
+  throw new InvalidRequest(
+    `Invalid 'dimensions': this model's embeddings have ${embedder.dimensions} dimensions and cannot be shortened; omit 'dimensions' or send ${embedder.dimensions}.`,
+    "dimensions",
+    "invalid_value",
+  );
+}
+
+/** Each input's tokens; one over the model's context is refused, never truncated. */
+function tokenizeInputs(embedder: EmbeddingBackend, inputs: Array<string | number[]>): Int32Array[] {
+  return inputs.map((input, index) => {
+    if (typeof input !== "string") {
+      const outside = input.find((id) => id >= embedder.vocabularySize);
+      if (outside !== undefined) throw new InvalidRequest(`Invalid 'input[${index}]': token id ${outside} is outside the model's vocabulary of ${embedder.vocabularySize} tokens.`, `input[${index}]`, "invalid_value");
+    }
+    const tokens = typeof input === "string" ? embedder.tokenize(input) : embedder.wrapTokens(input);
+    if (tokens.length > embedder.maxInputTokens) {
+      throw new InvalidRequest(
+        `This model's maximum context length is ${embedder.maxInputTokens} tokens, but input ${index} has ${tokens.length} tokens. Shorten or split it: inputs are never truncated.`,
+        `input[${index}]`,
+        "context_length_exceeded",
+      );
+    }
+    return tokens;
+  });
+}
+
+async function runEmbedding(embedder: EmbeddingBackend, tokens: Int32Array[], tier: ServiceTier, signal: AbortSignal): Promise<Float32Array[]> {
+  try {
+    return await embedder.embed(tokens, schedulingClassOf(tier), signal);
+  } catch (error) {
+    if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
+    throw error;
+  }
+}

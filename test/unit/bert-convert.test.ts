@@ -1,0 +1,57 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { bertVocabulary, ggufTensorName } from "../../src/catalog/convert/bert-gguf.js";
+import { readSafetensors } from "../../src/catalog/convert/safetensors.js";
+import { GgmlType, readGgufLayout } from "../../src/catalog/gguf/layout.js";
+import { writeGguf } from "../../src/catalog/gguf/writer.js";
+
+test("Hugging Face BERT tensor names map to llama.cpp's, and the unused ones are dropped", () => {
+  assert.equal(ggufTensorName("embeddings.word_embeddings.weight"), "token_embd.weight");
+  assert.equal(ggufTensorName("bert.embeddings.LayerNorm.gamma"), "token_embd_norm.weight");
+  assert.equal(ggufTensorName("embeddings.LayerNorm.bias"), "token_embd_norm.bias");
+  assert.equal(ggufTensorName("encoder.layer.5.attention.self.query.weight"), "blk.5.attn_q.weight");
+  assert.equal(ggufTensorName("encoder.layer.0.attention.output.LayerNorm.bias"), "blk.0.attn_output_norm.bias");
+  assert.equal(ggufTensorName("encoder.layer.2.intermediate.dense.weight"), "blk.2.ffn_up.weight");
+  assert.equal(ggufTensorName("encoder.layer.2.output.dense.bias"), "blk.2.ffn_down.bias");
+  assert.equal(ggufTensorName("encoder.layer.3.output.LayerNorm.weight"), "blk.3.layer_output_norm.weight");
+  for (const dropped of ["embeddings.position_ids", "pooler.dense.weight", "cls.predictions.bias"]) assert.equal(ggufTensorName(dropped), null);
+  assert.throws(() => ggufTensorName("encoder.layer.0.mystery.weight"), /unexpected BERT tensor/);
+});
+
+test("the WordPiece vocabulary is written in llama.cpp's phantom-space form; special tokens stay as they are", () => {
+  const { tokens, types } = bertVocabulary({
+    added_tokens: [{ id: 0, content: "[PAD]", special: true }, { id: 1, content: "[CLS]", special: true }],
+    model: { type: "WordPiece", vocab: { "[PAD]": 0, "[CLS]": 1, hello: 2, "##s": 3 } },
+  });
+  assert.deepEqual(tokens, ["[PAD]", "[CLS]", "\u2581hello", "s"]);
+  assert.deepEqual(types, [3, 3, 1, 1]);
+  assert.throws(() => bertVocabulary({ added_tokens: [], model: { type: "WordPiece", vocab: { a: 0, b: 2 } } }), /no token with id 1/);
+});
+
+test("a written GGUF reads back: metadata, tensor shapes, types and offsets", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "gguf-writer-"));
+  try {
+    const path = join(dir, "tiny.gguf");
+    const data = Buffer.from(new Float32Array([1, 2, 3, 4, 5, 6]).buffer);
+    await writeGguf(path, [["general.architecture", { str: "bert" }], ["general.name", { str: "tiny" }], ["bert.block_count", { u32: 1 }], ["tokenizer.ggml.tokens", { strings: ["a", "b"] }]], [
+      { name: "a.weight", dims: [3, 2], type: GgmlType.F32, data },
+      { name: "b.bias", dims: [2], type: GgmlType.F32, data: data.subarray(0, 8) },
+    ]);
+    const layout = await readGgufLayout(path);
+    assert.equal(layout.general["general.architecture"], "bert");
+    assert.deepEqual(layout.tensors.map((t) => [t.name, t.dims.map(Number), t.type, t.offset]), [["a.weight", [3, 2], 0, 0], ["b.bias", [2], 0, 32]]);
+    assert.equal(layout.fileSize, layout.dataStart + 64);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("safetensors: a header naming bytes outside the file is refused", () => {
+  const header = Buffer.from(JSON.stringify({ t: { dtype: "F32", shape: [4], data_offsets: [0, 16] } }));
+  const file = Buffer.concat([Buffer.alloc(8), header, Buffer.alloc(8)]);
+  file.writeBigUInt64LE(BigInt(header.length));
+  assert.throws(() => readSafetensors(file), /outside the file/);
+});

@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { EmbedReply } from "../../src/engine/embedding/embedding-protocol.js";
+import { EmbeddingQueue, EmbeddingQueueFull, type QueuedInput } from "../../src/engine/embedding/embedding-queue.js";
+
+/** A runner that records each batch and answers when released: the queue's packing, not llama.cpp, is under test. */
+function heldRunner(dimensions: number) {
+  const batches: number[][] = [];
+  const releases: Array<() => void> = [];
+  const run = (batch: QueuedInput[]) =>
+    new Promise<EmbedReply>((resolve) => {
+      batches.push(batch.map((input) => input.tokens[0]!));
+      releases.push(() => resolve({ type: "embedded", vectors: Float32Array.from(batch.flatMap((input) => [input.tokens[0]!, ...Array<number>(dimensions - 1).fill(1)])), decodeMs: 1 }));
+    });
+  return { batches, run, releaseNext: () => releases.shift()!() };
+}
+
+const input = (marker: number, length: number) => Int32Array.from({ length }, () => marker);
+const settle = () => new Promise((r) => setImmediate(r));
+
+test("a free runner takes the most demanding tier's oldest input, then whatever else fits its tokens", async () => {
+  const runner = heldRunner(2);
+  const queue = new EmbeddingQueue({ batchTokens: 10, batchSequences: 3, maxWaiting: 100, dimensions: 2, runners: [runner.run] });
+  const first = queue.submit([input(1, 4)], "flex"); // runs alone at once: the runner was idle
+  const flex = queue.submit([input(2, 4)], "flex");
+  const standard = queue.submit([input(3, 8), input(4, 2)], "standard");
+  const priority = queue.submit([input(5, 6)], "priority");
+  runner.releaseNext();
+  await settle();
+  // Priority's 6 tokens, then standard's 2-token input (its 8-token one does not fit beside them).
+  assert.deepEqual(runner.batches, [[1], [5, 4]]);
+  runner.releaseNext();
+  await settle();
+  assert.deepEqual(runner.batches[2], [3]);
+  runner.releaseNext();
+  await settle();
+  assert.deepEqual(runner.batches[3], [2]);
+  runner.releaseNext();
+  const vectors = await Promise.all([first, flex, standard, priority]);
+  // Every input's vector came back to its own request, in order, normalised to unit length.
+  const unit = (marker: number) => Array.from(Float32Array.from([marker, 1], (v) => v / Math.hypot(marker, 1)));
+  assert.deepEqual(vectors.map((v) => v.map((x) => Array.from(x))), [[unit(1)], [unit(2)], [unit(3), unit(4)], [unit(5)]]);
+});
+
+test("an aborted request's waiting inputs never run; a full queue refuses", async () => {
+  const runner = heldRunner(1);
+  const queue = new EmbeddingQueue({ batchTokens: 4, batchSequences: 8, maxWaiting: 3, dimensions: 1, runners: [runner.run] });
+  const running = queue.submit([input(1, 4)], "standard");
+  const controller = new AbortController();
+  const aborted = queue.submit([input(2, 1), input(3, 1)], "standard", controller.signal);
+  await assert.rejects(queue.submit([input(4, 1), input(5, 1)], "standard"), EmbeddingQueueFull);
+  controller.abort();
+  await assert.rejects(aborted, /aborted/);
+  runner.releaseNext();
+  await running;
+  await settle();
+  assert.deepEqual(runner.batches, [[1]]);
+  assert.equal(queue.stats().waitingInputs, 0);
+});

@@ -6,7 +6,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { findManifestedFile, findVerifiedFile, writeManifest } from "../manifest.js";
-import type { ModelFile } from "../served-file.js";
+import type { ModelFile } from "../types.js";
 import type { CatalogEntry } from "../types.js";
 import { writeBertGguf, type BertPrecision } from "./bert-gguf.js";
 import { readSentenceTransformersZip } from "./sentence-transformers.js";

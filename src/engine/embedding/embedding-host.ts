@@ -3,7 +3,9 @@ import { availableParallelism } from "node:os";
 import { loadModel, type LoadedModel } from "../native/loaded-model.js";
 import type { SchedulingClass } from "../types.js";
 import type { EmbedFailure, EmbedReply, EmbeddingRunnerInit } from "./embedding-protocol.js";
-import { EmbeddingQueue, type QueuedInput } from "./embedding-queue.js";
+import { EmbeddingQueue, type EmbeddingStats, type QueuedInput } from "./embedding-queue.js";
+
+export type { EmbeddingStats };
 
 /**
  * A sentence-embedding model in the engine: its weights loaded once, tokenized on the main thread
@@ -20,14 +22,6 @@ export interface EmbeddingHostOptions {
   batchTokens?: number;
   /** Inputs waiting at most; more is a busy error (default 65,536). */
   maxWaitingInputs?: number;
-}
-
-export interface EmbeddingStats {
-  waitingInputs: number;
-  embeddedInputs: number;
-  embeddedTokens: number;
-  batches: number;
-  decodeSeconds: number;
 }
 
 export interface EmbeddingHost {

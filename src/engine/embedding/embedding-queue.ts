@@ -1,6 +1,14 @@
 import { SCHEDULING_CLASSES, type SchedulingClass } from "../types.js";
 import type { EmbedReply } from "./embedding-protocol.js";
-import type { EmbeddingStats } from "./embedding-host.js";
+
+/** An embedding model's queue and what it has done, for /health. */
+export interface EmbeddingStats {
+  waitingInputs: number;
+  embeddedInputs: number;
+  embeddedTokens: number;
+  batches: number;
+  decodeSeconds: number;
+}
 
 /** Too many inputs wait already: the caller should retry shortly. */
 export class EmbeddingQueueFull extends Error {}

@@ -92,7 +92,7 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
       [{ logprobs: true, top_logprobs: 21 }, "top_logprobs"],
       [{ top_logprobs: 2 }, "top_logprobs"],
       [{ response_format: { type: "xml" } }, "response_format.type"],
-      [{ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object", properties: { n: { type: "number", minimum: 0 } } } } } }, "response_format.json_schema.schema"],
+      [{ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object", properties: { n: { type: "integer", minimum: 5, maximum: 1 } } } } } }, "response_format.json_schema.schema"],
       [{ tool_choice: "required" }, "tool_choice"],
       [{ tools: [weatherTool], tool_choice: { type: "function", function: { name: "nope" } } }, "tool_choice"],
     ];

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { identifier } from "./identifiers.js";
 
 /**
  * OpenAI's cursor pagination, shared by every list route that pages by item id: `after` (the id
@@ -7,7 +8,7 @@ import { z } from "zod";
  */
 export const listPageQuery = (defaultOrder: "asc" | "desc") =>
   z.object({
-    after: z.string().max(200).optional(),
+    after: identifier(200).optional(),
     limit: z.coerce.number().int().min(1).max(100).default(20),
     order: z.enum(["asc", "desc"]).default(defaultOrder),
   });

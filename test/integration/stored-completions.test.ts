@@ -19,6 +19,22 @@ describe("stored chat completions (store: true), through the official client und
   });
   const clientAt = (prefix: string, key = server.key) => new OpenAI({ apiKey: key, baseURL: `${server.url}${prefix}`, timeout: 180_000, maxRetries: 0 });
 
+  test("list filters with a NUL byte (cursor, model, metadata key or value) are a 400 naming the parameter, not a storage error", async () => {
+    const cases: Array<[string, string]> = [
+      ["after=%00", "after"],
+      ["model=%00", "model"],
+      ["metadata%5Ba%5D=%00", "metadata.a"],
+      ["metadata%5B%00%5D=a", "metadata.\u0000"],
+    ];
+    for (const [query, param] of cases) {
+      const response = await fetch(`${server.url}/v1/chat/completions?${query}`, { headers: { authorization: `Bearer ${server.key}` } });
+      assert.equal(response.status, 400, query);
+      assert.equal((await response.json()).error.param, param, query);
+    }
+    const pages = await fetch(`${server.url}/v1/responses/resp_x/input_items?after=%00`, { headers: { authorization: `Bearer ${server.key}` } });
+    assert.ok([400, 404].includes(pages.status), "a stored response's item cursor is refused too");
+  });
+
   for (const prefix of API_PREFIXES) {
     test(`${prefix}: create, retrieve, list, update, messages, delete`, async () => {
       const client = clientAt(prefix);

@@ -6,6 +6,7 @@ import { InvalidRequest, NotFound } from "../../errors.js";
 import type { ChatCompletion } from "../../protocol/chat-response.js";
 import type { ChatRequestBody } from "../../protocol/chat-request.js";
 import { metadataSchema } from "../../protocol/common-fields.js";
+import { identifier } from "../../protocol/identifiers.js";
 import { listPageQuery, pageOf } from "../../protocol/list-page.js";
 import type { ChatRun } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
@@ -15,7 +16,8 @@ import { parse } from "./key-input.js";
 export type StoreCompletion = (completion: ChatCompletion, streamed: boolean) => Promise<void>;
 
 export const updateCompletionBody = z.object({ metadata: metadataSchema.nullable() });
-const listQuery = listPageQuery("asc").extend({ model: z.string().max(256).optional() });
+const listQuery = listPageQuery("asc").extend({ model: identifier().optional() });
+const metadataFilter = z.object({ metadata: metadataSchema });
 const notFound = (id: string) => new NotFound(`No chat completion with id '${id.slice(0, 64)}' found. Only completions created with store: true are kept.`);
 
 export function storing(store: CompletionStore, accountId: string, body: ChatRequestBody, run: ChatRun): StoreCompletion {
@@ -43,7 +45,9 @@ const sendJson = (reply: FastifyReply, text: string) => reply.type("application/
 export function storedCompletionRoutes(app: FastifyInstance, store: CompletionStore): void {
   app.get("/chat/completions", async (request, reply) => {
     const raw = (request.query ?? {}) as Record<string, unknown>;
-    const metadata = Object.fromEntries(Object.entries(raw).flatMap(([key, value]) => (/^metadata\[.+\]$/.test(key) && typeof value === "string" ? [[key.slice(9, -1), value]] : [])));
+    const filters = Object.fromEntries(Object.entries(raw).flatMap(([key, value]) => (/^metadata\[.+\]$/.test(key) && typeof value === "string" ? [[key.slice(9, -1), value]] : [])));
+    // Filters reach SQL as text: the same rules as stored metadata (no NUL, bounded keys and values).
+    const { metadata } = parse(metadataFilter, { metadata: filters });
     const query = parse(listQuery, Object.fromEntries(Object.entries(raw).filter(([key]) => !key.startsWith("metadata["))));
     const rows = await store.list(callerOf(request).accountId, { ...query, metadata });
     if (!rows) throw new InvalidRequest(`No chat completion with id '${query.after!.slice(0, 64)}' to list after.`, "after");

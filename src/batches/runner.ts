@@ -128,9 +128,11 @@ export class BatchRunner {
         known.status = row.status;
         continue;
       }
+      // This process is validating it right now (create has not returned): it is not the runner's yet.
+      if (row.owner_id === ownerId && row.status === "validating") continue;
       if (row.owner_id !== ownerId && !(await this.adopt(row))) continue;
       if (row.status === "validating") {
-        // The server stopped while it validated the file: the batch cannot tell how far it got.
+        // Adopted: the server that owned it stopped while it validated the file, so the batch cannot tell how far it got.
         await failBatch(db, row.id, [{ code: "validation_interrupted", message: "The server stopped while validating this batch; create it again.", param: null, line: null }], null);
         continue;
       }

@@ -153,8 +153,11 @@ describe("the Files and Batch APIs through the official client, on the real mode
       client.batches.create({ input_file_id: completions.id, endpoint: "/v1/completions", completion_window: "24h" }),
     ]);
     const [doneA, doneB] = await Promise.all([settled(client, a.id), settled(client, b.id)]);
-    assert.equal((await resultLines(client, doneA.output_file_id))[0]!.response!.body.object, "response");
-    assert.equal((await resultLines(client, doneB.output_file_id))[0]!.response!.body.object, "text_completion");
+    for (const [done, object] of [[doneA, "response"], [doneB, "text_completion"]] as const) {
+      const why = JSON.stringify({ status: done.status, errors: done.errors, counts: done.request_counts, errorFile: await resultLines(client, done.error_file_id) });
+      assert.equal(done.status, "completed", why);
+      assert.equal((await resultLines(client, done.output_file_id))[0]?.response?.body.object, object, why);
+    }
   });
 
   test("cancel: the lines not yet run are answered batch_cancelled, unbilled; the batch ends cancelled", async () => {

@@ -61,4 +61,36 @@ forEachDatabase("the batch runner", ({ db }) => {
     const output = (await files.content(accountB!.id, batch!.output_file_id!))!.toString("utf8").trim().split("\n");
     assert.deepEqual(output.map((line) => (JSON.parse(line) as { custom_id: string }).custom_id), Array.from({ length: 8 }, (_, i) => `b1-${i}`));
   });
+
+  test("a batch this process is still validating is left to it; one a stopped server was validating fails as interrupted", async () => {
+    const key = await createKey(db, { account: "runner-validating" });
+    const [account] = await db.query<{ id: string }>("SELECT account_id AS id FROM api_keys WHERE id = $1", [key.id]);
+    const draft = { accountId: account!.id, keyId: key.id, endpoint: "/v1/chat/completions", inputFileId: "file-x", completionWindow: "24h", windowSeconds: 3600, metadata: null };
+    const mine = await insertBatch(db, draft, "owner-2");
+    const orphan = await insertBatch(db, draft, "owner-gone");
+    const runner = new BatchRunner({
+      db,
+      files: createFileStore(db),
+      execute: async () => ({ statusCode: 200, body: "{}", requestId: null, code: null }),
+      capacity: () => 1,
+      ownerId: "owner-2",
+      ownerIsGone: async (_tx, owner) => owner === "owner-gone",
+      log: () => {},
+      pollMs: 20,
+      refreshMs: 0,
+    });
+    runner.start();
+    try {
+      const failed = await waitFor(async () => {
+        const batch = await getBatch(db, account!.id, orphan.id);
+        return batch?.status === "failed" ? batch : undefined;
+      }, 30_000);
+      assert.equal((JSON.parse(failed.errors!) as { code: string }[])[0]!.code, "validation_interrupted");
+      // Several refreshes later, the batch being validated here is untouched.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.equal((await getBatch(db, account!.id, mine.id))!.status, "validating");
+    } finally {
+      await runner.stop();
+    }
+  });
 });

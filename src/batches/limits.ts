@@ -1,4 +1,4 @@
-/** The Files and Batch APIs' limits (documented in the README); each can be set in the environment. */
+/** The Files and Batch APIs' limits (documented in the README); config/settings.ts reads and clamps them. */
 export interface BatchLimits {
   /** Largest file one upload may carry (SWITCHYARD_FILE_MAX_BYTES; OpenAI: 200 MB). */
   maxFileBytes: number;
@@ -12,34 +12,8 @@ export interface BatchLimits {
   enqueuedTokensPerAccount: number;
   /** Batches one account may have running at once (SWITCHYARD_BATCHES_PER_ACCOUNT). */
   activeBatchesPerAccount: number;
-}
-
-export const DEFAULT_BATCH_LIMITS: BatchLimits = {
-  maxFileBytes: 200 * 1024 * 1024,
-  maxRequests: 50_000,
-  filesPerAccount: 1000,
-  fileBytesPerAccount: 2 * 1024 * 1024 * 1024,
-  enqueuedTokensPerAccount: 20_000_000,
-  activeBatchesPerAccount: 100,
-};
-
-const ENV: Record<keyof BatchLimits, string> = {
-  maxFileBytes: "SWITCHYARD_FILE_MAX_BYTES",
-  maxRequests: "SWITCHYARD_BATCH_MAX_REQUESTS",
-  filesPerAccount: "SWITCHYARD_FILES_PER_ACCOUNT",
-  fileBytesPerAccount: "SWITCHYARD_FILE_BYTES_PER_ACCOUNT",
-  enqueuedTokensPerAccount: "SWITCHYARD_BATCH_ENQUEUED_TOKENS",
-  activeBatchesPerAccount: "SWITCHYARD_BATCHES_PER_ACCOUNT",
-};
-
-export function batchLimitsFromEnv(env: NodeJS.ProcessEnv): BatchLimits {
-  const limits = { ...DEFAULT_BATCH_LIMITS };
-  for (const key of Object.keys(ENV) as (keyof BatchLimits)[]) {
-    const raw = env[ENV[key]];
-    if (raw === undefined || raw === "") continue;
-    const value = Number(raw);
-    if (!Number.isSafeInteger(value) || value < 1) throw new Error(`${ENV[key]} must be a positive integer, got '${raw}'.`);
-    limits[key] = value;
-  }
-  return limits;
+  /** Uploads one account may send at once: each is held in memory whole until stored (SWITCHYARD_UPLOADS_PER_ACCOUNT). */
+  uploadsPerAccount: number;
+  /** Uploads the whole process reads at once, all accounts together (SWITCHYARD_UPLOADS_IN_FLIGHT). */
+  uploadsInFlight: number;
 }

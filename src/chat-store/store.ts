@@ -1,4 +1,5 @@
 import type { Database } from "../storage/database.js";
+import { pruneStored, unexpired, type StoredObjectLimits } from "../storage/stored-objects.js";
 
 /** A chat completion kept with `store: true`: the request's messages and the completion as it was sent. */
 export interface StoredCompletion {
@@ -23,7 +24,8 @@ export interface CompletionListQuery {
 /**
  * Chat completions kept with `store: true`, always scoped to the account that made them: every
  * statement names the account, so another account's id reads as absent. Lists page by creation
- * order (then id), with `after` naming the last id of the previous page.
+ * order (then id), with `after` naming the last id of the previous page. Each account keeps its newest
+ * `perAccount` completions for `retentionDays`; older ones read as absent and go at its next save.
  */
 export interface CompletionStore {
   save(accountId: string, completion: StoredCompletion): Promise<void>;
@@ -54,7 +56,7 @@ const fromRow = (row: Row): StoredCompletion => ({
   body: row.body,
 });
 
-export function createCompletionStore(db: Database): CompletionStore {
+export function createCompletionStore(db: Database, limits: StoredObjectLimits): CompletionStore {
   return {
     async save(accountId, c) {
       await db.query(`INSERT INTO chat_completions (id, account_id, model, metadata, messages, body) VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6)`, [
@@ -65,14 +67,15 @@ export function createCompletionStore(db: Database): CompletionStore {
         JSON.stringify(c.messages),
         c.body,
       ]);
+      await pruneStored(db, "chat_completions", accountId, limits);
     },
     async get(accountId, id) {
-      const rows = await db.query<Row>(`SELECT ${COLUMNS} FROM chat_completions WHERE id = $1 AND account_id = $2`, [id, accountId]);
+      const rows = await db.query<Row>(`SELECT ${COLUMNS} FROM chat_completions WHERE id = $1 AND account_id = $2 AND ${unexpired(3)}`, [id, accountId, limits.retentionDays]);
       return rows[0] ? fromRow(rows[0]) : null;
     },
     async list(accountId, query) {
-      const params: unknown[] = [accountId, JSON.stringify(query.metadata), query.limit + 1];
-      let where = "account_id = $1 AND metadata @> $2::jsonb";
+      const params: unknown[] = [accountId, JSON.stringify(query.metadata), query.limit + 1, limits.retentionDays];
+      let where = `account_id = $1 AND metadata @> $2::jsonb AND ${unexpired(4)}`;
       if (query.model !== undefined) {
         params.push(query.model);
         where += ` AND model = $${params.length}`;
@@ -88,7 +91,12 @@ export function createCompletionStore(db: Database): CompletionStore {
       return rows.map(fromRow);
     },
     async setMetadata(accountId, id, metadata) {
-      const rows = await db.query<Row>(`UPDATE chat_completions SET metadata = $3::jsonb WHERE id = $1 AND account_id = $2 RETURNING ${COLUMNS}`, [id, accountId, JSON.stringify(metadata)]);
+      const rows = await db.query<Row>(`UPDATE chat_completions SET metadata = $3::jsonb WHERE id = $1 AND account_id = $2 AND ${unexpired(4)} RETURNING ${COLUMNS}`, [
+        id,
+        accountId,
+        JSON.stringify(metadata),
+        limits.retentionDays,
+      ]);
       return rows[0] ? fromRow(rows[0]) : null;
     },
     async delete(accountId, id) {

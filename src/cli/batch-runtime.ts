@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { batchLimitsFromEnv } from "../batches/limits.js";
+import type { BatchLimits } from "../batches/limits.js";
 import { BatchRunner } from "../batches/runner.js";
 import { createBatchService } from "../batches/service.js";
 import { batchCapacity } from "../batches/capacity.js";
@@ -15,20 +15,20 @@ export interface BatchesWiring {
   ownerId: string;
   ownerIsGone(tx: Database, ownerId: string): Promise<boolean>;
   log(message: string): void;
+  limits: BatchLimits;
+  /** A completion window for every batch, in seconds (tests see batches expire); unset: the one asked for. */
+  windowSeconds: number | undefined;
 }
 
 /** The Files and Batch APIs and the runner of batch lines, wired for `switchyard serve`. */
-export function startBatches({ db, registry, ownerId, ownerIsGone, log }: BatchesWiring) {
-  const limits = batchLimitsFromEnv(process.env);
+export function startBatches({ db, registry, ownerId, ownerIsGone, log, limits, windowSeconds }: BatchesWiring) {
   const files = createFileStore(db);
   const lineCallers = new BatchLineCallers();
   let runner: BatchRunner | undefined;
-  // Tests shorten the completion window to see a batch expire.
-  const windowOverride = Number(process.env.SWITCHYARD_BATCH_WINDOW_SECONDS ?? "") || undefined;
-  const service = createBatchService({ db, files, limits, ownerId, wake: () => runner?.wake(), windowSeconds: windowOverride ? () => windowOverride : undefined });
+  const service = createBatchService({ db, files, limits, ownerId, wake: () => runner?.wake(), windowSeconds: windowSeconds ? () => windowSeconds : undefined });
   return {
     lineCallers,
-    api: { service, files, maxFileBytes: limits.maxFileBytes },
+    api: { service, files, limits },
     run(app: FastifyInstance, principalOf: (keyId: string) => Promise<Omit<ApiCaller, "batchId"> | null>) {
       runner = new BatchRunner({ db, files, execute: lineCallers.executor(app, principalOf), capacity: batchCapacity(registry), ownerId, ownerIsGone, log });
       runner.start();

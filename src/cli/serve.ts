@@ -109,7 +109,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     ...settings.deployments,
   });
   const drain = createDrain();
-  const batches = startBatches({ db, registry, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log });
+  const batches = startBatches({ db, registry, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log, limits: settings.batchLimits, windowSeconds: settings.batchWindowSeconds });
   const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches });
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
@@ -150,8 +150,8 @@ function buildServerApp(settings: Settings, { db, registry, limits, inFlight, me
     metrics,
     registry,
     db,
-    responses: createResponseStore(db),
-    completions: createCompletionStore(db),
+    responses: createResponseStore(db, settings.storedObjects),
+    completions: createCompletionStore(db, settings.storedObjects),
     limits,
     authenticate: batches.lineCallers.authenticate((token) => authenticate(db, token)),
     bodyLimit: settings.bodyLimit,

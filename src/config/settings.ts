@@ -69,6 +69,24 @@ const settingsSchema = z.object({
   }),
   /** Bytes all of this process's dedicated instances may take together; unset: what the machine has available, less headroom. */
   deploymentMemoryBytes: z.coerce.number().int().min(0).optional(),
+  /** The Files and Batch APIs' limits: the clamps live here, the checks in batches/ and http/routes/files.ts (BatchLimits). */
+  batchLimits: z.object({
+    maxFileBytes: z.coerce.number().int().min(1024),
+    maxRequests: z.coerce.number().int().min(1),
+    filesPerAccount: z.coerce.number().int().min(1),
+    fileBytesPerAccount: z.coerce.number().int().min(1024),
+    enqueuedTokensPerAccount: z.coerce.number().int().min(1),
+    activeBatchesPerAccount: z.coerce.number().int().min(1),
+    uploadsPerAccount: z.coerce.number().int().min(1),
+    uploadsInFlight: z.coerce.number().int().min(1),
+  }),
+  /** Tests shorten a batch's completion window to see it expire (seconds); unset: the window asked for. */
+  batchWindowSeconds: z.coerce.number().int().min(1).optional(),
+  /** Objects kept with `store: true` (chat completions, responses): how many per account and for how long. */
+  storedObjects: z.object({
+    perAccount: z.coerce.number().int().min(1),
+    retentionDays: z.coerce.number().int().min(1).max(3650),
+  }),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
@@ -123,10 +141,32 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
       instancesPerAccount: env.SWITCHYARD_MAX_INSTANCES_PER_ACCOUNT ?? 4,
     },
     deploymentMemoryBytes: env.SWITCHYARD_DEPLOYMENT_MEMORY_BYTES || undefined,
+    ...filesAndStoredObjects(env),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new Error(`Invalid setting '${issue.path.join(".")}': ${issue.message}`);
   }
   return parsed.data;
+}
+
+/** The Files and Batch APIs' and stored objects' settings (apart, to keep loadSettings short). */
+function filesAndStoredObjects(env: NodeJS.ProcessEnv) {
+  return {
+    batchLimits: {
+      maxFileBytes: env.SWITCHYARD_FILE_MAX_BYTES || 200 * 1024 * 1024,
+      maxRequests: env.SWITCHYARD_BATCH_MAX_REQUESTS || 50_000,
+      filesPerAccount: env.SWITCHYARD_FILES_PER_ACCOUNT || 1000,
+      fileBytesPerAccount: env.SWITCHYARD_FILE_BYTES_PER_ACCOUNT || 2 * 1024 * 1024 * 1024,
+      enqueuedTokensPerAccount: env.SWITCHYARD_BATCH_ENQUEUED_TOKENS || 20_000_000,
+      activeBatchesPerAccount: env.SWITCHYARD_BATCHES_PER_ACCOUNT || 100,
+      uploadsPerAccount: env.SWITCHYARD_UPLOADS_PER_ACCOUNT || 2,
+      uploadsInFlight: env.SWITCHYARD_UPLOADS_IN_FLIGHT || 4,
+    },
+    batchWindowSeconds: env.SWITCHYARD_BATCH_WINDOW_SECONDS || undefined,
+    storedObjects: {
+      perAccount: env.SWITCHYARD_STORED_PER_ACCOUNT || 10_000,
+      retentionDays: env.SWITCHYARD_STORED_RETENTION_DAYS || 30,
+    },
+  };
 }

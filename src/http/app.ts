@@ -26,6 +26,7 @@ import { modelRoutes } from "./routes/models.js";
 import { usageRoutes } from "./routes/usage.js";
 import { fileRoutes } from "./routes/files.js";
 import { batchRoutes } from "./routes/batches.js";
+import type { BatchLimits } from "../batches/limits.js";
 import type { BatchService } from "../batches/service.js";
 import type { FileStore } from "../storage/files.js";
 import type { Database } from "../storage/database.js";
@@ -67,7 +68,7 @@ export interface AppDeps {
   deployments?: DeploymentService;
   logger?: FastifyServerOptions["logger"];
   /** The Files and Batch APIs (`/v1/files`, `/v1/batches`); absent: not served. */
-  batches?: { service: BatchService; files: FileStore; maxFileBytes: number };
+  batches?: { service: BatchService; files: FileStore; limits: BatchLimits };
 }
 
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 60_000, maxUnauthenticatedPerIp: 64, streamBufferBytes: 64 * 1024, streamPauseTimeoutMs: 60_000 };
@@ -95,7 +96,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
         async (api) => {
           modelRoutes(api, deps.registry);
           if (deps.batches) {
-            fileRoutes(api, deps.batches.service, deps.batches.files, deps.batches.maxFileBytes);
+            fileRoutes(api, deps.batches.service, deps.batches.files, deps.batches.limits);
             batchRoutes(api, deps.batches.service);
           }
           void api.register(async (generation) => {

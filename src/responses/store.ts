@@ -1,5 +1,6 @@
 import type { ChatMessage } from "../serving/types.js";
 import type { Database } from "../storage/database.js";
+import { pruneStored, unexpired, type StoredObjectLimits } from "../storage/stored-objects.js";
 
 /** A stored response: the conversation it ends (its input and its output) and the object as returned. */
 export interface StoredResponse {
@@ -12,7 +13,8 @@ export interface StoredResponse {
 
 /**
  * Responses kept with `store: true`, always scoped to the account that made them: every lookup
- * names the account, so another account's id reads as absent.
+ * names the account, so another account's id reads as absent. Each account keeps its newest
+ * `perAccount` responses for `retentionDays`; older ones read as absent and go at its next save.
  */
 export interface ResponseStore {
   save(accountId: string, id: string, response: StoredResponse): Promise<void>;
@@ -21,13 +23,17 @@ export interface ResponseStore {
   delete(accountId: string, id: string): Promise<boolean>;
 }
 
-export function createResponseStore(db: Database): ResponseStore {
+export function createResponseStore(db: Database, limits: StoredObjectLimits): ResponseStore {
   return {
     async save(accountId, id, { conversation, body, inputItems }) {
       await db.query("INSERT INTO responses (id, account_id, conversation, body, input_items) VALUES ($1, $2, $3::jsonb, $4, $5::jsonb)", [id, accountId, JSON.stringify(conversation), body, JSON.stringify(inputItems)]);
+      await pruneStored(db, "responses", accountId, limits);
     },
     async get(accountId, id) {
-      const rows = await db.query<{ conversation: unknown; body: string; input_items: unknown }>("SELECT conversation, body, input_items FROM responses WHERE id = $1 AND account_id = $2", [id, accountId]);
+      const rows = await db.query<{ conversation: unknown; body: string; input_items: unknown }>(
+        `SELECT conversation, body, input_items FROM responses WHERE id = $1 AND account_id = $2 AND ${unexpired(3)}`,
+        [id, accountId, limits.retentionDays],
+      );
       const row = rows[0];
       if (!row) return null;
       // Rows stored before input items were kept list none.

@@ -310,6 +310,12 @@ export const migrations: Migration[] = [
       CREATE INDEX chat_completions_account_seq_idx ON chat_completions (account_id, seq);
     `,
   },
+  {
+    id: 14,
+    name: "stored responses by account and age",
+    // Each save keeps the account's newest responses and drops expired ones (storage/stored-objects.ts).
+    sql: `CREATE INDEX responses_account_created_idx ON responses (account_id, created_at);`,
+  },
 ];
 
 /**

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
+import { request } from "node:http";
 import { after, before, describe, test } from "node:test";
 import OpenAI, { toFile } from "openai";
 import { BATCH_PRICES, chatLine, resultLines, settled, upload } from "../helpers/batches.js";
 import { requestCost } from "../../src/billing/cost.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
-import { cli, createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { cli, createKey, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
 
 const ENQUEUED_TOKEN_CAP = 3000;
 
@@ -15,7 +16,7 @@ describe("the Files and Batch APIs through the official client, on the real mode
   let stranger: OpenAI;
   before(async () => {
     database = await createTestDatabase("postgres");
-    const env = { SWITCHYARD_DATABASE_URL: database.url, SWITCHYARD_BATCH_ENQUEUED_TOKENS: String(ENQUEUED_TOKEN_CAP) };
+    const env = { SWITCHYARD_DATABASE_URL: database.url, SWITCHYARD_BATCH_ENQUEUED_TOKENS: String(ENQUEUED_TOKEN_CAP), SWITCHYARD_UPLOADS_PER_ACCOUNT: "1" };
     server = await startServer({ env });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
     stranger = new OpenAI({ apiKey: createKey(server.dataDir, "stranger", [], env), baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
@@ -48,6 +49,27 @@ describe("the Files and Batch APIs through the official client, on the real mode
 
     assert.deepEqual(await client.files.delete(file.id), { id: file.id, object: "file", deleted: true });
     await assert.rejects(client.files.retrieve(file.id), (error: unknown) => error instanceof OpenAI.NotFoundError);
+  });
+
+  test("an account reads one upload at a time (its cap here): a second is a 429 while another account's goes through; a dropped upload frees its slot", async () => {
+    const url = new URL(`${server.baseURL}/files`);
+    const held = request({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { authorization: `Bearer ${server.key}`, "content-type": "multipart/form-data; boundary=x", "content-length": 1_000_000 } });
+    held.on("error", () => {});
+    held.write("--x\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n");
+    const refused = await waitFor(async () => {
+      try {
+        await upload(client, [chatLine("second", "Hi")]);
+        return undefined;
+      } catch (error) {
+        return error;
+      }
+    }, 60_000);
+    assert.ok(refused instanceof OpenAI.RateLimitError, String(refused));
+    assert.equal(refused.code, "too_many_uploads");
+    assert.match((await upload(stranger, [chatLine("theirs", "Hi")])).id, /^file-/, "another account's upload is not held up");
+    held.destroy();
+    const after = await waitFor(async () => upload(client, [chatLine("third", "Hi")]).catch(() => undefined), 60_000);
+    assert.match(after.id, /^file-/, "the dropped upload's slot is free again");
   });
 
   test("a purpose other than batch, and a body that is not multipart, are 400s in the OpenAI shape", async () => {

@@ -36,7 +36,7 @@ describe("the OpenAPI document and the reference page", () => {
       chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db) }),
       registry,
       db,
-      responses: createResponseStore(db),
+      responses: createResponseStore(db, { perAccount: 10_000, retentionDays: 30 }),
       metrics: createMetrics(() => []),
       authenticate: async () => null,
       bodyLimit: 1 << 20,

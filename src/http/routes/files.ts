@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { BatchLimits } from "../../batches/limits.js";
 import type { BatchService } from "../../batches/service.js";
 import { listPage, toWireFile } from "../../batches/wire.js";
 import { InvalidRequest, NotFound } from "../../errors.js";
@@ -6,14 +7,21 @@ import { listFilesQuery } from "../../protocol/batches-request.js";
 import type { FileStore } from "../../storage/files.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
+import { UploadGate } from "../upload-gate.js";
 
 const notFound = (id: string) => new NotFound(`No file with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}' found.`);
 
 /** The Files API, scoped to the caller's account: upload (multipart), list, get, content, delete. */
-export function fileRoutes(app: FastifyInstance, batches: BatchService, files: FileStore, maxFileBytes: number): void {
+export function fileRoutes(app: FastifyInstance, batches: BatchService, files: FileStore, limits: BatchLimits): void {
+  const gate = new UploadGate(limits);
   void app.register(async (uploads) => {
     // Only this route reads multipart bodies, whole, up to the file limit and room for the form around it.
-    uploads.addContentTypeParser("multipart/form-data", { parseAs: "buffer", bodyLimit: maxFileBytes + FORM_OVERHEAD_BYTES }, (_request, body, done) => done(null, body));
+    uploads.addContentTypeParser("multipart/form-data", { parseAs: "buffer", bodyLimit: limits.maxFileBytes + FORM_OVERHEAD_BYTES }, (_request, body, done) => done(null, body));
+    // The slot is taken before the body is read and freed when the exchange ends, answered or cut off.
+    uploads.addHook("preParsing", async (request, reply) => {
+      const release = gate.take(callerOf(request).accountId);
+      reply.raw.once("close", release);
+    });
     uploads.post("/files", async (request, reply) => {
       const caller = callerOf(request);
       const { purpose, filename, content } = await readUpload(request);

@@ -111,7 +111,7 @@ function eventPipeline(admission: Admission, launched: Launch, run: { input: Cha
     const splitter = new ReasoningSplitter({ enabled: reasoning, startsInReasoning: prompts[Math.floor(index / n)]!.opensThinking });
     const forced = output.shaping.mode === "forced" ? output.shaping.tools : [];
     const schema = output.constraint?.type === "json_schema" ? output.constraint.schema : undefined;
-    return checkedChoice(shapeChoice(index, splitReasoning(generation, splitter), output.shaping), schema, forced);
+    return checkedChoice(shapeChoice(splitReasoning(index, generation, splitter), output.shaping), schema, forced);
   });
   const cover = (completionTokens: number) => meter.cover(completionTokens, cachedPromptTokens);
   return {

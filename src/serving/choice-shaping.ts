@@ -1,15 +1,6 @@
 import type { TokenLogprob, ToolDefinition } from "../engine/types.js";
-import type { ChoiceCounts, OutputEvent } from "./types.js";
-import type { ReportedPrompt, SplitEvent } from "./reasoning-stream.js";
+import type { ChoiceEvent } from "./types.js";
 import { mayBeToolCall, parseToolCalls, partialToolCall } from "./tool-calls.js";
-
-/** One choice's events, tagged with its index, before metering; token counts are running totals. */
-export type ChoiceEvent =
-  | OutputEvent
-  | (ChoiceCounts & { index: number } & (
-      | { type: "preempted" }
-      | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt }
-    ));
 
 export type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly ToolDefinition[] } | { mode: "auto"; tools: readonly ToolDefinition[] };
 
@@ -21,21 +12,22 @@ export type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly T
  * call of an offered tool (see parseToolCalls), else releases it as content. Reasoning is never
  * held: only the content after it can be a call.
  */
-export async function* shapeChoice(index: number, generation: AsyncGenerator<SplitEvent>, shaping: ToolShaping): AsyncGenerator<ChoiceEvent> {
+export async function* shapeChoice(generation: AsyncGenerator<ChoiceEvent>, shaping: ToolShaping): AsyncGenerator<ChoiceEvent> {
   let holding = shaping.mode !== "none";
   let held = "";
   let heldLogprobs: TokenLogprob[] | undefined;
   let upstreamCalls = false;
   for await (const event of generation) {
+    const { index } = event;
     const counts = { completionTokens: event.completionTokens, reasoningTokens: event.reasoningTokens };
     if (event.type === "reasoning" || event.type === "preempted") {
-      yield { index, ...event };
+      yield event;
       continue;
     }
     if (event.type === "tool_calls") {
       // An upstream engine parsed these calls itself; they pass as they are.
       upstreamCalls = true;
-      yield { index, ...event };
+      yield event;
       continue;
     }
     if (event.type === "text") {
@@ -50,7 +42,7 @@ export async function* shapeChoice(index: number, generation: AsyncGenerator<Spl
         }
         continue;
       }
-      yield { index, ...event };
+      yield event;
       continue;
     }
     const reported = event.reported ? { reported: event.reported } : {};
@@ -70,7 +62,7 @@ export async function* shapeChoice(index: number, generation: AsyncGenerator<Spl
       }
       if (held) yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
     }
-    yield { type: "finish", index, reason: event.reason, ...counts, ...reported };
+    yield event;
   }
 }
 

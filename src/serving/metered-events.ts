@@ -5,9 +5,7 @@ import { requestCost } from "../billing/cost.js";
 import type { ServiceTier, TokenPrices } from "../catalog/types.js";
 import { GenerationStalled } from "../backends/backend.js";
 import { ServiceError } from "../errors.js";
-import type { ServingEvent, Usage } from "./types.js";
-import type { ChoiceEvent } from "./choice-shaping.js";
-import type { ReportedPrompt } from "./reasoning-stream.js";
+import type { ChoiceEvent, ReportedPrompt, ServingEvent, Usage } from "./types.js";
 import type { RequestMeter } from "./request-meter.js";
 
 export type Settle = (outcome: {

@@ -1,7 +1,7 @@
 import { needsOutputCheck, violation } from "../engine/grammar/index.js";
 import type { ToolDefinition } from "../engine/types.js";
 import { ServiceError } from "../errors.js";
-import type { ChoiceEvent } from "./choice-shaping.js";
+import type { ChoiceEvent } from "./types.js";
 
 /**
  * The number keywords that no grammar enforces exactly (output-check.ts in the grammar) are checked

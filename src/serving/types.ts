@@ -91,13 +91,27 @@ export interface ChoiceCounts {
   reasoningTokens: number;
 }
 
-/** Output of choice `index`, passed from tool-call shaping to the caller as it is. */
+/** Output of choice `index`: made once from the engine's events (reasoning-stream.ts) and passed on as it is to the caller. */
 export type OutputEvent = ChoiceCounts &
   (
     | { type: "reasoning"; index: number; text: string }
     | { type: "text"; index: number; text: string; logprobs?: TokenLogprob[] }
     | { type: "tool_calls"; index: number; calls: ToolCall[] }
   );
+
+/** The prompt's size as an upstream engine's usage reported it (see EngineEvent `finish`). */
+export interface ReportedPrompt {
+  promptTokens: number;
+  cachedTokens: number;
+}
+
+/** One choice's events before metering: its output, and how it went; token counts are running totals. */
+export type ChoiceEvent =
+  | OutputEvent
+  | (ChoiceCounts & { index: number } & (
+      | { type: "preempted" }
+      | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt }
+    ));
 
 /**
  * Per choice (`index`): reasoning deltas and text deltas (with the log probabilities of the tokens

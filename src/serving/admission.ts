@@ -65,7 +65,12 @@ export interface Admission {
   /** Every choice's completion budget. */
   maxTokens: number;
   lease: LimitLease;
-  reservation: BudgetReservation | null;
+  /**
+   * The request's in-flight row and budget reservation, written beside the launch for a key without
+   * a budget (nothing there can refuse it), already written for one with a budget. No output goes
+   * out before it has settled (chat-service.ts `launchBeside`); `held.reservation` has it then.
+   */
+  durable: Promise<void>;
 }
 
 export async function admit(deps: AdmissionDeps, caller: Caller, input: ChatInput, meter: RequestMeter, held: Holdings): Promise<Admission> {
@@ -83,22 +88,45 @@ export async function admit(deps: AdmissionDeps, caller: Caller, input: ChatInpu
   const choiceCount = choicesPerPrompt * prompts.length;
   checkChoiceCount(backend, choiceCount, input);
   const maxTokens = Math.min(...prompts.map((prompt) => completionBudget(entry, backend, prompt, input)));
-  await reserve(deps, caller, meter, held, { model: entry.id, prices, maxCompletionTokens: maxTokens * choiceCount });
-  return { model, tier: held.tier, prices, output, prompts, choicesPerPrompt, maxTokens, lease: held.lease!, reservation: held.reservation };
+  const { durable } = await reserve(deps, caller, meter, held, { model: entry.id, prices, maxCompletionTokens: maxTokens * choiceCount });
+  return { model, tier: held.tier, prices, output, prompts, choicesPerPrompt, maxTokens, lease: held.lease!, durable };
+}
+
+interface Reserving {
+  model: string;
+  prices: TokenPrices;
+  maxCompletionTokens: number;
 }
 
 /**
- * The budget is reserved before the rate and concurrency limits are consulted, so a request that
- * cannot be paid for never takes a slot from one that can. Every choice may use max_tokens.
+ * A key with a budget reserves it before the rate and concurrency limits are consulted, so a
+ * request that cannot be paid for never takes a slot from one that can. A key without one cannot
+ * be refused there: its limits are taken first and its rows are written while it launches, so
+ * the database's commits (a WAL flush each on PostgreSQL) overlap the prompt's evaluation instead
+ * of preceding it. Every choice may use max_tokens.
  */
-async function reserve(deps: AdmissionDeps, caller: Caller, meter: RequestMeter, held: Holdings, request: { model: string; prices: TokenPrices; maxCompletionTokens: number }): Promise<void> {
+async function reserve(deps: AdmissionDeps, caller: Caller, meter: RequestMeter, held: Holdings, request: Reserving): Promise<{ durable: Promise<void> }> {
+  const estimatedTokens = held.promptTokens + request.maxCompletionTokens;
+  const takeLimits = async () => {
+    held.lease = await deps.limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: request.model, estimatedTokens, limits: caller.limits });
+  };
+  if (caller.limits.budgetUsd === null) {
+    await takeLimits();
+    const durable = holdBudget(deps, caller, meter, held, request);
+    durable.catch(() => {}); // awaited beside the launch; a failure is thrown there
+    return { durable }; // in an object: an async function would wait for a promise it returns
+  }
+  await holdBudget(deps, caller, meter, held, request);
+  await takeLimits();
+  return { durable: Promise.resolve() };
+}
+
+/** The in-flight row first, so a crash from here on is billed and its reservation released; then the reservation. */
+async function holdBudget(deps: AdmissionDeps, caller: Caller, meter: RequestMeter, held: Holdings, request: Reserving): Promise<void> {
   const { promptTokens, tier } = held;
   const worstCase = requestCost(request.prices, { promptTokens, cachedPromptTokens: 0, completionTokens: request.maxCompletionTokens });
-  // Durable before anything is reserved or run, so a crash from here on is billed and released.
   await meter.begin(deps.inFlight, { serviceTier: tier, promptTokens, prices: request.prices, maxCompletionTokens: request.maxCompletionTokens });
   held.reservation = await deps.budgets.reserve({ keyId: caller.keyId, requestId: meter.context.requestId, amountUsd: worstCase });
-  const estimatedTokens = promptTokens + request.maxCompletionTokens;
-  held.lease = await deps.limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: request.model, estimatedTokens, limits: caller.limits });
 }
 
 /** Tool choice, schemas and response format decide the output's grammar and how tool calls are found. */

@@ -47,8 +47,8 @@ export function createChatService(deps: ChatServiceDeps): ChatService {
       const held: Holdings = { tier: "default", promptTokens: 0, reservation: null };
       try {
         const admission = await admit(deps, caller, input, meter, held);
-        const launched = await launch(admission, caller, input, signal, context.output);
-        return eventPipeline(admission, launched, { input, meter, signal, metrics: deps.metrics });
+        const launched = await launchBeside(admission.durable, () => launch(admission, caller, input, signal, context.output));
+        return eventPipeline(admission, launched, { input, meter, held, signal, metrics: deps.metrics });
       } catch (thrown) {
         throw await rejected(meter, held, signal, thrown);
       }
@@ -75,6 +75,20 @@ async function launch(admission: Admission, caller: Caller, input: ChatInput, si
   }
 }
 
+/**
+ * Launches while the request's rows are written (see admission.ts `reserve`); the run, and with it
+ * any output, waits for both. Rows that could not be written stop the generations already started.
+ */
+async function launchBeside(durable: Promise<void>, start: () => Promise<Launch>): Promise<Launch> {
+  const [written, launched] = await Promise.allSettled([durable, start()]);
+  if (written.status === "rejected") {
+    if (launched.status === "fulfilled") await Promise.allSettled(launched.value.generations.map((g) => g.return(undefined)));
+    throw written.reason;
+  }
+  if (launched.status === "rejected") throw launched.reason;
+  return launched.value;
+}
+
 /** Each choice's settings; a seed gives choice i the seed + i. */
 function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) {
   return Array.from({ length: admission.choicesPerPrompt }, (_, index) => {
@@ -95,7 +109,7 @@ function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) 
 }
 
 /** The launched generations as the run's events: reasoning split, tool calls shaped, metered and settled. */
-function eventPipeline(admission: Admission, launched: Launch, run: { input: ChatInput; meter: RequestMeter; signal: AbortSignal; metrics?: ServingMetrics }): ChatRun {
+function eventPipeline(admission: Admission, launched: Launch, run: { input: ChatInput; meter: RequestMeter; held: Holdings; signal: AbortSignal; metrics?: ServingMetrics }): ChatRun {
   const { model, tier, prompts, choicesPerPrompt: n, output } = admission;
   const { meter, signal } = run;
   const cachedPromptTokens = launched.cachedByPrompt.reduce((a, b) => a + b, 0);
@@ -105,7 +119,7 @@ function eventPipeline(admission: Admission, launched: Launch, run: { input: Cha
   const promptTokens = prompts.reduce((sum, p) => sum + p.tokenCount, 0);
   observer.admitted(launched.queuedMs, promptTokens, cachedPromptTokens);
   const estimates = prompts.map((prompt, p) => ({ promptTokens: prompt.tokenCount, cachedTokens: launched.cachedByPrompt[p]! }));
-  const settle = settlement(meter, { tier, estimates, choicesPerPrompt: n, prices: admission.prices, lease: admission.lease, reservation: admission.reservation });
+  const settle = settlement(meter, { tier, estimates, choicesPerPrompt: n, prices: admission.prices, lease: admission.lease, reservation: run.held.reservation });
   const reasoning = !output.constraint && run.input.prompt.kind === "chat";
   const choices = launched.generations.map((generation, index) => {
     const splitter = new ReasoningSplitter({ enabled: reasoning, startsInReasoning: prompts[Math.floor(index / n)]!.opensThinking });

@@ -89,4 +89,17 @@ describe("every request leaves exactly one ledger row, and the bill matches what
     assert.equal(report.totals.requests, body.totals.requests);
     assert.equal(report.totals.cost_usd, body.totals.cost_usd);
   });
+
+  test("the row is written beside the prompt's evaluation, yet committed before the first token reaches the client", async () => {
+    // A key without a budget launches while its row is written (admission.ts); output waits for the row.
+    const before = (await usage()).body.totals.completion_tokens as number;
+    const response = await postChat(server, ask("Write a long story about a lighthouse.", { stream: true, max_tokens: 200 }));
+    const reader = response.body!.getReader();
+    let text = "";
+    while (!/"content":"[^"]/.test(text)) text += new TextDecoder().decode((await reader.read()).value);
+    const { body } = await usage();
+    assert.equal(body.totals.by_status.in_flight, 1, JSON.stringify(body.totals));
+    assert.ok(body.totals.completion_tokens - before >= 1, "the row already covers the tokens being delivered");
+    await reader.cancel();
+  });
 });

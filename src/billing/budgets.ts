@@ -40,9 +40,6 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
         );
         const key = keys[0];
         if (!key) throw new Error(`No API key with id '${keyId}' to reserve budget against.`);
-        // Expired reservations no longer count (below); they are kept a day so that a request that
-        // outlived its reservation still finds it and is charged once (see chargeReservation).
-        await tx.query("DELETE FROM budget_reservations WHERE key_id = $1 AND expires_at <= now() - interval '1 day'", [keyId]);
         if (key.budget_usd !== null) await checkBudget(tx, keyId, key.budget_usd, key.spent_usd, amount);
         await tx.query(
           "INSERT INTO budget_reservations (request_id, key_id, amount_usd, expires_at) VALUES ($1, $2, $3::numeric, now() + make_interval(secs => $4))",
@@ -101,8 +98,14 @@ export async function chargeReservation(tx: Database, keyId: string, requestId: 
   // The key's row lock first, as reserve() takes it, so a reserve never sees the reservation gone
   // but the spend not yet added.
   await tx.query("SELECT 1 FROM api_keys WHERE id = $1 FOR UPDATE", [keyId]);
-  const removed = await tx.query<{ amount_usd: string }>("DELETE FROM budget_reservations WHERE request_id = $1 RETURNING amount_usd", [requestId]);
-  const reserved = removed[0];
+  // With it go the key's reservations expired a day ago: expired ones no longer count (checkBudget),
+  // and are kept a day so that a request that outlived its reservation still finds it and is charged
+  // once. Swept here, after the response, not in reserve(), on the way to the first token.
+  const removed = await tx.query<{ request_id: string; amount_usd: string }>(
+    "DELETE FROM budget_reservations WHERE request_id = $1 OR (key_id = $2 AND expires_at <= now() - interval '1 day') RETURNING request_id, amount_usd",
+    [requestId, keyId],
+  );
+  const reserved = removed.find((row) => row.request_id === requestId);
   if (!reserved) return;
   const actual = parseNonNegative(actualUsd, "actualUsd");
   const amount = Dec(reserved.amount_usd);

@@ -123,9 +123,11 @@ forEachDatabase("spend budgets", (suite) => {
     assert.equal(kept.length, 2);
     await next.settle("0");
     await db.query("UPDATE budget_reservations SET expires_at = now() - interval '2 days' WHERE key_id = $1", [keyId]);
-    assert.ok(await reserve(keyId, "0.5"));
+    const last = await reserve(keyId, "0.5");
+    assert.ok(last);
+    await last.settle("0.25");
     const rows = await db.query<{ amount_usd: string }>("SELECT amount_usd::text AS amount_usd FROM budget_reservations WHERE key_id = $1", [keyId]);
-    assert.deepEqual(rows, [{ amount_usd: "0.5" }], "the long-expired reservation is cleaned up");
+    assert.deepEqual(rows, [], "the long-expired reservation is swept by the key's next settle, with the settled one");
   });
 
   test("reservations expire after the configured time", async () => {

@@ -5,10 +5,15 @@ import type { ModelRegistry } from "../serving/model-registry.js";
  * flex request holds or waits for. A model still loading runs none; a model that cannot serve
  * (unknown, not pulled, failed) runs one at a time, so each line gets the error a request would.
  */
+/** Embedding lines run at once on an idle embedding model: enough to keep its batches full. */
+const EMBEDDING_LINES = 4;
+
 export function batchCapacity(registry: ModelRegistry): (model: string) => number {
   return (model) => {
     const served = registry.get(model);
     if (served?.state === "loading") return 0;
+    // An embedding model's lines run while no other tier's inputs wait; each line may hold 2,048 inputs.
+    if (served?.embedder && served.state === "ready") return served.embedder.stats().waitingInputs === 0 ? EMBEDDING_LINES : 0;
     if (!served?.backend || served.state !== "ready") return 1;
     const { slots, running, waiting } = served.backend.stats();
     return Math.max(0, slots - running.priority - running.standard - running.flex - waiting.priority - waiting.standard - waiting.flex);

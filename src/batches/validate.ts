@@ -1,17 +1,19 @@
 import type { z } from "zod";
 import { chatRequestSchema } from "../protocol/chat-request.js";
 import { completionsRequestSchema } from "../protocol/completions-request.js";
+import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
 import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { MAX_IDENTIFIER_CHARS } from "../protocol/identifiers.js";
 
 /** The endpoints a batch may run, as OpenAI names them. */
-export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/responses"] as const;
+export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"] as const;
 export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
 
 const SCHEMAS: Record<BatchEndpoint, z.ZodType> = {
   "/v1/chat/completions": chatRequestSchema,
   "/v1/completions": completionsRequestSchema,
   "/v1/responses": responsesRequestSchema,
+  "/v1/embeddings": embeddingsRequestSchema,
 };
 
 /** One valid request line of a batch's input file. */

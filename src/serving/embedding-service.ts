@@ -44,7 +44,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
   return {
     async embed(caller, input, signal, context = {}) {
       const requestId = context.requestId ?? newRequestId("embeddings");
-      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: "embeddings" });
+      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: "embeddings", batchId: caller.batchId });
       let tier: ServiceTier = "default";
       let promptTokens = 0;
       let lease: LimitLease | undefined;
@@ -56,7 +56,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         checkDimensions(embedder, input.dimensions);
         const tokens = tokenizeInputs(embedder, input.inputs);
         promptTokens = tokens.reduce((sum, t) => sum + t.length, 0);
-        tier = resolveTier(served.entry.pricing, input.serviceTier);
+        tier = caller.batchId ? "batch" : resolveTier(served.entry.pricing, input.serviceTier);
         const prices = effectivePrices(served.entry.pricing, tier);
         const cost = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: 0 });
         await meter.begin(inFlight, { serviceTier: tier, promptTokens, prices, maxCompletionTokens: 0 });

@@ -5,6 +5,7 @@ import OpenAI, { toFile } from "openai";
 import { BATCH_PRICES, chatLine, resultLines, settled, upload } from "../helpers/batches.js";
 import { requestCost } from "../../src/billing/cost.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
+import { MINILM } from "../helpers/embeddings.js";
 import { cli, createKey, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
 
 const ENQUEUED_TOKEN_CAP = 3000;
@@ -17,7 +18,7 @@ describe("the Files and Batch APIs through the official client, on the real mode
   before(async () => {
     database = await createTestDatabase("postgres");
     const env = { SWITCHYARD_DATABASE_URL: database.url, SWITCHYARD_BATCH_ENQUEUED_TOKENS: String(ENQUEUED_TOKEN_CAP), SWITCHYARD_UPLOADS_PER_ACCOUNT: "1" };
-    server = await startServer({ env });
+    server = await startServer({ env, models: [SMOLLM2, MINILM] });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
     stranger = new OpenAI({ apiKey: createKey(server.dataDir, "stranger", [], env), baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
   });
@@ -154,7 +155,7 @@ describe("the Files and Batch APIs through the official client, on the real mode
 
   test("an unknown endpoint, window or file is a 400/404 at create", async () => {
     const input = await upload(client, [chatLine("x", "Hi")]);
-    await assert.rejects(client.batches.create({ input_file_id: input.id, endpoint: "/v1/embeddings", completion_window: "24h" }), (error: unknown) => error instanceof OpenAI.BadRequestError && error.param === "endpoint");
+    await assert.rejects(client.batches.create({ input_file_id: input.id, endpoint: "/v1/moderations" as "/v1/embeddings", completion_window: "24h" }), (error: unknown) => error instanceof OpenAI.BadRequestError && error.param === "endpoint");
     await assert.rejects(client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "48h" as "24h" }), (error: unknown) => error instanceof OpenAI.BadRequestError && error.param === "completion_window");
     await assert.rejects(client.batches.create({ input_file_id: "file-nope", endpoint: "/v1/chat/completions", completion_window: "24h" }), (error: unknown) => error instanceof OpenAI.NotFoundError);
   });
@@ -179,6 +180,29 @@ describe("the Files and Batch APIs through the official client, on the real mode
       const why = JSON.stringify({ status: done.status, errors: done.errors, counts: done.request_counts, errorFile: await resultLines(client, done.error_file_id) });
       assert.equal(done.status, "completed", why);
       assert.equal((await resultLines(client, done.output_file_id))[0]?.response?.body.object, object, why);
+    }
+  });
+
+  test("embeddings run as batches too, each line at the batch price", async () => {
+    const embeddingLine = (customId: string, input: string | string[]) => JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/embeddings", body: { model: MINILM, input } });
+    const input = await upload(client, [embeddingLine("e1", ["A man is eating food.", "A man is riding a horse."]), embeddingLine("e2", "One sentence.")]);
+    const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/embeddings", completion_window: "24h" });
+    const batch = await settled(client, created.id);
+    assert.equal(batch.status, "completed", JSON.stringify({ errors: batch.errors, counts: batch.request_counts, errorFile: await resultLines(client, batch.error_file_id) }));
+    type EmbeddingList = { object: string; data: Array<{ embedding: number[] }> };
+    const bodies = new Map((await resultLines(client, batch.output_file_id)).map((l) => [l.custom_id, l.response!.body as unknown as EmbeddingList]));
+    assert.equal(bodies.get("e1")?.object, "list");
+    assert.deepEqual(bodies.get("e1")?.data.map((d) => d.embedding.length), [384, 384]);
+    assert.equal(bodies.get("e2")?.data.length, 1);
+    const rows = await database.db.query<{ service_tier: string; api: string; prompt_tokens: number; cost_usd: string }>(
+      "SELECT service_tier, api, prompt_tokens, cost_usd::text AS cost_usd FROM usage_records WHERE batch_id = $1",
+      [batch.id],
+    );
+    assert.equal(rows.length, 2);
+    for (const row of rows) {
+      assert.deepEqual([row.service_tier, row.api], ["batch", "embeddings"]);
+      // MiniLM's list price, $0.005 per 1M input tokens, at the default batch multiplier 0.5.
+      assert.equal(row.cost_usd, requestCost({ input: "0.0025", output: "0", cached_input: "0.0025" }, { promptTokens: row.prompt_tokens, cachedPromptTokens: 0, completionTokens: 0 }));
     }
   });
 

@@ -91,10 +91,13 @@ const PROMPT_WORKERS = 2;
  */
 export async function loadModelHost(options: ModelHostOptions): Promise<ModelHost> {
   const model = loadModel(options.modelPath);
+  // Workers that use the model's weights: each is stopped before the model is freed on a failed load.
+  const started: Array<{ close(): Promise<void> }> = [];
   try {
     const contextWindow = Math.min(options.contextWindow, model.trainContextSize);
     const template = chatTemplateFor(model, options.fallbackChatTemplate);
     const prompts = await startPromptPool({ libraryDir: model.libraryDir, model: model.handle, templateSource: template.source }, PROMPT_WORKERS);
+    started.push(prompts);
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const shardCount = Math.max(1, Math.min(options.shards ?? threads, options.sequences));
     const router = new ShardRouter(options, model.bosToken);
@@ -102,16 +105,21 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     // so one request alone decodes on all of them and 16 split them one per shard.
     const threadsFor = () => Math.max(1, Math.floor(threads / Math.max(1, shards.filter((s) => s.busy).length)));
     let shards: Shard[] = [];
-    shards = await Promise.all(
+    // Every shard's start settles before a failure is thrown, so each worker that started is in `started`.
+    const starting = await Promise.allSettled(
       Array.from({ length: shardCount }, async (_, i) => {
         const sequences = Math.floor(options.sequences / shardCount) + (i < options.sequences % shardCount ? 1 : 0);
         const stepTokens = Math.max(options.stepTokens ?? DEFAULT_STEP_TOKENS, sequences + 1);
         const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads });
+        started.push(runner);
         const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache, targets: options.targets, stallTimeoutMs: options.stallTimeoutMs };
         const scheduler = new ShardScheduler(schedulerOptions, tieredPolicy, model, new StepCostModel(), () => router.steal(scheduler));
         return new Shard(scheduler, runner, threadsFor);
       }),
     );
+    const failed = starting.find((result) => result.status === "rejected");
+    if (failed) throw failed.reason;
+    shards = starting.map((result) => (result as PromiseFulfilledResult<Shard>).value);
     router.attach(shards);
     return {
       contextWindow,
@@ -127,6 +135,8 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
       },
     };
   } catch (error) {
+    // Freeing the weights under a worker still using them (another shard starting) would crash the process.
+    await Promise.allSettled(started.map((worker) => worker.close()));
     model.free();
     throw error;
   }

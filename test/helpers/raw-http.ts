@@ -28,7 +28,8 @@ export async function rawExchange(url: string, request: string | ((socket: Socke
   return readReply(socket, waitMs, () => (typeof request === "string" ? socket.write(request) : request(socket)));
 }
 
-export function readReply(socket: Socket, waitMs: number, start: () => void = () => {}): Promise<RawReply> {
+/** `complete`: the reply is whole once this holds (a kept-alive socket stays open after it). */
+export function readReply(socket: Socket, waitMs: number, start: () => void = () => {}, complete: (text: string) => boolean = () => false): Promise<RawReply> {
   return new Promise((resolve) => {
     let text = "";
     let closed = false;
@@ -39,7 +40,10 @@ export function readReply(socket: Socket, waitMs: number, start: () => void = ()
     };
     const timer = setTimeout(finish, waitMs);
     socket.setEncoding("utf8");
-    socket.on("data", (chunk: string) => (text += chunk));
+    socket.on("data", (chunk: string) => {
+      text += chunk;
+      if (complete(text)) finish();
+    });
     socket.on("error", () => undefined);
     socket.once("close", () => {
       closed = true;
@@ -48,6 +52,9 @@ export function readReply(socket: Socket, waitMs: number, start: () => void = ()
     start();
   });
 }
+
+/** A chunked response's last chunk has come: the server keeps the socket open for the next request. */
+export const chunkedEnd = (text: string) => text.endsWith("\r\n0\r\n\r\n");
 
 function parse(text: string, closed: boolean): RawReply {
   const split = text.indexOf("\r\n\r\n");

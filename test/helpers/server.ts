@@ -1,5 +1,6 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdtempSync, readFileSync, existsSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -47,10 +48,47 @@ export interface StartOptions {
   keyArgs?: string[];
 }
 
+/**
+ * A data dir whose embedded database is created and migrated, with a key for account `tester`:
+ * made once by the real CLI (`keys create`) and kept in the temp dir, keyed by the migrations and
+ * the PGlite release, so every test server starts from a copy. A fresh PGlite database (initdb and
+ * every migration) takes seconds, and most tests start a server on a fresh data dir.
+ */
+function migratedTemplate(): { dir: string; key: string } {
+  const version = createHash("sha256")
+    .update(readFileSync(join(ROOT, "dist/storage/migrations.js")))
+    .update(readFileSync(join(ROOT, "node_modules/@electric-sql/pglite/package.json")))
+    .digest("hex")
+    .slice(0, 16);
+  const dir = join(tmpdir(), `switchyard-test-template-${version}`);
+  if (!existsSync(join(dir, "key"))) {
+    const making = mkdtempSync(join(tmpdir(), "switchyard-test-template-"));
+    const data = join(making, "data");
+    writeFileSync(join(making, "key"), createKey(data, "tester"), { mode: 0o600 });
+    try {
+      renameSync(making, dir);
+    } catch {
+      rmSync(making, { recursive: true, force: true }); // another test process made it first
+    }
+  }
+  return { dir: join(dir, "data"), key: readFileSync(join(dir, "key"), "utf8") };
+}
+
+/** A new data dir and its key: a copy of the migrated template where nothing asks for another database or key. */
+function freshDataDir(options: StartOptions): { dataDir: string; key: string } {
+  const dataDir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
+  const plain = options.key === undefined && options.keyArgs === undefined && !options.env?.SWITCHYARD_DATABASE_URL;
+  if (!plain) return { dataDir, key: options.key ?? createKey(dataDir, "tester", options.keyArgs ?? [], options.env) };
+  const template = migratedTemplate();
+  execFileSync("cp", ["-a", `${template.dir}/.`, dataDir]); // -a: the owner-only modes come along
+  return { dataDir, key: template.key };
+}
+
 export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
   const ownDir = options.dataDir === undefined;
-  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "switchyard-test-"));
-  const key = options.key ?? createKey(dataDir, "tester", options.keyArgs ?? [], options.env);
+  const fresh = ownDir ? freshDataDir(options) : undefined;
+  const dataDir = fresh?.dataDir ?? options.dataDir!;
+  const key = fresh?.key ?? options.key ?? createKey(dataDir, "tester", options.keyArgs ?? [], options.env);
   let output = "";
   const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")], {
     env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...options.env },

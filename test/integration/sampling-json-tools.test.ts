@@ -213,11 +213,11 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
       required: ["name", "age", "pet", "ok"],
       additionalProperties: false,
     };
-    // The test asserts behaviour, not speed: at most 4 in flight (fewer than the server's sequences,
-    // so none queues), and a client whose only timeout is an explicit, generous one. fetch would
+    // The test asserts behaviour, not speed: at most 8 in flight (the server's sequences, so none
+    // queues), and a client whose only timeout is an explicit, generous one. fetch would
     // give up on a non-streamed answer after undici's fixed 300 s headers timeout, which a busy,
     // slow machine can reach.
-    const results = await pool(50, 4, async (i) => {
+    const results = await pool(50, 8, async (i) => {
       const body = ask(`Person number ${i} as JSON.`, { response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } }, max_tokens: 60, seed: i });
       const response = await postJsonSlowly(`${server.baseURL}/chat/completions`, server.key, body, 20 * 60_000);
       assert.equal(response.status, 200, response.text);

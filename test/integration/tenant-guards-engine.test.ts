@@ -5,7 +5,7 @@ import OpenAI from "openai";
 import { findPulledModel } from "../../src/catalog/pull.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
-import { openAiError, openSocket, readReply } from "../helpers/raw-http.js";
+import { chunkedEnd, openAiError, openSocket, readReply } from "../helpers/raw-http.js";
 import { createKey, readSse, startServer, waitFor, SMOLLM2, type RunningServer } from "../helpers/server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 import { startWorker, WORKER_KEY, type RunningWorker } from "../helpers/worker.js";
@@ -114,7 +114,7 @@ async function unreadStream(server: RunningServer, key: string): Promise<{ socke
   const socket = await openSocket(server.url);
   socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
   socket.pause();
-  return { socket, drain: async () => (await readReply(socket, 300_000, () => socket.resume())).body };
+  return { socket, drain: async () => (await readReply(socket, 300_000, () => socket.resume(), chunkedEnd)).body };
 }
 
 const MAX_COMPLETION = 6 * 3000;

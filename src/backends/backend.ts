@@ -1,4 +1,4 @@
-import type { ServiceTier } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, SamplingSettings, SchedulingClass, ToolDefinition } from "../engine/types.js";
 
 /** The engine's load figures, as health and metrics read them through a backend's stats. */

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { SCHEDULING_CLASSES, tierOfClass, type BackendStats, type PerClass } from "../backends/backend.js";
-import type { ServiceTier } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 import type { RequestObserver, ServingMetrics } from "../serving/ports.js";
 
 /**

@@ -2,7 +2,7 @@ import { BackendBusy, schedulingClassOf } from "../backends/backend.js";
 import type { EmbeddingBackend } from "../backends/embedding-backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
-import type { ServiceTier } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import type { ChatServiceDeps } from "./chat-service.js";

@@ -11,6 +11,6 @@ export function batchCapacity(registry: ModelRegistry): (model: string) => numbe
     if (served?.state === "loading") return 0;
     if (!served?.backend || served.state !== "ready") return 1;
     const { slots, running, waiting } = served.backend.stats();
-    return Math.max(0, slots - running.priority - running.standard - running.flex - waiting.priority - waiting.standard - waiting.flex);
+    return Math.max(0, slots - running.priority - running.default - running.flex - waiting.priority - waiting.default - waiting.flex);
   };
 }

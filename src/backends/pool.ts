@@ -1,5 +1,5 @@
 import type { EngineEvent } from "../engine/types.js";
-import { sumPerTier } from "../protocol/tiers.js";
+import { sumPerTier, tierTotal } from "../protocol/tiers.js";
 import { BackendBusy, type Backend, type BackendStats, type GenerationParams, type PauseControl, type PreparedPrompt } from "./backend.js";
 
 interface Instance {
@@ -79,8 +79,7 @@ export class BackendPool implements Backend {
 
   /** Requests waiting for a sequence on every instance together. */
   waiting(): number {
-    const { waiting } = this.stats();
-    return waiting.priority + waiting.default + waiting.flex + waiting.batch;
+    return tierTotal(this.stats().waiting);
   }
 
   /** How long the most idle instance in rotation has had nothing to do (0 when all are busy). */

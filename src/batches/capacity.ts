@@ -1,4 +1,8 @@
+import { SERVICE_TIERS, tierTotal } from "../protocol/tiers.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
+
+/** Every tier but batch: what batch lines give way to. */
+const AHEAD_OF_BATCH = SERVICE_TIERS.filter((tier) => tier !== "batch");
 
 /**
  * How many batch lines a model may run at once now: its sequences that no priority, standard or
@@ -11,6 +15,6 @@ export function batchCapacity(registry: ModelRegistry): (model: string) => numbe
     if (served?.state === "loading") return 0;
     if (!served?.backend || served.state !== "ready") return 1;
     const { slots, running, waiting } = served.backend.stats();
-    return Math.max(0, slots - running.priority - running.default - running.flex - waiting.priority - waiting.default - waiting.flex);
+    return Math.max(0, slots - tierTotal(running, AHEAD_OF_BATCH) - tierTotal(waiting, AHEAD_OF_BATCH));
   };
 }

@@ -16,7 +16,7 @@ import { promptTokenizers } from "./prompt/prompt-tokenizers.js";
 import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
 import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
-import { sumPerTier } from "../protocol/tiers.js";
+import { sumPerTier, tierTotal } from "../protocol/tiers.js";
 
 export { EmptyPromptError, QueueFullError, StalledError, WaitExpiredError };
 
@@ -207,7 +207,7 @@ class ShardRouter {
       waiting: sumPerTier(all, (s) => s.waiting),
       preemptions: all.reduce((n, s) => n + s.preemptions, 0),
       paused: all.reduce((n, s) => n + s.paused, 0),
-      idleSequences: slots - running.priority - running.default - running.flex - running.batch,
+      idleSequences: slots - tierTotal(running),
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
       stepBudgets: all.map(({ budget }) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs })),
       engine: Object.fromEntries(

@@ -20,6 +20,9 @@ export function perTier<T>(value: (tier: ServiceTier) => T): PerTier<T> {
   return Object.fromEntries(SERVICE_TIERS.map((tier) => [tier, value(tier)])) as PerTier<T>;
 }
 
+/** Each tier's place in SERVICE_TIERS (priority 0): lower goes first wherever tiers are ranked. */
+export const TIER_RANK: Readonly<PerTier<number>> = perTier((tier) => SERVICE_TIERS.indexOf(tier));
+
 /** Each tier's count summed over `items` (shards, instances, replicas). */
 export function sumPerTier<T>(items: readonly T[], pick: (item: T) => PerTier<number>): PerTier<number> {
   return perTier((tier) => items.reduce((n, item) => n + pick(item)[tier], 0));

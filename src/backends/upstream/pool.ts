@@ -1,4 +1,4 @@
-import { perTier, SERVICE_TIERS, type PerTier, type ServiceTier } from "../../protocol/tiers.js";
+import { perTier, SERVICE_TIERS, tierTotal, type PerTier, type ServiceTier } from "../../protocol/tiers.js";
 import { BackendBusy, BackendUnavailable, BackendWaitExpired } from "../backend.js";
 import { rendezvousOrder, type Replica } from "./replica.js";
 
@@ -38,8 +38,8 @@ interface Waiter {
  * affinity never makes a request wait while another replica is idle.
  */
 export class ReplicaPool {
-  private readonly queues: PerTier<Waiter[]> = { priority: [], default: [], flex: [], batch: [] };
-  readonly runningByTier: PerTier<number> = { priority: 0, default: 0, flex: 0, batch: 0 };
+  private readonly queues: PerTier<Waiter[]> = perTier(() => []);
+  readonly runningByTier: PerTier<number> = perTier(() => 0);
 
   constructor(
     readonly replicas: readonly Replica[],
@@ -47,7 +47,7 @@ export class ReplicaPool {
   ) {}
 
   get waiting(): number {
-    return SERVICE_TIERS.reduce((n, tier) => n + this.queues[tier].length, 0);
+    return tierTotal(this.waitingByTier());
   }
 
   waitingByTier(): PerTier<number> {

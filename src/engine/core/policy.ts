@@ -1,5 +1,5 @@
 import type { EngineRequest } from "./request.js";
-import type { ServiceTier } from "../../protocol/tiers.js";
+import { TIER_RANK as RANK, type ServiceTier } from "../../protocol/tiers.js";
 
 /**
  * Who is admitted first, who gives way, and in what order a step's batch is filled: the one place
@@ -17,8 +17,6 @@ export interface SchedulingPolicy {
   /** `admitted` was admitted ahead of `waiting`, which keeps waiting (the policy may age it). */
   passedOver(admitted: EngineRequest, waiting: EngineRequest): void;
 }
-
-const RANK: Record<ServiceTier, number> = { priority: 0, default: 1, flex: 2, batch: 3 };
 
 /**
  * Admissions of priority requests a waiting standard request lets pass before it is starving: from

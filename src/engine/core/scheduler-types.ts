@@ -1,7 +1,7 @@
 import type { EngineRequest } from "./request.js";
 import type { StepBudget, TargetsByTier } from "./step-budget.js";
 import type { ModelHostStats } from "../types.js";
-import type { PerTier } from "../../protocol/tiers.js";
+import { perTier, type PerTier } from "../../protocol/tiers.js";
 
 export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" | "preemptions"> {
   sequences: number;
@@ -32,10 +32,5 @@ export interface ShardSchedulerOptions {
 
 /** Requests of each tier in a list. */
 export function countByTier(list: readonly EngineRequest[]): PerTier<number> {
-  return {
-    priority: list.filter((r) => r.tier === "priority").length,
-    default: list.filter((r) => r.tier === "default").length,
-    flex: list.filter((r) => r.tier === "flex").length,
-    batch: list.filter((r) => r.tier === "batch").length,
-  };
+  return perTier((tier) => list.filter((r) => r.tier === tier).length);
 }

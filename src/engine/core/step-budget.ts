@@ -1,7 +1,7 @@
 import { addShapes, chunkShape, EMPTY_SHAPE, type StepCostModel } from "./cost-model.js";
 import type { EngineRequest } from "./request.js";
 import type { StepPlan } from "./step-plan.js";
-import type { PerTier, ServiceTier } from "../../protocol/tiers.js";
+import { TIER_RANK as RANK, type PerTier } from "../../protocol/tiers.js";
 
 /** A tier's service targets: time to first token, and between tokens. */
 export interface TierTargets {
@@ -50,8 +50,6 @@ export function budgetOptions(options: { stepTokens: number; chunkCap?: number; 
     targets: options.targets ?? DEFAULT_TARGETS,
   };
 }
-
-const RANK: Record<ServiceTier, number> = { priority: 0, default: 1, flex: 2, batch: 3 };
 
 /**
  * Fills a step (stall-free batching, after Sarathi-Serve): every decoding stream's next token first,

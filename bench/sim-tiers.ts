@@ -21,7 +21,7 @@ import { EngineRequest } from "../src/engine/core/request.js";
 import { ShardScheduler } from "../src/engine/core/scheduler.js";
 import type { StepPlan } from "../src/engine/core/step-plan.js";
 import type { SamplerSpec, StepReply } from "../src/engine/runner/step-protocol.js";
-import type { SchedulingClass } from "../src/engine/types.js";
+import type { PerTier, ServiceTier } from "../src/protocol/tiers.js";
 import { summarize as stats } from "./load/stats.js";
 
 const program = new Command()
@@ -31,7 +31,7 @@ const program = new Command()
   .option("--sequences <n>", "sequences in all", "16")
   .option("--prompt <n>", "prompt tokens", "128")
   .option("--output <n>", "output tokens", "64")
-  .option("--mix <p,s,f>", "tier shares", "0.2,0.5,0.3")
+  .option("--mix <p,d,f>", "shares of the priority, default and flex tiers", "0.2,0.5,0.3")
   .option("--out <file>", "JSON results")
   .parse();
 const opts = program.opts<Record<string, string>>();
@@ -45,20 +45,20 @@ const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 
 const texts = { pieceBytes: () => new Uint8Array([97]), tokenText: () => "a", isEndOfGeneration: () => false };
 
 interface Timing {
-  tier: SchedulingClass;
+  tier: ServiceTier;
   arrived: number;
   tokens: number[];
 }
 
 /** Runs one closed-loop workload; returns every request's arrival and token times (virtual ms). */
-function simulate(clients: number, total: number, mix: Record<SchedulingClass, number>, seed = 1): Timing[] {
+function simulate(clients: number, total: number, mix: PerTier<number>, seed = 1): Timing[] {
   const shardCount = Number(opts.shards);
   const perShard = Math.floor(Number(opts.sequences) / shardCount);
   let random = seed;
   const next = () => ((random = (random * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
-  const pickTier = (): SchedulingClass => {
+  const pickTier = (): ServiceTier => {
     const x = next();
-    return x < mix.priority ? "priority" : x < mix.priority + mix.standard ? "standard" : "flex";
+    return x < mix.priority ? "priority" : x < mix.priority + mix.default ? "default" : "flex";
   };
   const shards: Array<{ scheduler: ShardScheduler; freeAt: number; plan?: StepPlan }> = [];
   for (let i = 0; i < shardCount; i++) {
@@ -75,7 +75,7 @@ function simulate(clients: number, total: number, mix: Record<SchedulingClass, n
     sent++;
     const tier = pickTier();
     const promptTokens = Array.from({ length: Number(opts.prompt) }, (_, i) => 1 + ((i + sent * 7) % 500));
-    const request = new EngineRequest({ promptTokens, maxTokens: Number(opts.output), sampling: { temperature: 0, topP: 1 }, stop: [], schedulingClass: tier }, SAMPLER);
+    const request = new EngineRequest({ promptTokens, maxTokens: Number(opts.output), sampling: { temperature: 0, topP: 1 }, stop: [], tier }, SAMPLER);
     timings.set(request, { tier, arrived: now, tokens: [] });
     chooseShard(shards, request).scheduler.enqueue(request);
   };
@@ -114,7 +114,7 @@ function simulate(clients: number, total: number, mix: Record<SchedulingClass, n
 
 function summarize(timings: Timing[]) {
   const byTier: Record<string, { n: number; ttftP50: number; ttftP99: number; itlP50: number; itlP99: number; tokensPerS?: number }> = {};
-  for (const tier of ["priority", "standard", "flex"] as const) {
+  for (const tier of ["priority", "default", "flex"] as const) {
     const mine = timings.filter((t) => t.tier === tier && t.tokens.length > 0);
     if (mine.length === 0) continue;
     const ttft = mine.map((t) => t.tokens[0]! - t.arrived);
@@ -126,12 +126,12 @@ function summarize(timings: Timing[]) {
   return byTier;
 }
 
-const [p, s, f] = opts.mix!.split(",").map(Number);
-const unloaded = summarize(simulate(1, 8, { priority: 1, standard: 0, flex: 0, batch: 0 }));
+const [p, d, f] = opts.mix!.split(",").map(Number);
+const unloaded = summarize(simulate(1, 8, { priority: 1, default: 0, flex: 0, batch: 0 }));
 // Priority's own load alone: as many priority clients as the mix has on average, no other tier.
 const priorityClients = Math.max(1, Math.round(Number(opts.clients) * p!));
-const alone = summarize(simulate(priorityClients, Math.round(Number(opts.requests) * p!), { priority: 1, standard: 0, flex: 0, batch: 0 }));
-const loaded = summarize(simulate(Number(opts.clients), Number(opts.requests), { priority: p!, standard: s!, flex: f!, batch: 0 }));
+const alone = summarize(simulate(priorityClients, Math.round(Number(opts.requests) * p!), { priority: 1, default: 0, flex: 0, batch: 0 }));
+const loaded = summarize(simulate(Number(opts.clients), Number(opts.requests), { priority: p!, default: d!, flex: f!, batch: 0 }));
 const round = (n: number) => Math.round(n);
 console.table(
   Object.entries({ "priority unloaded": unloaded, [`priority alone, ${priorityClients} clients`]: alone, ...Object.fromEntries(Object.entries(loaded).map(([tier, v]) => [`mix: ${tier}`, { [tier]: v }])) }).flatMap(([name, tiers]) =>

@@ -18,7 +18,8 @@ const EXEMPT_MARK = "long-by-design:";
 
 /**
  * Which top-level folders a folder may import from. Anything not listed is a layering violation.
- * `protocol`, `errors` and `config` are shared vocabulary; the engine knows nothing of HTTP, accounts
+ * `protocol`, `errors` and `config` are shared vocabulary (protocol/tiers.ts, the service tiers, reaches the
+ * catalog's prices and the engine's policy); the engine knows nothing of HTTP, accounts
  * or prices; the HTTP layer knows nothing of llama.cpp.
  */
 const MAY_IMPORT: Record<string, string[]> = {
@@ -29,8 +30,8 @@ const MAY_IMPORT: Record<string, string[]> = {
   billing: ["errors", "protocol", "storage", "catalog", "processes"],
   accounts: ["errors", "protocol", "storage", "billing", "limits", "config"],
   limits: ["errors", "protocol", "storage", "billing", "config"],
-  catalog: ["errors", "config"],
-  engine: ["errors", "config", "catalog"],
+  catalog: ["errors", "config", "protocol"],
+  engine: ["errors", "config", "protocol", "catalog"],
   observability: ["errors", "protocol", "catalog", "serving", "backends"],
   backends: ["errors", "protocol", "engine", "catalog", "config"],
   serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "engine", "observability", "storage", "catalog",

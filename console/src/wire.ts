@@ -8,6 +8,23 @@ export interface PriceTriple {
   multiplier?: Exact;
 }
 
+/** The service tiers as the API names them everywhere (OpenAI's "default" is the standard tier). */
+export type ServiceTier = "default" | "priority" | "flex" | "batch";
+
+/** One model in `/health` (no key needed); the load figures are absent until it is loaded. */
+export interface WireHealthModel {
+  id: string;
+  state: string;
+  error?: string;
+  running?: number;
+  waiting?: number;
+  sequences?: number;
+  idle_cached_sequences?: number;
+  kv_cache_usage?: number | string;
+  preemptions?: number;
+  by_tier?: { running: Record<ServiceTier, number>; waiting: Record<ServiceTier, number> };
+}
+
 export interface WireModel {
   id: string;
   metadata: {

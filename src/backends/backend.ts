@@ -1,21 +1,10 @@
-import type { ServiceTier } from "../catalog/types.js";
-import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, SamplingSettings, SchedulingClass, ToolDefinition } from "../engine/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
+import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, SamplingSettings, ToolDefinition } from "../engine/types.js";
 
 /** The engine's load figures, as health and metrics read them through a backend's stats. */
-export type { EngineCounters, PerClass, ShardStepBudget } from "../engine/types.js";
-export { SCHEDULING_CLASSES } from "../engine/types.js";
+export type { EngineCounters, ShardStepBudget } from "../engine/types.js";
 
 export type { PauseControl };
-
-/**
- * The one mapping between the billed service tier and the engine's scheduling class: "default" is
- * the engine's "standard" (vLLM's and OpenAI's `service_tier` say "default" again on the way out).
- */
-const CLASS_OF_TIER: Record<ServiceTier, SchedulingClass> = { priority: "priority", default: "standard", flex: "flex", batch: "batch" };
-const TIER_OF_CLASS: Record<SchedulingClass, ServiceTier> = { priority: "priority", standard: "default", flex: "flex", batch: "batch" };
-
-export const schedulingClassOf = (tier: ServiceTier): SchedulingClass => CLASS_OF_TIER[tier];
-export const tierOfClass = (schedulingClass: SchedulingClass): ServiceTier => TIER_OF_CLASS[schedulingClass];
 
 /**
  * What serving needs from whatever runs a model: the embedded engine today, an OpenAI-compatible
@@ -41,7 +30,8 @@ export interface GenerationParams {
   logprobs?: { top: number };
   /** Grammar-constrained output (JSON, or JSON matching a schema). */
   constraint?: OutputConstraint;
-  schedulingClass?: SchedulingClass;
+  /** Admission order and batch precedence; absent: default. */
+  tier?: ServiceTier;
   /** Prefix-cache namespace: cached prompt tokens are reused only within it. */
   cacheNamespace?: string;
 }

@@ -12,9 +12,9 @@ export async function createLocalEmbeddingBackend(options: EmbeddingHostOptions)
   const host = await createEmbeddingHost(options);
   return {
     ...host,
-    async embed(inputs, schedulingClass, signal) {
+    async embed(inputs, tier, signal) {
       try {
-        return await host.embed(inputs, schedulingClass, signal);
+        return await host.embed(inputs, tier, signal);
       } catch (error) {
         if (error instanceof EmbeddingQueueFull) throw new BackendBusy(error.message);
         throw error;

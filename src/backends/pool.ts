@@ -1,4 +1,5 @@
-import { sumPerClass, type EngineEvent } from "../engine/types.js";
+import type { EngineEvent } from "../engine/types.js";
+import { sumPerTier, tierTotal } from "../protocol/tiers.js";
 import { BackendBusy, type Backend, type BackendStats, type GenerationParams, type PauseControl, type PreparedPrompt } from "./backend.js";
 
 interface Instance {
@@ -67,8 +68,8 @@ export class BackendPool implements Backend {
     const all = this.instances.map((i) => i.backend.stats());
     return {
       slots: all.length ? Math.min(...all.map((s) => s.slots)) : 0,
-      running: sumPerClass(all, (s) => s.running),
-      waiting: sumPerClass(all, (s) => s.waiting),
+      running: sumPerTier(all, (s) => s.running),
+      waiting: sumPerTier(all, (s) => s.waiting),
       preemptions: all.reduce((sum, s) => sum + s.preemptions, 0),
       paused: all.reduce((sum, s) => sum + (s.paused ?? 0), 0),
       idleSequences: all.reduce((sum, s) => sum + s.idleSequences, 0),
@@ -78,8 +79,7 @@ export class BackendPool implements Backend {
 
   /** Requests waiting for a sequence on every instance together. */
   waiting(): number {
-    const { waiting } = this.stats();
-    return waiting.priority + waiting.standard + waiting.flex + waiting.batch;
+    return tierTotal(this.stats().waiting);
   }
 
   /** How long the most idle instance in rotation has had nothing to do (0 when all are busy). */

@@ -1,4 +1,8 @@
+import { SERVICE_TIERS, tierTotal } from "../protocol/tiers.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
+
+/** Every tier but batch: what batch lines give way to. */
+const AHEAD_OF_BATCH = SERVICE_TIERS.filter((tier) => tier !== "batch");
 
 /**
  * How many batch lines a model may run at once now: its sequences that no priority, standard or
@@ -16,6 +20,6 @@ export function batchCapacity(registry: ModelRegistry): (model: string) => numbe
     if (served?.embedder && served.state === "ready") return served.embedder.stats().waitingInputs === 0 ? EMBEDDING_LINES : 0;
     if (!served?.backend || served.state !== "ready") return 1;
     const { slots, running, waiting } = served.backend.stats();
-    return Math.max(0, slots - running.priority - running.standard - running.flex - waiting.priority - waiting.standard - waiting.flex);
+    return Math.max(0, slots - tierTotal(running, AHEAD_OF_BATCH) - tierTotal(waiting, AHEAD_OF_BATCH));
   };
 }

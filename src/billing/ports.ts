@@ -2,7 +2,8 @@
  * What metering offers the request lifecycle: the usage ledger (one row per request), the durable
  * in-flight rows, and spend budgets. Serving calls these; billing implements them.
  */
-import type { ServiceTier, TokenPrices } from "../catalog/types.js";
+import type { TokenPrices } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 import type { ApiKind } from "../protocol/request-ids.js";
 
 /**

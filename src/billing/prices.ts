@@ -2,7 +2,8 @@
  * Effective per-1M-token prices: list price × (1 − discount/100) × tier multiplier, exact.
  * Only multiplications are used (discount/100 is ×0.01), so no rounding ever happens.
  */
-import type { ModelPricing, ServiceTier, TokenPrices } from "../catalog/types.js";
+import type { ModelPricing, TokenPrices } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 import { Dec, parseNonNegative, toText, type Decimal } from "./decimal.js";
 
 /**

@@ -1,9 +1,9 @@
+import type { ServiceTier } from "../protocol/tiers.js";
+
 /** A model as the catalog file describes it (catalog/models.json, or the user's own file). */
 /** `Embedding` marks a sentence-embedding model: served by the embeddings API only, never by chat. */
 export type CapabilityTag = "JSON" | "Function" | "Multimodal" | "Embedding";
 
-/** `batch`: lines of the Batch API only; no request asks for it. */
-export type ServiceTier = "default" | "priority" | "flex" | "batch";
 
 /** Decimal strings, US dollars per 1M tokens: never parsed into floating point. */
 export interface TokenPrices {

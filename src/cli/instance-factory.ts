@@ -23,8 +23,9 @@ export async function engineOptions(entry: CatalogEntry, settings: Settings, seq
     stallTimeoutMs: settings.stallTimeoutMs,
     prefixCache: settings.prefixCache,
     stepTokens: settings.stepTokens,
-    // Flex has no targets of its own: it runs at standard's pace.
-    targets: { ...settings.targets, flex: settings.targets.standard, batch: settings.targets.standard },
+    // The one place the settings' `standard` (SWITCHYARD_STANDARD_*) becomes the default tier; flex and
+    // batch have no targets of their own and run at its pace.
+    targets: { priority: settings.targets.priority, default: settings.targets.standard, flex: settings.targets.standard, batch: settings.targets.standard },
   };
 }
 

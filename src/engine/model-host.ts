@@ -7,7 +7,7 @@ import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { QueueFullError, ShardScheduler, StalledError, WaitExpiredError } from "./core/scheduler.js";
 import { Shard, type StepCounters } from "./core/shard.js";
-import type { TargetsByClass } from "./core/step-budget.js";
+import type { TargetsByTier } from "./core/step-budget.js";
 import { constraintToGbnf } from "./grammar/index.js";
 import { loadModel } from "./native/loaded-model.js";
 import { EmptyPromptError, nonEmptyPrompt } from "./prompt/empty-prompt.js";
@@ -15,7 +15,8 @@ import { startPromptPool } from "./prompt/prompt-pool.js";
 import { promptTokenizers } from "./prompt/prompt-tokenizers.js";
 import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
-import { sumPerClass, type ChatMessage, type EngineEvent, type GenerationRequest, type ModelHostStats, type OutputConstraint, type PauseControl, type PromptOptions, type RenderedPrompt, type Token, type ToolDefinition } from "./types.js";
+import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
+import { sumPerTier, tierTotal } from "../protocol/tiers.js";
 
 export { EmptyPromptError, QueueFullError, StalledError, WaitExpiredError };
 
@@ -41,7 +42,7 @@ export interface ModelHostOptions {
   /** How long a request may hold a sequence without progress (paused, or stuck) before it fails with StalledError. */
   stallTimeoutMs: number;
   /** Per-tier time-to-first-token and inter-token targets the step budget keeps (default: step-budget.ts). */
-  targets?: TargetsByClass;
+  targets?: TargetsByTier;
 }
 
 export interface ModelHost {
@@ -172,7 +173,7 @@ class ShardRouter {
       leader!.siblings.push(...siblings);
       this.place(leader!);
     }
-    const timer = requests[0]!.schedulingClass === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
+    const timer = requests[0]!.tier === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
     const onAbort = () => requests.forEach((r) => this.abort(r, signal?.reason));
     signal?.addEventListener("abort", onAbort, { once: true });
     const unsubscribe = pause?.subscribe(() => this.setPaused(requests, pause.paused));
@@ -208,15 +209,15 @@ class ShardRouter {
 
   stats(): ModelHostStats {
     const all = this.shards.map((s) => s.scheduler.stats());
-    const running = sumPerClass(all, (s) => s.running);
+    const running = sumPerTier(all, (s) => s.running);
     const slots = all.reduce((n, s) => n + s.sequences, 0);
     return {
       slots,
       running,
-      waiting: sumPerClass(all, (s) => s.waiting),
+      waiting: sumPerTier(all, (s) => s.waiting),
       preemptions: all.reduce((n, s) => n + s.preemptions, 0),
       paused: all.reduce((n, s) => n + s.paused, 0),
-      idleSequences: slots - running.priority - running.standard - running.flex - running.batch,
+      idleSequences: slots - tierTotal(running),
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
       stepBudgets: all.map(({ budget }) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs })),
       engine: Object.fromEntries(

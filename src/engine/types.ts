@@ -1,23 +1,7 @@
+import type { PerTier, ServiceTier } from "../protocol/tiers.js";
+
 /** A token id of the model's vocabulary. */
 export type Token = number;
-
-/** Admission order and batch precedence: the service tiers as the engine sees them. */
-export type SchedulingClass = "priority" | "standard" | "flex" | "batch";
-
-export const SCHEDULING_CLASSES: readonly SchedulingClass[] = ["priority", "standard", "flex", "batch"];
-
-/** A count for each scheduling class. */
-export type PerClass = Record<SchedulingClass, number>;
-
-/** Each class's count, from one function of the class. */
-export function perClass(count: (schedulingClass: SchedulingClass) => number): PerClass {
-  return { priority: count("priority"), standard: count("standard"), flex: count("flex"), batch: count("batch") };
-}
-
-/** Each class's count summed over `items` (shards, instances, replicas). */
-export function sumPerClass<T>(items: readonly T[], pick: (item: T) => PerClass): PerClass {
-  return perClass((c) => items.reduce((n, item) => n + pick(item)[c], 0));
-}
 
 /** A chat message as the chat template sees it. The engine knows no wire format beyond this. */
 export interface ChatMessage {
@@ -107,8 +91,8 @@ export interface GenerationRequest {
   /** Report each token's log probability with this many most likely alternatives (0..20). */
   logprobs?: { top: number };
   constraint?: OutputConstraint;
-  /** Admission order and batch precedence (absent: standard). */
-  schedulingClass?: SchedulingClass;
+  /** Admission order and batch precedence (absent: default). */
+  tier?: ServiceTier;
   /**
    * Cached prompt prefixes are shared only between requests of the same namespace (the account);
    * absent: nothing is reused or kept.
@@ -150,8 +134,8 @@ export type EngineEvent =
 export interface ModelHostStats {
   /** Sequences over all shards: how many requests run at once. */
   slots: number;
-  running: Record<SchedulingClass, number>;
-  waiting: Record<SchedulingClass, number>;
+  running: PerTier<number>;
+  waiting: PerTier<number>;
   preemptions: number;
   /** Running requests whose client is not reading their stream: they hold sequences and skip steps. */
   paused?: number;

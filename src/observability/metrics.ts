@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { SCHEDULING_CLASSES, tierOfClass, type BackendStats, type PerClass } from "../backends/backend.js";
-import type { ServiceTier } from "../catalog/types.js";
+import type { BackendStats } from "../backends/backend.js";
+import { SERVICE_TIERS, type PerTier, type ServiceTier } from "../protocol/tiers.js";
 import type { RequestObserver, ServingMetrics } from "../serving/ports.js";
 
 /**
@@ -66,9 +66,9 @@ function loadGauges(registry: Registry, load: LoadSource): void {
         read((l, value) => this.set(l, value));
       },
     });
-  const byTier = (pick: (stats: BackendStats) => PerClass) => (set: Setter) => {
+  const byTier = (pick: (stats: BackendStats) => PerTier<number>) => (set: Setter) => {
     for (const { model, stats } of load()) {
-      for (const schedulingClass of SCHEDULING_CLASSES) set({ model_name: model, tier: tierOfClass(schedulingClass) }, pick(stats)[schedulingClass]);
+      for (const tier of SERVICE_TIERS) set({ model_name: model, tier }, pick(stats)[tier]);
     }
   };
   gauge("num_requests_running", "Requests holding a sequence.", [...LABELS], byTier((s) => s.running));

@@ -1,5 +1,6 @@
 /** Wire shapes of the chat-completions responses (non-stream and stream chunks). */
 import type { ExactDecimal } from "./money-json.js";
+import type { ServiceTier } from "./tiers.js";
 
 export type WireFinishReason = "stop" | "length" | "tool_calls";
 
@@ -43,14 +44,12 @@ export interface WireUsage {
   completion_tokens_details: { reasoning_tokens: number };
 }
 
-export type WireServiceTier = "default" | "priority" | "flex" | "batch";
-
 export interface ChatCompletion {
   id: string;
   object: "chat.completion";
   created: number;
   model: string;
-  service_tier: WireServiceTier;
+  service_tier: ServiceTier;
   system_fingerprint: string;
   choices: Array<{
     index: number;
@@ -67,7 +66,7 @@ export interface ChatCompletionChunk {
   object: "chat.completion.chunk";
   created: number;
   model: string;
-  service_tier: WireServiceTier;
+  service_tier: ServiceTier;
   system_fingerprint: string;
   choices: Array<{
     index: number;

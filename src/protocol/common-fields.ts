@@ -6,7 +6,8 @@ export const metadataSchema = z
   .record(identifier(64), z.string().max(512, "values must be at most 512 characters.").refine((value) => !value.includes("\u0000"), "must not contain NUL bytes."))
   .refine((m) => Object.keys(m).length <= 16, "must have at most 16 pairs.");
 
-const SERVICE_TIERS = ["auto", "default", "priority", "flex", "scale", "fast"] as const;
+/** What a request may ask for (OpenAI's values); billing resolves it to a ServiceTier (tiers.ts). */
+const REQUESTED_TIERS = ["auto", "default", "priority", "flex", "scale", "fast"] as const;
 
 /**
  * Request fields every generating API (chat completions, completions, responses) accepts alike.
@@ -14,7 +15,7 @@ const SERVICE_TIERS = ["auto", "default", "priority", "flex", "scale", "fast"] a
  */
 export const commonRequestFields = {
   service_tier: z
-    .enum(SERVICE_TIERS, { error: (issue) => `Invalid value ${preview(issue.input)}: must be one of ${SERVICE_TIERS.map((t) => `'${t}'`).join(", ")}.` })
+    .enum(REQUESTED_TIERS, { error: (issue) => `Invalid value ${preview(issue.input)}: must be one of ${REQUESTED_TIERS.map((t) => `'${t}'`).join(", ")}.` })
     .nullish(),
   prompt_cache_key: identifier(1024).nullish(),
   safety_identifier: identifier(1024).nullish(),

@@ -6,7 +6,8 @@
 import { PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier } from "../billing/prices.js";
-import type { CatalogEntry, ServiceTier, TokenPrices } from "../catalog/types.js";
+import type { CatalogEntry, TokenPrices } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 import type { OutputConstraint, PromptOptions, ToolDefinition } from "../engine/types.js";
 import { CapacityUnavailable, InvalidRequest } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";

@@ -3,7 +3,7 @@
  * budget and limits) → `launch` (the backend's generations, and the wait for each to be admitted)
  * → the event pipeline (reasoning split, tool-call shaping, metering and settlement).
  */
-import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, EmptyPrompt, UpstreamRejected, schedulingClassOf } from "../backends/backend.js";
+import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, EmptyPrompt, UpstreamRejected } from "../backends/backend.js";
 import type { EngineEvent, PauseControl } from "../engine/types.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
@@ -104,7 +104,7 @@ function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) 
       seed: input.seed === undefined ? undefined : input.seed + index,
     };
     const { maxTokens, tier, output } = admission;
-    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, schedulingClass: schedulingClassOf(tier), cacheNamespace: cacheNamespace(caller, input) };
+    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, tier, cacheNamespace: cacheNamespace(caller, input) };
   });
 }
 

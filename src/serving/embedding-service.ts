@@ -1,8 +1,8 @@
-import { BackendBusy, schedulingClassOf } from "../backends/backend.js";
+import { BackendBusy } from "../backends/backend.js";
 import type { EmbeddingBackend } from "../backends/embedding-backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
-import type { ServiceTier } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import type { ChatServiceDeps } from "./chat-service.js";
@@ -112,7 +112,7 @@ function tokenizeInputs(embedder: EmbeddingBackend, inputs: Array<string | numbe
 
 async function runEmbedding(embedder: EmbeddingBackend, tokens: Int32Array[], tier: ServiceTier, signal: AbortSignal): Promise<Float32Array[]> {
   try {
-    return await embedder.embed(tokens, schedulingClassOf(tier), signal);
+    return await embedder.embed(tokens, tier, signal);
   } catch (error) {
     if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
     throw error;

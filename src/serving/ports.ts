@@ -1,4 +1,4 @@
-import type { ServiceTier } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 
 /** A stream's hold on its generation (backpressure), as the HTTP layer implements it: see engine/types.ts. */
 export type { PauseControl } from "../engine/types.js";

@@ -1,4 +1,4 @@
-import type { ServiceTier } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 import type { ApiKind } from "../protocol/request-ids.js";
 import type { DeliveryGuard, InFlightLedger, InFlightStart, UsageLedger, UsageRecord, UsageStatus } from "../billing/ports.js";
 

@@ -4,7 +4,7 @@
  */
 import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import type { RequestedTier } from "../billing/prices.js";
-import type { ServiceTier } from "../catalog/types.js";
+import type { ServiceTier } from "../protocol/tiers.js";
 import type { ChatMessage, PauseControl, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 
 /** The conversation's vocabulary, as the layers above serving see it (they import nothing of the engine). */

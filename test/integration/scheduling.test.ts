@@ -74,10 +74,12 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
       assert.equal((await response.json()).service_tier, tier);
       finished.push(tier);
     });
-    await until(server, (h) => h.waiting === 3);
+    const queued = await until(server, (h) => h.waiting === 3);
     await holder.stop();
     await Promise.all(waiters);
     assert.deepEqual(finished, ["priority", "default", "flex"]);
+    // /health splits the counts under the tiers' wire names (OpenAI's "default", not "standard").
+    assert.deepEqual(queued.by_tier, { running: { priority: 1, default: 0, flex: 0, batch: 0 }, waiting: { priority: 1, default: 1, flex: 1, batch: 0 } });
   });
 
   test("a flex request that finds no capacity within its wait limit gets 429 resource_unavailable and no bill", async () => {

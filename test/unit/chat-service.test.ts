@@ -40,7 +40,7 @@ function faultyBackend(failAfterTokens: number): Backend {
         throw new Error("llama_decode failed");
       });
     },
-    stats: () => ({ slots: 1, running: { priority: 0, standard: 0, flex: 0, batch: 0 }, waiting: { priority: 0, standard: 0, flex: 0, batch: 0 }, preemptions: 0, idleSequences: 0, kvCacheUsage: 0 }),
+    stats: () => ({ slots: 1, running: { priority: 0, default: 0, flex: 0, batch: 0 }, waiting: { priority: 0, default: 0, flex: 0, batch: 0 }, preemptions: 0, idleSequences: 0, kvCacheUsage: 0 }),
     close: async () => {},
   };
 }

@@ -23,7 +23,7 @@ test("a free runner takes the most demanding tier's oldest input, then whatever 
   const queue = new EmbeddingQueue({ batchTokens: 10, batchSequences: 3, maxWaiting: 100, dimensions: 2, runners: [runner.run] });
   const first = queue.submit([input(1, 4)], "flex"); // runs alone at once: the runner was idle
   const flex = queue.submit([input(2, 4)], "flex");
-  const standard = queue.submit([input(3, 8), input(4, 2)], "standard");
+  const standard = queue.submit([input(3, 8), input(4, 2)], "default");
   const priority = queue.submit([input(5, 6)], "priority");
   runner.releaseNext();
   await settle();
@@ -45,10 +45,10 @@ test("a free runner takes the most demanding tier's oldest input, then whatever 
 test("an aborted request's waiting inputs never run; a full queue refuses", async () => {
   const runner = heldRunner(1);
   const queue = new EmbeddingQueue({ batchTokens: 4, batchSequences: 8, maxWaiting: 3, dimensions: 1, runners: [runner.run] });
-  const running = queue.submit([input(1, 4)], "standard");
+  const running = queue.submit([input(1, 4)], "default");
   const controller = new AbortController();
-  const aborted = queue.submit([input(2, 1), input(3, 1)], "standard", controller.signal);
-  await assert.rejects(queue.submit([input(4, 1), input(5, 1)], "standard"), EmbeddingQueueFull);
+  const aborted = queue.submit([input(2, 1), input(3, 1)], "default", controller.signal);
+  await assert.rejects(queue.submit([input(4, 1), input(5, 1)], "default"), EmbeddingQueueFull);
   controller.abort();
   await assert.rejects(aborted, /aborted/);
   runner.releaseNext();

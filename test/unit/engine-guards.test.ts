@@ -121,7 +121,7 @@ function serving(generation: () => AsyncGenerator<EngineEvent>) {
     prepareText: async (): Promise<PreparedPrompt> => ({ tokenCount: 0, opensThinking: false }),
     prepare: async (): Promise<PreparedPrompt> => ({ tokenCount: 5, opensThinking: false }),
     generate: (_prompt, choices) => choices.map(generation),
-    stats: () => ({ slots: 1, running: { priority: 0, standard: 0, flex: 0, batch: 0 }, waiting: { priority: 0, standard: 0, flex: 0, batch: 0 }, preemptions: 0, idleSequences: 0, kvCacheUsage: 0 }),
+    stats: () => ({ slots: 1, running: { priority: 0, default: 0, flex: 0, batch: 0 }, waiting: { priority: 0, default: 0, flex: 0, batch: 0 }, preemptions: 0, idleSequences: 0, kvCacheUsage: 0 }),
     close: async () => {},
   };
   const rows: UsageRecord[] = [];

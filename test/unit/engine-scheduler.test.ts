@@ -7,7 +7,8 @@ import { ShardScheduler } from "../../src/engine/core/scheduler.js";
 import type { StepPlan } from "../../src/engine/core/step-plan.js";
 import { step } from "../helpers/scheduler-steps.js";
 import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
-import type { EngineEvent, GenerationRequest, SchedulingClass } from "../../src/engine/types.js";
+import type { EngineEvent, GenerationRequest } from "../../src/engine/types.js";
+import type { ServiceTier } from "../../src/protocol/tiers.js";
 
 // The scheduler's decisions on their own: which tokens each step carries, who is admitted, who
 // gives way. The runner is not involved: each test plays the runner's part by hand (every sample
@@ -20,9 +21,9 @@ const texts = {
 };
 const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
 
-function request(promptLength: number, schedulingClass: SchedulingClass = "standard", extra: Partial<GenerationRequest> = {}): EngineRequest {
+function request(promptLength: number, tier: ServiceTier = "default", extra: Partial<GenerationRequest> = {}): EngineRequest {
   const promptTokens = Array.from({ length: promptLength }, (_, i) => 1 + (i % 20));
-  return new EngineRequest({ promptTokens, maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [], schedulingClass, ...extra }, SAMPLER);
+  return new EngineRequest({ promptTokens, maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [], tier, ...extra }, SAMPLER);
 }
 
 /** A machine whose steps cost nothing: only the token budget limits a step (the time budget is tested in step-budget.test.ts). */
@@ -168,14 +169,14 @@ describe("the engine's step scheduler", () => {
 
   test("the prefix cache reuses a finished prompt within its namespace and never across", () => {
     const s = scheduler(2, 256);
-    const first = request(50, "standard", { cacheNamespace: "acct-a" });
+    const first = request(50, "default", { cacheNamespace: "acct-a" });
     s.enqueue(first);
     step(s);
     first.abortRequested = true;
     step(s);
-    const same = request(60, "standard", { cacheNamespace: "acct-a" });
+    const same = request(60, "default", { cacheNamespace: "acct-a" });
     same.tokens.splice(0, 50, ...first.tokens.slice(0, 50));
-    const other = request(60, "standard", { cacheNamespace: "acct-b" });
+    const other = request(60, "default", { cacheNamespace: "acct-b" });
     other.tokens.splice(0, 50, ...first.tokens.slice(0, 50));
     s.enqueue(other);
     s.enqueue(same);

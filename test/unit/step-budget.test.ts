@@ -8,7 +8,8 @@ import { ShardScheduler, type ShardSchedulerOptions } from "../../src/engine/cor
 import { DEFAULT_TARGETS } from "../../src/engine/core/step-budget.js";
 import type { StepPlan } from "../../src/engine/core/step-plan.js";
 import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
-import type { GenerationRequest, SchedulingClass } from "../../src/engine/types.js";
+import type { GenerationRequest } from "../../src/engine/types.js";
+import type { ServiceTier } from "../../src/protocol/tiers.js";
 import { step } from "../helpers/scheduler-steps.js";
 
 // The time budget, the cost model and priority isolation, pinned by step composition: each test
@@ -21,9 +22,9 @@ const texts = {
 };
 const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
 
-function request(promptLength: number, schedulingClass: SchedulingClass = "standard", extra: Partial<GenerationRequest> = {}): EngineRequest {
+function request(promptLength: number, tier: ServiceTier = "default", extra: Partial<GenerationRequest> = {}): EngineRequest {
   const promptTokens = Array.from({ length: promptLength }, (_, i) => 1 + (i % 20));
-  return new EngineRequest({ promptTokens, maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [], schedulingClass, ...extra }, SAMPLER);
+  return new EngineRequest({ promptTokens, maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [], tier, ...extra }, SAMPLER);
 }
 
 /** ms = fixed + decode·decodeTokens + prompt·promptTokens + attended·(cells attended / 1024). */
@@ -65,7 +66,7 @@ describe("the step cost model", () => {
 describe("the step budget", () => {
   test("the scheduler sizes prompt chunks from the cost model: the step's planned time fits the decoders' target", () => {
     const chunkFor = (cost: StepCostModel) => {
-      const s = scheduler(8, cost, { targets: { ...DEFAULT_TARGETS, standard: { ttftMs: 100_000, itlMs: 100 } } });
+      const s = scheduler(8, cost, { targets: { ...DEFAULT_TARGETS, default: { ttftMs: 100_000, itlMs: 100 } } });
       const streams = Array.from({ length: 4 }, () => request(4));
       for (const r of streams) s.enqueue(r);
       untilAllSampled(s, streams);
@@ -117,7 +118,7 @@ describe("the step budget", () => {
   });
 
   test("lower tiers' work fills only the slack beside a priority stream, by turns, each within its own tier's target", () => {
-    const targets = { priority: { ttftMs: 1000, itlMs: 20 }, standard: { ttftMs: 5000, itlMs: 60 }, flex: { ttftMs: 5000, itlMs: 60 }, batch: { ttftMs: 5000, itlMs: 60 } };
+    const targets = { priority: { ttftMs: 1000, itlMs: 20 }, default: { ttftMs: 5000, itlMs: 60 }, flex: { ttftMs: 5000, itlMs: 60 }, batch: { ttftMs: 5000, itlMs: 60 } };
     const cost = machine(4, 4, 1);
     const s = scheduler(7, cost, { targets });
     const standards = Array.from({ length: 6 }, () => request(4));
@@ -143,7 +144,7 @@ describe("the step budget", () => {
       });
     }
     assert.ok(slackOnly >= 20, `${slackOnly} of 30 steps carried priority and one lower-tier token`);
-    for (const r of standards) assert.ok(longestWaitMs.get(r)! < targets.standard.itlMs, `a standard stream waited ${longestWaitMs.get(r)} ms between tokens`);
+    for (const r of standards) assert.ok(longestWaitMs.get(r)! < targets.default.itlMs, `a standard stream waited ${longestWaitMs.get(r)} ms between tokens`);
     assert.ok(standards.every((r) => r.generatedCount >= 4), "every standard stream kept going");
   });
 
@@ -159,8 +160,8 @@ describe("the step budget", () => {
   });
 
   test("a prompt keeps the pace of its tier's TTFT target among its own tier's streams, but not past a higher tier's", () => {
-    const targets = { ...DEFAULT_TARGETS, standard: { ttftMs: 1000, itlMs: 100 } };
-    const chunk = (decoder: SchedulingClass) => {
+    const targets = { ...DEFAULT_TARGETS, default: { ttftMs: 1000, itlMs: 100 } };
+    const chunk = (decoder: ServiceTier) => {
       // 40 + 10·decodes leaves the prompt 10 ms: 10 tokens at 1 ms each.
       const s = scheduler(4, machine(40, 50, 1), { targets: { ...targets, priority: { ttftMs: 1000, itlMs: 100 } } });
       const stream = request(4, decoder);
@@ -170,7 +171,7 @@ describe("the step budget", () => {
       s.enqueue(prompt);
       return tokensOf(step(s), prompt);
     };
-    assert.equal(chunk("standard"), 60, "ceil(600 × 100 / 1000): the prompt loads in about its TTFT target");
+    assert.equal(chunk("default"), 60, "ceil(600 × 100 / 1000): the prompt loads in about its TTFT target");
     assert.equal(chunk("priority"), 10, "a priority stream's target wins over a standard prompt's pace");
   });
 
@@ -217,8 +218,8 @@ describe("priority isolation", () => {
     let steps = 0;
     while (standard.status === "waiting" && steps < 100) {
       // Two priority requests always wait: the stream never lets up.
-      while (s.waiting.filter((r) => r.schedulingClass === "priority").length < 2) s.enqueue(priorityRequest());
-      const before = s.waiting.filter((r) => r.schedulingClass === "priority");
+      while (s.waiting.filter((r) => r.tier === "priority").length < 2) s.enqueue(priorityRequest());
+      const before = s.waiting.filter((r) => r.tier === "priority");
       step(s);
       admitted.push(...before.filter((r) => r.status !== "waiting"));
       steps++;
@@ -227,7 +228,7 @@ describe("priority isolation", () => {
     const priorityAdmissions = admitted.filter((r) => r.admittedAt < standard.admittedAt).length;
     assert.ok(priorityAdmissions <= STANDARD_AGING_ADMISSIONS, `${priorityAdmissions} priority admissions went first`);
     for (let i = 0; i < 20; i++) {
-      while (s.waiting.filter((r) => r.schedulingClass === "priority").length < 2) s.enqueue(priorityRequest());
+      while (s.waiting.filter((r) => r.tier === "priority").length < 2) s.enqueue(priorityRequest());
       step(s);
       assert.equal(standard.status, "running", "and the priority stream does not preempt it");
     }
@@ -236,10 +237,10 @@ describe("priority isolation", () => {
 
   test("starving standard requests take only the reserved share: priority never queues behind a backlog of them", () => {
     const s = scheduler(8, machine(0, 0, 0));
-    const streams = Array.from({ length: 8 }, () => request(4, "standard", { maxTokens: 200 }));
+    const streams = Array.from({ length: 8 }, () => request(4, "default", { maxTokens: 200 }));
     for (const r of streams) s.enqueue(r);
     untilAllSampled(s, streams);
-    const backlog = Array.from({ length: 12 }, () => request(4, "standard", { maxTokens: 200 }));
+    const backlog = Array.from({ length: 12 }, () => request(4, "default", { maxTokens: 200 }));
     for (const r of backlog) s.enqueue(r);
     const standardTokens = () => [...streams, ...backlog].reduce((n, r) => n + r.generatedCount, 0);
     const before = standardTokens();
@@ -249,7 +250,7 @@ describe("priority isolation", () => {
       s.enqueue(arriving);
       step(s);
       assert.equal(arriving.status, "running", `step ${i}: priority admitted at once`);
-      const starvingRunning = s.running.filter((r) => r.schedulingClass === "standard" && r.overtaken >= STANDARD_AGING_ADMISSIONS);
+      const starvingRunning = s.running.filter((r) => r.tier === "default" && r.overtaken >= STANDARD_AGING_ADMISSIONS);
       if (i >= 10) assert.ok(starvingRunning.length >= standardReserve(8), `step ${i}: the reserve holds a starving standard request`);
     }
     assert.ok(standardTokens() - before >= 50, "standard decodes on its reserved sequence nearly every step");
@@ -261,7 +262,7 @@ describe("priority isolation", () => {
     const draw = (r: EngineRequest) => 1 + (r.tokens.reduce((sum, t, i) => sum + t * (i + 1), 0) % 19);
     const run = (preempt: boolean) => {
       const s = scheduler(2, machine(0, 0, 0));
-      const standard = request(30, "standard", { maxTokens: 24 });
+      const standard = request(30, "default", { maxTokens: 24 });
       const flex = request(12, "flex", { maxTokens: 24 });
       s.enqueue(standard);
       s.enqueue(flex);
@@ -320,7 +321,7 @@ describe("priority isolation", () => {
   });
 
   test("a priority request goes where it waits least: a shard it can be admitted on, then the fewest priority streams, unless a long cached prefix is elsewhere", () => {
-    const shardWith = (classes: SchedulingClass[], sequences = 2) => {
+    const shardWith = (classes: ServiceTier[], sequences = 2) => {
       const scheduler = new ShardScheduler({ sequences, cellsPerSequence: 8192, stepTokens: 256, prefixCache: true }, tieredPolicy, texts, machine(0, 0, 0));
       const streams = classes.map((c) => request(4, c));
       for (const r of streams) scheduler.enqueue(r);
@@ -328,7 +329,7 @@ describe("priority isolation", () => {
       return { scheduler };
     };
     const allPriority = shardWith(["priority", "priority"]);
-    const standards = shardWith(["standard", "standard"]);
+    const standards = shardWith(["default", "default"]);
     assert.equal(chooseShard([allPriority, standards], request(4, "priority")), standards, "the full shard of priority streams cannot take it at once; standard there gives way");
     const onePriority = shardWith(["priority"], 4);
     const idle = shardWith([], 4);

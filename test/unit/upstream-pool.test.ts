@@ -9,7 +9,7 @@ import { streamEvents } from "../../src/backends/upstream/stream-events.js";
 import type { EngineEvent } from "../../src/engine/types.js";
 
 const replicas = (n: number, cap = 1) => Array.from({ length: n }, (_, i) => new Replica(i, `http://replica-${i}/v1`, cap));
-const claim = (extra: Partial<Claim> = {}): Claim => ({ schedulingClass: "standard", exclude: new Set(), ...extra });
+const claim = (extra: Partial<Claim> = {}): Claim => ({ tier: "default", exclude: new Set(), ...extra });
 const never = new AbortController().signal;
 
 describe("the replica pool", () => {
@@ -25,15 +25,15 @@ describe("the replica pool", () => {
     const pool = new ReplicaPool([replica!], { maxWaiting: 10, flexMaxWaitMs: 60_000 });
     await pool.acquire(claim(), never);
     const order: string[] = [];
-    const wait = (name: string, schedulingClass: Claim["schedulingClass"]) => pool.acquire(claim({ schedulingClass }), never).then((r) => (order.push(name), r));
-    const waits = [wait("batch", "batch"), wait("flex", "flex"), wait("standard-1", "standard"), wait("standard-2", "standard"), wait("priority", "priority")];
-    assert.deepEqual(pool.waitingByClass(), { priority: 1, standard: 2, flex: 1, batch: 1 });
+    const wait = (name: string, tier: Claim["tier"]) => pool.acquire(claim({ tier }), never).then((r) => (order.push(name), r));
+    const waits = [wait("batch", "batch"), wait("flex", "flex"), wait("default-1", "default"), wait("default-2", "default"), wait("priority", "priority")];
+    assert.deepEqual(pool.waitingByTier(), { priority: 1, default: 2, flex: 1, batch: 1 });
     for (let i = 0; i < 5; i++) {
-      pool.done(replica!, "standard", "ok");
+      pool.done(replica!, "default", "ok");
       await new Promise((r) => setImmediate(r));
     }
     await Promise.all(waits);
-    assert.deepEqual(order, ["priority", "standard-1", "standard-2", "flex", "batch"]);
+    assert.deepEqual(order, ["priority", "default-1", "default-2", "flex", "batch"]);
   });
 
   test("a request's n choices take their slots together: two n=2 requests on 2 slots never hold half each", async () => {
@@ -42,21 +42,21 @@ describe("the replica pool", () => {
     assert.equal(first.length, 2);
     let secondGot: Replica[] | undefined;
     const second = pool.acquireAll(claim({ count: 2 }), never).then((r) => (secondGot = r));
-    pool.done(first[0]!, "standard", "ok");
+    pool.done(first[0]!, "default", "ok");
     await new Promise((r) => setImmediate(r));
     assert.equal(secondGot, undefined, "one free slot is not enough for a group of two");
     assert.equal(pool.replicas.reduce((n, r) => n + r.running, 0), 1);
-    pool.done(first[1]!, "standard", "ok");
+    pool.done(first[1]!, "default", "ok");
     assert.equal((await second).length, 2);
   });
 
   test("a flex waiter expires; a full queue refuses at once", async () => {
     const pool = new ReplicaPool(replicas(1), { maxWaiting: 1, flexMaxWaitMs: 20 });
     await pool.acquire(claim(), never);
-    await assert.rejects(pool.acquire(claim({ schedulingClass: "flex" }), never), BackendWaitExpired);
+    await assert.rejects(pool.acquire(claim({ tier: "flex" }), never), BackendWaitExpired);
     const queued = pool.acquire(claim(), never);
     await assert.rejects(pool.acquire(claim(), never), BackendBusy);
-    pool.done(pool.replicas[0]!, "standard", "ok");
+    pool.done(pool.replicas[0]!, "default", "ok");
     await queued;
   });
 
@@ -78,8 +78,8 @@ describe("the replica pool", () => {
     assert.equal(first, preferred);
     const second = await pool.acquire(claim({ affinityKey: key }), never);
     assert.notEqual(second, preferred, "the preferred replica is full: another one takes it now");
-    pool.done(first, "standard", "ok");
-    pool.done(second, "standard", "ok");
+    pool.done(first, "default", "ok");
+    pool.done(second, "default", "ok");
     assert.equal(await pool.acquire(claim({ affinityKey: key }), never), preferred);
   });
 
@@ -87,7 +87,7 @@ describe("the replica pool", () => {
     const pool = new ReplicaPool(replicas(2), { maxWaiting: 10, flexMaxWaitMs: 1000 });
     const [a, b] = pool.replicas;
     assert.equal(await pool.acquire(claim({ exclude: new Set([a!]) }), never), b);
-    pool.done(b!, "standard", "ok");
+    pool.done(b!, "default", "ok");
     await assert.rejects(pool.acquire(claim({ exclude: new Set([a!, b!]) }), never), BackendUnavailable);
   });
 });
@@ -123,7 +123,7 @@ describe("the upstream request and stream", () => {
   test("a forced tool becomes tool_choice, JSON output a response_format, the tier service_tier and an opaque prompt_cache_key", () => {
     const tool = { name: "get_weather", parameters: { type: "object" } };
     const prompt = chatPrompt([{ role: "user", content: "weather?" }], [tool], {});
-    const params = { maxTokens: 5, sampling: { temperature: 0, topP: 1 }, stop: [], constraint: { type: "tool_call" as const, tools: [tool] }, schedulingClass: "priority" as const, cacheNamespace: "account-1" };
+    const params = { maxTokens: 5, sampling: { temperature: 0, topP: 1 }, stop: [], constraint: { type: "tool_call" as const, tools: [tool] }, tier: "priority" as const, cacheNamespace: "account-1" };
     const body = requestBody(prompt, params, { model: "m", sendPriority: true });
     assert.deepEqual(body.tool_choice, { type: "function", function: { name: "get_weather" } });
     assert.equal(body.service_tier, "priority");

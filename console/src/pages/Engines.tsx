@@ -2,19 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { ChartCanvas } from "../chart.js";
 import { ErrorBox } from "../feedback.js";
 import { buckets, parseMetrics, quantileBetween, total, type Sample } from "../prometheus.js";
-
-interface HealthModel {
-  id: string;
-  state: string;
-  error?: string;
-  running?: number;
-  waiting?: number;
-  sequences?: number;
-  idle_cached_sequences?: number;
-  kv_cache_usage?: number | string;
-  preemptions?: number;
-  by_tier?: { running: Record<string, number>; waiting: Record<string, number> };
-}
+import type { ServiceTier, WireHealthModel as HealthModel } from "../wire.js";
 
 interface Scrape {
   at: number;
@@ -24,7 +12,8 @@ interface Scrape {
 const POLL_MS = 5_000;
 const WINDOW_MS = 5 * 60_000;
 const TTFT = "vllm:time_to_first_token_seconds";
-const TIER_OF_CLASS: Record<string, string> = { priority: "priority", standard: "default", flex: "flex" };
+/** The tiers a request can ask for, in scheduling order (Batch API lines are not listed on this page). */
+const TIERS: readonly ServiceTier[] = ["priority", "default", "flex"];
 
 /**
  * Live engine state for operators, from /health and /metrics every 5 s. Rates and TTFT
@@ -116,11 +105,11 @@ function EngineCard({ model, scrapes }: { model: HealthModel; scrapes: Scrape[] 
           <tr><th>Tier</th><th class="num">Running</th><th class="num">Waiting</th></tr>
         </thead>
         <tbody>
-          {Object.entries(TIER_OF_CLASS).map(([cls, tier]) => (
+          {TIERS.map((tier) => (
             <tr key={tier}>
               <td>{tier}</td>
-              <td class="num">{model.by_tier?.running[cls] ?? 0}</td>
-              <td class="num">{model.by_tier?.waiting[cls] ?? 0}</td>
+              <td class="num">{model.by_tier?.running[tier] ?? 0}</td>
+              <td class="num">{model.by_tier?.waiting[tier] ?? 0}</td>
             </tr>
           ))}
         </tbody>

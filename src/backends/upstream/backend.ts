@@ -66,7 +66,7 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
       if (choices.length === 1) return [generation(upstream, prompt, choices[0]!, signal, pause)];
       // The choices share one tier and namespace; their slots are taken together (see Claim.count).
       const first = choices[0]!;
-      const slots = pool.acquireAll({ schedulingClass: first.schedulingClass ?? "standard", affinityKey: affinityKeyOf(prompt, first), exclude: new Set(), count: choices.length }, signal);
+      const slots = pool.acquireAll({ tier: first.tier ?? "default", affinityKey: affinityKeyOf(prompt, first), exclude: new Set(), count: choices.length }, signal);
       slots.catch(() => {}); // each choice's stream throws it at its first read
       return choices.map((params, i) => generation(upstream, prompt, params, signal, pause, slots.then((taken) => taken[i]!)));
     },
@@ -97,7 +97,7 @@ async function* generation(
 ): AsyncGenerator<EngineEvent> {
   const { pool, agent, apiKey, bodyOptions } = upstream;
   const queuedAt = performance.now();
-  const schedulingClass = params.schedulingClass ?? "standard";
+  const tier = params.tier ?? "default";
   const path = prompt.kind === "chat" ? "/chat/completions" : "/completions";
   const body = JSON.stringify(requestBody(prompt, params, bodyOptions));
   const affinityKey = affinityKeyOf(prompt, params);
@@ -106,7 +106,7 @@ async function* generation(
   for (;;) {
     let replica: Replica;
     try {
-      replica = firstSlot && tried.size === 0 ? await firstSlot : await pool.acquire({ schedulingClass, affinityKey, exclude: tried }, signal);
+      replica = firstSlot && tried.size === 0 ? await firstSlot : await pool.acquire({ tier, affinityKey, exclude: tried }, signal);
     } catch (error) {
       if (error instanceof BackendUnavailable && lastFailure) throw new BackendUnavailable(`${error.message} Last: ${lastFailure}`);
       throw error;
@@ -115,7 +115,7 @@ async function* generation(
     try {
       opened = await openStream(`${replica.baseUrl}${path}`, body, apiKey, agent, signal);
     } catch (error) {
-      pool.done(replica, schedulingClass, error instanceof ReplicaFailed && error.replicaFault ? "failed" : "neutral", error instanceof ReplicaFailed && error.fatal);
+      pool.done(replica, tier, error instanceof ReplicaFailed && error.replicaFault ? "failed" : "neutral", error instanceof ReplicaFailed && error.fatal);
       if (!(error instanceof ReplicaFailed)) throw error;
       tried.add(replica);
       lastFailure = `replica ${replica.index}: ${error.message}`;
@@ -135,7 +135,7 @@ async function* generation(
       throw error;
     } finally {
       if (outcome !== "ok") opened.body.destroy();
-      pool.done(replica, schedulingClass, outcome, outcome === "failed");
+      pool.done(replica, tier, outcome, outcome === "failed");
     }
     return;
   }
@@ -144,8 +144,8 @@ async function* generation(
 function upstreamStats(replicas: readonly Replica[], pool: ReplicaPool): BackendStats {
   return {
     slots: replicas.reduce((n, r) => n + r.maxConcurrency, 0),
-    running: { ...pool.runningByClass },
-    waiting: pool.waitingByClass(),
+    running: { ...pool.runningByTier },
+    waiting: pool.waitingByTier(),
     preemptions: 0,
     idleSequences: 0,
     kvCacheUsage: 0,

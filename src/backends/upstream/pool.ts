@@ -1,4 +1,4 @@
-import { perClass, SCHEDULING_CLASSES, type SchedulingClass } from "../../engine/types.js";
+import { perTier, SERVICE_TIERS, tierTotal, type PerTier, type ServiceTier } from "../../protocol/tiers.js";
 import { BackendBusy, BackendUnavailable, BackendWaitExpired } from "../backend.js";
 import { rendezvousOrder, type Replica } from "./replica.js";
 
@@ -10,7 +10,7 @@ export interface PoolOptions {
 }
 
 export interface Claim {
-  schedulingClass: SchedulingClass;
+  tier: ServiceTier;
   /** Requests with the same key prefer the same replica (prefix affinity); absent: least-loaded only. */
   affinityKey?: string;
   /** Replicas this request already failed on (a retry goes elsewhere). */
@@ -38,8 +38,8 @@ interface Waiter {
  * affinity never makes a request wait while another replica is idle.
  */
 export class ReplicaPool {
-  private readonly queues: Record<SchedulingClass, Waiter[]> = { priority: [], standard: [], flex: [], batch: [] };
-  readonly runningByClass: Record<SchedulingClass, number> = { priority: 0, standard: 0, flex: 0, batch: 0 };
+  private readonly queues: PerTier<Waiter[]> = perTier(() => []);
+  readonly runningByTier: PerTier<number> = perTier(() => 0);
 
   constructor(
     readonly replicas: readonly Replica[],
@@ -47,11 +47,11 @@ export class ReplicaPool {
   ) {}
 
   get waiting(): number {
-    return SCHEDULING_CLASSES.reduce((n, c) => n + this.queues[c].length, 0);
+    return tierTotal(this.waitingByTier());
   }
 
-  waitingByClass(): Record<SchedulingClass, number> {
-    return perClass((c) => this.queues[c].length);
+  waitingByTier(): PerTier<number> {
+    return perTier((tier) => this.queues[tier].length);
   }
 
   /** Resolves with the replica the request may now send to (its slot taken); release it with `done`. */
@@ -65,10 +65,10 @@ export class ReplicaPool {
     signal.throwIfAborted();
     if (this.waiting >= this.options.maxWaiting) return Promise.reject(new BackendBusy(`The queue for this model is full (${this.options.maxWaiting} waiting).`));
     return new Promise<Replica[]>((resolve, reject) => {
-      const queue = this.queues[claim.schedulingClass];
+      const queue = this.queues[claim.tier];
       const onAbort = () => this.drop(waiter, signal.reason);
       const timer =
-        claim.schedulingClass === "flex"
+        claim.tier === "flex"
           ? setTimeout(() => this.drop(waiter, new BackendWaitExpired(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`)), this.options.flexMaxWaitMs)
           : undefined;
       const waiter: Waiter = {
@@ -87,17 +87,17 @@ export class ReplicaPool {
   }
 
   /** The request on `replica` ended; its slot goes to the next waiter. */
-  done(replica: Replica, schedulingClass: SchedulingClass, outcome: "ok" | "failed" | "neutral", fatal = false): void {
+  done(replica: Replica, tier: ServiceTier, outcome: "ok" | "failed" | "neutral", fatal = false): void {
     replica.release(outcome, fatal);
-    this.runningByClass[schedulingClass]--;
+    this.runningByTier[tier]--;
     this.dispatch();
   }
 
   /** Health may have changed (a check passed): waiters may now fit. */
   dispatch(): void {
     const now = Date.now();
-    for (const schedulingClass of SCHEDULING_CLASSES) {
-      const queue = this.queues[schedulingClass];
+    for (const tier of SERVICE_TIERS) {
+      const queue = this.queues[tier];
       for (let i = 0; i < queue.length; ) {
         const waiter = queue[i]!;
         const usable = this.replicas.filter((r) => r.available(now) && !waiter.claim.exclude.has(r));
@@ -121,14 +121,14 @@ export class ReplicaPool {
           replica.take();
           return replica;
         });
-        this.runningByClass[schedulingClass] += count;
+        this.runningByTier[tier] += count;
         waiter.resolve(taken);
       }
     }
   }
 
   private drop(waiter: Waiter, reason: unknown): void {
-    const queue = this.queues[waiter.claim.schedulingClass];
+    const queue = this.queues[waiter.claim.tier];
     const at = queue.indexOf(waiter);
     if (at === -1) return;
     queue.splice(at, 1);

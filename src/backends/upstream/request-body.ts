@@ -1,12 +1,13 @@
 import { createHash } from "node:crypto";
-import type { ChatMessage, OutputConstraint, SchedulingClass, ToolDefinition } from "../../engine/types.js";
-import { tierOfClass, type GenerationParams } from "../backend.js";
+import type { ChatMessage, OutputConstraint, ToolDefinition } from "../../engine/types.js";
+import type { PerTier, ServiceTier } from "../../protocol/tiers.js";
+import type { GenerationParams } from "../backend.js";
 import type { UpstreamPrompt } from "./prompt.js";
 
 /** An upstream knows no batch tier: a Batch API line asks it for flex, the cheapest it has. */
-const upstreamTier = (schedulingClass: SchedulingClass): string => (schedulingClass === "batch" ? "flex" : tierOfClass(schedulingClass));
+const upstreamTier = (tier: ServiceTier): string => (tier === "batch" ? "flex" : tier);
 /** vLLM's `priority`: lower runs earlier. */
-const VLLM_PRIORITY: Record<SchedulingClass, number> = { priority: -1, standard: 0, flex: 1, batch: 2 };
+const VLLM_PRIORITY: PerTier<number> = { priority: -1, default: 0, flex: 1, batch: 2 };
 
 export interface BodyOptions {
   /** The model name the upstream serves. */
@@ -22,7 +23,7 @@ export interface BodyOptions {
  */
 export function requestBody(prompt: UpstreamPrompt, params: GenerationParams, options: BodyOptions): Record<string, unknown> {
   const s = params.sampling;
-  const schedulingClass = params.schedulingClass ?? "standard";
+  const tier = params.tier ?? "default";
   const body: Record<string, unknown> = {
     model: options.model,
     stream: true,
@@ -39,8 +40,8 @@ export function requestBody(prompt: UpstreamPrompt, params: GenerationParams, op
     ...(s.logitBias?.size ? { logit_bias: Object.fromEntries(s.logitBias) } : {}),
     ...(params.stop.length > 0 ? { stop: params.stop } : {}),
     ...(params.logprobs ? (prompt.kind === "chat" ? { logprobs: true, top_logprobs: params.logprobs.top } : { logprobs: params.logprobs.top }) : {}),
-    service_tier: upstreamTier(schedulingClass),
-    ...(options.sendPriority ? { priority: VLLM_PRIORITY[schedulingClass] } : {}),
+    service_tier: upstreamTier(tier),
+    ...(options.sendPriority ? { priority: VLLM_PRIORITY[tier] } : {}),
     ...(params.cacheNamespace !== undefined ? { prompt_cache_key: opaqueCacheKey(params.cacheNamespace) } : {}),
   };
   if (prompt.kind === "text") return { ...body, prompt: prompt.text };

@@ -13,7 +13,7 @@ type Shard = { readonly scheduler: ShardScheduler };
  * shard's steps to priority's target), then any cached prefix, then load.
  */
 export function chooseShard<S extends Shard>(shards: readonly S[], request: EngineRequest): S {
-  const score = request.schedulingClass === "priority" ? (shard: Shard) => priorityScore(shard, request) : (shard: Shard) => standardScore(shard, request);
+  const score = request.tier === "priority" ? (shard: Shard) => priorityScore(shard, request) : (shard: Shard) => standardScore(shard, request);
   let chosen = shards[0]!;
   let best = score(chosen);
   for (const shard of shards.slice(1)) {
@@ -42,7 +42,7 @@ const LONG_CACHED_PREFIX = 64;
 
 function priorityScore(shard: Shard, request: EngineRequest): number[] {
   const { running, waiting } = shard.scheduler;
-  const priority = (list: EngineRequest[]) => list.filter((r) => r.schedulingClass === "priority").length;
+  const priority = (list: EngineRequest[]) => list.filter((r) => r.tier === "priority").length;
   const admittable = shard.scheduler.freeSequences + preemptibleByPriority(running, shard.scheduler.sequenceCount) - priority(waiting) > 0;
   // A cached prefix worth more than a step's chunk (a conversation's next turn) saves more than
   // another shard's shorter steps would.

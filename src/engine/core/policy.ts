@@ -1,5 +1,5 @@
 import type { EngineRequest } from "./request.js";
-import type { SchedulingClass } from "../types.js";
+import { TIER_RANK as RANK, type ServiceTier } from "../../protocol/tiers.js";
 
 /**
  * Who is admitted first, who gives way, and in what order a step's batch is filled: the one place
@@ -18,8 +18,6 @@ export interface SchedulingPolicy {
   passedOver(admitted: EngineRequest, waiting: EngineRequest): void;
 }
 
-const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 2, batch: 3 };
-
 /**
  * Admissions of priority requests a waiting standard request lets pass before it is starving: from
  * then on it goes ahead of priority to a reserved sequence, and priority does not preempt it there.
@@ -34,24 +32,24 @@ export const STANDARD_AGING_ADMISSIONS = 4;
  */
 export const standardReserve = (sequences: number) => Math.max(1, Math.floor(sequences / 8));
 
-const live = (list: readonly EngineRequest[], schedulingClass: SchedulingClass) => list.filter((r) => r.schedulingClass === schedulingClass && !r.abortRequested);
-const starving = (r: EngineRequest) => r.schedulingClass === "standard" && r.overtaken >= STANDARD_AGING_ADMISSIONS;
+const live = (list: readonly EngineRequest[], tier: ServiceTier) => list.filter((r) => r.tier === tier && !r.abortRequested);
+const starving = (r: EngineRequest) => r.tier === "default" && r.overtaken >= STANDARD_AGING_ADMISSIONS;
 /** Starving standard requests running on the reserved sequences: the oldest admitted, up to the reserve. */
 const onReserve = (running: readonly EngineRequest[], sequences: number) =>
-  live(running, "standard").filter(starving).sort((a, b) => a.admittedAt - b.admittedAt).slice(0, standardReserve(sequences));
+  live(running, "default").filter(starving).sort((a, b) => a.admittedAt - b.admittedAt).slice(0, standardReserve(sequences));
 
 /** Running lower-tier requests a priority request could preempt: flex, and standard not on the reserve. */
 export const preemptibleByPriority = (running: readonly EngineRequest[], sequences: number) => {
   const kept = onReserve(running, sequences);
-  return running.filter((r) => r.schedulingClass !== "priority" && !r.abortRequested && !kept.includes(r)).length;
+  return running.filter((r) => r.tier !== "priority" && !r.abortRequested && !kept.includes(r)).length;
 };
 
 /** Sequences a waiting request needs to be admitted: itself and the choices admitted with it. */
 export const sequencesNeeded = (r: EngineRequest) => 1 + r.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested).length;
 
 /**
- * Service tiers: priority, then standard, then flex, then batch lines, each oldest first (a preempted
- * request ahead of new ones of its class). Batch runs only on capacity nobody else waits for: any
+ * Service tiers: priority, then standard ("default"), then flex, then batch lines, each oldest first
+ * (a preempted request ahead of new ones of its tier). Batch runs only on capacity nobody else waits for: any
  * waiting priority, standard or flex request takes the batch sequences admitted last, before any
  * flex one is touched. Flex likewise gives way to waiting priority or standard
  * requests (the flex sequences admitted last), and priority requests that still
@@ -62,34 +60,34 @@ export const sequencesNeeded = (r: EngineRequest) => 1 + r.siblings.filter((s) =
  */
 export const tieredPolicy: SchedulingPolicy = {
   compareWaiting(a, b) {
-    return RANK[a.schedulingClass] - RANK[b.schedulingClass] || Number(b.resumed) - Number(a.resumed) || a.arrivedAt - b.arrivedAt;
+    return RANK[a.tier] - RANK[b.tier] || Number(b.resumed) - Number(a.resumed) || a.arrivedAt - b.arrivedAt;
   },
   compareRunning(a, b) {
-    return RANK[a.schedulingClass] - RANK[b.schedulingClass] || a.admittedAt - b.admittedAt;
+    return RANK[a.tier] - RANK[b.tier] || a.admittedAt - b.admittedAt;
   },
   nextToAdmit(waiting, running, sequences) {
     const head = waiting[0];
-    if (head?.schedulingClass !== "priority" || onReserve(running, sequences).length >= standardReserve(sequences)) return head;
+    if (head?.tier !== "priority" || onReserve(running, sequences).length >= standardReserve(sequences)) return head;
     return waiting.find((r) => starving(r) && !r.abortRequested) ?? head;
   },
   victims(running, waiting, freeSequences, sequences) {
-    const need = (schedulingClass: SchedulingClass) => live(waiting, schedulingClass).reduce((sum, r) => sum + sequencesNeeded(r), 0);
+    const need = (tier: ServiceTier) => live(waiting, tier).reduce((sum, r) => sum + sequencesNeeded(r), 0);
     const priority = need("priority");
-    const standard = need("standard");
+    const defaultTier = need("default");
     const flex = need("flex");
     const kept = onReserve(running, sequences);
     // Starving standard requests take the reserved sequences they lack, ahead of priority.
     const reserveGap = Math.min(standardReserve(sequences) - kept.length, waiting.filter((r) => starving(r) && !r.abortRequested).length);
-    const latestFirst = (schedulingClass: SchedulingClass) =>
-      live(running, schedulingClass)
+    const latestFirst = (tier: ServiceTier) =>
+      live(running, tier)
         .filter((r) => !kept.includes(r) && !(reserveGap > 0 && starving(r)))
         .sort((a, b) => b.admittedAt - a.admittedAt);
     const chosen: EngineRequest[] = [];
     let covered = freeSequences;
     for (const [candidates, wanted] of [
-      [latestFirst("batch"), priority + standard + flex],
-      [latestFirst("flex"), priority + standard],
-      [latestFirst("standard"), priority + Math.max(0, reserveGap)],
+      [latestFirst("batch"), priority + defaultTier + flex],
+      [latestFirst("flex"), priority + defaultTier],
+      [latestFirst("default"), priority + Math.max(0, reserveGap)],
     ] as const) {
       for (const request of candidates) {
         if (covered >= wanted) break;
@@ -100,6 +98,6 @@ export const tieredPolicy: SchedulingPolicy = {
     return chosen;
   },
   passedOver(admitted, waiting) {
-    if (admitted.schedulingClass === "priority" && waiting.schedulingClass === "standard") waiting.overtaken++;
+    if (admitted.tier === "priority" && waiting.tier === "default") waiting.overtaken++;
   },
 };

@@ -1,5 +1,6 @@
 import { EventQueue } from "./event-queue.js";
-import type { EngineEvent, GenerationRequest, SchedulingClass, Token } from "../types.js";
+import type { EngineEvent, GenerationRequest, Token } from "../types.js";
+import type { ServiceTier } from "../../protocol/tiers.js";
 import type { SamplerSpec } from "../runner/step-protocol.js";
 
 export type RequestStatus = "waiting" | "running" | "finished";
@@ -17,7 +18,7 @@ let nextId = 1;
  */
 export class EngineRequest {
   readonly id = nextId++;
-  readonly schedulingClass: SchedulingClass;
+  readonly tier: ServiceTier;
   readonly tokens: Token[];
   readonly promptLength: number;
   readonly arrivedAt = performance.now();
@@ -67,7 +68,7 @@ export class EngineRequest {
     readonly spec: GenerationRequest,
     readonly sampler: SamplerSpec,
   ) {
-    this.schedulingClass = spec.schedulingClass ?? "standard";
+    this.tier = spec.tier ?? "default";
     this.tokens = spec.promptTokens.slice();
     this.promptLength = spec.promptTokens.length;
   }

@@ -1,6 +1,7 @@
 import type { EngineRequest } from "./request.js";
-import type { StepBudget, TargetsByClass } from "./step-budget.js";
-import type { ModelHostStats, SchedulingClass } from "../types.js";
+import type { StepBudget, TargetsByTier } from "./step-budget.js";
+import type { ModelHostStats } from "../types.js";
+import { perTier, type PerTier } from "../../protocol/tiers.js";
 
 export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" | "preemptions"> {
   sequences: number;
@@ -24,17 +25,12 @@ export interface ShardSchedulerOptions {
   /** Prompt tokens every step carries at least while a prompt loads (default 8). */
   minChunk?: number;
   /** Per-tier targets (default: step-budget.ts DEFAULT_TARGETS). */
-  targets?: TargetsByClass;
+  targets?: TargetsByTier;
   /** How long a running request may go without progress before it fails with StalledError (default: never). */
   stallTimeoutMs?: number;
 }
 
 /** Requests of each tier in a list. */
-export function countByClass(list: readonly EngineRequest[]): Record<SchedulingClass, number> {
-  return {
-    priority: list.filter((r) => r.schedulingClass === "priority").length,
-    standard: list.filter((r) => r.schedulingClass === "standard").length,
-    flex: list.filter((r) => r.schedulingClass === "flex").length,
-    batch: list.filter((r) => r.schedulingClass === "batch").length,
-  };
+export function countByTier(list: readonly EngineRequest[]): PerTier<number> {
+  return perTier((tier) => list.filter((r) => r.tier === tier).length);
 }

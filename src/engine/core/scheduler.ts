@@ -5,7 +5,7 @@ import type { SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import { SavedCells } from "./saved-cells.js";
 import { SequenceTable } from "./sequences.js";
-import { countByClass, type ShardSchedulerOptions, type ShardStats } from "./scheduler-types.js";
+import { countByTier, type ShardSchedulerOptions, type ShardStats } from "./scheduler-types.js";
 import { budgetOptions, fillBatch, type StepBudget } from "./step-budget.js";
 import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
@@ -181,8 +181,8 @@ export class ShardScheduler {
     const computed = new Map(this.running.map((r) => [r.sequence!, r.computed]));
     return {
       sequences: this.sequences.size,
-      running: countByClass(this.running),
-      waiting: countByClass(this.waiting),
+      running: countByTier(this.running),
+      waiting: countByTier(this.waiting),
       preemptions: this.preemptions,
       paused: this.running.filter((r) => r.paused).length,
       usedCells: this.sequences.usedCells(computed),

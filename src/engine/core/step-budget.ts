@@ -1,7 +1,7 @@
 import { addShapes, chunkShape, EMPTY_SHAPE, type StepCostModel } from "./cost-model.js";
 import type { EngineRequest } from "./request.js";
 import type { StepPlan } from "./step-plan.js";
-import type { SchedulingClass } from "../types.js";
+import { TIER_RANK as RANK, type PerTier } from "../../protocol/tiers.js";
 
 /** A tier's service targets: time to first token, and between tokens. */
 export interface TierTargets {
@@ -9,7 +9,7 @@ export interface TierTargets {
   itlMs: number;
 }
 
-export type TargetsByClass = Record<SchedulingClass, TierTargets>;
+export type TargetsByTier = PerTier<TierTargets>;
 
 export interface StepBudgetOptions {
   /** Most tokens in one step (the runner's batch size). */
@@ -18,7 +18,7 @@ export interface StepBudgetOptions {
   chunkCap: number;
   /** Prompt tokens a step carries at least while any prompt loads, whatever the budget: prefill never stops. */
   minChunk: number;
-  targets: TargetsByClass;
+  targets: TargetsByTier;
 }
 
 /** What the last planned step was allowed and what it carried, for /health. */
@@ -33,16 +33,16 @@ export interface StepBudget {
 
 export const DEFAULT_CHUNK_CAP = 64;
 export const DEFAULT_MIN_CHUNK = 8;
-/** The defaults of the settings; flex and batch have no targets of their own and run at standard's pace. */
-export const DEFAULT_TARGETS: TargetsByClass = {
+/** The defaults of the settings; flex and batch have no targets of their own and run at the default tier's pace. */
+export const DEFAULT_TARGETS: TargetsByTier = {
   priority: { ttftMs: 1000, itlMs: 50 },
-  standard: { ttftMs: 5000, itlMs: 300 },
+  default: { ttftMs: 5000, itlMs: 300 },
   flex: { ttftMs: 5000, itlMs: 300 },
   batch: { ttftMs: 5000, itlMs: 300 },
 };
 
 /** A scheduler's options with the defaults filled in. */
-export function budgetOptions(options: { stepTokens: number; chunkCap?: number; minChunk?: number; targets?: TargetsByClass }): StepBudgetOptions {
+export function budgetOptions(options: { stepTokens: number; chunkCap?: number; minChunk?: number; targets?: TargetsByTier }): StepBudgetOptions {
   return {
     stepTokens: options.stepTokens,
     chunkCap: options.chunkCap ?? DEFAULT_CHUNK_CAP,
@@ -50,8 +50,6 @@ export function budgetOptions(options: { stepTokens: number; chunkCap?: number; 
     targets: options.targets ?? DEFAULT_TARGETS,
   };
 }
-
-const RANK: Record<SchedulingClass, number> = { priority: 0, standard: 1, flex: 2, batch: 3 };
 
 /**
  * Fills a step (stall-free batching, after Sarathi-Serve): every decoding stream's next token first,
@@ -80,8 +78,8 @@ export function fillBatch(
   const { carried: decoding, lowerMs } = decodesWithin(ordered.filter((r) => r.pending === 1).slice(0, tokensLeft), options, cost);
   tokensLeft -= decoding.length;
   let shape = decoding.reduce((sum, r) => addShapes(sum, chunkShape(r.computed, 1, true)), EMPTY_SHAPE);
-  const budgetMs = decoding.length === 0 ? Infinity : Math.min(...decoding.map((r) => options.targets[r.schedulingClass].itlMs));
-  const strictest = Math.min(...decoding.map((r) => RANK[r.schedulingClass]));
+  const budgetMs = decoding.length === 0 ? Infinity : Math.min(...decoding.map((r) => options.targets[r.tier].itlMs));
+  const strictest = Math.min(...decoding.map((r) => RANK[r.tier]));
   const prompts = ordered.filter((r) => r.pending > 1);
   const counts = new Map<EngineRequest, number>();
   // Beside a priority stream, one lower-tier prompt at a time is paced (the others wait for the slack).
@@ -100,7 +98,7 @@ export function fillBatch(
     const ends = (count: number) => from + count === request.tokens.length;
     // Beside a priority stream, a lower tier's prompt fills the slack, and loads at least at the
     // pace of its own TTFT target in steps of that size (a token or two a step, not a burst).
-    const beside = request.schedulingClass !== "priority" && Number.isFinite(lowerMs);
+    const beside = request.tier !== "priority" && Number.isFinite(lowerMs);
     const withinMs = beside ? Math.min(budgetMs, lowerMs) : budgetMs;
     let count = Number.isFinite(withinMs) ? cost.chunkWithin(shape, withinMs, from, room, ends) : room;
     if (paced && beside && !pacedBeside) {
@@ -108,7 +106,7 @@ export function fillBatch(
       pacedBeside = true;
       const most = Math.max(1, cost.chunkWithin(shape, budgetMs, from, room, ends));
       count = Math.max(count, Math.min(room, most, pace(request, lowerMs, options)));
-    } else if (paced && RANK[request.schedulingClass] <= strictest) count = Math.max(count, Math.min(room, pace(request, budgetMs, options)));
+    } else if (paced && RANK[request.tier] <= strictest) count = Math.max(count, Math.min(room, pace(request, budgetMs, options)));
     if (count > 0) give(request, count);
   };
   for (const request of prompts) grant(request, options.chunkCap, true);
@@ -129,7 +127,7 @@ export const PRIORITY_SLACK = 0.25;
  * own inter-token target (at steps of `stepMs`) is carried whatever the cost.
  */
 const mustRun = (request: EngineRequest, options: StepBudgetOptions, stepMs: number) =>
-  (request.yieldedSteps + 2) * stepMs >= options.targets[request.schedulingClass].itlMs;
+  (request.yieldedSteps + 2) * stepMs >= options.targets[request.tier].itlMs;
 
 /**
  * The decodes a step carries, and the time lower tiers' work may bring the step to. While a
@@ -139,13 +137,13 @@ const mustRun = (request: EngineRequest, options: StepBudgetOptions, stepMs: num
  * stream that must run (`mustRun`) goes in whatever the cost.
  */
 function decodesWithin(decoding: readonly EngineRequest[], options: StepBudgetOptions, cost: StepCostModel): { carried: EngineRequest[]; lowerMs: number } {
-  const priority = decoding.filter((r) => r.schedulingClass === "priority");
+  const priority = decoding.filter((r) => r.tier === "priority");
   if (priority.length === 0) {
     for (const request of decoding) request.yieldedSteps = 0;
     return { carried: [...decoding], lowerMs: Infinity };
   }
   let shape = priority.reduce((sum, r) => addShapes(sum, chunkShape(r.computed, 1, true)), EMPTY_SHAPE);
-  const lower = decoding.filter((r) => r.schedulingClass !== "priority");
+  const lower = decoding.filter((r) => r.tier !== "priority");
   // Room for at least one lower-tier token a step, so lower tiers keep their pace by turns.
   const oneMore = lower.length > 0 ? cost.predict(addShapes(shape, chunkShape(lower[0]!.computed, 1, true))) : 0;
   const lowerMs = Math.min(options.targets.priority.itlMs, Math.max(oneMore, (1 + PRIORITY_SLACK) * cost.predict(shape)));
@@ -173,6 +171,6 @@ function pace(request: EngineRequest, budgetMs: number, options: StepBudgetOptio
   if (!Number.isFinite(budgetMs)) return 0;
   const remaining = request.promptLength - request.computed;
   if (remaining <= 0) return 0;
-  const perStep = Math.ceil((request.promptLength * budgetMs) / Math.max(budgetMs, options.targets[request.schedulingClass].ttftMs));
+  const perStep = Math.ceil((request.promptLength * budgetMs) / Math.max(budgetMs, options.targets[request.tier].ttftMs));
   return Math.min(options.chunkCap, remaining, perStep);
 }

@@ -1,7 +1,7 @@
 import { Worker } from "node:worker_threads";
 import { availableParallelism } from "node:os";
 import { loadModel, type LoadedModel } from "../native/loaded-model.js";
-import type { SchedulingClass } from "../types.js";
+import type { ServiceTier } from "../../protocol/tiers.js";
 import type { EmbedFailure, EmbedReply, EmbeddingRunnerInit } from "./embedding-protocol.js";
 import { EmbeddingQueue, type EmbeddingStats, type QueuedInput } from "./embedding-queue.js";
 
@@ -35,7 +35,7 @@ export interface EmbeddingHost {
   /** Token ids a client sent: wrapped in CLS/SEP where they are not already. */
   wrapTokens(ids: readonly number[]): Int32Array;
   /** Each input's L2-normalised embedding, in order. Rejects with EmbeddingQueueFull when too many wait. */
-  embed(inputs: readonly Int32Array[], schedulingClass: SchedulingClass, signal?: AbortSignal): Promise<Float32Array[]>;
+  embed(inputs: readonly Int32Array[], tier: ServiceTier, signal?: AbortSignal): Promise<Float32Array[]>;
   stats(): EmbeddingStats;
   close(): Promise<void>;
 }
@@ -67,7 +67,7 @@ export async function createEmbeddingHost(options: EmbeddingHostOptions): Promis
     vocabularySize: model.vocabularySize,
     tokenize: (text) => Int32Array.from(model.tokenize(text, { addSpecial: true })),
     wrapTokens: (ids) => wrapTokens(model, ids),
-    embed: (inputs, schedulingClass, signal) => queue.submit(inputs, schedulingClass, signal),
+    embed: (inputs, tier, signal) => queue.submit(inputs, tier, signal),
     stats: () => queue.stats(),
     async close() {
       await queue.close();

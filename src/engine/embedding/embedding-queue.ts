@@ -1,4 +1,4 @@
-import { SCHEDULING_CLASSES, type SchedulingClass } from "../types.js";
+import { SERVICE_TIERS, type ServiceTier } from "../../protocol/tiers.js";
 import type { EmbedReply } from "./embedding-protocol.js";
 
 /** An embedding model's queue and what it has done, for /health. */
@@ -36,8 +36,6 @@ export interface EmbeddingQueueOptions {
   runners: Array<(batch: QueuedInput[]) => Promise<EmbedReply>>;
 }
 
-const CLASS_ORDER = SCHEDULING_CLASSES;
-
 /**
  * Inputs waiting for the runners, one FIFO per tier. Whenever a runner is free, its next batch is
  * the oldest input of the most demanding tier that has one, then every further input (that tier's
@@ -45,7 +43,7 @@ const CLASS_ORDER = SCHEDULING_CLASSES;
  * serves many requests, and a long input never waits behind short ones that keep arriving.
  */
 export class EmbeddingQueue {
-  private readonly waiting = new Map<SchedulingClass, QueuedInput[]>(CLASS_ORDER.map((c) => [c, []]));
+  private readonly waiting = new Map<ServiceTier, QueuedInput[]>(SERVICE_TIERS.map((tier) => [tier, []]));
   private readonly idle: number[];
   private readonly running = new Set<Promise<void>>();
   private counters = { embeddedInputs: 0, embeddedTokens: 0, batches: 0, decodeSeconds: 0 };
@@ -55,14 +53,14 @@ export class EmbeddingQueue {
     this.idle = options.runners.map((_, i) => i);
   }
 
-  submit(inputs: readonly Int32Array[], schedulingClass: SchedulingClass, signal?: AbortSignal): Promise<Float32Array[]> {
+  submit(inputs: readonly Int32Array[], tier: ServiceTier, signal?: AbortSignal): Promise<Float32Array[]> {
     if (this.closed) return Promise.reject(new Error("the embedding engine is closed"));
     if (this.waitingInputs() + inputs.length > this.options.maxWaiting) {
       return Promise.reject(new EmbeddingQueueFull(`The embedding queue is full (${this.options.maxWaiting} inputs waiting).`));
     }
     return new Promise((resolve, reject) => {
       const request: PendingRequest = { vectors: new Array(inputs.length), remaining: inputs.length, resolve, reject, settled: false };
-      const queue = this.waiting.get(schedulingClass)!;
+      const queue = this.waiting.get(tier)!;
       inputs.forEach((tokens, index) => queue.push({ tokens, request, index }));
       signal?.addEventListener("abort", () => this.fail(request, new Error("The request was aborted.")), { once: true });
       this.pump();
@@ -109,8 +107,8 @@ export class EmbeddingQueue {
   private nextBatch(): QueuedInput[] {
     const batch: QueuedInput[] = [];
     let tokens = 0;
-    for (const schedulingClass of CLASS_ORDER) {
-      const queue = this.waiting.get(schedulingClass)!;
+    for (const tier of SERVICE_TIERS) {
+      const queue = this.waiting.get(tier)!;
       for (let i = 0; i < queue.length && batch.length < this.options.batchSequences; ) {
         const input = queue[i]!;
         if (input.request.settled) {

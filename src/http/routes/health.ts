@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { BackendStats, EngineCounters, ShardStepBudget } from "../../backends/backend.js";
+import { tierTotal } from "../../protocol/tiers.js";
 import type { ModelRegistry } from "../../serving/model-registry.js";
 import type { Drain } from "../drain.js";
 
@@ -25,13 +26,11 @@ export function healthRoutes(app: FastifyInstance, registry: ModelRegistry, drai
   });
 }
 
-const sum = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
-
 /** Totals first (what a load balancer reads), then the split by tier. */
 function load(stats: BackendStats) {
   return {
-    running: sum(stats.running),
-    waiting: sum(stats.waiting),
+    running: tierTotal(stats.running),
+    waiting: tierTotal(stats.waiting),
     sequences: stats.slots,
     idle_cached_sequences: stats.idleSequences,
     kv_cache_usage: Number(stats.kvCacheUsage.toFixed(4)),

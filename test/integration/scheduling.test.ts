@@ -19,13 +19,17 @@ async function health(server: RunningServer): Promise<Health> {
 
 const until = (server: RunningServer, done: (h: Health) => boolean) => waitFor(async () => ((h) => (done(h) ? h : undefined))(await health(server)), 30_000);
 
-/** A stream that holds a sequence: resolves once it is admitted (its first event); `stop()` hangs up. */
+/**
+ * A stream that holds a sequence: resolves once it is admitted (its first event); `stop()` hangs up.
+ * End-of-text is banned and the budget is 6,000 tokens, so it outlasts every wait in these tests
+ * on a fast machine too (2,000 tokens at temperature 0 could end within the flex wait limit).
+ */
 async function holdSlot(server: RunningServer, extra: Record<string, unknown> = {}) {
   const controller = new AbortController();
   const response = await fetch(`${server.baseURL}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
-    body: JSON.stringify(ask(LONG, { stream: true, max_tokens: 2000, temperature: 0, ...extra })),
+    body: JSON.stringify(ask(LONG, { stream: true, max_tokens: 6000, temperature: 0, logit_bias: { "0": -100, "2": -100 }, ...extra })),
     signal: controller.signal,
   });
   assert.equal(response.status, 200);

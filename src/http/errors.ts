@@ -30,21 +30,6 @@ function fromFastifyError(error: FastifyError): ServiceError | undefined {
 }
 
 /**
- * The chat lifecycle names chat's parameters in its errors; an API with other names for the same
- * things (`input` for `messages`, `text.format` for `response_format`) renames them for its callers.
- */
-export async function renamingParams<T>(work: Promise<T>, names: Record<string, string>): Promise<T> {
-  try {
-    return await work;
-  } catch (error) {
-    if (!(error instanceof ServiceError) || error.param === null || !(error.param in names)) throw error;
-    // The message names the parameter as the caller sent it, as `param` does.
-    const renamed = names[error.param]!;
-    throw new ServiceError(error.status, error.type, error.message.replaceAll(`'${error.param}'`, `'${renamed}'`), error.code, renamed, error.headers);
-  }
-}
-
-/**
  * The router's own refusals, before any route or hook runs: a path that is not valid
  * percent-encoding, and a path parameter longer than the router takes (100 characters; no id is
  * that long). Fastify's default bodies echo the whole URL; these echo nothing of it.

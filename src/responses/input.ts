@@ -33,6 +33,9 @@ export function itemsToMessages(input: string | ResponsesInputItem[]): ChatMessa
  * `previous_response_id` continues from: the earlier conversation and this input, without the
  * instructions (which, as OpenAI has it, do not carry over).
  */
+/** Chat's parameters as the Responses API calls them, so its errors name what the caller sent. */
+const RESPONSES_PARAMS = { messages: "input", response_format: "text.format", "response_format.json_schema.schema": "text.format.schema" };
+
 export function toResponsesChatInput(body: ResponsesRequestBody, earlier: readonly ChatMessage[]): { input: ChatInput; conversation: ChatMessage[] } {
   const conversation = [...earlier, ...itemsToMessages(body.input)];
   const messages: ChatMessage[] = body.instructions ? [{ role: "system", content: body.instructions }, ...conversation] : conversation;
@@ -56,6 +59,7 @@ export function toResponsesChatInput(body: ResponsesRequestBody, earlier: readon
     toolChoice: choice == null ? undefined : typeof choice === "string" ? choice : { name: choice.name },
     ...(body.reasoning?.effort ? { reasoningEffort: body.reasoning.effort } : {}),
     ...(body.prompt_cache_key != null ? { promptCacheKey: body.prompt_cache_key } : {}),
+    paramNames: RESPONSES_PARAMS,
   };
   return { input, conversation };
 }

@@ -3,12 +3,17 @@ import type { Backend, PreparedPrompt } from "../backends/backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { OutputConstraint, ToolDefinition } from "../engine/types.js";
 import { ContextLengthExceeded, InvalidRequest } from "../errors.js";
-import type { ChatInput } from "./types.js";
+import type { ChatInput, ChatParam } from "./types.js";
 import { toolCallConstraint } from "./tool-calls.js";
 
-/** The parameter that carries the prompt, for errors about it: `messages` in chat, `prompt` in legacy completions. */
-export function promptParam(input: ChatInput): "messages" | "prompt" {
-  return input.prompt.kind === "text" ? "prompt" : "messages";
+/** How the caller's API names one of chat's parameters: errors name what the caller sent. */
+export function paramName(input: Pick<ChatInput, "paramNames">, name: ChatParam): string {
+  return input.paramNames?.[name] ?? name;
+}
+
+/** The parameter that carries the prompt, for errors about it: `messages` in chat (`input` in Responses), `prompt` in legacy completions. */
+export function promptParam(input: ChatInput): string {
+  return input.prompt.kind === "text" ? "prompt" : paramName(input, "messages");
 }
 
 /** max_tokens as asked, or the rest of the context window; either way the whole must fit. */
@@ -60,13 +65,14 @@ export function checkChoiceCount(backend: Backend, choices: number, input: ChatI
 export function checkCapabilities(entry: CatalogEntry, backend: Backend, input: ChatInput): void {
   const has = (tag: string) => entry.tags.some((t) => t.toLowerCase() === tag.toLowerCase());
   if (input.responseFormat && !has("JSON")) {
-    throw new InvalidRequest(`The model '${entry.id}' does not support JSON output (response_format).`, "response_format", "unsupported_capability");
+    const param = paramName(input, "response_format");
+    throw new InvalidRequest(`The model '${entry.id}' does not support JSON output (${param}).`, param, "unsupported_capability");
   }
   if (input.tools?.length && !has("Function")) {
     throw new InvalidRequest(`The model '${entry.id}' does not support function calling (tools).`, "tools", "unsupported_capability");
   }
   if (input.hasImages && !has("Multimodal")) {
-    throw new InvalidRequest(`The model '${entry.id}' does not support image input (Multimodal).`, "messages", "unsupported_capability");
+    throw new InvalidRequest(`The model '${entry.id}' does not support image input (Multimodal).`, promptParam(input), "unsupported_capability");
   }
   for (const token of input.logitBias?.keys() ?? []) {
     if (backend.vocabularySize > 0 && token >= backend.vocabularySize) {
@@ -79,8 +85,8 @@ export function checkCapabilities(entry: CatalogEntry, backend: Backend, input: 
 export function outputConstraint(input: ChatInput, forced: readonly ToolDefinition[]): { constraint: OutputConstraint | undefined; constraintParam: string | null } {
   if (forced.length > 0) return { constraint: toolCallConstraint(forced), constraintParam: "tools" };
   const format = input.responseFormat;
-  if (format?.type === "json_object") return { constraint: { type: "json" }, constraintParam: "response_format" };
-  if (format?.type === "json_schema") return { constraint: { type: "json_schema", schema: format.schema }, constraintParam: "response_format.json_schema.schema" };
+  if (format?.type === "json_object") return { constraint: { type: "json" }, constraintParam: paramName(input, "response_format") };
+  if (format?.type === "json_schema") return { constraint: { type: "json_schema", schema: format.schema }, constraintParam: paramName(input, "response_format.json_schema.schema") };
   return { constraint: undefined, constraintParam: null };
 }
 

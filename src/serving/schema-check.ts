@@ -1,6 +1,8 @@
 import { checkSchemaDepth, jsonSchemaToGbnf, SchemaError, toolCallGbnf } from "../engine/grammar/index.js";
 import type { ToolDefinition } from "../engine/types.js";
 import { InvalidRequest } from "../errors.js";
+import { paramName } from "./request-checks.js";
+import type { ChatInput } from "./types.js";
 
 /**
  * Refuses a schema before the request reserves budget or waits for a sequence: a 400 naming the
@@ -9,7 +11,7 @@ import { InvalidRequest } from "../errors.js";
  * checked for depth, so that rendering them cannot overflow the stack.
  */
 export function checkSchemas(
-  request: { responseFormat?: { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> }; tools?: readonly ToolDefinition[] },
+  request: Pick<ChatInput, "responseFormat" | "tools" | "paramNames">,
   forced: readonly ToolDefinition[],
 ): void {
   const tools = request.tools ?? [];
@@ -19,7 +21,7 @@ export function checkSchemas(
   });
   if (forced.length > 0) refuse(() => toolCallGbnf(forced), (error) => toolParam(tools.indexOf(forced[error.tool ?? 0]!)));
   const format = request.responseFormat;
-  if (format?.type === "json_schema") refuse(() => jsonSchemaToGbnf(format.schema), () => "response_format.json_schema.schema");
+  if (format?.type === "json_schema") refuse(() => jsonSchemaToGbnf(format.schema), () => paramName(request, "response_format.json_schema.schema"));
 }
 
 function refuse(check: () => unknown, param: (error: SchemaError) => string): void {

@@ -30,6 +30,9 @@ export interface Caller {
  */
 export type PromptInput = { kind: "chat"; messages: ChatMessage[] } | { kind: "text"; texts: string[] };
 
+/** Chat's names for the parameters the lifecycle's errors can name. */
+export type ChatParam = "messages" | "response_format" | "response_format.json_schema.schema";
+
 export interface ChatInput {
   model: string;
   prompt: PromptInput;
@@ -52,6 +55,8 @@ export interface ChatInput {
   /** Report log probabilities, with this many alternatives per token. */
   logprobs?: { top: number };
   responseFormat?: { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
+  /** How the caller's API names chat's parameters, for its errors (the Responses API: `input`, `text.format`); absent: chat's names. */
+  paramNames?: Partial<Record<ChatParam, string>>;
   tools?: ToolDefinition[];
   toolChoice?: ToolChoice;
   /** The messages carry image parts. */

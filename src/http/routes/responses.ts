@@ -6,16 +6,13 @@ import type { ResponseStore, StoredResponse } from "../../responses/store.js";
 import type { Caller, ChatRun, ChatService } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
-import { renamingParams, toErrorBody } from "../errors.js";
+import { toErrorBody } from "../errors.js";
 import { ResponseBuilder } from "../../responses/output.js";
 import { toResponsesChatInput } from "../../responses/input.js";
 import { chainedInputItems, responseInputItemRoutes } from "../response-items.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { abortOnDisconnect, midStreamFailure } from "../runs.js";
-
-/** Chat's parameter names in lifecycle errors, as the Responses API calls them. */
-const RESPONSES_PARAMS = { messages: "input", response_format: "text.format", "response_format.json_schema.schema": "text.format.schema" };
 
 const notFound = (id: string) => new NotFound(`No response with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}' found.`);
 
@@ -30,7 +27,7 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
     const earlier = await previousResponse(store, caller, body.previous_response_id);
     const { input, conversation } = toResponsesChatInput(body, earlier?.conversation ?? []);
     const gate = new OutputGate();
-    const run = await renamingParams(chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses", output: gate }), RESPONSES_PARAMS);
+    const run = await chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses", output: gate });
     exposeRateLimits(reply, run);
     const save = async (builder: ResponseBuilder, response: unknown) => {
       if (body.store === false) return;

@@ -8,6 +8,7 @@ import { newRequestId } from "../protocol/request-ids.js";
 import type { ChatServiceDeps } from "./chat-service.js";
 import type { Caller, RequestContext } from "./types.js";
 import type { BudgetReservation } from "../billing/ports.js";
+import type { TokenPrices } from "../catalog/types.js";
 import type { LimitLease } from "../limits/ports.js";
 import { RequestMeter } from "./request-meter.js";
 import { requireServedModel } from "./served-model.js";
@@ -47,8 +48,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
       const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: "embeddings", batchId: caller.batchId });
       let tier: ServiceTier = "default";
       let promptTokens = 0;
-      let lease: LimitLease | undefined;
-      let reservation: BudgetReservation | null = null;
+      const held: Held = { reservation: null };
       try {
         const served = requireServedModel(registry, caller, input.model, "embeddings");
         const embedder = served.embedder;
@@ -59,21 +59,19 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         tier = caller.batchId ? "batch" : resolveTier(served.entry.pricing, input.serviceTier);
         const prices = effectivePrices(served.entry.pricing, tier);
         const cost = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: 0 });
-        await meter.begin(inFlight, { serviceTier: tier, promptTokens, prices, maxCompletionTokens: 0 });
-        reservation = await budgets.reserve({ keyId: caller.keyId, requestId, amountUsd: cost });
-        lease = await limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: served.entry.id, estimatedTokens: promptTokens, limits: caller.limits });
+        const run = { model: served.entry.id, tier, prices, cost, promptTokens, tokens, embedder, signal };
+        const vectors = await admitAndEmbed({ inFlight, budgets, limits }, caller, meter, held, run);
         const observer = metrics?.request(served.entry.id, tier);
-        const vectors = await runEmbedding(embedder, tokens, tier, signal);
         observer?.admitted(0, promptTokens, 0);
         observer?.finished("stop", 0);
-        const [held, reserved] = [lease, reservation];
-        [lease, reservation] = [undefined, null]; // released here, never again on an error below
-        await Promise.all([held.release(promptTokens), reserved?.settle(cost)]);
+        const [lease, reserved] = [held.lease!, held.reservation];
+        [held.lease, held.reservation] = [undefined, null]; // released here, never again on an error below
+        await Promise.all([lease.release(promptTokens), reserved?.settle(cost)]);
         await meter.record({ status: "completed", serviceTier: tier, promptTokens, cachedTokens: 0, completionTokens: 0, costUsd: cost, finishReason: "stop", errorCode: null });
         return { model: served.entry.id, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {
-        await Promise.allSettled([lease?.release(promptTokens), reservation?.settle("0")]);
-        const status = signal.aborted ? "cancelled" : lease ? "failed" : "rejected";
+        await Promise.allSettled([held.lease?.release(promptTokens), held.reservation?.settle("0")]);
+        const status = signal.aborted ? "cancelled" : held.lease ? "failed" : "rejected";
         const errorCode = error instanceof ServiceError ? (error.code ?? error.type) : signal.aborted ? "cancelled" : "internal_error";
         await meter.record({ status, serviceTier: tier, promptTokens, cachedTokens: 0, completionTokens: 0, costUsd: "0", finishReason: null, errorCode });
         throw error;
@@ -108,6 +106,49 @@ function tokenizeInputs(embedder: EmbeddingBackend, inputs: Array<string | numbe
     }
     return tokens;
   });
+}
+
+/** What a request holds while it runs: released once, on success or on error. */
+interface Held {
+  lease?: LimitLease;
+  reservation: BudgetReservation | null;
+}
+
+interface EmbeddingRun {
+  model: string;
+  tier: ServiceTier;
+  prices: TokenPrices;
+  cost: string;
+  promptTokens: number;
+  tokens: Int32Array[];
+  embedder: EmbeddingBackend;
+  signal: AbortSignal;
+}
+
+/**
+ * Takes the budget and the limits, and runs the decode. A key without a budget cannot be refused
+ * there: as in chat (admission.ts), its limits come first and its in-flight row and reservation
+ * are written beside the decode; the vectors are answered only once both have committed.
+ */
+async function admitAndEmbed(deps: Pick<ChatServiceDeps, "inFlight" | "budgets" | "limits">, caller: Caller, meter: RequestMeter, held: Held, run: EmbeddingRun): Promise<Float32Array[]> {
+  const hold = async () => {
+    await meter.begin(deps.inFlight, { serviceTier: run.tier, promptTokens: run.promptTokens, prices: run.prices, maxCompletionTokens: 0 });
+    held.reservation = await deps.budgets.reserve({ keyId: caller.keyId, requestId: meter.context.requestId, amountUsd: run.cost });
+  };
+  const takeLimits = async () => {
+    held.lease = await deps.limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: run.model, estimatedTokens: run.promptTokens, limits: caller.limits });
+  };
+  const embed = () => runEmbedding(run.embedder, run.tokens, run.tier, run.signal);
+  if (caller.limits.budgetUsd !== null) {
+    await hold();
+    await takeLimits();
+    return embed();
+  }
+  await takeLimits();
+  const [written, embedded] = await Promise.allSettled([hold(), embed()]);
+  if (written.status === "rejected") throw written.reason;
+  if (embedded.status === "rejected") throw embedded.reason;
+  return embedded.value;
 }
 
 async function runEmbedding(embedder: EmbeddingBackend, tokens: Int32Array[], tier: ServiceTier, signal: AbortSignal): Promise<Float32Array[]> {

@@ -3,14 +3,10 @@
  * Only multiplications are used (discount/100 is ×0.01), so no rounding ever happens.
  */
 import type { ModelPricing, TokenPrices } from "../catalog/types.js";
-import type { ServiceTier } from "../protocol/tiers.js";
+import type { RequestedTier, ServiceTier } from "../protocol/tiers.js";
 import { Dec, parseNonNegative, toText, type Decimal } from "./decimal.js";
 
-/**
- * What a client may send as `service_tier` (null/absent mean the same as "auto"). OpenAI's "scale"
- * (reserved capacity) and "fast" are served as the closest tier we have: priority.
- */
-export type RequestedTier = "auto" | "default" | "priority" | "flex" | "scale" | "fast";
+export type { RequestedTier };
 
 const PRICE_KEYS = ["input", "output", "cached_input"] as const;
 /** Every model runs batches; at half the standard price unless its catalog entry says otherwise (as OpenAI). */

@@ -1,13 +1,11 @@
 import { z } from "zod";
 import { identifier, preview } from "./identifiers.js";
+import { REQUESTED_TIERS } from "./tiers.js";
 
 /** OpenAI's metadata: up to 16 string pairs, keys up to 64 characters, values up to 512. */
 export const metadataSchema = z
   .record(identifier(64), z.string().max(512, "values must be at most 512 characters.").refine((value) => !value.includes("\u0000"), "must not contain NUL bytes."))
   .refine((m) => Object.keys(m).length <= 16, "must have at most 16 pairs.");
-
-/** What a request may ask for (OpenAI's values); billing resolves it to a ServiceTier (tiers.ts). */
-const REQUESTED_TIERS = ["auto", "default", "priority", "flex", "scale", "fast"] as const;
 
 /**
  * Request fields every generating API (chat completions, completions, responses) accepts alike.

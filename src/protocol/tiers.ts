@@ -12,6 +12,14 @@ export type ServiceTier = "default" | "priority" | "flex" | "batch";
  */
 export const SERVICE_TIERS: readonly ServiceTier[] = ["priority", "default", "flex", "batch"];
 
+/**
+ * What a client may send as `service_tier` (OpenAI's values; null/absent mean the same as "auto").
+ * Billing resolves it to a ServiceTier: "scale" (reserved capacity) and "fast" are served as the
+ * closest tier we have, priority.
+ */
+export const REQUESTED_TIERS = ["auto", "default", "priority", "flex", "scale", "fast"] as const;
+export type RequestedTier = (typeof REQUESTED_TIERS)[number];
+
 /** One value for each tier (requests running, waiting, queues, targets). */
 export type PerTier<T> = Record<ServiceTier, T>;
 

@@ -19,7 +19,7 @@ import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
 import { limitDefaultsFromEnv } from "../limits/defaults.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
-import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
+import { createModelRegistry, localPriorityWork, type ModelRegistry } from "../serving/model-registry.js";
 import { createEmbeddingService } from "../serving/embedding-service.js";
 import { createLocalEmbeddingBackend } from "../backends/embedding-backend.js";
 import { openDatabase } from "../storage/open.js";
@@ -261,7 +261,8 @@ export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistr
       const [file] = await ensureModels([entry], { modelsDir, progress: true });
       if (!file) throw new Error("the model file was not pulled");
       if (entry.tags.includes("Embedding")) {
-        registry.readyEmbedder(entry.id, await createLocalEmbeddingBackend({ modelPath: file.path, threads: settings.threads || undefined, shards: settings.shards || undefined }));
+        const embedder = await createLocalEmbeddingBackend({ modelPath: file.path, threads: settings.threads || undefined, shards: settings.shards || undefined, giveWay: () => localPriorityWork(registry) });
+        registry.readyEmbedder(entry.id, embedder);
         continue;
       }
       const engine = await engineOptions(entry, settings, settings.parallel);

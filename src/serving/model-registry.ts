@@ -88,3 +88,15 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
     },
   };
 }
+
+/**
+ * Whether a model on this machine's cores (not an upstream engine's) has priority work running or
+ * waiting: an embedding model's lower tiers then give way to it (EmbeddingQueue `giveWay`).
+ */
+export function localPriorityWork(registry: ModelRegistry): boolean {
+  return registry.list().some((m) => {
+    if (m.entry.backend || !m.backend) return false;
+    const { running, waiting } = m.backend.stats();
+    return running.priority + waiting.priority > 0;
+  });
+}

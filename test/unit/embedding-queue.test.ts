@@ -17,6 +17,13 @@ function heldRunner(dimensions: number) {
 
 const input = (marker: number, length: number) => Int32Array.from({ length }, () => marker);
 const settle = () => new Promise((r) => setImmediate(r));
+async function waitUntil<T>(probe: () => T | undefined): Promise<T> {
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 test("a free runner takes the most demanding tier's oldest input, then whatever else fits its tokens", async () => {
   const runner = heldRunner(2);
@@ -56,4 +63,36 @@ test("an aborted request's waiting inputs never run; a full queue refuses", asyn
   await settle();
   assert.deepEqual(runner.batches, [[1]]);
   assert.equal(queue.stats().waitingInputs, 0);
+});
+
+test("while priority work runs elsewhere, lower tiers' batches start at most once a pace; priority's go at once", async () => {
+  const runner = heldRunner(1);
+  let priorityElsewhere = true;
+  // A pace far longer than the checks below take, even on a slow machine.
+  const pace = 1500;
+  const queue = new EmbeddingQueue({ batchTokens: 4, batchSequences: 8, maxWaiting: 100, dimensions: 1, runners: [runner.run], giveWay: () => priorityElsewhere, lowerTierPaceMs: pace });
+  const first = queue.submit([input(1, 4)], "default"); // nothing lower ran within the pace: it starts
+  const second = queue.submit([input(2, 4)], "default");
+  const priority = queue.submit([input(3, 4)], "priority");
+  runner.releaseNext();
+  await settle();
+  assert.deepEqual(runner.batches, [[1], [3]], "priority's input goes next; the default one waits for its pace");
+  runner.releaseNext();
+  await Promise.all([first, priority]);
+  await settle();
+  assert.equal(runner.batches.length, 2, "within the pace, the idle runner still holds the default input back");
+  const started = await waitUntil(() => runner.batches[2]);
+  assert.deepEqual(started, [2], "never starved: it starts once the pace has passed");
+  runner.releaseNext();
+  await second;
+  priorityElsewhere = false;
+  const free = queue.submit([input(4, 4)], "default");
+  const again = queue.submit([input(5, 4)], "default");
+  await settle();
+  assert.deepEqual(runner.batches[3], [4], "with no priority work elsewhere, no pace");
+  runner.releaseNext();
+  await settle();
+  assert.deepEqual(runner.batches[4], [5]);
+  runner.releaseNext();
+  await Promise.all([free, again]);
 });

@@ -16,12 +16,14 @@ export interface EmbeddingHostOptions {
   modelPath: string;
   /** llama.cpp threads in all (default: one per core). */
   threads?: number;
-  /** Runner threads, each with its own context and threads/shards llama.cpp threads (default: one per thread). */
+  /** Runner threads, each with its own context and threads/shards llama.cpp threads (default: one, on every thread). */
   shards?: number;
   /** Tokens per llama_decode (default 512, at least the model's context): see README, "Embeddings". */
   batchTokens?: number;
   /** Inputs waiting at most; more is a busy error (default 65,536). */
   maxWaitingInputs?: number;
+  /** Whether other work on these cores is priority work that lower tiers' batches give way to (see EmbeddingQueue). */
+  giveWay?: () => boolean;
 }
 
 export interface EmbeddingHost {
@@ -62,7 +64,7 @@ export async function createEmbeddingHost(options: EmbeddingHostOptions): Promis
   const started = await Promise.all(Array.from({ length: shards }, () => startRunner(init)));
   const workers = started.map((s) => s.worker);
   const dimensions = started[0]!.dimensions;
-  const queue = new EmbeddingQueue({ batchTokens: init.batchTokens, batchSequences: MAX_SEQUENCES, maxWaiting: options.maxWaitingInputs ?? 65_536, dimensions, runners: workers.map(runOn) });
+  const queue = new EmbeddingQueue({ batchTokens: init.batchTokens, batchSequences: MAX_SEQUENCES, maxWaiting: options.maxWaitingInputs ?? 65_536, dimensions, runners: workers.map(runOn), giveWay: options.giveWay });
   return {
     dimensions,
     maxInputTokens,

@@ -17,6 +17,7 @@ export interface QueuedInput {
   tokens: Int32Array;
   request: PendingRequest;
   index: number;
+  tier: ServiceTier;
 }
 
 interface PendingRequest {
@@ -34,7 +35,18 @@ export interface EmbeddingQueueOptions {
   dimensions: number;
   /** One function per runner thread; each runs one batch at a time. */
   runners: Array<(batch: QueuedInput[]) => Promise<EmbedReply>>;
+  /**
+   * Whether other work on these cores is priority work (a chat model's priority streams): lower
+   * tiers' inputs then start a batch at most once every LOWER_TIER_PACE_MS, so they slow a priority
+   * stream by one batch now and then and are never starved. Absent: never.
+   */
+  giveWay?: () => boolean;
+  /** The pace, if not LOWER_TIER_PACE_MS. */
+  lowerTierPaceMs?: number;
 }
+
+/** While priority work runs elsewhere on these cores, lower tiers' batches start at most this often. */
+export const LOWER_TIER_PACE_MS = 250;
 
 /**
  * Inputs waiting for the runners, one FIFO per tier. Whenever a runner is free, its next batch is
@@ -46,6 +58,9 @@ export class EmbeddingQueue {
   private readonly waiting = new Map<ServiceTier, QueuedInput[]>(SERVICE_TIERS.map((tier) => [tier, []]));
   private readonly idle: number[];
   private readonly running = new Set<Promise<void>>();
+  /** When a batch with lower tiers' inputs last started (ms, performance.now). */
+  private lowerStartedAt = -Infinity;
+  private retry: NodeJS.Timeout | undefined;
   private counters = { embeddedInputs: 0, embeddedTokens: 0, batches: 0, decodeSeconds: 0 };
   private closed = false;
 
@@ -61,7 +76,7 @@ export class EmbeddingQueue {
     return new Promise((resolve, reject) => {
       const request: PendingRequest = { vectors: new Array(inputs.length), remaining: inputs.length, resolve, reject, settled: false };
       const queue = this.waiting.get(tier)!;
-      inputs.forEach((tokens, index) => queue.push({ tokens, request, index }));
+      inputs.forEach((tokens, index) => queue.push({ tokens, request, index, tier }));
       signal?.addEventListener("abort", () => this.fail(request, new Error("The request was aborted.")), { once: true });
       this.pump();
     });
@@ -73,6 +88,7 @@ export class EmbeddingQueue {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.retry);
     for (const queue of this.waiting.values()) queue.splice(0).forEach((input) => this.fail(input.request, new Error("the embedding engine is closing")));
     await Promise.all(this.running);
   }
@@ -91,7 +107,7 @@ export class EmbeddingQueue {
   private pump(): void {
     while (this.idle.length > 0) {
       const batch = this.nextBatch();
-      if (batch.length === 0) return;
+      if (batch.length === 0) return this.pumpLater();
       const runner = this.idle.pop()!;
       const run: Promise<void> = this.options.runners[runner]!(batch)
         .then((reply) => this.deliver(batch, reply), (error: Error) => batch.forEach((input) => this.fail(input.request, error)))
@@ -104,10 +120,27 @@ export class EmbeddingQueue {
     }
   }
 
+  private pace(): number {
+    return this.options.lowerTierPaceMs ?? LOWER_TIER_PACE_MS;
+  }
+
+  /** Lower tiers' inputs held back while priority work runs elsewhere: look again when their turn comes. */
+  private pumpLater(): void {
+    if (this.retry || this.closed || this.waitingInputs() === 0) return;
+    const wait = Math.max(10, this.lowerStartedAt + this.pace() - performance.now());
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      this.pump();
+    }, wait);
+    this.retry.unref();
+  }
+
   private nextBatch(): QueuedInput[] {
     const batch: QueuedInput[] = [];
     let tokens = 0;
+    const holdLower = performance.now() - this.lowerStartedAt < this.pace() && this.options.giveWay?.() === true;
     for (const tier of SERVICE_TIERS) {
+      if (holdLower && tier !== "priority") break;
       const queue = this.waiting.get(tier)!;
       for (let i = 0; i < queue.length && batch.length < this.options.batchSequences; ) {
         const input = queue[i]!;
@@ -120,6 +153,7 @@ export class EmbeddingQueue {
         } else i++;
       }
     }
+    if (batch.some((input) => input.tier !== "priority")) this.lowerStartedAt = performance.now();
     return batch;
   }
 

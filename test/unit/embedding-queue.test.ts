@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { EmbedReply } from "../../src/engine/embedding/embedding-protocol.js";
+import { waitFor } from "../helpers/server.js";
 import { EmbeddingQueue, EmbeddingQueueFull, type QueuedInput } from "../../src/engine/embedding/embedding-queue.js";
 
 /** A runner that records each batch and answers when released: the queue's packing, not llama.cpp, is under test. */
@@ -17,13 +18,7 @@ function heldRunner(dimensions: number) {
 
 const input = (marker: number, length: number) => Int32Array.from({ length }, () => marker);
 const settle = () => new Promise((r) => setImmediate(r));
-async function waitUntil<T>(probe: () => T | undefined): Promise<T> {
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+
 
 test("a free runner takes the most demanding tier's oldest input, then whatever else fits its tokens", async () => {
   const runner = heldRunner(2);
@@ -81,7 +76,7 @@ test("while priority work runs elsewhere, lower tiers' batches start at most onc
   await Promise.all([first, priority]);
   await settle();
   assert.equal(runner.batches.length, 2, "within the pace, the idle runner still holds the default input back");
-  const started = await waitUntil(() => runner.batches[2]);
+  const started = await waitFor(async () => runner.batches[2], 30_000);
   assert.deepEqual(started, [2], "never starved: it starts once the pace has passed");
   runner.releaseNext();
   await second;

@@ -69,7 +69,7 @@ export interface Admission {
   /**
    * The request's in-flight row and budget reservation, written beside the launch for a key without
    * a budget (nothing there can refuse it), already written for one with a budget. No output goes
-   * out before it has settled (chat-service.ts `launchBeside`); `held.reservation` has it then.
+   * out before it has settled (`beside`); `held.reservation` has it then.
    */
   durable: Promise<void>;
 }
@@ -93,7 +93,7 @@ export async function admit(deps: AdmissionDeps, caller: Caller, input: ChatInpu
   return { model, tier: held.tier, prices, output, prompts, choicesPerPrompt, maxTokens, lease: held.lease!, durable };
 }
 
-interface Reserving {
+export interface Reserving {
   model: string;
   prices: TokenPrices;
   maxCompletionTokens: number;
@@ -104,9 +104,9 @@ interface Reserving {
  * request that cannot be paid for never takes a slot from one that can. A key without one cannot
  * be refused there: its limits are taken first and its rows are written while it launches, so
  * the database's commits (a WAL flush each on PostgreSQL) overlap the prompt's evaluation instead
- * of preceding it. Every choice may use max_tokens.
+ * of preceding it (`beside`). Every choice may use max_tokens. Chat and embeddings both admit here.
  */
-async function reserve(deps: AdmissionDeps, caller: Caller, meter: RequestMeter, held: Holdings, request: Reserving): Promise<{ durable: Promise<void> }> {
+export async function reserve(deps: Pick<AdmissionDeps, "limits" | "budgets" | "inFlight">, caller: Caller, meter: RequestMeter, held: Holdings, request: Reserving): Promise<{ durable: Promise<void> }> {
   const estimatedTokens = held.promptTokens + request.maxCompletionTokens;
   const takeLimits = async () => {
     held.lease = await deps.limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: request.model, estimatedTokens, limits: caller.limits });
@@ -122,8 +122,22 @@ async function reserve(deps: AdmissionDeps, caller: Caller, meter: RequestMeter,
   return { durable: Promise.resolve() };
 }
 
+/**
+ * Runs the work while the request's rows are written (see `reserve`): its result, and with it any
+ * output, waits for both. Rows that could not be written undo the work already started.
+ */
+export async function beside<T>(durable: Promise<void>, start: () => Promise<T>, undo: (started: T) => Promise<unknown>): Promise<T> {
+  const [written, started] = await Promise.allSettled([durable, start()]);
+  if (written.status === "rejected") {
+    if (started.status === "fulfilled") await undo(started.value);
+    throw written.reason;
+  }
+  if (started.status === "rejected") throw started.reason;
+  return started.value;
+}
+
 /** The in-flight row first, so a crash from here on is billed and its reservation released; then the reservation. */
-async function holdBudget(deps: AdmissionDeps, caller: Caller, meter: RequestMeter, held: Holdings, request: Reserving): Promise<void> {
+async function holdBudget(deps: Pick<AdmissionDeps, "budgets" | "inFlight">, caller: Caller, meter: RequestMeter, held: Holdings, request: Reserving): Promise<void> {
   const { promptTokens, tier } = held;
   const worstCase = requestCost(request.prices, { promptTokens, cachedPromptTokens: 0, completionTokens: request.maxCompletionTokens });
   await meter.begin(deps.inFlight, { serviceTier: tier, promptTokens, prices: request.prices, maxCompletionTokens: request.maxCompletionTokens });

@@ -7,7 +7,7 @@ import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected
 import type { EngineEvent, PauseControl } from "../engine/types.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
-import { admit, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";
+import { admit, beside, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";
 import type { UsageLedger } from "../billing/ports.js";
 import type { RequestObserver, ServingMetrics } from "./ports.js";
 import { ReasoningSplitter } from "./reasoning-split.js";
@@ -47,7 +47,7 @@ export function createChatService(deps: ChatServiceDeps): ChatService {
       const held: Holdings = { tier: "default", promptTokens: 0, reservation: null };
       try {
         const admission = await admit(deps, caller, input, meter, held);
-        const launched = await launchBeside(admission.durable, () => launch(admission, caller, input, signal, context.output));
+        const launched = await beside(admission.durable, () => launch(admission, caller, input, signal, context.output), stopAll);
         return eventPipeline(admission, launched, { input, meter, held, signal, metrics: deps.metrics });
       } catch (thrown) {
         throw await rejected(meter, held, signal, thrown);
@@ -70,23 +70,13 @@ async function launch(admission: Admission, caller: Caller, input: ChatInput, si
     const cachedByPrompt = prompts.map((_, p) => Math.min(...starts.slice(p * n, (p + 1) * n).map((s) => s.cachedTokens)));
     return { generations, queuedMs: Math.max(...starts.map((s) => s.queuedMs)), cachedByPrompt };
   } catch (error) {
-    await Promise.allSettled(generations.map((g) => g.return(undefined)));
+    await stopAll({ generations });
     throw error;
   }
 }
 
-/**
- * Launches while the request's rows are written (see admission.ts `reserve`); the run, and with it
- * any output, waits for both. Rows that could not be written stop the generations already started.
- */
-async function launchBeside(durable: Promise<void>, start: () => Promise<Launch>): Promise<Launch> {
-  const [written, launched] = await Promise.allSettled([durable, start()]);
-  if (written.status === "rejected") {
-    if (launched.status === "fulfilled") await Promise.allSettled(launched.value.generations.map((g) => g.return(undefined)));
-    throw written.reason;
-  }
-  if (launched.status === "rejected") throw launched.reason;
-  return launched.value;
+function stopAll(launched: Pick<Launch, "generations">): Promise<unknown> {
+  return Promise.allSettled(launched.generations.map((g) => g.return(undefined)));
 }
 
 /** Each choice's settings; a seed gives choice i the seed + i. */

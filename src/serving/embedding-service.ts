@@ -7,9 +7,7 @@ import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "
 import { newRequestId } from "../protocol/request-ids.js";
 import type { ChatServiceDeps } from "./chat-service.js";
 import type { Caller, RequestContext } from "./types.js";
-import type { BudgetReservation } from "../billing/ports.js";
-import type { TokenPrices } from "../catalog/types.js";
-import type { LimitLease } from "../limits/ports.js";
+import { beside, reserve, type Holdings } from "./admission.js";
 import { RequestMeter } from "./request-meter.js";
 import { requireServedModel } from "./served-model.js";
 
@@ -46,21 +44,19 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
     async embed(caller, input, signal, context = {}) {
       const requestId = context.requestId ?? newRequestId("embeddings");
       const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: "embeddings", batchId: caller.batchId });
-      let tier: ServiceTier = "default";
-      let promptTokens = 0;
-      const held: Held = { reservation: null };
+      const held: Holdings = { tier: "default", promptTokens: 0, reservation: null };
       try {
         const served = requireServedModel(registry, caller, input.model, "embeddings");
         const embedder = served.embedder;
         if (!embedder) throw new CapacityUnavailable(`The model '${input.model}' is still loading; retry shortly.`, 5);
         checkDimensions(embedder, input.dimensions);
         const tokens = tokenizeInputs(embedder, input.inputs);
-        promptTokens = tokens.reduce((sum, t) => sum + t.length, 0);
-        tier = caller.batchId ? "batch" : resolveTier(served.entry.pricing, input.serviceTier);
+        const promptTokens = (held.promptTokens = tokens.reduce((sum, t) => sum + t.length, 0));
+        const tier = (held.tier = caller.batchId ? "batch" : resolveTier(served.entry.pricing, input.serviceTier));
         const prices = effectivePrices(served.entry.pricing, tier);
         const cost = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: 0 });
-        const run = { model: served.entry.id, tier, prices, cost, promptTokens, tokens, embedder, signal };
-        const vectors = await admitAndEmbed({ inFlight, budgets, limits }, caller, meter, held, run);
+        const { durable } = await reserve({ inFlight, budgets, limits }, caller, meter, held, { model: served.entry.id, prices, maxCompletionTokens: 0 });
+        const vectors = await beside(durable, () => runEmbedding(embedder, tokens, tier, signal), async () => {});
         const observer = metrics?.request(served.entry.id, tier);
         observer?.admitted(0, promptTokens, 0);
         observer?.finished("stop", 0);
@@ -70,6 +66,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         await meter.record({ status: "completed", serviceTier: tier, promptTokens, cachedTokens: 0, completionTokens: 0, costUsd: cost, finishReason: "stop", errorCode: null });
         return { model: served.entry.id, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {
+        const { tier, promptTokens } = held;
         await Promise.allSettled([held.lease?.release(promptTokens), held.reservation?.settle("0")]);
         const status = signal.aborted ? "cancelled" : held.lease ? "failed" : "rejected";
         const errorCode = error instanceof ServiceError ? (error.code ?? error.type) : signal.aborted ? "cancelled" : "internal_error";
@@ -106,49 +103,6 @@ function tokenizeInputs(embedder: EmbeddingBackend, inputs: Array<string | numbe
     }
     return tokens;
   });
-}
-
-/** What a request holds while it runs: released once, on success or on error. */
-interface Held {
-  lease?: LimitLease;
-  reservation: BudgetReservation | null;
-}
-
-interface EmbeddingRun {
-  model: string;
-  tier: ServiceTier;
-  prices: TokenPrices;
-  cost: string;
-  promptTokens: number;
-  tokens: Int32Array[];
-  embedder: EmbeddingBackend;
-  signal: AbortSignal;
-}
-
-/**
- * Takes the budget and the limits, and runs the decode. A key without a budget cannot be refused
- * there: as in chat (admission.ts), its limits come first and its in-flight row and reservation
- * are written beside the decode; the vectors are answered only once both have committed.
- */
-async function admitAndEmbed(deps: Pick<ChatServiceDeps, "inFlight" | "budgets" | "limits">, caller: Caller, meter: RequestMeter, held: Held, run: EmbeddingRun): Promise<Float32Array[]> {
-  const hold = async () => {
-    await meter.begin(deps.inFlight, { serviceTier: run.tier, promptTokens: run.promptTokens, prices: run.prices, maxCompletionTokens: 0 });
-    held.reservation = await deps.budgets.reserve({ keyId: caller.keyId, requestId: meter.context.requestId, amountUsd: run.cost });
-  };
-  const takeLimits = async () => {
-    held.lease = await deps.limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: run.model, estimatedTokens: run.promptTokens, limits: caller.limits });
-  };
-  const embed = () => runEmbedding(run.embedder, run.tokens, run.tier, run.signal);
-  if (caller.limits.budgetUsd !== null) {
-    await hold();
-    await takeLimits();
-    return embed();
-  }
-  await takeLimits();
-  const [written, embedded] = await Promise.allSettled([hold(), embed()]);
-  if (written.status === "rejected") throw written.reason;
-  if (embedded.status === "rejected") throw embedded.reason;
-  return embedded.value;
 }
 
 async function runEmbedding(embedder: EmbeddingBackend, tokens: Int32Array[], tier: ServiceTier, signal: AbortSignal): Promise<Float32Array[]> {

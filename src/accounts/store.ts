@@ -3,6 +3,7 @@ import { InvalidRequest } from "../errors.js";
 import type { KeyLimits } from "../limits/ports.js";
 import type { Database } from "../storage/database.js";
 import { generateApiKey, hashApiKey, hashesEqual, looksLikeApiKey } from "./api-key.js";
+import { keysChanged, type CachedKey } from "./key-cache.js";
 import { newId } from "./ids.js";
 
 export interface Account {
@@ -154,6 +155,7 @@ export async function findAccount(db: Database, name: string): Promise<Account |
 export async function setAccountDisabled(db: Database, name: string, disabled: boolean): Promise<Account | null> {
   if (!storable(name)) return null;
   const rows = await db.query<AccountRow>("UPDATE accounts SET disabled = $2 WHERE name = $1 RETURNING *", [name, disabled]);
+  keysChanged();
   return rows[0] ? toAccount(rows[0]) : null;
 }
 
@@ -234,6 +236,7 @@ export async function setKeyLimits(db: Database, id: string, changes: KeyLimitCh
           RETURNING ${keyColumns("k")}, a.name AS account_name`,
     params,
   );
+  if (assignments.length > 0) keysChanged();
   return rows[0] ? toKeyInfo(rows[0]) : null;
 }
 
@@ -248,6 +251,7 @@ export async function revokeKey(db: Database, id: string, scope: { accountId?: s
     "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 AND ($2::text IS NULL OR account_id = $2::text) RETURNING id",
     [id, scope.accountId ?? null],
   );
+  keysChanged();
   return rows.length > 0;
 }
 
@@ -266,6 +270,11 @@ export async function countActiveKeys(db: Database): Promise<number> {
  * account is disabled. Callers turn null into one uniform 401, so nobody can probe which it was.
  */
 export async function authenticate(db: Database, bearerToken: string): Promise<Principal | null> {
+  return (await lookUpKey(db, bearerToken))?.principal ?? null;
+}
+
+/** authenticate(), with when the key expires: what key-cache.ts needs to remember it. */
+export async function lookUpKey(db: Database, bearerToken: string): Promise<CachedKey<Principal> | null> {
   if (!looksLikeApiKey(bearerToken)) return null;
   const presentedHash = hashApiKey(bearerToken);
   const rows = await db.query<PrincipalRow>(`${PRINCIPAL_SELECT} WHERE k.secret_hash = $1`, [presentedHash]);
@@ -280,7 +289,7 @@ export async function authenticate(db: Database, bearerToken: string): Promise<P
       [row.key_id],
     );
   }
-  return toPrincipal(row);
+  return { principal: toPrincipal(row), expiresAt: row.expires_at === null ? null : new Date(row.expires_at).getTime() };
 }
 
 /**
@@ -306,10 +315,11 @@ interface PrincipalRow {
   manage_deployments: boolean;
   usable: boolean;
   touch_due: boolean;
+  expires_at: Date | string | null;
 }
 
 const PRINCIPAL_SELECT = `SELECT k.id AS key_id, k.secret_hash, a.id AS account_id, a.name AS account_name, k.allowed_models,
-            k.rpm_limit, k.tpm_limit, k.budget_usd, k.manage_keys, k.manage_deployments,
+            k.rpm_limit, k.tpm_limit, k.budget_usd, k.manage_keys, k.manage_deployments, k.expires_at,
             (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) AND NOT a.disabled) AS usable,
             (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS touch_due
        FROM api_keys k JOIN accounts a ON a.id = k.account_id`;

@@ -7,7 +7,8 @@ import { ensureModels, findPulledModel } from "../catalog/pull.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
 import { loadSettings, type Settings } from "../config/settings.js";
-import { authenticate, countActiveKeys, createKey, findOrCreateAccount, principalOfKey } from "../accounts/store.js";
+import { lookUpKey, countActiveKeys, createKey, findOrCreateAccount, principalOfKey } from "../accounts/store.js";
+import { cachedKeyLookup } from "../accounts/key-cache.js";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
 import { adminRoutes } from "../http/routes/admin.js";
 import { createMetrics } from "../observability/metrics.js";
@@ -153,7 +154,7 @@ function buildServerApp(settings: Settings, { db, registry, limits, inFlight, me
     responses: createResponseStore(db, settings.storedObjects),
     completions: createCompletionStore(db, settings.storedObjects),
     limits,
-    authenticate: batches.lineCallers.authenticate((token) => authenticate(db, token)),
+    authenticate: batches.lineCallers.authenticate(cachedKeyLookup((token) => lookUpKey(db, token), { ttlMs: settings.keyCacheMs })),
     bodyLimit: settings.bodyLimit,
     connections: {
       requestTimeoutMs: settings.requestTimeoutMs,

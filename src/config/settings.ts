@@ -27,6 +27,8 @@ const settingsSchema = z.object({
   flexMaxWaitMs: z.coerce.number().int().min(0),
   /** How long a request may hold a sequence without progress (paused or stuck) before it is ended (ms). */
   stallTimeoutMs: z.coerce.number().int().min(100),
+  /** How long an accepted key is remembered without a lookup (ms; 0: looked up every request). See accounts/key-cache.ts. */
+  keyCacheMs: z.coerce.number().int().min(0).max(60_000),
   /** Unsent bytes a streamed response may buffer before its generation pauses (at least Node's 16 KiB write buffer). */
   streamBufferBytes: z.coerce.number().int().min(16 * 1024),
   /** How long a streamed response may stay paused on a full buffer before it is ended (ms). */
@@ -114,6 +116,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     maxContext: env.SWITCHYARD_MAX_CONTEXT ?? 8192,
     flexMaxWaitMs: env.SWITCHYARD_FLEX_MAX_WAIT_MS ?? 10 * 60 * 1000,
     stallTimeoutMs: env.SWITCHYARD_STALL_TIMEOUT_MS ?? 120_000,
+    keyCacheMs: env.SWITCHYARD_KEY_CACHE_MS ?? 1000,
     streamBufferBytes: env.SWITCHYARD_STREAM_BUFFER_BYTES ?? 64 * 1024,
     streamPauseTimeoutMs: env.SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS ?? 60_000,
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),

@@ -1,0 +1,77 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { cachedKeyLookup } from "../../src/accounts/key-cache.js";
+import { createKey, lookUpKey, revokeKey, setAccountDisabled, setKeyLimits } from "../../src/accounts/store.js";
+import { forEachDatabase } from "../helpers/databases.js";
+
+forEachDatabase("the accepted-key cache", ({ db }) => {
+  /** The cache over the real store, counting the lookups that reach the database; the clock is ours to move. */
+  const cache = (ttlMs: number) => {
+    let lookups = 0;
+    let clock = Date.now();
+    const authenticate = cachedKeyLookup(
+      (token) => {
+        lookups++;
+        return lookUpKey(db, token);
+      },
+      { ttlMs, now: () => clock },
+    );
+    return { authenticate, lookups: () => lookups, advance: (ms: number) => (clock += ms) };
+  };
+
+  test("an accepted key is looked up once per period, and not at all with the cache off", async () => {
+    const { key } = await createKey(db, { account: "cache-a" });
+    const on = cache(1000);
+    assert.equal((await on.authenticate(key))?.accountName, "cache-a");
+    assert.equal((await on.authenticate(key))?.accountName, "cache-a");
+    assert.equal(on.lookups(), 1);
+    on.advance(1001);
+    await on.authenticate(key);
+    assert.equal(on.lookups(), 2);
+    const off = cache(0);
+    await off.authenticate(key);
+    await off.authenticate(key);
+    assert.equal(off.lookups(), 2);
+  });
+
+  test("a revoked key, a disabled account and new limits take effect at once, within the period", async () => {
+    const { key, id } = await createKey(db, { account: "cache-b" });
+    const other = await createKey(db, { account: "cache-c" });
+    const c = cache(60_000);
+    assert.ok(await c.authenticate(key));
+    assert.ok(await c.authenticate(other.key));
+    await setKeyLimits(db, other.id, { requestsPerMinute: 7 });
+    assert.equal((await c.authenticate(other.key))?.limits.requestsPerMinute, 7);
+    assert.equal(await revokeKey(db, id), true);
+    assert.equal(await c.authenticate(key), null);
+    await setAccountDisabled(db, "cache-c", true);
+    assert.equal(await c.authenticate(other.key), null);
+  });
+
+  test("unknown and refused keys are never remembered: a key refused once is looked up again", async () => {
+    const c = cache(60_000);
+    const unknown = "sk-sy-" + "x".repeat(43);
+    assert.equal(await c.authenticate(unknown), null);
+    assert.equal(await c.authenticate(unknown), null);
+    assert.equal(c.lookups(), 2);
+  });
+
+  test("a key's own expiry ends its entry, whatever the period", async () => {
+    const { key } = await createKey(db, { account: "cache-d", expiresAt: new Date(Date.now() + 1500) });
+    const c = cache(60_000);
+    assert.ok(await c.authenticate(key));
+    await new Promise((resolve) => setTimeout(resolve, 1600));
+    c.advance(1600);
+    assert.equal(await c.authenticate(key), null);
+  });
+
+  test("a change written by another process (no notice to this one) is seen once the period ends", async () => {
+    const { key, id } = await createKey(db, { account: "cache-e" });
+    const c = cache(1000);
+    assert.ok(await c.authenticate(key));
+    await db.query("UPDATE api_keys SET revoked_at = now() WHERE id = $1", [id]);
+    assert.ok(await c.authenticate(key), "within the period the entry stands");
+    c.advance(1001);
+    assert.equal(await c.authenticate(key), null);
+  });
+});

@@ -18,7 +18,7 @@ import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario
 import { compareEmbeddings } from "./embeddings.js";
 import { cpuDescription, cpuVariant, runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
-const TARGETS = "switchyard,switchyard-priority-itl-100,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-f16,llama-cpp-python";
+const TARGETS = "switchyard,switchyard-priority-itl-100,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-our-binaries,llama-server-f16,llama-cpp-python";
 const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")
@@ -72,6 +72,7 @@ const APPLIES: Record<string, string[]> = {
   "switchyard-no-prefix-cache": ["multiturn"],
   "llama-server": ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn"],
   "llama-server-f16": ["random-c16", "random-c1"],
+  "llama-server-our-binaries": ["random-c16", "random-c1", "openai-c16", "multiturn"],
   "llama-cpp-python": ["random-c16", "random-c1"],
 };
 
@@ -94,6 +95,7 @@ const starters: Record<string, () => Promise<RunningTarget | null>> = {
   "switchyard-no-prefix-cache": () => startSwitchyard(peer, "switchyard-no-prefix-cache", { SWITCHYARD_PREFIX_CACHE: "0" }),
   "llama-server": () => startLlamaServer(peer),
   "llama-server-f16": () => startLlamaServer({ ...peer, modelPath: f16Path }, "llama-server-f16"),
+  "llama-server-our-binaries": () => startLlamaServer(peer, "llama-server-our-binaries", [], { ourBinaries: true }),
   "llama-cpp-python": () => startLlamaCppPython({ ...peer, parallel: 1 }),
 };
 
@@ -167,6 +169,10 @@ const ratios = {
   "c16 out tok/s vs llama-server (target >= 1.2)": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("llama-server", C16_NAME)),
   "F16, both: c16 out tok/s vs llama-server": ratio(tokensPerS("switchyard-f16", C16_NAME), tokensPerS("llama-server-f16", C16_NAME)),
   "c16 out tok/s, best format each: ours vs llama-server (target >= 1.2)": ratio(best("switchyard", C16_NAME), best("llama-server", C16_NAME)),
+  "same binaries (llama-server on node-llama-cpp's libraries): c16 out tok/s": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("llama-server-our-binaries", C16_NAME)),
+  "same binaries: c1 out tok/s": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("llama-server-our-binaries", C1_NAME)),
+  "same binaries: OpenAI sampling c16 out tok/s": ratio(tokensPerS("switchyard", "openai sampling c16"), tokensPerS("llama-server-our-binaries", "openai sampling c16")),
+  "same binaries: multiturn TTFT turns 2+": ratio(ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("llama-server-our-binaries", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
   "c16 TTFT p50 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.ttftMs.p50, peerOf(C16_NAME)?.ttftMs.p50),
   "c16 ITL p99 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.itlMs.p99, peerOf(C16_NAME)?.itlMs.p99),
   "c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("llama-server", C1_NAME)),

@@ -4,6 +4,8 @@
  *  - `batch-256`: one request with 256 short inputs, several times over (inputs/s);
  *  - `c16-single`: 16 clients, each sending single-input requests back to back (inputs/s);
  *  - `single`: one client, one short input a request (mean and p50 latency).
+ * llama-server runs twice: as built here, and on node-llama-cpp's prebuilt libraries (the files our
+ * engine loads), which leaves the compilers out of the comparison.
  */
 import { execFileSync } from "node:child_process";
 import { cpuVariant, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
@@ -70,6 +72,7 @@ export async function compareEmbeddings(options: { threads: number; port: number
   const starters: Array<[string, () => Promise<RunningTarget | null>]> = [
     ["switchyard", () => startSwitchyard(peer, "switchyard")],
     ["llama-server", () => startLlamaServer(peer, "llama-server", ["--embeddings", "--pooling", "mean"])],
+    ["llama-server-our-binaries", () => startLlamaServer(peer, "llama-server-our-binaries", ["--embeddings", "--pooling", "mean"], { ourBinaries: true })],
   ];
   const results: EmbeddingScenarioResult[] = [];
   const variants: Record<string, string | null> = {};
@@ -97,6 +100,9 @@ export async function compareEmbeddings(options: { threads: number; port: number
     "embeddings, one request of 256 inputs: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "batch-256")?.inputsPerS, of("llama-server", "batch-256")?.inputsPerS),
     "embeddings, 16 concurrent single-input requests: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "c16-single")?.inputsPerS, of("llama-server", "c16-single")?.inputsPerS),
     "embeddings, one short input: mean latency vs llama-server (target <= 1)": ratio(of("switchyard", "single")?.latencyMs.mean, of("llama-server", "single")?.latencyMs.mean),
+    "embeddings, same binaries (llama-server on node-llama-cpp's libraries): 256 inputs": ratio(of("switchyard", "batch-256")?.inputsPerS, of("llama-server-our-binaries", "batch-256")?.inputsPerS),
+    "embeddings, same binaries: 16 concurrent single inputs": ratio(of("switchyard", "c16-single")?.inputsPerS, of("llama-server-our-binaries", "c16-single")?.inputsPerS),
+    "embeddings, same binaries: one short input, mean latency": ratio(of("switchyard", "single")?.latencyMs.mean, of("llama-server-our-binaries", "single")?.latencyMs.mean),
   };
   return { results, variants, skipped, ratios, modelPath: listed.path };
 }

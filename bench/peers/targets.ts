@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Target } from "../load/client-stream.js";
@@ -80,15 +80,18 @@ export async function startSwitchyard(options: PeerOptions, name = "switchyard",
 const PEER_FLAGS: string[] = [];
 /**
  * llama.cpp's llama-server from the release node-llama-cpp ships; null when it is not built (bench/peers/build-llama-server.sh).
- * `extraArgs`: e.g. `--embeddings --pooling mean` for an embedding model.
+ * `extraArgs`: e.g. `--embeddings --pooling mean` for an embedding model. `ourBinaries`: the same
+ * llama-server run on node-llama-cpp's prebuilt llama.cpp and ggml libraries, the very files our
+ * engine loads (see `onOurBinaries`), so the two servers differ only in what is around the kernels.
  */
-export async function startLlamaServer(options: PeerOptions, name = "llama-server", extraArgs: string[] = []): Promise<RunningTarget | null> {
-  const binary = builtPeer("build-llama-server.sh");
-  if (!binary) return null;
+export async function startLlamaServer(options: PeerOptions, name = "llama-server", extraArgs: string[] = [], { ourBinaries = false } = {}): Promise<RunningTarget | null> {
+  const built = builtPeer("build-llama-server.sh");
+  if (!built) return null;
+  const { binary, env } = ourBinaries ? onOurBinaries(built) : { binary: built, env: {} };
   const child = spawn(
     binary,
     ["-m", options.modelPath, ...PEER_FLAGS, "-t", String(options.threads), "-tb", String(options.threads), "-np", String(options.parallel), "-cb", "-c", String(options.parallel * options.contextPerSequence), "--port", String(options.port), "--host", "127.0.0.1", ...extraArgs],
-    { stdio: ["ignore", "pipe", "pipe"] },
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } },
   );
   let output = "";
   child.stdout!.on("data", (d: Buffer) => (output += d));
@@ -97,6 +100,38 @@ export async function startLlamaServer(options: PeerOptions, name = "llama-serve
   await waitHealthy(child, `${url}/health`, () => output);
   child.once("exit", (code, signal) => process.stderr.write(`${name} exited (${code ?? signal}):\n${output.slice(-2000)}\n`));
   return { target: { name, baseURL: `${url}/v1`, key: "none", model: options.modelId, pid: child.pid }, stop: () => kill(child) };
+}
+
+/**
+ * A directory beside the peer's build where its llama-server finds node-llama-cpp's prebuilt
+ * libllama, libggml, libggml-base and CPU variants under the names it was linked against (the
+ * same llama.cpp release, so the same ABI), and only its own server code. Measured here
+ * (2026-11-26, zen4): the peer's own GCC 12 build ran all-MiniLM-L6-v2's F32 matrix products
+ * (tinyBLAS, the same kernel) 1.8x faster than node-llama-cpp's GCC 11 build, on one thread; this
+ * is how a comparison of servers leaves the compilers out.
+ */
+function onOurBinaries(peerBinary: string): { binary: string; env: NodeJS.ProcessEnv } {
+  const peerDir = join(peerBinary, "..");
+  const ours = prebuiltLibraryDir();
+  const dir = join(peerDir, "..", "..", "on-node-llama-cpp-binaries");
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  // The server's own code, copied: the loader looks for CPU variants beside the executable.
+  for (const [file, as] of [["llama-server", "llama-server"], ["libllama-server-impl.so", "libllama-server-impl.so"], ["libllama-common.so", "libllama-common.so.0"], ["libmtmd.so", "libmtmd.so.0"]]) {
+    copyFileSync(join(peerDir, file!), join(dir, as!));
+  }
+  const link = (file: string, ...names: string[]) => names.forEach((n) => symlinkSync(join(ours, file), join(dir, n)));
+  link("libllama.v0.5.0.so", "libllama.so.0", "libllama.v0.5.0.so");
+  link("libggml.v0.5.0.so", "libggml.so.0", "libggml.v0.5.0.so");
+  link("libggml-base.so", "libggml-base.so.0", "libggml-base.so");
+  for (const variant of readdirSync(ours).filter((f) => /^libggml-cpu-.*\.so$/.test(f))) link(variant, variant);
+  return { binary: join(dir, "llama-server"), env: { LD_LIBRARY_PATH: dir } };
+}
+
+/** Where node-llama-cpp keeps the prebuilt libraries our engine loads. */
+function prebuiltLibraryDir(): string {
+  const platform = `${process.platform}-${process.arch}`;
+  return join(ROOT, "node_modules", "@node-llama-cpp", platform, "bins", platform);
 }
 
 /**

@@ -24,14 +24,16 @@ const opts = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama-server threads", "2")
   .option("--quick", "a quarter of the requests (a smoke run)")
+  .option("--input-tokens <n>", "prompt length: a short prompt keeps llama-server's prefill, and its noise, small beside what the gateway adds", "128")
+  .option("--requests <n>", "c1 requests per target", "32")
   .option("--pin", "llama-server (use --threads 1) on CPU 0, the gateway and this load generator on CPU 1 (Linux taskset): the gateway then has a core of its own")
   .option("--out <file>", "where the JSON goes", `bench/results/upstream-overhead-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
   .parse()
-  .opts<{ model: string; threads: string; quick?: boolean; pin?: boolean; out: string }>();
+  .opts<{ model: string; threads: string; inputTokens: string; requests: string; quick?: boolean; pin?: boolean; out: string }>();
 const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
-const C1_REQUESTS = scale(32);
+const C1_REQUESTS = scale(Number(opts.requests));
 const C16_ROUNDS = scale(4);
-const INPUT_TOKENS = 128;
+const INPUT_TOKENS = Number(opts.inputTokens);
 const OUTPUT_TOKENS = 64;
 
 const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; published_path: string | null }>).find((m) => m.id === opts.model);

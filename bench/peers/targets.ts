@@ -44,7 +44,9 @@ const ROOT = resolve(import.meta.dirname, "../..");
 export async function startSwitchyard(options: PeerOptions, name = "switchyard", env: NodeJS.ProcessEnv = {}): Promise<RunningTarget> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-bench-"));
   let output = "";
-  const child = spawn(process.execPath, [join(ROOT, "bin/switchyard.js"), "serve", "--port", String(options.port), "--data-dir", dataDir, "--models", options.modelId], {
+  // BENCH_SERVER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof": profiles the server under the load (NODE_OPTIONS refuses --cpu-prof).
+  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, "bin/switchyard.js"), "serve", "--port", String(options.port), "--data-dir", dataDir, "--models", options.modelId], {
     env: {
       ...process.env,
       SWITCHYARD_THREADS: String(options.threads),

@@ -75,3 +75,31 @@ forEachDatabase("the accepted-key cache", ({ db }) => {
     assert.equal(await c.authenticate(key), null);
   });
 });
+
+forEachDatabase("the accepted-key cache, in steady use", ({ db }) => {
+  test("a key used more often than the period is confirmed in the background and never waits; a revocation seen there ends it", async () => {
+    const { key, id } = await createKey(db, { account: "cache-f" });
+    let lookups = 0;
+    let clock = Date.now();
+    let release: (() => void) | undefined;
+    const authenticate = cachedKeyLookup(
+      async (token) => {
+        lookups++;
+        if (lookups === 2) await new Promise<void>((resolve) => (release = resolve)); // a slow database, once
+        return lookUpKey(db, token);
+      },
+      { ttlMs: 1000, now: () => clock },
+    );
+    assert.ok(await authenticate(key));
+    clock += 600; // past half the period: answered from the entry, a lookup starts beside it
+    assert.equal((await authenticate(key))?.accountName, "cache-f");
+    assert.equal(lookups, 2);
+    clock += 100;
+    assert.ok(await authenticate(key), "one background lookup at a time, and the entry still answers");
+    assert.equal(lookups, 2);
+    await db.query("UPDATE api_keys SET revoked_at = now() WHERE id = $1", [id]);
+    release!();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(await authenticate(key), null, "the background lookup found it revoked");
+  });
+});

@@ -17,11 +17,15 @@ import { shutdownSignalOf } from "./drain.js";
  */
 export function abortOnDisconnect(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
-  reply.raw.on("close", () => {
+  const shutdown = shutdownSignalOf(reply.request);
+  const onShutdown = () => controller.abort(shutdown!.reason);
+  shutdown?.addEventListener("abort", onShutdown, { once: true });
+  reply.raw.once("close", () => {
+    // The server-wide signal outlives every request: left on it, this listener would keep the
+    // request's controller, and all that listens on it (its engine request, its vectors), forever.
+    shutdown?.removeEventListener("abort", onShutdown);
     if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
   });
-  const shutdown = shutdownSignalOf(reply.request);
-  shutdown?.addEventListener("abort", () => controller.abort(shutdown.reason), { once: true });
   return controller.signal;
 }
 

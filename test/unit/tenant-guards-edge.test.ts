@@ -2,10 +2,12 @@ import assert from "node:assert/strict";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { getEventListeners } from "node:events";
 import { describe, test } from "node:test";
 import Fastify from "fastify";
 import { makePrivate } from "../../src/config/data-dir-permissions.js";
-import { createDrain } from "../../src/http/drain.js";
+import { createDrain, shutdownSignalOf } from "../../src/http/drain.js";
+import { abortOnDisconnect } from "../../src/http/runs.js";
 import { findIllFormedText, installJsonBodyParser, installPathParamCheck } from "../../src/http/edge-input.js";
 import { installErrorHandlers } from "../../src/http/errors.js";
 
@@ -102,6 +104,23 @@ describe("drain (issue 20 item 9)", () => {
     assert.equal(refused.json().error.code, "server_shutting_down");
     assert.equal(refused.headers["retry-after"], "5");
     assert.deepEqual((await server.inject({ url: "/health" })).json(), { status: "draining" });
+    await server.close();
+  });
+
+  test("a finished request leaves no listener on the server-wide shutdown signal (each one used to stay, holding its request's state)", async () => {
+    const drain = createDrain();
+    const server = Fastify();
+    installErrorHandlers(server);
+    drain.install(server);
+    let shutdown: AbortSignal | undefined;
+    server.get("/work", async (request, reply) => {
+      shutdown = shutdownSignalOf(request);
+      abortOnDisconnect(reply);
+      return { ok: true };
+    });
+    for (let i = 0; i < 20; i++) assert.equal((await server.inject({ url: "/work" })).statusCode, 200);
+    assert.ok(shutdown);
+    assert.equal(getEventListeners(shutdown, "abort").length, 0);
     await server.close();
   });
 });

@@ -54,10 +54,25 @@ describe("the Files and Batch APIs through the official client, on the real mode
 
   test("an account reads one upload at a time (its cap here): a second is a 429 while another account's goes through; a dropped upload frees its slot", async () => {
     const url = new URL(`${server.baseURL}/files`);
-    const held = request({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { authorization: `Bearer ${server.key}`, "content-type": "multipart/form-data; boundary=x", "content-length": 1_000_000 } });
-    held.on("error", () => {});
-    held.write("--x\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n");
+    // An upload that never finishes. It races the probes below for the account's one slot: when a
+    // probe wins (the held request is then answered 429), it is sent again.
+    const holdUpload = () => {
+      const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { authorization: `Bearer ${server.key}`, "content-type": "multipart/form-data; boundary=x", "content-length": 1_000_000 } });
+      const state = { req, answered: false };
+      req.on("error", () => {});
+      req.on("response", (response) => {
+        state.answered = true;
+        response.resume();
+      });
+      req.write("--x\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n");
+      return state;
+    };
+    let held = holdUpload();
     const refused = await waitFor(async () => {
+      if (held.answered) {
+        held = holdUpload();
+        return undefined;
+      }
       try {
         await upload(client, [chatLine("second", "Hi")]);
         return undefined;
@@ -68,7 +83,7 @@ describe("the Files and Batch APIs through the official client, on the real mode
     assert.ok(refused instanceof OpenAI.RateLimitError, String(refused));
     assert.equal(refused.code, "too_many_uploads");
     assert.match((await upload(stranger, [chatLine("theirs", "Hi")])).id, /^file-/, "another account's upload is not held up");
-    held.destroy();
+    held.req.destroy();
     const after = await waitFor(async () => upload(client, [chatLine("third", "Hi")]).catch(() => undefined), 60_000);
     assert.match(after.id, /^file-/, "the dropped upload's slot is free again");
   });

@@ -93,7 +93,7 @@ export async function admit(deps: AdmissionDeps, caller: Caller, input: ChatInpu
   return { model, tier: held.tier, prices, output, prompts, choicesPerPrompt, maxTokens, lease: held.lease!, durable };
 }
 
-export interface Reserving {
+interface Reserving {
   model: string;
   prices: TokenPrices;
   maxCompletionTokens: number;

@@ -91,3 +91,29 @@ test("while priority work runs elsewhere, lower tiers' batches start at most onc
   runner.releaseNext();
   await Promise.all([free, again]);
 });
+
+test("while priority work runs elsewhere, a batch holds few of lower tiers' tokens (a longer input runs alone); otherwise a full batch", async () => {
+  const runner = heldRunner(1);
+  let priorityElsewhere = true;
+  const queue = new EmbeddingQueue({ batchTokens: 10, batchSequences: 8, maxWaiting: 100, dimensions: 1, runners: [runner.run], giveWay: () => priorityElsewhere, lowerTierPaceMs: 0, lowerTierBatchTokens: 4 });
+  const small = queue.submit([input(1, 3), input(2, 3), input(3, 3)], "default");
+  const long = queue.submit([input(4, 6)], "flex");
+  await settle();
+  assert.deepEqual(runner.batches, [[1]], "3 tokens, and 3 more would pass the cap of 4");
+  for (const expected of [[2], [3], [4]]) {
+    runner.releaseNext();
+    await settle();
+    assert.deepEqual(runner.batches.at(-1), expected);
+  }
+  runner.releaseNext();
+  await Promise.all([small, long]);
+  priorityElsewhere = false;
+  const hold = queue.submit([input(9, 10)], "default"); // occupies the runner
+  const full = queue.submit([input(5, 3), input(6, 3), input(7, 3)], "default");
+  await settle();
+  runner.releaseNext();
+  await settle();
+  assert.deepEqual(runner.batches.at(-1), [5, 6, 7], "no priority work elsewhere: the whole batch");
+  runner.releaseNext();
+  await Promise.all([hold, full]);
+});

@@ -43,10 +43,18 @@ export interface EmbeddingQueueOptions {
   giveWay?: () => boolean;
   /** The pace, if not LOWER_TIER_PACE_MS. */
   lowerTierPaceMs?: number;
+  /** Lower tiers' tokens in one batch while priority work runs elsewhere, if not LOWER_TIER_BATCH_TOKENS. */
+  lowerTierBatchTokens?: number;
 }
 
 /** While priority work runs elsewhere on these cores, lower tiers' batches start at most this often. */
 export const LOWER_TIER_PACE_MS = 250;
+/**
+ * ... and hold at most this many of their tokens (one input longer than that still runs, alone):
+ * a priority chat step then waits for a short batch, not a full one. A batch's time grows with its
+ * tokens; 128 is a quarter of a full 512-token batch.
+ */
+export const LOWER_TIER_BATCH_TOKENS = 128;
 
 /**
  * Inputs waiting for the runners, one FIFO per tier. Whenever a runner is free, its next batch is
@@ -138,22 +146,28 @@ export class EmbeddingQueue {
   private nextBatch(): QueuedInput[] {
     const batch: QueuedInput[] = [];
     let tokens = 0;
-    const holdLower = performance.now() - this.lowerStartedAt < this.pace() && this.options.giveWay?.() === true;
+    let lowerTokens = 0;
+    const givingWay = this.options.giveWay?.() === true;
+    const holdLower = givingWay && performance.now() - this.lowerStartedAt < this.pace();
+    const lowerCap = givingWay ? (this.options.lowerTierBatchTokens ?? LOWER_TIER_BATCH_TOKENS) : Infinity;
     for (const tier of SERVICE_TIERS) {
       if (holdLower && tier !== "priority") break;
       const queue = this.waiting.get(tier)!;
       for (let i = 0; i < queue.length && batch.length < this.options.batchSequences; ) {
         const input = queue[i]!;
+        const length = input.tokens.length;
+        const lower = tier !== "priority";
         if (input.request.settled) {
           queue.splice(i, 1); // its request was aborted or failed
-        } else if (tokens + input.tokens.length <= this.options.batchTokens) {
+        } else if (tokens + length <= this.options.batchTokens && (!lower || lowerTokens === 0 || lowerTokens + length <= lowerCap)) {
           batch.push(input);
-          tokens += input.tokens.length;
+          tokens += length;
+          if (lower) lowerTokens += length;
           queue.splice(i, 1);
         } else i++;
       }
     }
-    if (batch.some((input) => input.tier !== "priority")) this.lowerStartedAt = performance.now();
+    if (lowerTokens > 0) this.lowerStartedAt = performance.now();
     return batch;
   }
 

@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { generateApiKey, hashApiKey } from "../../src/accounts/api-key.js";
+import { authenticate, countActiveKeys } from "../../src/accounts/principals.js";
 import {
-  authenticate,
-  countActiveKeys,
   createAccount,
   createKey,
   findOrCreateAccount,

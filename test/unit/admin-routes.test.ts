@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import type { FastifyInstance } from "fastify";
-import { authenticate } from "../../src/accounts/store.js";
+import { authenticate } from "../../src/accounts/principals.js";
 import { generateAdminToken } from "../../src/accounts/local-server.js";
 import { startAdminServer } from "../helpers/admin-server.js";
 import { forEachDatabase } from "../helpers/databases.js";

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { cachedKeyLookup } from "../../src/accounts/key-cache.js";
-import { createKey, lookUpKey, revokeKey, setAccountDisabled, setKeyLimits } from "../../src/accounts/store.js";
+import { lookUpKey } from "../../src/accounts/principals.js";
+import { createKey, revokeKey, setAccountDisabled, setKeyLimits } from "../../src/accounts/store.js";
 import { forEachDatabase } from "../helpers/databases.js";
 
 forEachDatabase("the accepted-key cache", ({ db }) => {

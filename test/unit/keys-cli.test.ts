@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { after, afterEach, before, beforeEach, describe, test } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { generateAdminToken, removeServerFile, serverFilePath, writeServerFile } from "../../src/accounts/local-server.js";
-import { authenticate } from "../../src/accounts/store.js";
+import { authenticate } from "../../src/accounts/principals.js";
 import { keysCommand } from "../../src/cli/keys.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";

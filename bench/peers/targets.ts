@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { PREBUILT_FILES, prebuiltLibraryDir } from "../../src/engine/native/llama-lib.js";
 import type { Target } from "../load/client-stream.js";
 
 /** A server started for the benchmark, on the same GGUF file and thread count as the others. */
@@ -123,18 +124,13 @@ function onOurBinaries(peerBinary: string): { binary: string; env: NodeJS.Proces
     copyFileSync(join(peerDir, file!), join(dir, as!));
   }
   const link = (file: string, ...names: string[]) => names.forEach((n) => symlinkSync(join(ours, file), join(dir, n)));
-  link("libllama.v0.5.0.so", "libllama.so.0", "libllama.v0.5.0.so");
-  link("libggml.v0.5.0.so", "libggml.so.0", "libggml.v0.5.0.so");
-  link("libggml-base.so", "libggml-base.so.0", "libggml-base.so");
+  link(PREBUILT_FILES.llama, "libllama.so.0", PREBUILT_FILES.llama);
+  link(PREBUILT_FILES.ggml, "libggml.so.0", PREBUILT_FILES.ggml);
+  link(PREBUILT_FILES.ggmlBase, "libggml-base.so.0", PREBUILT_FILES.ggmlBase);
   for (const variant of readdirSync(ours).filter((f) => /^libggml-cpu-.*\.so$/.test(f))) link(variant, variant);
   return { binary: join(dir, "llama-server"), env: { LD_LIBRARY_PATH: dir } };
 }
 
-/** Where node-llama-cpp keeps the prebuilt libraries our engine loads. */
-function prebuiltLibraryDir(): string {
-  const platform = `${process.platform}-${process.arch}`;
-  return join(ROOT, "node_modules", "@node-llama-cpp", platform, "bins", platform);
-}
 
 /**
  * llama.cpp's own `llama-batched-bench`: `sequences` sequences of `prompt` tokens each, then

@@ -165,6 +165,9 @@ const DECLARATIONS = [
 ];
 
 /** Where node-llama-cpp's prebuilt package for this platform keeps llama.cpp's shared libraries. */
+/** The file names node-llama-cpp gives the two libraries this binding loads (the rest load by their own names). */
+export const PREBUILT_FILES = { llama: `libllama.${CHECKED_LLAMA_RELEASE}.so`, ggml: `libggml.${CHECKED_LLAMA_RELEASE}.so`, ggmlBase: "libggml-base.so" } as const;
+
 export function prebuiltLibraryDir(): string {
   const platform = `${process.platform}-${process.arch}`;
   return join(packageDir(`@node-llama-cpp/${platform}`), "bins", platform);
@@ -205,8 +208,8 @@ export function openLlamaLibrary(libraryDir = prebuiltLibraryDir(), { quietLogs:
   checkVersions(libraryDir);
   // Grammar parsing and graph building recurse; koffi's default 2 MiB call stack is too tight for them.
   koffi.config({ ...koffi.config(), sync_stack_size: 16 * 1024 * 1024 });
-  const ggml = koffi.load(join(libraryDir, "libggml.v0.5.0.so"));
-  const llama = koffi.load(join(libraryDir, "libllama.v0.5.0.so"));
+  const ggml = koffi.load(join(libraryDir, PREBUILT_FILES.ggml));
+  const llama = koffi.load(join(libraryDir, PREBUILT_FILES.llama));
   const table: Record<string, unknown> = { libraryDir };
   for (const declaration of DECLARATIONS) {
     const fn = llama.func(declaration);

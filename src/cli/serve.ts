@@ -111,7 +111,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     ...settings.deployments,
   });
   const drain = createDrain();
-  const batches = startBatches({ db, registry, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log, limits: settings.batchLimits, windowSeconds: settings.batchWindowSeconds });
+  const batches = startBatches({ db, registry, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log, limits: settings.batchLimits, principalOf: (keyId) => principalOfKey(db, keyId), windowSeconds: settings.batchWindowSeconds });
   const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches });
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
@@ -124,7 +124,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   // Deployments this server (or a dead one) ran come back; their instances load beside the public models.
   await deployments.start();
   // Batches this server (or a dead one) was running resume; their lines run on spare capacity.
-  batches.run(app, (keyId) => principalOfKey(db, keyId));
+  batches.run(app);
 
   stopOnSignals(settings, dataDir, lock, { app, drain, deployments, registry, inFlight, ownership, limits, db, batches });
 

@@ -4,7 +4,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastif
 import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
-import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
+import { installAuth, loggableUrl, type ApiCaller, type Authenticate } from "./auth.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { frameworkErrors, installErrorHandlers } from "./errors.js";
 import { installJsonBodyParser, installPathParamCheck } from "./edge-input.js";
@@ -68,7 +68,13 @@ export interface AppDeps {
   deployments?: DeploymentService;
   logger?: FastifyServerOptions["logger"];
   /** The Files and Batch APIs (`/v1/files`, `/v1/batches`); absent: not served. */
-  batches?: { service: BatchService; files: FileStore; limits: BatchLimits };
+  batches?: {
+    service: BatchService;
+    files: FileStore;
+    limits: BatchLimits;
+    /** The bearer token that carries a batch line to the server process running its deployment. */
+    passFor(caller: ApiCaller): Promise<string | null>;
+  };
 }
 
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 60_000, maxUnauthenticatedPerIp: 64, streamBufferBytes: 64 * 1024, streamPauseTimeoutMs: 60_000 };
@@ -102,7 +108,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
           void api.register(async (generation) => {
             // A deployment another server process runs is answered by that process.
             const deployments = deps.deployments;
-            if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model));
+            if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model), deps.batches?.passFor);
             const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
             chatRoutes(generation, deps.chat, streams, deps.completions);
             completionsRoutes(generation, deps.chat, streams);

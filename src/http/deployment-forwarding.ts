@@ -16,6 +16,9 @@ import { abortOnDisconnect } from "./runs.js";
 /** The URL of the server process to send a request for `model` to; null when this one answers. */
 export type LocateDeployment = (caller: ApiCaller, model: string) => Promise<string | null>;
 
+/** A batch line's own bearer token for the owner (its line tokens exist only in this process); null: the caller's headers as they came. */
+export type LinePassFor = (caller: ApiCaller) => Promise<string | null>;
+
 /** Marks a forwarded request: the process receiving it answers it itself, never forwards it again. */
 export const FORWARDED_HEADER = "x-switchyard-forwarded";
 
@@ -27,26 +30,35 @@ const HOP_HEADERS = new Set(["connection", "keep-alive", "proxy-connection", "pr
  * It runs as a preHandler: after authentication, and only for the caller's own deployment (the
  * lookup says so), so another account's request is answered here, with the usual 404.
  */
-export function installDeploymentForwarding(app: FastifyInstance, locate: LocateDeployment): void {
+export function installDeploymentForwarding(app: FastifyInstance, locate: LocateDeployment, linePassFor?: LinePassFor): void {
   const agent = new Agent({ keepAliveTimeout: 30_000, connect: { timeout: 5_000 } });
   app.addHook("onClose", async () => agent.close());
   app.addHook("preHandler", async (request, reply) => {
     if (request.method !== "POST" || request.headers[FORWARDED_HEADER] !== undefined) return;
     const model = (request.body as { model?: unknown } | undefined)?.model;
     if (typeof model !== "string") return;
-    const ownerUrl = await locate(callerOf(request), model);
+    const caller = callerOf(request);
+    const ownerUrl = await locate(caller, model);
     if (ownerUrl === null) return;
-    await forward(request, reply, ownerUrl, model, agent);
+    const linePass = (await linePassFor?.(caller)) ?? null;
+    await forward(request, reply, { ownerUrl, model, linePass }, agent);
   });
 }
 
-async function forward(request: FastifyRequest, reply: FastifyReply, ownerUrl: string, model: string, agent: Agent): Promise<void> {
+interface ForwardTarget {
+  ownerUrl: string;
+  model: string;
+  linePass: string | null;
+}
+
+async function forward(request: FastifyRequest, reply: FastifyReply, { ownerUrl, model, linePass }: ForwardTarget, agent: Agent): Promise<void> {
   let response: Dispatcher.ResponseData;
+  const credential = linePass === null ? {} : { authorization: `Bearer ${linePass}` };
   try {
     response = await send(new URL(request.url, ownerUrl), {
       method: "POST",
       dispatcher: agent,
-      headers: { ...passOn(request.headers), "content-type": "application/json", [FORWARDED_HEADER]: "1" },
+      headers: { ...passOn(request.headers), ...credential, "content-type": "application/json", [FORWARDED_HEADER]: "1" },
       // The parsed body again as JSON: the same values the caller sent.
       body: JSON.stringify(request.body),
       signal: abortOnDisconnect(reply),

@@ -316,6 +316,21 @@ export const migrations: Migration[] = [
     // Each save keeps the account's newest responses and drops expired ones (storage/stored-objects.ts).
     sql: `CREATE INDEX responses_account_created_idx ON responses (account_id, created_at);`,
   },
+  {
+    id: 15,
+    name: "one-time passes for batch lines sent to another server process",
+    // A batch line for a deployment that another process runs is forwarded there; this pass (its
+    // hash only) is how that process knows the line's key and batch (accounts/batch-line-passes.ts).
+    sql: `
+      CREATE TABLE batch_line_passes (
+        token_hash  text PRIMARY KEY,
+        key_id      text NOT NULL,
+        account_id  text NOT NULL,
+        batch_id    text NOT NULL,
+        expires_at  timestamptz NOT NULL
+      );
+    `,
+  },
 ];
 
 /**

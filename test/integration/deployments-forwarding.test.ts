@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
+import { resultLines, settled, upload } from "../helpers/batches.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
 import { api, waitForDeployment } from "../helpers/deployments.js";
 import { createKey, postChat, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
@@ -73,6 +74,27 @@ describe("a deployment called through another server sharing the database", () =
     assert.equal(completion.object, "text_completion");
     assert.deepEqual(await ledgerRows(completion.id), [{ model: modelId, status: "completed" }]);
     assert.equal(await ownRows(), 3, "three requests, three rows: the forwarding side wrote none");
+  });
+
+  test("a batch run by B whose lines name the deployment is answered by A, each line once, billed as a batch line", async () => {
+    const lines = ["first", "second"].map((customId) => JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/chat/completions", body: { model: modelId, messages: MESSAGES, max_tokens: 4 } }));
+    const input = await upload(client(b!, b!.key), lines);
+    const created = await client(b!, b!.key).batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const batch = await settled(client(b!, b!.key), created.id);
+    const results = await resultLines(client(b!, b!.key), batch.output_file_id);
+    assert.equal(batch.status, "completed", JSON.stringify({ errors: batch.errors, results }));
+    assert.deepEqual(results.map((r) => [r.custom_id, r.response?.status_code]).sort(), [["first", 200], ["second", 200]], JSON.stringify(results));
+    const rows = await database.db.query<{ model: string; service_tier: string; status: string }>("SELECT model, service_tier, status FROM usage_records WHERE batch_id = $1", [created.id]);
+    assert.deepEqual(rows, lines.map(() => ({ model: modelId, service_tier: "batch", status: "completed" })));
+    const passes = await database.db.query("SELECT 1 FROM batch_line_passes WHERE batch_id = $1", [created.id]);
+    assert.equal(passes.length, 0, "each line's pass was spent by the request it carried");
+  });
+
+  test("a forged or spent batch-line token is refused by the owner", async () => {
+    for (const token of ["sy-batch-" + "A".repeat(32), "sy-batch-short"]) {
+      const reply = await postChat(a!, { model: modelId, messages: MESSAGES, max_tokens: 4 }, { key: token, headers: { "x-switchyard-forwarded": "1" } });
+      assert.equal(reply.status, 401);
+    }
   });
 
   test("another account through B gets the 404 of a model that does not exist", async () => {

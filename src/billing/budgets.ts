@@ -36,12 +36,7 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
       // to check: one statement inserts its reservation (no transaction, no row lock); a key with one
       // is checked under its row lock.
       const values = [requestId, keyId, toText(amount), ttlSeconds];
-      const unchecked = await db.query(
-        `INSERT INTO budget_reservations (request_id, key_id, amount_usd, expires_at)
-         SELECT $1, id, $3::numeric, now() + make_interval(secs => $4) FROM api_keys WHERE id = $2 AND budget_usd IS NULL
-         RETURNING request_id`,
-        values,
-      );
+      const unchecked = await db.query(reservingUnbudgeted("$1", "$2", "$3", "$4"), values);
       if (unchecked.length === 0) {
         await db.transaction(async (tx) => {
           const keys = await tx.query<{ budget_usd: string | null; spent_usd: string }>(
@@ -77,6 +72,19 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
   };
 }
 
+/**
+ * The SQL that reserves `amount` for a request of a key without a budget: nothing to check, so one
+ * statement, no transaction, no row lock. It inserts nothing when the key has a budget (returning no
+ * row): that key is checked under its row lock instead (`reserve`). The arguments are the
+ * statement's placeholders for the request id, the key id, the amount and the reservation's
+ * lifetime in seconds.
+ */
+export function reservingUnbudgeted(requestId: string, keyId: string, amount: string, ttlSeconds: string): string {
+  return `INSERT INTO budget_reservations (request_id, key_id, amount_usd, expires_at)
+          SELECT ${requestId}, id, ${amount}::numeric, now() + make_interval(secs => ${ttlSeconds}) FROM api_keys WHERE id = ${keyId} AND budget_usd IS NULL
+          RETURNING request_id`;
+}
+
 /** Throws InsufficientQuota unless `amount` fits in what the key's budget has left. Runs under the key's row lock. */
 async function checkBudget(tx: Database, keyId: string, budgetUsd: string, spentUsd: string, amount: Decimal): Promise<void> {
   // A separate statement, after the lock: under READ COMMITTED it sees every reservation committed
@@ -99,25 +107,30 @@ async function checkBudget(tx: Database, keyId: string, budgetUsd: string, spent
 }
 
 /**
- * Turns a request's reservation into spend of `actualUsd`, never more than was reserved (that is
- * what kept concurrent requests from overshooting), and drops it. Charges only if the reservation
- * is still there, so a request is charged once even when both its own settle and a crash
- * reconciliation reach it. One statement, so atomic on its own or inside the caller's transaction:
- * a reserve checking the key's budget under its row lock sees the reservation and the spend both
+ * The SQL (a WITH list) that turns a request's reservation into spend of `actual`, never more than
+ * was reserved (that is what kept concurrent requests from overshooting), and drops it. It charges
+ * only if the reservation is still there, so a request is charged once even when both its own final
+ * row and a crash reconciliation reach it. Within one statement it is atomic with whatever the
+ * statement does besides (the usage ledger writes the request's final row in the same one): a
+ * reserve checking the key's budget under its row lock sees the reservation and the spend both
  * before it, or both after (the UPDATE waits for that lock; the DELETE is invisible until commit).
+ * With it go the key's reservations expired a day ago: expired ones no longer count (checkBudget),
+ * and are kept a day so that a request that outlived its reservation still finds it and is charged
+ * once. Swept here, after the response, not in reserve(), on the way to the first token.
+ * The arguments are the statement's placeholders for the request id, the key id and the amount.
  */
+export function chargingReservation(requestId: string, keyId: string, actual: string): string {
+  return `removed_reservation AS (
+       DELETE FROM budget_reservations WHERE request_id = ${requestId} OR (key_id = ${keyId} AND expires_at <= now() - interval '1 day')
+       RETURNING request_id, amount_usd),
+     charged_reservation AS (
+       UPDATE api_keys SET spent_usd = spent_usd + LEAST(${actual}::numeric, removed_reservation.amount_usd)
+         FROM removed_reservation WHERE api_keys.id = ${keyId} AND removed_reservation.request_id = ${requestId})`;
+}
+
+/** Charges a request's reservation with no ledger row to write (see chargingReservation). */
 export async function chargeReservation(db: Database, keyId: string, requestId: string, actualUsd: string): Promise<void> {
-  // With it go the key's reservations expired a day ago: expired ones no longer count (checkBudget),
-  // and are kept a day so that a request that outlived its reservation still finds it and is charged
-  // once. Swept here, after the response, not in reserve(), on the way to the first token.
-  await db.query(
-    `WITH removed AS (
-       DELETE FROM budget_reservations WHERE request_id = $1 OR (key_id = $2 AND expires_at <= now() - interval '1 day')
-       RETURNING request_id, amount_usd)
-     UPDATE api_keys SET spent_usd = spent_usd + LEAST($3::numeric, removed.amount_usd)
-       FROM removed WHERE api_keys.id = $2 AND removed.request_id = $1`,
-    [requestId, keyId, toText(parseNonNegative(actualUsd, "actualUsd"))],
-  );
+  await db.query(`WITH ${chargingReservation("$1", "$2", "$3")} SELECT 1`, [requestId, keyId, toText(parseNonNegative(actualUsd, "actualUsd"))]);
 }
 
 /** What a key may still spend: budget − spent − held by requests in flight, never below zero. Exact. */

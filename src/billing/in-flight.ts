@@ -9,7 +9,9 @@
  * writes. After a crash the row therefore bills at least what was delivered (at most one step
  * more), never less. recovery.ts closes a dead owner's rows.
  */
-import type { DeliveryGuard, InFlightLedger, InFlightStart } from "./ports.js";
+import type { DeliveryGuard, InFlightBegun, InFlightLedger, InFlightStart } from "./ports.js";
+import { DEFAULT_RESERVATION_TTL_SECONDS, reservingUnbudgeted } from "./budgets.js";
+import { parseNonNegative, toText } from "./decimal.js";
 import type { Database } from "../storage/database.js";
 
 export interface InFlightOptions {
@@ -75,23 +77,41 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
   };
 
   return {
-    async begin(start: InFlightStart): Promise<DeliveryGuard> {
+    async begin(start: InFlightStart): Promise<InFlightBegun> {
       // The row covers the first step from the start: the first tokens are delivered with no write
       // of their own on their way (the next step is written while they stream).
       const ahead = Math.min(start.maxCompletionTokens, step);
-      await db.query(
-        `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
-                                    completion_tokens, cost_usd, status, duration_ms, owner_id, prices, batch_id)
-         VALUES ($1, $2, $3, $4, $5, $6, 0, $7, 0, 'in_flight', 0, $8, $9, $10)`,
-        [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ahead, ownerId, JSON.stringify(start.prices), start.batchId ?? null],
-      );
+      const reserved = await writeRow(db, start, { ahead, ownerId, reservationTtlSeconds: DEFAULT_RESERVATION_TTL_SECONDS });
       const t: Tracked = { requestId: start.requestId, durable: ahead, wanted: ahead, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
-      return deliveryGuard(t, step, schedule, () => dirty.delete(t));
+      return { guard: deliveryGuard(t, step, schedule, () => dirty.delete(t)), reserved };
     },
     async drain() {
       while (flushing) await flushing;
     },
   };
+}
+
+const INSERT_ROW = `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
+                                              completion_tokens, cost_usd, status, duration_ms, owner_id, prices, batch_id)
+                   VALUES ($1, $2, $3, $4, $5, $6, 0, $7, 0, 'in_flight', 0, $8, $9, $10)`;
+
+/**
+ * Inserts the request's in-flight row and, when asked and its key has no budget, its reservation:
+ * one statement, so one commit on the way. Whether it reserved.
+ */
+async function writeRow(db: Database, start: InFlightStart, row: { ahead: number; ownerId: string; reservationTtlSeconds: number }): Promise<boolean> {
+  const values = [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, row.ahead, row.ownerId, JSON.stringify(start.prices), start.batchId ?? null];
+  if (start.reserveUsd === undefined) {
+    await db.query(INSERT_ROW, values);
+    return false;
+  }
+  const amount = toText(parseNonNegative(start.reserveUsd, "reserveUsd"));
+  const [result] = await db.query<{ reserved: number }>(
+    `WITH reserved AS (${reservingUnbudgeted("$1", "$3", "$11", "$12")}), written AS (${INSERT_ROW})
+     SELECT count(*)::int AS reserved FROM reserved`,
+    [...values, amount, row.reservationTtlSeconds],
+  );
+  return Number(result?.reserved) > 0;
 }
 
 /** Raises each row's completion count to at least what is to be delivered, in one statement for the batch. */

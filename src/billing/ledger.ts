@@ -8,6 +8,7 @@
 import type { UsageLedger, UsageRecord } from "./ports.js";
 import type { Database } from "../storage/database.js";
 import { parseMoney, parseNonNegative, toText } from "./decimal.js";
+import { chargingReservation } from "./budgets.js";
 import { USAGE_GROUP_BY, USAGE_STATUSES, toSafeInteger, type UsageGroupBy, type UsageReport, type UsageTotals } from "../protocol/usage.js";
 
 export interface UsageQuery {
@@ -26,14 +27,18 @@ export interface UsageQuery {
 /**
  * The ledger on a database. `record` writes a request's final row exactly once, however often it
  * is called: it inserts the row, or completes the request's `in_flight` row (in-flight.ts), and
- * leaves a row that is already final (one a crash reconciliation closed, say) as it is.
+ * leaves a row that is already final (one a crash reconciliation closed, say) as it is. In the same
+ * statement it charges the request's budget reservation with the row's cost (budgets.ts).
  */
 export function createUsageLedger(db: Database): UsageLedger {
   return {
     async record(record: UsageRecord): Promise<void> {
       const cost = toText(parseNonNegative(record.costUsd, "costUsd")); // exact text; never a float
+      // The request's budget reservation is charged in the same statement: the row and the key's
+      // spend change together or not at all.
       await db.query(
-        `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
+        `WITH ${chargingReservation("$1", "$3", "$9")}
+         INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
                                     completion_tokens, cost_usd, status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::numeric, $10, $11, $12, $13, $14, $15, $16, $17)
          ON CONFLICT (request_id) DO UPDATE

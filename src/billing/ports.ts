@@ -37,7 +37,11 @@ export interface UsageRecord {
 }
 
 export interface UsageLedger {
-  /** Idempotent per requestId: a second call for the same request changes nothing. */
+  /**
+   * Idempotent per requestId: a second call for the same request changes nothing. Charges the
+   * request's budget reservation with `costUsd` (at most what was reserved) in the same atomic
+   * write, so the row and the key's spend never disagree, a crash between them included.
+   */
   record(record: UsageRecord): Promise<void>;
   /**
    * A `completed` row whose answer never reached the client (storing the response failed after
@@ -61,6 +65,18 @@ export interface InFlightStart {
   maxCompletionTokens: number;
   /** The batch the request is a line of (a crash leaves such a row unbilled: the line runs again). */
   batchId?: string;
+  /**
+   * The request's worst-case cost, reserved in the same write as the row when the key has no
+   * budget (nothing there to check). Absent: the row alone.
+   */
+  reserveUsd?: string;
+}
+
+/** A begun in-flight row: its delivery guard, and whether the row's write reserved the budget too. */
+export interface InFlightBegun {
+  guard: DeliveryGuard;
+  /** False when nothing was to be reserved, or when the key has a budget: SpendBudgets.reserve checks it then. */
+  reserved: boolean;
 }
 
 /**
@@ -80,11 +96,14 @@ export interface DeliveryGuard {
 
 export interface InFlightLedger {
   /** Writes the request's row as `in_flight`, owned by this process, before it runs. */
-  begin(start: InFlightStart): Promise<DeliveryGuard>;
+  begin(start: InFlightStart): Promise<InFlightBegun>;
 }
 
 export interface BudgetReservation {
-  /** Turns the reservation into spend of `actualUsd` (at most the reserved amount) and frees the rest. */
+  /**
+   * Turns the reservation into spend of `actualUsd` (at most the reserved amount) and frees the rest,
+   * for a reservation that no ledger row settles: a request's own row does it (UsageLedger.record).
+   */
   settle(actualUsd: string): Promise<void>;
 }
 
@@ -92,7 +111,7 @@ export interface SpendBudgets {
   /**
    * Reserves the request's worst-case cost against the key's remaining budget, atomically, so
    * concurrent requests cannot overshoot it; a key without a budget reserves too, so its spend is
-   * counted when the reservation settles. Null only where nothing is metered. Throws
+   * counted when the reservation settles (with the request's ledger row). Null only where nothing is metered. Throws
    * InsufficientQuota (402) when the reservation does not fit.
    */
   reserve(request: { keyId: string; requestId: string; amountUsd: string }): Promise<BudgetReservation | null>;

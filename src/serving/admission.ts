@@ -12,7 +12,7 @@ import type { OutputConstraint, PromptOptions, ToolDefinition } from "../engine/
 import { CapacityUnavailable, InvalidRequest } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";
 import { requireServedModel } from "./served-model.js";
-import type { BudgetReservation, InFlightLedger, SpendBudgets } from "../billing/ports.js";
+import type { InFlightLedger, SpendBudgets } from "../billing/ports.js";
 import type { LimitLease, RequestLimits } from "../limits/ports.js";
 import type { RequestMeter } from "./request-meter.js";
 import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint, promptParam } from "./request-checks.js";
@@ -52,7 +52,6 @@ export interface Holdings {
   tier: ServiceTier;
   promptTokens: number;
   lease?: LimitLease;
-  reservation: BudgetReservation | null;
 }
 
 /** An admitted request: everything launching its generations and billing them needs. */
@@ -69,7 +68,7 @@ export interface Admission {
   /**
    * The request's in-flight row and budget reservation, written beside the launch for a key without
    * a budget (nothing there can refuse it), already written for one with a budget. No output goes
-   * out before it has settled (`beside`); `held.reservation` has it then.
+   * out before it has settled (`beside`). The request's final ledger row charges the reservation.
    */
   durable: Promise<void>;
 }
@@ -136,12 +135,17 @@ export async function beside<T>(durable: Promise<void>, start: () => Promise<T>,
   return started.value;
 }
 
-/** The in-flight row first, so a crash from here on is billed and its reservation released; then the reservation. */
+/**
+ * The in-flight row first, so a crash from here on is billed and its reservation released; then the
+ * reservation. A key without a budget reserves in the row's own write (nothing to check); one with
+ * a budget (or given one since its key was read) is checked by the budgets.
+ */
 async function holdBudget(deps: Pick<AdmissionDeps, "budgets" | "inFlight">, caller: Caller, meter: RequestMeter, held: Holdings, request: Reserving): Promise<void> {
   const { promptTokens, tier } = held;
   const worstCase = requestCost(request.prices, { promptTokens, cachedPromptTokens: 0, completionTokens: request.maxCompletionTokens });
-  await meter.begin(deps.inFlight, { serviceTier: tier, promptTokens, prices: request.prices, maxCompletionTokens: request.maxCompletionTokens });
-  held.reservation = await deps.budgets.reserve({ keyId: caller.keyId, requestId: meter.context.requestId, amountUsd: worstCase });
+  const reserveUsd = caller.limits.budgetUsd === null ? worstCase : undefined;
+  if (await meter.begin(deps.inFlight, { serviceTier: tier, promptTokens, prices: request.prices, maxCompletionTokens: request.maxCompletionTokens, reserveUsd })) return;
+  await deps.budgets.reserve({ keyId: caller.keyId, requestId: meter.context.requestId, amountUsd: worstCase });
 }
 
 /** Tool choice, schemas and response format decide the output's grammar and how tool calls are found. */

@@ -44,7 +44,7 @@ export function createChatService(deps: ChatServiceDeps): ChatService {
       const api = context.api ?? "chat.completions";
       const requestId = context.requestId ?? newRequestId(api);
       const meter = new RequestMeter(deps.ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api, batchId: caller.batchId });
-      const held: Holdings = { tier: "default", promptTokens: 0, reservation: null };
+      const held: Holdings = { tier: "default", promptTokens: 0 };
       try {
         const admission = await admit(deps, caller, input, meter, held);
         const launched = await beside(admission.durable, () => launch(admission, caller, input, signal, context.output), stopAll);
@@ -109,7 +109,7 @@ function eventPipeline(admission: Admission, launched: Launch, run: { input: Cha
   const promptTokens = prompts.reduce((sum, p) => sum + p.tokenCount, 0);
   observer.admitted(launched.queuedMs, promptTokens, cachedPromptTokens);
   const estimates = prompts.map((prompt, p) => ({ promptTokens: prompt.tokenCount, cachedTokens: launched.cachedByPrompt[p]! }));
-  const settle = settlement(meter, { tier, estimates, choicesPerPrompt: n, prices: admission.prices, lease: admission.lease, reservation: run.held.reservation });
+  const settle = settlement(meter, { tier, estimates, choicesPerPrompt: n, prices: admission.prices, lease: admission.lease });
   const reasoning = !output.constraint && run.input.prompt.kind === "chat";
   const choices = launched.generations.map((generation, index) => {
     const splitter = new ReasoningSplitter({ enabled: reasoning, startsInReasoning: prompts[Math.floor(index / n)]!.opensThinking });
@@ -134,7 +134,8 @@ function eventPipeline(admission: Admission, launched: Launch, run: { input: Cha
 async function rejected(meter: RequestMeter, held: Holdings, signal: AbortSignal, thrown: unknown): Promise<unknown> {
   // Aborted by a shutdown while waiting for a sequence: that, not what the abort broke, is the answer.
   const error = serverAbort(signal) ?? thrown;
-  await Promise.allSettled([held.lease?.release(0), held.reservation?.settle("0")]);
+  // The row, written with cost 0, frees the budget reservation with it.
+  await Promise.allSettled([held.lease?.release(0)]);
   await meter.record({
     status: error instanceof RateLimited && error.code === "resource_unavailable" ? "expired" : "rejected",
     serviceTier: held.tier,

@@ -44,7 +44,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
     async embed(caller, input, signal, context = {}) {
       const requestId = context.requestId ?? newRequestId("embeddings");
       const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: "embeddings", batchId: caller.batchId });
-      const held: Holdings = { tier: "default", promptTokens: 0, reservation: null };
+      const held: Holdings = { tier: "default", promptTokens: 0 };
       try {
         const served = requireServedModel(registry, caller, input.model, "embeddings");
         const embedder = served.embedder;
@@ -60,14 +60,15 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         const observer = metrics?.request(served.entry.id, tier);
         observer?.admitted(0, promptTokens, 0);
         observer?.finished("stop", 0);
-        const [lease, reserved] = [held.lease!, held.reservation];
-        [held.lease, held.reservation] = [undefined, null]; // released here, never again on an error below
-        await Promise.all([lease.release(promptTokens), reserved?.settle(cost)]);
+        const lease = held.lease!;
+        held.lease = undefined; // released here, never again on an error below
+        await lease.release(promptTokens);
+        // The row settles the budget reservation in the same statement.
         await meter.record({ status: "completed", serviceTier: tier, promptTokens, cachedTokens: 0, completionTokens: 0, costUsd: cost, finishReason: "stop", errorCode: null });
         return { model: served.entry.id, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {
         const { tier, promptTokens } = held;
-        await Promise.allSettled([held.lease?.release(promptTokens), held.reservation?.settle("0")]);
+        await Promise.allSettled([held.lease?.release(promptTokens)]);
         const status = signal.aborted ? "cancelled" : held.lease ? "failed" : "rejected";
         const errorCode = error instanceof ServiceError ? (error.code ?? error.type) : signal.aborted ? "cancelled" : "internal_error";
         await meter.record({ status, serviceTier: tier, promptTokens, cachedTokens: 0, completionTokens: 0, costUsd: "0", finishReason: null, errorCode });

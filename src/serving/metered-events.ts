@@ -1,4 +1,3 @@
-import type { BudgetReservation } from "../billing/ports.js";
 import type { LimitLease } from "../limits/ports.js";
 import type { RequestObserver } from "./ports.js";
 import { requestCost } from "../billing/cost.js";
@@ -40,20 +39,19 @@ export function serverAbort(signal: AbortSignal): ServiceError | null {
   return signal.aborted && signal.reason instanceof ServiceError ? signal.reason : null;
 }
 
-/** Prices the tokens used, frees the limit slot, settles the budget and writes the ledger row. */
+/** Prices the tokens used, frees the limit slot, and writes the ledger row (which settles the budget reservation with it). */
 export function settlement(
   meter: RequestMeter,
-  request: { tier: ServiceTier; estimates: ReportedPrompt[]; choicesPerPrompt: number; prices: TokenPrices; lease: LimitLease; reservation: BudgetReservation | null },
+  request: { tier: ServiceTier; estimates: ReportedPrompt[]; choicesPerPrompt: number; prices: TokenPrices; lease: LimitLease },
 ): Settle {
   return async ({ completionTokens, reasoningTokens, status, finishReason, errorCode, reported }) => {
     const { promptTokens, cachedPromptTokens } = billedPrompt(request.estimates, request.choicesPerPrompt, reported);
     const tokens = { promptTokens, cachedPromptTokens, completionTokens };
     const cost = requestCost(request.prices, tokens);
-    const freed = await Promise.allSettled([request.lease.release(promptTokens + completionTokens), request.reservation?.settle(cost)]);
-    // The ledger row is written even if freeing a limit or settling a budget failed; then that failure surfaces.
+    const [freed] = await Promise.allSettled([request.lease.release(promptTokens + completionTokens)]);
+    // The ledger row is written even if freeing a limit failed; then that failure surfaces.
     await meter.record({ status, serviceTier: request.tier, promptTokens, cachedTokens: cachedPromptTokens, completionTokens, costUsd: cost, finishReason, errorCode });
-    const failure = freed.find((r) => r.status === "rejected");
-    if (failure) throw failure.reason;
+    if (freed.status === "rejected") throw freed.reason;
     return { ...tokens, reasoningTokens, cost };
   };
 }

@@ -38,10 +38,15 @@ export class RequestMeter {
     readonly context: MeterContext,
   ) {}
 
-  /** Writes the durable `in_flight` row (when the service keeps them) before the request runs. */
-  async begin(inFlight: InFlightLedger | undefined, start: Omit<InFlightStart, keyof MeterContext>): Promise<void> {
-    if (!inFlight || this.written) return;
-    this.guard = await inFlight.begin({ ...this.context, ...start });
+  /**
+   * Writes the durable `in_flight` row (when the service keeps them) before the request runs, with
+   * the budget reservation when `start.reserveUsd` is given and the key has no budget: whether it did.
+   */
+  async begin(inFlight: InFlightLedger | undefined, start: Omit<InFlightStart, keyof MeterContext>): Promise<boolean> {
+    if (!inFlight || this.written) return false;
+    const { guard, reserved } = await inFlight.begin({ ...this.context, ...start });
+    this.guard = guard;
+    return reserved;
   }
 
   /** Before delivering output that brings the completion tokens to `completionTokens`: see DeliveryGuard. */

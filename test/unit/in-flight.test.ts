@@ -33,7 +33,7 @@ forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
   async function admitted(ownerId: string, key: { keyId: string; accountId: string }, maxCompletionTokens = 100) {
     const requestId = `chatcmpl-${randomUUID()}`;
     const ledger = createInFlightLedger(db, ownerId, { stepTokens: 8 });
-    const guard = await ledger.begin({
+    const { guard } = await ledger.begin({
       requestId, accountId: key.accountId, keyId: key.keyId, model: "m/test", serviceTier: "default", promptTokens: 10, prices: PRICES, maxCompletionTokens,
     });
     const reservation = await createSpendBudgets(db).reserve({ keyId: key.keyId, requestId, amountUsd: "1" });
@@ -83,6 +83,55 @@ forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
     assert.equal((await rowOf(db, requestId)).status, "interrupted");
     const [again] = await db.query<{ spent: string }>("SELECT spent_usd::text AS spent FROM api_keys WHERE id = $1", [key.keyId]);
     assert.equal(Number(again!.spent), Number(cost), "charged once");
+  });
+
+  test("a key without a budget reserves in the row's own write; a key with one is left to the budget check", async () => {
+    const owner = newOwner();
+    await registerOwner(db, owner);
+    const unbudgeted = await createKey(db, { account: `inflight-${randomUUID().slice(0, 8)}` });
+    const budgeted = await keyWithBudget(db);
+    const [account] = await db.query<{ account_id: string }>("SELECT account_id FROM api_keys WHERE id = $1", [unbudgeted.id]);
+    const ledger = createInFlightLedger(db, owner.id);
+    const begin = (keyId: string, accountId: string) => {
+      const requestId = `chatcmpl-${randomUUID()}`;
+      return ledger.begin({ requestId, accountId, keyId, model: "m/test", serviceTier: "default", promptTokens: 10, prices: PRICES, maxCompletionTokens: 4, reserveUsd: "0.125" }).then((begun) => ({ requestId, ...begun }));
+    };
+    const held = async (requestId: string) => (await db.query<{ amount: string }>("SELECT amount_usd::text AS amount FROM budget_reservations WHERE request_id = $1", [requestId])).map((r) => Number(r.amount));
+
+    const free = await begin(unbudgeted.id, account!.account_id);
+    assert.equal(free.reserved, true);
+    assert.deepEqual(await held(free.requestId), [0.125]);
+    assert.equal((await rowOf(db, free.requestId)).status, "in_flight");
+
+    const checked = await begin(budgeted.keyId, budgeted.accountId);
+    assert.equal(checked.reserved, false, "a budget is checked under the key's row lock, not here");
+    assert.deepEqual(await held(checked.requestId), []);
+    assert.equal((await rowOf(db, checked.requestId)).status, "in_flight", "the row is written all the same");
+  });
+
+  test("the request's final row charges its reservation in the same write, at most what was reserved, once", async () => {
+    const owner = newOwner();
+    await registerOwner(db, owner);
+    const key = await keyWithBudget(db);
+    const spentAndHeld = async () =>
+      (await db.query<{ spent: string; held: string }>(
+        "SELECT spent_usd::text AS spent, (SELECT count(*)::text FROM budget_reservations WHERE key_id = $1) AS held FROM api_keys WHERE id = $1",
+        [key.keyId],
+      ))[0]!;
+    const final = (requestId: string, costUsd: string) =>
+      createUsageLedger(db).record({ requestId, accountId: key.accountId, keyId: key.keyId, model: "m/test", serviceTier: "default", promptTokens: 10, cachedTokens: 0, completionTokens: 5, costUsd, status: "completed", finishReason: "stop", errorCode: null, queueMs: 0, ttftMs: 0, durationMs: 1 });
+
+    const first = await admitted(owner.id, key);
+    assert.equal((await spentAndHeld()).held, "1");
+    await final(first.requestId, "0.25");
+    await final(first.requestId, "0.25");
+    assert.deepEqual({ ...(await spentAndHeld()), spent: Number((await spentAndHeld()).spent) }, { spent: 0.25, held: "0" }, "charged once, reservation gone");
+    assert.equal((await rowOf(db, first.requestId)).status, "completed");
+
+    // A cost above the reservation (1) is charged only up to it: the reservation is what kept concurrent requests within the budget.
+    const second = await admitted(owner.id, key);
+    await final(second.requestId, "3");
+    assert.equal(Number((await spentAndHeld()).spent), 1.25);
   });
 
   test("a live owner's rows are left alone (PostgreSQL: its advisory lock is held)", async (t) => {

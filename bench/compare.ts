@@ -127,7 +127,7 @@ for (const name of opts.targets.split(",")) {
 }
 
 // Embeddings last, on their own model: ours against llama-server --embeddings on the same GGUF.
-const embeddings = wanted.includes("embeddings") ? await compareEmbeddings({ threads: peer.threads, port: peer.port + 50, quick: opts.quick === true }) : null;
+const embeddings = wanted.includes("embeddings") ? await compareEmbeddings({ threads: peer.threads, port: peer.port + 50, quick: opts.quick === true, targets: opts.targets.split(",") }) : null;
 
 const round = (n: number | null | undefined, d = 1) => (n === null || n === undefined || !Number.isFinite(n) ? null : Number(n.toFixed(d)));
 console.table(

@@ -63,8 +63,8 @@ async function scenario(target: RunningTarget["target"], name: string, clients: 
   return { target: target.name, scenario: name, inputs, seconds, inputsPerS: inputs / seconds, latencyMs: { mean: latencies.reduce((a, b) => a + b, 0) / latencies.length, p50: at(0.5), p99: at(0.99) }, failed };
 }
 
-/** Runs the three scenarios on each target in turn; a peer that is not built is skipped. */
-export async function compareEmbeddings(options: { threads: number; port: number; quick: boolean }): Promise<{ results: EmbeddingScenarioResult[]; variants: Record<string, string | null>; skipped: string[]; ratios: Record<string, number | null>; modelPath: string }> {
+/** Runs the three scenarios on each of the three targets that `targets` names, in turn; a peer that is not built is skipped. */
+export async function compareEmbeddings(options: { threads: number; port: number; quick: boolean; targets: string[] }): Promise<{ results: EmbeddingScenarioResult[]; variants: Record<string, string | null>; skipped: string[]; ratios: Record<string, number | null>; modelPath: string }> {
   execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", EMBEDDING_MODEL], { stdio: ["ignore", "ignore", "inherit"] });
   const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; path: string }>).find((m) => m.id === EMBEDDING_MODEL)!;
   const peer: PeerOptions = { modelId: EMBEDDING_MODEL, modelPath: listed.path, threads: options.threads, parallel: 16, contextPerSequence: 512, port: options.port };
@@ -77,7 +77,7 @@ export async function compareEmbeddings(options: { threads: number; port: number
   const results: EmbeddingScenarioResult[] = [];
   const variants: Record<string, string | null> = {};
   const skipped: string[] = [];
-  for (const [name, start] of starters) {
+  for (const [name, start] of starters.filter(([name]) => options.targets.includes(name))) {
     const running = await start();
     if (!running) {
       skipped.push(`${name} (embeddings): not built (see bench/peers/)`);

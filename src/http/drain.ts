@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ServerShuttingDown } from "../errors.js";
 
@@ -30,6 +31,9 @@ export function shutdownSignalOf(request: FastifyRequest): AbortSignal | undefin
 
 export function createDrain(): Drain {
   const shutdown = new AbortController();
+  // Every request in flight listens on it (http/runs.ts) and stops listening when it ends: many
+  // listeners at once are the server's concurrency, not a leak, so Node's warning past 10 is off.
+  setMaxListeners(0, shutdown.signal);
   let draining = false;
   let inFlight = 0;
   let settled: (() => void) | null = null;

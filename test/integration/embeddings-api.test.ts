@@ -110,4 +110,11 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
     assert.equal(group(usage)!.requests - (group(before)?.requests ?? 0), 2);
     assert.equal(group(usage)!.prompt_tokens - (group(before)?.prompt_tokens ?? 0), reply.usage.prompt_tokens);
   });
+
+  test("many requests at once are all answered, and the server warns of nothing (each listens on the shutdown signal while it runs)", async () => {
+    const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => post(server, { model: MINILM, input: `concurrent ${i}` })));
+    assert.deepEqual(replies.map((r) => r.status), replies.map(() => 200));
+    await Promise.all(replies.map((r) => r.arrayBuffer()));
+    assert.doesNotMatch(server.logs(), /Warning/);
+  });
 });

@@ -36,7 +36,7 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
       // to check: one statement inserts its reservation (no transaction, no row lock); a key with one
       // is checked under its row lock.
       const values = [requestId, keyId, toText(amount), ttlSeconds];
-      const unchecked = await db.query(reservingUnbudgeted("$1", "$2", "$3", "$4"), values);
+      const unchecked = await db.query(`WITH q (request_id, key_id, reserve_usd) AS (VALUES ($1::text, $2::text, $3::numeric)) ${reservingUnbudgeted("q", "$4")}`, values);
       if (unchecked.length === 0) {
         await db.transaction(async (tx) => {
           const keys = await tx.query<{ budget_usd: string | null; spent_usd: string }>(
@@ -73,15 +73,17 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
 }
 
 /**
- * The SQL that reserves `amount` for a request of a key without a budget: nothing to check, so one
- * statement, no transaction, no row lock. It inserts nothing when the key has a budget (returning no
- * row): that key is checked under its row lock instead (`reserve`). The arguments are the
- * statement's placeholders for the request id, the key id, the amount and the reservation's
- * lifetime in seconds.
+ * The SQL that reserves `reserve_usd` for each request of `requests` (a relation with `request_id`,
+ * `key_id` and `reserve_usd`, NULL: nothing to reserve) whose key has no budget: nothing to check,
+ * so no transaction, no row lock. A request whose key has a budget gets nothing here (and is not
+ * among the request ids returned): that key is checked under its row lock instead (`reserve`).
+ * `ttlSeconds`: the placeholder for the reservations' lifetime in seconds.
  */
-export function reservingUnbudgeted(requestId: string, keyId: string, amount: string, ttlSeconds: string): string {
+export function reservingUnbudgeted(requests: string, ttlSeconds: string): string {
   return `INSERT INTO budget_reservations (request_id, key_id, amount_usd, expires_at)
-          SELECT ${requestId}, id, ${amount}::numeric, now() + make_interval(secs => ${ttlSeconds}) FROM api_keys WHERE id = ${keyId} AND budget_usd IS NULL
+          SELECT q.request_id, k.id, q.reserve_usd, now() + make_interval(secs => ${ttlSeconds})
+            FROM ${requests} q JOIN api_keys k ON k.id = q.key_id AND k.budget_usd IS NULL
+           WHERE q.reserve_usd IS NOT NULL
           RETURNING request_id`;
 }
 
@@ -107,30 +109,38 @@ async function checkBudget(tx: Database, keyId: string, budgetUsd: string, spent
 }
 
 /**
- * The SQL (a WITH list) that turns a request's reservation into spend of `actual`, never more than
- * was reserved (that is what kept concurrent requests from overshooting), and drops it. It charges
- * only if the reservation is still there, so a request is charged once even when both its own final
- * row and a crash reconciliation reach it. Within one statement it is atomic with whatever the
- * statement does besides (the usage ledger writes the request's final row in the same one): a
- * reserve checking the key's budget under its row lock sees the reservation and the spend both
- * before it, or both after (the UPDATE waits for that lock; the DELETE is invisible until commit).
- * With it go the key's reservations expired a day ago: expired ones no longer count (checkBudget),
+ * The SQL (a WITH list) that turns each request's reservation into spend of its actual cost, never
+ * more than was reserved (that is what kept concurrent requests from overshooting), and drops it.
+ * `requests` names a relation with `request_id`, `key_id` and `cost_usd`. It charges only the
+ * reservations still there, so a request is charged once even when both its own final row and a
+ * crash reconciliation reach it. Within one statement it is atomic with whatever the statement
+ * does besides (the usage ledger writes the requests' final rows in the same one): a reserve
+ * checking a key's budget under its row lock sees the reservation and the spend both before it, or
+ * both after (the UPDATE waits for that lock; the DELETE is invisible until commit). A key's
+ * charges are summed first: one statement updates a row once.
+ * With them go the keys' reservations expired a day ago: expired ones no longer count (checkBudget),
  * and are kept a day so that a request that outlived its reservation still finds it and is charged
  * once. Swept here, after the response, not in reserve(), on the way to the first token.
- * The arguments are the statement's placeholders for the request id, the key id and the amount.
  */
-export function chargingReservation(requestId: string, keyId: string, actual: string): string {
-  return `removed_reservation AS (
-       DELETE FROM budget_reservations WHERE request_id = ${requestId} OR (key_id = ${keyId} AND expires_at <= now() - interval '1 day')
-       RETURNING request_id, amount_usd),
-     charged_reservation AS (
-       UPDATE api_keys SET spent_usd = spent_usd + LEAST(${actual}::numeric, removed_reservation.amount_usd)
-         FROM removed_reservation WHERE api_keys.id = ${keyId} AND removed_reservation.request_id = ${requestId})`;
+export function chargingReservations(requests: string): string {
+  return `removed_reservations AS (
+       DELETE FROM budget_reservations r USING ${requests} q
+        WHERE r.request_id = q.request_id OR (r.key_id = q.key_id AND r.expires_at <= now() - interval '1 day')
+       RETURNING r.request_id, r.key_id, r.amount_usd),
+     charged_keys AS (
+       UPDATE api_keys SET spent_usd = spent_usd + c.amount
+         FROM (SELECT removed.key_id, sum(LEAST(q.cost_usd, removed.amount_usd)) AS amount
+                 FROM removed_reservations removed JOIN ${requests} q ON q.request_id = removed.request_id
+                GROUP BY removed.key_id) c
+        WHERE api_keys.id = c.key_id)`;
 }
 
-/** Charges a request's reservation with no ledger row to write (see chargingReservation). */
+/** Charges a request's reservation with no ledger row to write (see chargingReservations). */
 export async function chargeReservation(db: Database, keyId: string, requestId: string, actualUsd: string): Promise<void> {
-  await db.query(`WITH ${chargingReservation("$1", "$2", "$3")} SELECT 1`, [requestId, keyId, toText(parseNonNegative(actualUsd, "actualUsd"))]);
+  await db.query(
+    `WITH q (request_id, key_id, cost_usd) AS (VALUES ($1::text, $2::text, $3::numeric)), ${chargingReservations("q")} SELECT 1`,
+    [requestId, keyId, toText(parseNonNegative(actualUsd, "actualUsd"))],
+  );
 }
 
 /** What a key may still spend: budget − spent − held by requests in flight, never below zero. Exact. */

@@ -12,6 +12,7 @@
 import type { DeliveryGuard, InFlightBegun, InFlightLedger, InFlightStart } from "./ports.js";
 import { DEFAULT_RESERVATION_TTL_SECONDS, reservingUnbudgeted } from "./budgets.js";
 import { parseNonNegative, toText } from "./decimal.js";
+import { coalesced, valuesList } from "./coalesced.js";
 import type { Database } from "../storage/database.js";
 
 export interface InFlightOptions {
@@ -44,6 +45,7 @@ interface Tracked {
 
 export function createInFlightLedger(db: Database, ownerId: string, options: InFlightOptions = {}): InFlightLedgerHandle {
   const step = options.stepTokens ?? 16;
+  const writeRow = coalesced((rows: NewRow[]) => writeRows(db, rows, ownerId, DEFAULT_RESERVATION_TTL_SECONDS));
   const dirty = new Set<Tracked>();
   let flushing: Promise<void> | null = null;
 
@@ -81,7 +83,7 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
       // The row covers the first step from the start: the first tokens are delivered with no write
       // of their own on their way (the next step is written while they stream).
       const ahead = Math.min(start.maxCompletionTokens, step);
-      const reserved = await writeRow(db, start, { ahead, ownerId, reservationTtlSeconds: DEFAULT_RESERVATION_TTL_SECONDS });
+      const reserved = await writeRow({ start, ahead });
       const t: Tracked = { requestId: start.requestId, durable: ahead, wanted: ahead, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
       return { guard: deliveryGuard(t, step, schedule, () => dirty.delete(t)), reserved };
     },
@@ -91,27 +93,38 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
   };
 }
 
-const INSERT_ROW = `INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
-                                              completion_tokens, cost_usd, status, duration_ms, owner_id, prices, batch_id)
-                   VALUES ($1, $2, $3, $4, $5, $6, 0, $7, 0, 'in_flight', 0, $8, $9, $10)`;
+interface NewRow {
+  start: InFlightStart;
+  ahead: number;
+}
+
+const NEW_ROW_TYPES = ["text", "text", "text", "text", "text", "int", "int", "text", "text", "numeric"] as const;
 
 /**
- * Inserts the request's in-flight row and, when asked and its key has no budget, its reservation:
- * one statement, so one commit on the way. Whether it reserved.
+ * Inserts requests' in-flight rows and, for each that asks and whose key has no budget, its
+ * reservation: one statement for all the requests admitted together (group commit: coalesced.ts),
+ * so one commit on their way. Whether each reserved.
  */
-async function writeRow(db: Database, start: InFlightStart, row: { ahead: number; ownerId: string; reservationTtlSeconds: number }): Promise<boolean> {
-  const values = [start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, row.ahead, row.ownerId, JSON.stringify(start.prices), start.batchId ?? null];
-  if (start.reserveUsd === undefined) {
-    await db.query(INSERT_ROW, values);
-    return false;
-  }
-  const amount = toText(parseNonNegative(start.reserveUsd, "reserveUsd"));
-  const [result] = await db.query<{ reserved: number }>(
-    `WITH reserved AS (${reservingUnbudgeted("$1", "$3", "$11", "$12")}), written AS (${INSERT_ROW})
-     SELECT count(*)::int AS reserved FROM reserved`,
-    [...values, amount, row.reservationTtlSeconds],
+async function writeRows(db: Database, rows: NewRow[], ownerId: string, reservationTtlSeconds: number): Promise<boolean[]> {
+  const values = valuesList(
+    rows.map(({ start, ahead }) => [
+      start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ahead, JSON.stringify(start.prices), start.batchId ?? null,
+      start.reserveUsd === undefined ? null : toText(parseNonNegative(start.reserveUsd, "reserveUsd")),
+    ]),
+    NEW_ROW_TYPES,
+    3,
   );
-  return Number(result?.reserved) > 0;
+  const reserved = await db.query<{ request_id: string }>(
+    `WITH q (request_id, account_id, key_id, model, service_tier, prompt_tokens, ahead, prices, batch_id, reserve_usd) AS (VALUES ${values.sql}),
+          reserved AS (${reservingUnbudgeted("q", "$2")}),
+          written AS (INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
+                                                 completion_tokens, cost_usd, status, duration_ms, owner_id, prices, batch_id)
+                      SELECT request_id, account_id, key_id, model, service_tier, prompt_tokens, 0, ahead, 0, 'in_flight', 0, $1, prices, batch_id FROM q)
+     SELECT request_id FROM reserved`,
+    [ownerId, reservationTtlSeconds, ...values.params],
+  );
+  const ids = new Set(reserved.map((r) => r.request_id));
+  return rows.map(({ start }) => ids.has(start.requestId));
 }
 
 /** Raises each row's completion count to at least what is to be delivered, in one statement for the batch. */

@@ -8,7 +8,8 @@
 import type { UsageLedger, UsageRecord } from "./ports.js";
 import type { Database } from "../storage/database.js";
 import { parseMoney, parseNonNegative, toText } from "./decimal.js";
-import { chargingReservation } from "./budgets.js";
+import { chargingReservations } from "./budgets.js";
+import { coalesced, valuesList } from "./coalesced.js";
 import { USAGE_GROUP_BY, USAGE_STATUSES, toSafeInteger, type UsageGroupBy, type UsageReport, type UsageTotals } from "../protocol/usage.js";
 
 export interface UsageQuery {
@@ -28,50 +29,51 @@ export interface UsageQuery {
  * The ledger on a database. `record` writes a request's final row exactly once, however often it
  * is called: it inserts the row, or completes the request's `in_flight` row (in-flight.ts), and
  * leaves a row that is already final (one a crash reconciliation closed, say) as it is. In the same
- * statement it charges the request's budget reservation with the row's cost (budgets.ts).
+ * statement it charges the request's budget reservation with the row's cost (budgets.ts); rows of
+ * requests ending together share that statement.
  */
 export function createUsageLedger(db: Database): UsageLedger {
+  const record = coalesced((records: UsageRecord[]) => writeFinalRows(db, records));
   return {
-    async record(record: UsageRecord): Promise<void> {
-      const cost = toText(parseNonNegative(record.costUsd, "costUsd")); // exact text; never a float
-      // The request's budget reservation is charged in the same statement: the row and the key's
-      // spend change together or not at all.
-      await db.query(
-        `WITH ${chargingReservation("$1", "$3", "$9")}
-         INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
-                                    completion_tokens, cost_usd, status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::numeric, $10, $11, $12, $13, $14, $15, $16, $17)
-         ON CONFLICT (request_id) DO UPDATE
-           SET service_tier = EXCLUDED.service_tier, prompt_tokens = EXCLUDED.prompt_tokens, cached_tokens = EXCLUDED.cached_tokens,
-               completion_tokens = EXCLUDED.completion_tokens, cost_usd = EXCLUDED.cost_usd, status = EXCLUDED.status,
-               finish_reason = EXCLUDED.finish_reason, error_code = EXCLUDED.error_code, queue_ms = EXCLUDED.queue_ms,
-               ttft_ms = EXCLUDED.ttft_ms, duration_ms = EXCLUDED.duration_ms, api = EXCLUDED.api
-         WHERE usage_records.status = 'in_flight'`,
-        [
-          record.requestId,
-          record.accountId,
-          record.keyId,
-          record.model,
-          record.serviceTier,
-          count(record.promptTokens, "promptTokens"),
-          count(record.cachedTokens, "cachedTokens"),
-          count(record.completionTokens, "completionTokens"),
-          cost,
-          record.status,
-          record.finishReason,
-          record.errorCode,
-          optionalMs(record.queueMs, "queueMs"),
-          optionalMs(record.ttftMs, "ttftMs"),
-          ms(record.durationMs, "durationMs"),
-          record.api ?? "chat.completions",
-          record.batchId ?? null,
-        ],
-      );
-    },
+    record,
     async markUndelivered(requestId: string, errorCode: string): Promise<void> {
       await db.query("UPDATE usage_records SET status = 'failed', error_code = $2 WHERE request_id = $1 AND status = 'completed'", [requestId, errorCode]);
     },
   };
+}
+
+const FINAL_ROW_TYPES = ["text", "text", "text", "text", "text", "int", "int", "int", "numeric", "text", "text", "text", "int", "int", "int", "text", "text"] as const;
+
+/**
+ * Requests' final rows, in one statement (group commit: coalesced.ts), each request's budget
+ * reservation charged with its cost in the same statement: the rows and the keys' spend change
+ * together or not at all.
+ */
+async function writeFinalRows(db: Database, records: UsageRecord[]): Promise<void[]> {
+  const values = valuesList(records.map(finalRowValues), FINAL_ROW_TYPES);
+  await db.query(
+    `WITH q (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens, completion_tokens, cost_usd,
+             status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id) AS (VALUES ${values.sql}),
+          ${chargingReservations("q")}
+     INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
+                                completion_tokens, cost_usd, status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id)
+     SELECT * FROM q
+     ON CONFLICT (request_id) DO UPDATE
+       SET service_tier = EXCLUDED.service_tier, prompt_tokens = EXCLUDED.prompt_tokens, cached_tokens = EXCLUDED.cached_tokens,
+           completion_tokens = EXCLUDED.completion_tokens, cost_usd = EXCLUDED.cost_usd, status = EXCLUDED.status,
+           finish_reason = EXCLUDED.finish_reason, error_code = EXCLUDED.error_code, queue_ms = EXCLUDED.queue_ms,
+           ttft_ms = EXCLUDED.ttft_ms, duration_ms = EXCLUDED.duration_ms, api = EXCLUDED.api
+     WHERE usage_records.status = 'in_flight'`,
+    values.params,
+  );
+  return records.map(() => undefined);
+}
+
+/** One row's values in FINAL_ROW_TYPES' order, checked; the cost as exact text, never a float. */
+function finalRowValues(r: UsageRecord): unknown[] {
+  const tokens = [count(r.promptTokens, "promptTokens"), count(r.cachedTokens, "cachedTokens"), count(r.completionTokens, "completionTokens")];
+  const times = [optionalMs(r.queueMs, "queueMs"), optionalMs(r.ttftMs, "ttftMs"), ms(r.durationMs, "durationMs")];
+  return [r.requestId, r.accountId, r.keyId, r.model, r.serviceTier, ...tokens, toText(parseNonNegative(r.costUsd, "costUsd")), r.status, r.finishReason, r.errorCode, ...times, r.api ?? "chat.completions", r.batchId ?? null];
 }
 
 const INT4_MAX = 2_147_483_647;

@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { test } from "node:test";
+import { createKey, findAccount } from "../../src/accounts/store.js";
+import { createSpendBudgets } from "../../src/billing/budgets.js";
+import { coalesced } from "../../src/billing/coalesced.js";
+import { createUsageLedger } from "../../src/billing/ledger.js";
+import { forEachDatabase } from "../helpers/databases.js";
+import { usage } from "../helpers/usage.js";
+
+test("writes that arrive while one is under way go together in the next; a write alone goes at once", async () => {
+  const batches: number[][] = [];
+  let release: () => void = () => {};
+  const write = coalesced(async (items: number[]) => {
+    batches.push(items);
+    if (items[0] === 0) await new Promise<void>((resolve) => (release = resolve));
+    return items.map((i) => i * 10);
+  });
+  const first = write(0);
+  assert.deepEqual(batches, [[0]], "the first write started without waiting for company");
+  const rest = [1, 2, 3].map(write);
+  release();
+  assert.deepEqual(await Promise.all([first, ...rest]), [0, 10, 20, 30]);
+  assert.deepEqual(batches, [[0], [1, 2, 3]]);
+});
+
+test("a failed batch is written again item by item: only the bad item fails", async () => {
+  const write = coalesced(async (items: number[]) => {
+    if (items.includes(2)) throw new Error(`bad item among ${items.length}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    return items;
+  });
+  const results = await Promise.allSettled([write(0), write(1), write(2), write(3)]);
+  assert.deepEqual(results.map((r) => r.status), ["fulfilled", "fulfilled", "rejected", "fulfilled"]);
+  assert.match(String((results[2] as PromiseRejectedResult).reason), /bad item among 1/);
+});
+
+forEachDatabase("the ledger's final rows, written together", ({ db }) => {
+  test("rows ending together share a statement; each charges its own key's reservation once; a bad row fails alone", async () => {
+    const name = `coalesced-${randomUUID().slice(0, 8)}`;
+    const keys = [await createKey(db, { account: name }), await createKey(db, { account: name })];
+    const accountId = (await findAccount(db, name))!.id;
+    const budgets = createSpendBudgets(db);
+    const ledger = createUsageLedger(db);
+    const rows = keys.flatMap((key) => [usage(accountId, key.id, { costUsd: "0.25" }), usage(accountId, key.id, { costUsd: "0.5" })]);
+    for (const row of rows) await budgets.reserve({ keyId: row.keyId, requestId: row.requestId, amountUsd: "1" });
+    const bad = usage(accountId, "no-such-key", { costUsd: "0.1" });
+
+    const written = await Promise.allSettled([...rows, bad].map((row) => ledger.record(row)));
+    assert.deepEqual(written.map((r) => r.status), ["fulfilled", "fulfilled", "fulfilled", "fulfilled", "rejected"]);
+    const spent = await db.query<{ id: string; spent: string }>("SELECT id, spent_usd::text AS spent FROM api_keys WHERE id = ANY($1::text[]) ORDER BY id", [keys.map((k) => k.id)]);
+    assert.deepEqual(spent.map((k) => Number(k.spent)), [0.75, 0.75]);
+    const held = await db.query("SELECT 1 FROM budget_reservations WHERE key_id = ANY($1::text[])", [keys.map((k) => k.id)]);
+    assert.equal(held.length, 0);
+    const stored = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM usage_records WHERE request_id = ANY($1::text[]) AND status = 'completed'", [rows.map((r) => r.requestId)]);
+    assert.equal(stored[0]!.n, "4");
+  });
+});

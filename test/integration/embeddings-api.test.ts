@@ -111,10 +111,17 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
     assert.equal(group(usage)!.prompt_tokens - (group(before)?.prompt_tokens ?? 0), reply.usage.prompt_tokens);
   });
 
-  test("many requests at once are all answered, and the server warns of nothing (each listens on the shutdown signal while it runs)", async () => {
+  test("many requests at once are all answered and billed, one completed row each (their rows share statements); the server warns of nothing", async () => {
+    const usageOf = async () => (await (await fetch(`${server.url}/v1/usage?group_by=model`, { headers: { authorization: `Bearer ${server.key}` } })).json()).data.find((g: { group: string }) => g.group === MINILM);
+    const before = await usageOf();
     const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => post(server, { model: MINILM, input: `concurrent ${i}` })));
     assert.deepEqual(replies.map((r) => r.status), replies.map(() => 200));
-    await Promise.all(replies.map((r) => r.arrayBuffer()));
+    const bodies = (await Promise.all(replies.map((r) => r.json()))) as Array<{ usage: { prompt_tokens: number } }>;
+    const after = await usageOf();
+    assert.equal(after.requests - (before?.requests ?? 0), 24);
+    assert.equal(after.by_status.completed - (before?.by_status.completed ?? 0), 24);
+    assert.equal(after.prompt_tokens - (before?.prompt_tokens ?? 0), bodies.reduce((sum, b) => sum + b.usage.prompt_tokens, 0));
+    // Each request listens on the server's shutdown signal while it runs: 24 at once are no leak to warn of.
     assert.doesNotMatch(server.logs(), /Warning/);
   });
 });

@@ -4,14 +4,14 @@ import type { ModelRegistry } from "../serving/model-registry.js";
 /** Every tier but batch: what batch lines give way to. */
 const AHEAD_OF_BATCH = SERVICE_TIERS.filter((tier) => tier !== "batch");
 
+/** Embedding lines run at once on an idle embedding model: enough to keep its batches full. */
+const EMBEDDING_LINES = 4;
+
 /**
  * How many batch lines a model may run at once now: its sequences that no priority, standard or
  * flex request holds or waits for. A model still loading runs none; a model that cannot serve
  * (unknown, not pulled, failed) runs one at a time, so each line gets the error a request would.
  */
-/** Embedding lines run at once on an idle embedding model: enough to keep its batches full. */
-const EMBEDDING_LINES = 4;
-
 export function batchCapacity(registry: ModelRegistry): (model: string) => number {
   return (model) => {
     const served = registry.get(model);

@@ -7,6 +7,12 @@ import { join, resolve } from "node:path";
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const CLI = join(ROOT, "bin/switchyard.js");
 export const SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct";
+/**
+ * A `logit_bias` that bans every token SmolLM2 ends a generation with (llama.cpp's end-of-generation
+ * set for it: `<|endoftext|>` 0, `<|im_end|>` 2 and `<file_sep>` 4), so a stream runs to its
+ * max_tokens. Banning only 0 and 2 let a long sampled run end with 4 now and then.
+ */
+export const SMOLLM2_NO_END: Record<string, number> = { "0": -100, "2": -100, "4": -100 };
 export const GEMMA = "google/gemma-3-270m";
 
 export interface RunningServer {

@@ -8,7 +8,7 @@ import { requestCost } from "../../src/billing/cost.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import type { Database } from "../../src/storage/database.js";
 import { createTestDatabase, serverDatabaseReader, type TestDatabase } from "../helpers/databases.js";
-import { CLI, createKey, postChat, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
+import { CLI, createKey, postChat, SMOLLM2, startServer, waitFor, type RunningServer, SMOLLM2_NO_END } from "../helpers/server.js";
 
 /**
  * Issue 11, items 2 and 3: a real server is killed with SIGKILL mid-stream and restarted on the
@@ -36,7 +36,7 @@ async function streamUntil(server: RunningServer, atLeast: number, maxTokens = 5
     signal: controller.signal,
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     // End-of-generation tokens banned (<|endoftext|> 0, <|im_end|> 2): the stream runs until cut off.
-    body: JSON.stringify({ model: SMOLLM2, messages: [{ role: "user", content: "Write a very long story about a lighthouse keeper." }], max_tokens: maxTokens, stream: true, logit_bias: { "0": -100, "2": -100 } }),
+    body: JSON.stringify({ model: SMOLLM2, messages: [{ role: "user", content: "Write a very long story about a lighthouse keeper." }], max_tokens: maxTokens, stream: true, logit_bias: SMOLLM2_NO_END }),
   });
   assert.equal(response.status, 200);
   const reader = response.body!.getReader();

@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import Big from "big.js";
 import OpenAI from "openai";
 import { api, waitForDeployment } from "../helpers/deployments.js";
-import { cli, createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { cli, createKey, SMOLLM2, startServer, type RunningServer, SMOLLM2_NO_END } from "../helpers/server.js";
 
 /**
  * Issue 13, section 1: a dedicated deployment's whole life on the real model over real HTTP:
@@ -119,7 +119,7 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
     // Deleted while a stream runs: the stream finishes, then it is gone.
     await api(server, server.key, "PATCH", `/v1/deployments/${d.id}`, { min_instances: 1 });
     await waitForDeployment(server, server.key, d.id, (x) => x.status === "running" && x.instances.running === 1);
-    const stream = await client.chat.completions.create({ model: "tester/bot", messages: [{ role: "user", content: "Tell a long story." }], max_tokens: 48, stream: true, logit_bias: { "0": -100, "2": -100 } });
+    const stream = await client.chat.completions.create({ model: "tester/bot", messages: [{ role: "user", content: "Tell a long story." }], max_tokens: 48, stream: true, logit_bias: SMOLLM2_NO_END });
     const iterator = stream[Symbol.asyncIterator]();
     await iterator.next();
     const deleting = api(server, server.key, "DELETE", `/v1/deployments/${d.id}`);

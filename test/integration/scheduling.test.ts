@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { createKey, postChat, readSseTimed, startServer, streamedContent, waitFor, SMOLLM2, type RunningServer , type TimedEvent } from "../helpers/server.js";
+import { createKey, postChat, readSseTimed, startServer, streamedContent, waitFor, SMOLLM2, type RunningServer, type TimedEvent, SMOLLM2_NO_END } from "../helpers/server.js";
 
 const LONG = "Write a very long story about a dragon who learns to sail, with many chapters.";
 const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
@@ -29,7 +29,7 @@ async function holdSlot(server: RunningServer, extra: Record<string, unknown> = 
   const response = await fetch(`${server.baseURL}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
-    body: JSON.stringify(ask(LONG, { stream: true, max_tokens: 6000, temperature: 0, logit_bias: { "0": -100, "2": -100 }, ...extra })),
+    body: JSON.stringify(ask(LONG, { stream: true, max_tokens: 6000, temperature: 0, logit_bias: SMOLLM2_NO_END, ...extra })),
     signal: controller.signal,
   });
   assert.equal(response.status, 200);

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createTestDatabase, serverDatabaseReader, type TestDatabase } from "../helpers/databases.js";
 import { openAiError } from "../helpers/raw-http.js";
-import { createKey, postChat, readSseTimed, SMOLLM2, startServer, waitFor, type RunningServer, type TimedEvent } from "../helpers/server.js";
+import { createKey, postChat, readSseTimed, SMOLLM2, startServer, waitFor, type RunningServer, type TimedEvent, SMOLLM2_NO_END } from "../helpers/server.js";
 
 /**
  * Issue 20, items 5 (a response that cannot be stored is not billed as completed), 7 (the data dir
@@ -116,7 +116,7 @@ describe("item 9: SIGTERM drains: running streams finish or end with an error ev
         messages: [{ role: "user", content: `Tell story number ${i} about a lighthouse.` }],
         max_tokens: isLong(i) ? 4000 : SHORT,
         stream: true,
-        logit_bias: { "0": -100, "2": -100 },
+        logit_bias: SMOLLM2_NO_END,
       });
       assert.equal(response.status, 200);
       let counted = false;

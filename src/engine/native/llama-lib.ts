@@ -164,10 +164,10 @@ const DECLARATIONS = [
   "uintptr_t llama_sampler_init_logit_bias(int32_t n_vocab, int32_t n, const llama_logit_bias *bias)",
 ];
 
-/** Where node-llama-cpp's prebuilt package for this platform keeps llama.cpp's shared libraries. */
 /** The file names node-llama-cpp gives the two libraries this binding loads (the rest load by their own names). */
 export const PREBUILT_FILES = { llama: `libllama.${CHECKED_LLAMA_RELEASE}.so`, ggml: `libggml.${CHECKED_LLAMA_RELEASE}.so`, ggmlBase: "libggml-base.so" } as const;
 
+/** Where node-llama-cpp's prebuilt package for this platform keeps llama.cpp's shared libraries. */
 export function prebuiltLibraryDir(): string {
   const platform = `${process.platform}-${process.arch}`;
   return join(packageDir(`@node-llama-cpp/${platform}`), "bins", platform);

@@ -6,7 +6,9 @@ import { loadCatalog } from "../catalog/load.js";
 import { ensureModels, findPulledModel } from "../catalog/pull.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
-import { loadSettings, type Settings } from "../config/settings.js";
+import { connectionCaps, loadSettings, type Settings } from "../config/settings.js";
+import { raiseFileLimit } from "../http/file-limit.js";
+import type { ConnectionCaps } from "../http/connection-caps.js";
 import { createKey, findOrCreateAccount } from "../accounts/store.js";
 import { countActiveKeys, lookUpKey, principalOfKey } from "../accounts/principals.js";
 import { cachedKeyLookup } from "../accounts/key-cache.js";
@@ -112,7 +114,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   });
   const drain = createDrain();
   const batches = startBatches({ db, registry, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log, limits: settings.batchLimits, principalOf: (keyId) => principalOfKey(db, keyId), windowSeconds: settings.batchWindowSeconds });
-  const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches });
+  const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }, connectionCapsAtStart(settings, log));
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
   const address = await app.listen({ host: settings.host, port: settings.port });
@@ -143,7 +145,20 @@ interface ServerParts {
   batches: ReturnType<typeof startBatches>;
 }
 
-function buildServerApp(settings: Settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }: ServerParts) {
+/** Raises the soft open-file limit to the hard one and sizes the connection caps from it, saying both. */
+function connectionCapsAtStart(settings: Settings, log: (message: string) => void): ConnectionCaps {
+  const files = raiseFileLimit();
+  const caps = connectionCaps(settings, files && Number.isFinite(files.soft) ? files.soft : files ? 1 << 20 : 1024);
+  const found = !files
+    ? "open-file limit unknown (taken as 1024)"
+    : files.raised
+      ? `raised the open-file limit from ${files.before} to ${files.soft} (the hard limit)`
+      : `open-file limit ${files.soft} (hard limit ${files.hard})`;
+  log(`${found}; connections: ${caps.total} in all (${caps.reserve} kept from keys), ${caps.perKey} per key, ${caps.perAccount} per account, idle ones closed after ${caps.keepAliveTimeoutMs} ms`);
+  return caps;
+}
+
+function buildServerApp(settings: Settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }: ServerParts, caps: ConnectionCaps) {
   const servingDeps = { registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics };
   return buildApp({
     drain,
@@ -162,6 +177,7 @@ function buildServerApp(settings: Settings, { db, registry, limits, inFlight, me
       maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp,
       streamBufferBytes: settings.streamBufferBytes,
       streamPauseTimeoutMs: settings.streamPauseTimeoutMs,
+      caps,
     },
     corsOrigins: settings.corsOrigins,
     rateDefaults: limitDefaultsFromEnv(process.env),

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { ConnectionCaps } from "../http/connection-caps.js";
 
 /**
  * Server settings, from flags over environment over defaults, validated once at start.
@@ -15,6 +16,15 @@ const settingsSchema = z.object({
   drainTimeoutMs: z.coerce.number().int().min(0).max(3_600_000),
   /** Open connections per client IP that have not made an authenticated request yet. */
   maxUnauthenticatedPerIp: z.coerce.number().int().min(1),
+  /** Open connections in all, per key and per account, and the reserve no key may take; resolved against the open-file limit by connectionCaps. */
+  connections: z.object({
+    total: z.coerce.number().int().min(16).optional(),
+    reserve: z.coerce.number().int().min(1).optional(),
+    perKey: z.coerce.number().int().min(1),
+    perAccount: z.coerce.number().int().min(1),
+    /** How long a kept-alive connection may sit idle between requests before it is closed (ms). */
+    keepAliveTimeoutMs: z.coerce.number().int().min(100).max(3_600_000),
+  }),
   /** Sequences decoded together per model. */
   parallel: z.coerce.number().int().min(1).max(256),
   /** Requests that may wait for a sequence per model before 429. */
@@ -33,6 +43,8 @@ const settingsSchema = z.object({
   streamBufferBytes: z.coerce.number().int().min(16 * 1024),
   /** How long a streamed response may stay paused on a full buffer before it is ended (ms). */
   streamPauseTimeoutMs: z.coerce.number().int().min(100),
+  /** How long a paused stream's generation keeps its sequence before it is preempted, to resume when its client reads (ms). */
+  streamPauseGraceMs: z.coerce.number().int().min(0).max(3_600_000),
   /** Reuse cached prompt prefixes within an account. */
   prefixCache: z.boolean(),
   /** Tokens evaluated per shard's step (decode tokens first, prompt chunks in the rest). */
@@ -109,6 +121,13 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     requestTimeoutMs: env.SWITCHYARD_REQUEST_TIMEOUT_MS ?? 60_000,
     drainTimeoutMs: env.SWITCHYARD_DRAIN_TIMEOUT_MS ?? 30_000,
     maxUnauthenticatedPerIp: env.SWITCHYARD_MAX_UNAUTH_CONNECTIONS_PER_IP ?? 64,
+    connections: {
+      total: env.SWITCHYARD_MAX_CONNECTIONS || undefined,
+      reserve: env.SWITCHYARD_CONNECTION_RESERVE || undefined,
+      perKey: env.SWITCHYARD_MAX_CONNECTIONS_PER_KEY ?? 512,
+      perAccount: env.SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT ?? 1024,
+      keepAliveTimeoutMs: env.SWITCHYARD_KEEP_ALIVE_TIMEOUT_MS ?? 72_000,
+    },
     parallel: env.SWITCHYARD_PARALLEL ?? 8,
     maxWaiting: env.SWITCHYARD_MAX_WAITING ?? 256,
     threads: env.SWITCHYARD_THREADS ?? 0,
@@ -119,6 +138,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     keyCacheMs: env.SWITCHYARD_KEY_CACHE_MS ?? 1000,
     streamBufferBytes: env.SWITCHYARD_STREAM_BUFFER_BYTES ?? 64 * 1024,
     streamPauseTimeoutMs: env.SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS ?? 60_000,
+    streamPauseGraceMs: env.SWITCHYARD_STREAM_PAUSE_GRACE_MS ?? 3000,
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
     stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
     targets: {
@@ -172,4 +192,19 @@ function filesAndStoredObjects(env: NodeJS.ProcessEnv) {
       retentionDays: env.SWITCHYARD_STORED_RETENTION_DAYS || 30,
     },
   };
+}
+
+/**
+ * The connection caps for a process that may open `fileLimit` descriptors. A tenth of them (at
+ * least 256) stays for what is not a connection: model files, the database, worker pipes, logs. The
+ * reserve defaults to a twentieth of the total (at least 16, at most half), and no key or account
+ * may hold more than the total less the reserve, so `/health` and new tenants always find room.
+ */
+export function connectionCaps(settings: Settings, fileLimit: number): ConnectionCaps {
+  const { total: wanted, reserve: wantedReserve, perKey, perAccount, keepAliveTimeoutMs } = settings.connections;
+  const ceiling = Math.max(16, fileLimit - Math.max(256, Math.floor(fileLimit / 10)));
+  const total = Math.min(wanted ?? ceiling, ceiling);
+  const reserve = Math.min(wantedReserve ?? Math.max(16, Math.floor(total / 20)), Math.floor(total / 2));
+  const held = total - reserve;
+  return { total, reserve, perKey: Math.min(perKey, held), perAccount: Math.min(perAccount, held), keepAliveTimeoutMs };
 }

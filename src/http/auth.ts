@@ -64,7 +64,7 @@ export function installAuth(app: FastifyInstance, authenticate: Authenticate): v
     const caller = await authenticate(key);
     if (!caller) throw new Unauthorized("Incorrect API key provided.");
     request.caller = caller;
-    markAuthenticated(request);
+    markAuthenticated(request, caller);
   });
 }
 

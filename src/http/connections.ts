@@ -3,12 +3,14 @@ import type { Socket } from "node:net";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ServiceError } from "../errors.js";
 import { toErrorBody } from "./errors.js";
+import { attributeConnection, ConnectionAccounting, type ConnectionCaps } from "./connection-caps.js";
 
 /**
  * Guards at the connection level, below Fastify's routes: the answers Node's HTTP parser gives
  * (bad Content-Length, request timeout) in the OpenAI error shape, and a per-IP cap on connections
  * that have not (yet) presented a valid key, so a few peers trickling bodies a byte at a time
- * cannot hold an unbounded number of sockets.
+ * cannot hold an unbounded number of sockets. With `caps`, also the caps on open connections in all,
+ * per key and per account, and the keep-alive timeout (connection-caps.ts).
  */
 export interface ConnectionLimits {
   /** Time to receive a whole request, headers and body (Node's requestTimeout); 408 beyond. */
@@ -19,6 +21,8 @@ export interface ConnectionLimits {
   streamBufferBytes: number;
   /** How long a stream may stay paused on a full buffer before it is ended. */
   streamPauseTimeoutMs: number;
+  /** Caps on open connections (in all, per key, per account) and the keep-alive timeout; absent: Node's and Fastify's defaults. */
+  caps?: ConnectionCaps;
 }
 
 /** Node checks its request timeouts on this interval; the default (30 s) would blur a short timeout. */
@@ -58,10 +62,15 @@ export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket)
 
 const authenticatedSockets = new WeakSet<Socket>();
 
-/** Marks the request's connection as belonging to a caller with a valid key: no longer capped. */
-export function markAuthenticated(request: FastifyRequest): void {
+/**
+ * Marks the request's connection as belonging to a caller with a valid key: no longer capped per IP,
+ * but attributed to the caller's key and account. Throws 429 `too_many_connections` (and the
+ * connection closes after that answer) when the key or account already holds its cap.
+ */
+export function markAuthenticated(request: FastifyRequest, caller: { keyId: string; accountId: string }): void {
   const socket = request.raw.socket;
   if (authenticatedSockets.has(socket)) return;
+  attributeConnection(socket, caller.keyId, caller.accountId);
   authenticatedSockets.add(socket);
   socket.emit("switchyard:authenticated");
 }
@@ -87,6 +96,8 @@ export function installConnectionGuards(app: FastifyInstance, limits: Connection
     socket.once("switchyard:authenticated", uncount);
     socket.once("close", uncount);
   });
+  // After the per-IP guard, so a connection it refuses never makes an idle one give way.
+  if (limits.caps) new ConnectionAccounting(limits.caps).install(app.server);
   app.addHook("onRequest", async (request) => {
     if (!request.headers.host) {
       throw new ServiceError(400, "invalid_request_error", "The request has no Host header.", "missing_host");

@@ -4,6 +4,7 @@ import { pendingLines, type BatchRow, type BatchStatus } from "./store.js";
 /** A line waiting to run in this process. */
 export interface QueuedLine {
   line: number;
+  customId: string;
   body: string;
   model: string;
   /** Server errors so far (a line's answer after SERVER_ERROR_ATTEMPTS). */
@@ -45,7 +46,7 @@ export class ActiveBatch {
     if (this.status !== "in_progress" || this.exhausted || this.queue.length >= READ_AHEAD / 4) return;
     const rows = await pendingLines(db, this.row.id, this.cursor, READ_AHEAD);
     for (const row of rows) {
-      if (!this.inFlight.has(row.line)) this.queue.push({ line: row.line, body: row.body, model: modelOf(row.body), attempts: 0, tries: 0, notBefore: 0 });
+      if (!this.inFlight.has(row.line)) this.queue.push({ line: row.line, customId: row.custom_id, body: row.body, model: modelOf(row.body), attempts: 0, tries: 0, notBefore: 0 });
     }
     if (rows.length > 0) this.cursor = rows.at(-1)!.line;
     if (rows.length < READ_AHEAD) this.exhausted = true;
@@ -64,6 +65,12 @@ export class ActiveBatch {
     line.tries++;
     line.notBefore = Date.now() + Math.min(MAX_BACKOFF_MS, 250 * 2 ** line.tries);
     this.queue.unshift(line);
+  }
+
+  /** Forgets the lines read ahead: they were closed unrun (the storage quota). */
+  dropQueued(): void {
+    this.queue = [];
+    this.exhausted = true;
   }
 
   /** Every line is answered (checked in the database, not only in memory). */

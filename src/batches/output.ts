@@ -15,21 +15,28 @@ export function validationErrorLines(batchId: string, errors: readonly LineError
 }
 
 /**
- * The output file (lines answered 200) and the error file (every other answer, and lines closed
- * unanswered by expiry or cancellation), each line once, in input order.
+ * One answered line's place in the result files, as text around its answer (the response body,
+ * JSON as it was answered, spliced in unparsed: a large answer streams from storage into the file
+ * without being held or parsed whole). Answered 200: the output file; any other answer, and lines
+ * closed unanswered by expiry, cancellation or the storage quota, the error file.
  */
-export function resultFiles(batchId: string, lines: readonly DoneLine[]): { output: ResultLine[]; errors: ResultLine[] } {
-  const output: ResultLine[] = [];
-  const errors: ResultLine[] = [];
-  for (const line of lines) {
-    const id = `batch_req_${batchId.slice("batch_".length)}_${line.line}`;
-    if (line.answer !== null && line.status_code !== null) {
-      const result: ResultLine = { id, custom_id: line.custom_id, response: { status_code: line.status_code, request_id: line.request_id, body: JSON.parse(line.answer) as unknown }, error: null };
-      (line.status_code === 200 ? output : errors).push(result);
-    } else {
-      const error = line.error ? (JSON.parse(line.error) as { code: string; message: string }) : { code: "batch_line_unanswered", message: "The line was not run." };
-      errors.push({ id, custom_id: line.custom_id, response: null, error });
-    }
+export function resultLineText(batchId: string, line: Omit<DoneLine, "answer">): { file: "output" | "errors"; head: string; tail: string; answered: boolean } {
+  const id = `batch_req_${batchId.slice("batch_".length)}_${line.line}`;
+  if (line.status_code !== null && line.error === null) {
+    const head = `{"id":${JSON.stringify(id)},"custom_id":${JSON.stringify(line.custom_id)},"response":{"status_code":${line.status_code},"request_id":${JSON.stringify(line.request_id)},"body":`;
+    return { file: line.status_code === 200 ? "output" : "errors", head, tail: '},"error":null}\n', answered: true };
   }
-  return { output, errors };
+  const error = line.error ? (JSON.parse(line.error) as { code: string; message: string }) : { code: "batch_line_unanswered", message: "The line was not run." };
+  const whole: ResultLine = { id, custom_id: line.custom_id, response: null, error };
+  return { file: "errors", head: `${JSON.stringify(whole)}\n`, tail: "", answered: false };
+}
+
+/** The output and error files' lines, parsed (what a client reads back), each line once, in input order. */
+export function resultFiles(batchId: string, lines: readonly DoneLine[]): { output: ResultLine[]; errors: ResultLine[] } {
+  const files: { output: ResultLine[]; errors: ResultLine[] } = { output: [], errors: [] };
+  for (const line of lines) {
+    const text = resultLineText(batchId, line);
+    files[text.file].push(JSON.parse(text.head + (text.answered ? line.answer : "") + text.tail) as ResultLine);
+  }
+  return files;
 }

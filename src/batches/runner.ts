@@ -32,6 +32,8 @@ export interface BatchRunnerDeps {
   /** How many lines of `model` may run at once now: its sequences that no other tier holds or waits for. */
   capacity(model: string): number;
   ownerId: string;
+  /** Bytes an account may keep in files, batch outputs included (SWITCHYARD_FILE_BYTES_PER_ACCOUNT). */
+  fileBytesPerAccount?: number;
   /** Whether the server process that owned a batch is gone (its batches are adopted). */
   ownerIsGone(tx: Database, ownerId: string): Promise<boolean>;
   log(message: string): void;
@@ -205,13 +207,33 @@ export class BatchRunner {
     // Busy, rate-limited or stopping: not an answer, the line runs again (after a restart, if stopping).
     const retry = result.statusCode === 429 || result.statusCode === 503 || (serverError && (this.stopped || ++line.attempts < SERVER_ERROR_ATTEMPTS));
     try {
-      if (!retry && (await answerLine(db, batch.row.id, line.line, { requestId: result.requestId, statusCode: result.statusCode, body: result.body, error: null }))) return;
+      const refusal = retry ? "retry" : await answerLine(db, { id: batch.row.id, accountId: batch.row.account_id }, line, { requestId: result.requestId, statusCode: result.statusCode, body: result.body, error: null }, this.deps.fileBytesPerAccount);
+      if (refusal === null) return;
+      if (typeof refusal === "object") return await this.overQuota(batch, line, result, refusal);
+      // Answered already (closed by the quota, expiry or cancellation meanwhile): this attempt is not billed, and that stands.
+      if (refusal === "answered") return await this.unbill(result);
     } catch (error) {
       log(`batch ${batch.row.id} line ${line.line}: the answer could not be stored (${error instanceof Error ? error.message : String(error)}); it runs again`);
     }
-    // Not kept: this attempt is not billed, and the line runs again (unless it was answered already).
-    if (result.requestId) await discardAttempt(db, result.requestId).catch((error: unknown) => log(`could not unbill ${result.requestId}: ${String(error)}`));
+    // Not kept: this attempt is not billed, and the line runs again.
+    await this.unbill(result);
     if (!this.stopped) batch.retry(line, line.attempts);
+  }
+
+  private async unbill(result: LineResult): Promise<void> {
+    if (result.requestId) await discardAttempt(this.deps.db, result.requestId).catch((error: unknown) => this.deps.log(`could not unbill ${result.requestId}: ${String(error)}`));
+  }
+
+  /**
+   * The answer would pass the account's storage quota: it is not kept nor billed, and this line and
+   * every line not yet answered end with that error (unbilled); the batch then completes with what it kept.
+   */
+  private async overQuota(batch: ActiveBatch, line: QueuedLine, result: LineResult, { quota, used }: { quota: number; used: number }): Promise<void> {
+    await this.unbill(result);
+    const message = `Not run or not kept: the batch's output would pass this account's storage quota of ${quota} bytes (${used} in use, files and running batches' outputs); delete files or raise SWITCHYARD_FILE_BYTES_PER_ACCOUNT.`;
+    await closeOpenLines(this.deps.db, batch.row.id, { code: "file_storage_limit_exceeded", message });
+    batch.dropQueued();
+    this.deps.log(`batch ${batch.row.id}: output over the account's storage quota at line ${line.line}; the lines left are closed unbilled`);
   }
 
   /** A batch with nothing left to run (or past its window, or cancelled) writes its files and ends. */

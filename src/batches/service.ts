@@ -1,9 +1,10 @@
 import { InvalidRequest, NotFound, ServiceError } from "../errors.js";
 import type { Database } from "../storage/database.js";
-import type { FileStore, StoredFile } from "../storage/files.js";
+import { FileQuotaExceeded, type FileStore, type FileWriter, type StoredFile } from "../storage/files.js";
+import type { Caller } from "../serving/types.js";
 import type { BatchLimits } from "./limits.js";
-import { enqueuedTokens, failBatch, getBatch, insertBatch, listBatches, requestCancel, startBatch, type BatchRow } from "./store.js";
-import { BATCH_ENDPOINTS, validateBatchFile, type BatchEndpoint, type LineError } from "./validate.js";
+import { dropLines, enqueuedTokens, failBatch, getBatch, insertBatch, insertLines, listBatches, requestCancel, startBatch, type BatchRow } from "./store.js";
+import { BATCH_ENDPOINTS, checkBatchFile, type BatchEndpoint, type LineError } from "./validate.js";
 import { jsonl, validationErrorLines } from "./output.js";
 
 /** The one completion window OpenAI offers. */
@@ -13,6 +14,9 @@ export interface BatchOwner {
   accountId: string;
   keyId: string;
 }
+
+/** One part of an upload's form, in the order sent: a field, or the file's bytes as they arrive. */
+export type UploadPart = { field: string; value: string } | { filename: string; bytes: AsyncIterable<Buffer> };
 
 export interface CreateBatchInput {
   inputFileId: string;
@@ -29,6 +33,9 @@ export interface BatchServiceDeps {
   ownerId: string;
   /** A batch was created or cancelled: the runner looks now rather than at its next poll. */
   wake(): void;
+  /** An upload counts as a request against the key's rate limit and needs budget left; throws the 429 or 402. */
+  admitUpload(caller: Caller): Promise<void>;
+  log?(message: string): void;
   /** How long a completion window lasts, in seconds (tests shorten it); default: as named. */
   windowSeconds?: (window: string) => number;
 }
@@ -42,10 +49,30 @@ const notFound = (kind: string, id: string) => new NotFound(`No ${kind} with id 
 export function createBatchService(deps: BatchServiceDeps) {
   const { db, files, limits } = deps;
   return {
-    async uploadFile(owner: BatchOwner, file: { purpose: string; filename: string; content: Buffer }): Promise<StoredFile> {
-      if (file.purpose !== "batch") throw new InvalidRequest(`Unsupported purpose '${file.purpose.slice(0, 40)}'; this server accepts files with purpose 'batch'.`, "purpose", "invalid_value");
-      await checkFileCaps(deps, owner.accountId, file.content.byteLength);
-      return files.create(owner.accountId, file);
+    /** Streams the form's file into storage as it arrives; nothing is listed unless all of it was stored. */
+    async uploadFile(caller: Caller, parts: AsyncIterable<UploadPart>): Promise<StoredFile> {
+      await deps.admitUpload(caller);
+      const room = await fileRoom(deps, caller.accountId);
+      let purpose: string | undefined;
+      let writer: FileWriter | undefined;
+      try {
+        for await (const part of parts) {
+          if ("field" in part) {
+            if (part.field === "purpose") purpose = checkPurpose(part.value);
+            continue;
+          }
+          if (writer) throw new InvalidRequest("Upload one file per request.", "file", "invalid_value");
+          writer = await files.open(caller.accountId, { purpose: purpose ?? "batch", filename: checkFilename(part.filename), room: room.bytes });
+          for await (const bytes of part.bytes) await writer.append(bytes);
+        }
+        if (!writer) throw new InvalidRequest("Missing required parameter: 'file'.", "file", "missing_required_parameter");
+        if (purpose === undefined) throw new InvalidRequest("Missing required parameter: 'purpose'.", "purpose", "missing_required_parameter");
+        await writer.flush();
+        return await writer.commit();
+      } catch (error) {
+        await writer?.abort();
+        throw error instanceof FileQuotaExceeded ? room.refusal() : error;
+      }
     },
 
     async create(owner: BatchOwner, input: CreateBatchInput): Promise<BatchRow> {
@@ -53,13 +80,14 @@ export function createBatchService(deps: BatchServiceDeps) {
         throw new InvalidRequest(`Unsupported endpoint '${input.endpoint.slice(0, 60)}'; use one of ${BATCH_ENDPOINTS.join(", ")}.`, "endpoint", "invalid_value");
       }
       if (!(input.completionWindow in WINDOWS)) throw new InvalidRequest("Invalid 'completion_window': only '24h' is supported.", "completion_window", "invalid_value");
-      const file = await files.get(owner.accountId, input.inputFileId);
-      if (!file) throw new ServiceError(404, "invalid_request_error", `No file with id '${input.inputFileId.slice(0, 64)}' found.`, "not_found", "input_file_id");
+      const found = await files.read(owner.accountId, input.inputFileId);
+      const file = found?.file;
+      if (!found || !file) throw new ServiceError(404, "invalid_request_error", `No file with id '${input.inputFileId.slice(0, 64)}' found.`, "not_found", "input_file_id");
       if (file.purpose !== "batch") throw new InvalidRequest(`The file '${file.id}' has purpose '${file.purpose}'; a batch's input file must have purpose 'batch'.`, "input_file_id", "invalid_value");
       await checkActiveBatches(deps, owner.accountId);
       const windowSeconds = deps.windowSeconds?.(input.completionWindow) ?? WINDOWS[input.completionWindow]!;
       const batch = await insertBatch(db, { ...owner, endpoint: input.endpoint, inputFileId: file.id, completionWindow: input.completionWindow, windowSeconds, metadata: input.metadata }, deps.ownerId);
-      await validateAndStart(deps, batch, (await files.content(owner.accountId, file.id)) ?? Buffer.alloc(0));
+      await validateAndStart(deps, batch, found.chunks);
       deps.wake();
       return (await getBatch(db, owner.accountId, batch.id))!;
     },
@@ -86,13 +114,38 @@ export function createBatchService(deps: BatchServiceDeps) {
   };
 }
 
-async function checkFileCaps({ files, limits }: BatchServiceDeps, accountId: string, bytes: number): Promise<void> {
+const checkPurpose = (purpose: string) => {
+  if (purpose !== "batch") throw new InvalidRequest(`Unsupported purpose '${purpose.slice(0, 40)}'; this server accepts files with purpose 'batch'.`, "purpose", "invalid_value");
+  return purpose;
+};
+
+/** A file name as stored: at most 256 characters, and none PostgreSQL's text refuses (NUL) or a terminal would act on. */
+function checkFilename(name: string): string {
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw new InvalidRequest("The file name contains control characters (NUL, newline, ...); rename the file.", "file", "invalid_value");
+  return name.slice(0, 256) || "upload.jsonl";
+}
+
+/**
+ * How many bytes an upload may bring: the per-file limit, or what is left of the account's quota,
+ * whichever is less; and the error for passing it (413 for the file's limit, 429 naming the quota).
+ */
+async function fileRoom({ files, limits }: BatchServiceDeps, accountId: string): Promise<{ bytes: number; refusal(): ServiceError }> {
   const usage = await files.usage(accountId);
   if (usage.files >= limits.filesPerAccount) throw new ServiceError(429, "rate_limit_error", `This account keeps ${usage.files} files, the most it may; delete some first.`, "too_many_files");
-  if (usage.bytes + bytes > limits.fileBytesPerAccount) {
-    throw new ServiceError(429, "rate_limit_error", `This account's files would hold ${usage.bytes + bytes} bytes, over its limit of ${limits.fileBytesPerAccount}; delete some first.`, "file_storage_limit_exceeded");
-  }
+  const left = Math.max(0, limits.fileBytesPerAccount - usage.bytes);
+  if (left === 0) throw quotaExceeded(limits.fileBytesPerAccount, usage.bytes);
+  const bytes = Math.min(limits.maxFileBytes, left);
+  const refusal = () =>
+    bytes === limits.maxFileBytes
+      ? new ServiceError(413, "invalid_request_error", `The file is larger than the limit of ${limits.maxFileBytes} bytes (SWITCHYARD_FILE_MAX_BYTES).`, "file_too_large", "file")
+      : quotaExceeded(limits.fileBytesPerAccount, usage.bytes);
+  return { bytes, refusal };
 }
+
+/** The account's files (inputs, outputs and files being written) would pass its byte quota. */
+export const quotaExceeded = (quota: number, used: number) =>
+  new ServiceError(429, "rate_limit_error", `This account's files would pass its storage quota of ${quota} bytes (SWITCHYARD_FILE_BYTES_PER_ACCOUNT; ${used} in use, batch outputs included); delete some files first.`, "file_storage_limit_exceeded", "file");
 
 async function checkActiveBatches({ db, limits }: BatchServiceDeps, accountId: string): Promise<void> {
   const rows = await db.query<{ n: string | number }>("SELECT count(*) AS n FROM batches WHERE account_id = $1 AND status IN ('validating', 'in_progress', 'finalizing', 'cancelling')", [accountId]);
@@ -100,24 +153,53 @@ async function checkActiveBatches({ db, limits }: BatchServiceDeps, accountId: s
   if (active >= limits.activeBatchesPerAccount) throw new ServiceError(429, "rate_limit_error", `This account has ${active} batches running, the most it may; wait for one to finish or cancel one.`, "too_many_batches");
 }
 
-/** Validates the input file; a bad one fails the batch with its errors (and an error file). Else the lines are enqueued. */
-async function validateAndStart(deps: BatchServiceDeps, batch: BatchRow, content: Buffer): Promise<void> {
+/**
+ * Validates the input file as it is read from storage, copying valid lines in as they come, a slice
+ * at a time (the event loop is never held for long); a bad file fails the batch with its errors
+ * (and an error file), and its lines go. Any other failure fails the batch too: it never stays
+ * `validating`. Else the lines are enqueued, under the account's enqueued-token cap.
+ */
+async function validateAndStart(deps: BatchServiceDeps, batch: BatchRow, chunks: AsyncIterable<Uint8Array>): Promise<void> {
   const { db, limits } = deps;
-  const validation = validateBatchFile(content, batch.endpoint as BatchEndpoint, limits.maxRequests);
-  if (!validation.ok) return fail(deps, batch, validation.errors);
-  const tokens = validation.lines.reduce((sum, line) => sum + line.estimatedTokens, 0);
-  const refused = await db.transaction(async (tx) => {
+  let errors: LineError[];
+  let total = 0;
+  let tokens = 0;
+  try {
+    const checking = checkBatchFile(chunks, batch.endpoint as BatchEndpoint, limits.maxRequests);
+    for (;;) {
+      const next = await checking.next();
+      if (next.done) {
+        errors = next.value;
+        break;
+      }
+      await insertLines(db, batch.id, next.value);
+      total += next.value.length;
+      tokens = next.value.reduce((sum, line) => sum + line.estimatedTokens, tokens);
+    }
+    if (errors.length === 0) errors = (await enqueue(deps, batch, total, tokens)) ?? [];
+  } catch (error) {
+    deps.log?.(`batch ${batch.id}: validation failed: ${error instanceof Error ? error.message : String(error)}`);
+    errors = [{ code: "validation_failed", message: "The input file could not be read and validated; create the batch again.", param: null, line: null }];
+  }
+  if (errors.length === 0) return;
+  await dropLines(db, batch.id);
+  await fail(deps, batch, errors);
+}
+
+/** Starts the batch unless its tokens would pass the account's enqueued-token cap (then: why not). */
+async function enqueue({ db, limits }: BatchServiceDeps, batch: BatchRow, total: number, tokens: number): Promise<LineError[] | null> {
+  return db.transaction(async (tx) => {
     // The account's row lock: two batches created at once cannot both slip under the cap.
     await tx.query("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", [batch.account_id]);
-    const enqueued = await enqueuedTokens(tx, batch.account_id);
+    const enqueued = await enqueuedTokens(tx, batch.account_id, batch.id);
     if (enqueued + tokens > limits.enqueuedTokensPerAccount) {
       const message = `Enqueued token limit reached: this account's batches hold ${enqueued} tokens enqueued and this batch would add ${tokens}; the limit is ${limits.enqueuedTokensPerAccount}. Retry once running batches have finished.`;
       return [{ code: "token_limit_exceeded", message, param: null, line: null }];
     }
-    await startBatch(tx, batch.id, validation.lines);
+    // Cancelled while it validated: the runner closes its lines.
+    await startBatch(tx, batch.id, total, tokens);
     return null;
   });
-  if (refused) await fail(deps, batch, refused);
 }
 
 async function fail({ db, files, limits }: BatchServiceDeps, batch: BatchRow, errors: LineError[]): Promise<void> {

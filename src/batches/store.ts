@@ -47,14 +47,18 @@ export interface DoneLine {
   custom_id: string;
   request_id: string | null;
   status_code: number | null;
+  /** The answer's JSON text; null when there is none, or when it is kept in chunks under `answer_attempt`. */
   answer: string | null;
   error: string | null;
+  answer_attempt?: string | null;
 }
 
 export const newBatchId = () => `batch_${randomBytes(18).toString("base64url")}`;
 
 /** Rows per INSERT when a batch's lines are copied in: well under PostgreSQL's 65,535 parameters. */
-const INSERT_CHUNK = 1000;
+const INSERT_ROWS = 1000;
+/** Body bytes per INSERT: one statement holds the (embedded, single-threaded) database for a few ms at most. */
+const INSERT_BYTES = 256 * 1024;
 
 export interface NewBatch {
   accountId: string;
@@ -75,27 +79,39 @@ export async function insertBatch(db: Database, batch: NewBatch, ownerId: string
   return rows[0]!;
 }
 
-/** Copies the validated lines in and starts the batch, in one transaction. */
-export async function startBatch(tx: Database, id: string, lines: readonly BatchLine[]): Promise<void> {
-  for (let start = 0; start < lines.length; start += INSERT_CHUNK) {
-    const chunk = lines.slice(start, start + INSERT_CHUNK);
+/** Copies validated lines in, while the batch is `validating` (no runner reads them yet), a short statement at a time. */
+export async function insertLines(db: Database, id: string, lines: readonly BatchLine[]): Promise<void> {
+  for (let start = 0; start < lines.length; ) {
+    let end = start;
+    for (let bytes = 0; end < lines.length && end - start < INSERT_ROWS && (end === start || bytes + lines[end]!.body.length <= INSERT_BYTES); end++) bytes += lines[end]!.body.length;
+    const chunk = lines.slice(start, end);
     const values = chunk.map((_, i) => `($1, $${i * 4 + 2}, $${i * 4 + 3}, $${i * 4 + 4}, $${i * 4 + 5})`).join(", ");
-    await tx.query(`INSERT INTO batch_lines (batch_id, line, custom_id, body, estimated_tokens) VALUES ${values}`, [id, ...chunk.flatMap((l) => [l.line, l.customId, l.body, l.estimatedTokens])]);
+    await db.query(`INSERT INTO batch_lines (batch_id, line, custom_id, body, estimated_tokens) VALUES ${values}`, [id, ...chunk.flatMap((l) => [l.line, l.customId, l.body, l.estimatedTokens])]);
+    start = end;
   }
-  const tokens = lines.reduce((sum, l) => sum + l.estimatedTokens, 0);
-  await tx.query("UPDATE batches SET status = 'in_progress', in_progress_at = now(), total = $2, enqueued_tokens = $3 WHERE id = $1", [id, lines.length, tokens]);
+}
+
+/** Starts a batch whose lines are all in: `validating` becomes `in_progress`. False when it is no longer validating (cancelled meanwhile). */
+export async function startBatch(tx: Database, id: string, total: number, tokens: number): Promise<boolean> {
+  const rows = await tx.query("UPDATE batches SET status = 'in_progress', in_progress_at = now(), total = $2, enqueued_tokens = $3 WHERE id = $1 AND status = 'validating' RETURNING id", [id, total, tokens]);
+  return rows.length > 0;
+}
+
+/** Drops the lines copied in for a batch that failed validation. */
+export async function dropLines(db: Database, id: string): Promise<void> {
+  await db.query("DELETE FROM batch_lines WHERE batch_id = $1", [id]);
 }
 
 export async function failBatch(db: Database, id: string, errors: readonly LineError[], errorFileId: string | null): Promise<void> {
   await db.query("UPDATE batches SET status = 'failed', failed_at = now(), errors = $2, error_file_id = $3 WHERE id = $1", [id, JSON.stringify(errors), errorFileId]);
 }
 
-/** Tokens the account's batches still have enqueued: lines not yet answered, in batches still running. */
-export async function enqueuedTokens(db: Database, accountId: string): Promise<number> {
+/** Tokens the account's batches still have enqueued: lines not yet answered, in batches still running (but `except`, the one being started). */
+export async function enqueuedTokens(db: Database, accountId: string, except: string): Promise<number> {
   const rows = await db.query<{ total: string | number }>(
     `SELECT COALESCE(sum(l.estimated_tokens), 0) AS total FROM batch_lines l JOIN batches b ON b.id = l.batch_id
-      WHERE b.account_id = $1 AND b.status IN ('validating', 'in_progress') AND NOT l.done`,
-    [accountId],
+      WHERE b.account_id = $1 AND b.id <> $2 AND b.status IN ('validating', 'in_progress') AND NOT l.done`,
+    [accountId, except],
   );
   return Number(rows[0]?.total ?? 0);
 }
@@ -125,28 +141,81 @@ export async function pendingLines(db: Database, batchId: string, afterLine: num
   return db.query<PendingLine>("SELECT line, custom_id, body FROM batch_lines WHERE batch_id = $1 AND NOT done AND line > $2 ORDER BY line LIMIT $3", [batchId, afterLine, limit]);
 }
 
-export async function doneLines(db: Database, batchId: string): Promise<DoneLine[]> {
-  return db.query<DoneLine>("SELECT line, custom_id, request_id, status_code, answer, error FROM batch_lines WHERE batch_id = $1 ORDER BY line", [batchId]);
+/** A page of a batch's lines in order, after line `afterLine` (finalizing reads them page by page). */
+export async function doneLines(db: Database, batchId: string, afterLine = 0, limit = 1_000_000): Promise<DoneLine[]> {
+  return db.query<DoneLine>(
+    "SELECT line, custom_id, request_id, status_code, answer, error, answer_attempt FROM batch_lines WHERE batch_id = $1 AND line > $2 ORDER BY line LIMIT $3",
+    [batchId, afterLine, limit],
+  );
 }
+
+/** Answers longer than this are kept in chunks of this size beside their line, each written in its own short statement. */
+export const ANSWER_CHUNK_CHARS = 256 * 1024;
+
+/** A chunked answer's text, a chunk at a time. */
+export async function* answerChunks(db: Database, batchId: string, line: number, attempt: string): AsyncGenerator<string> {
+  for (let seq = 0; ; seq++) {
+    const rows = await db.query<{ content: string }>("SELECT content FROM batch_answer_chunks WHERE batch_id = $1 AND line = $2 AND attempt = $3 AND seq = $4", [batchId, line, attempt, seq]);
+    if (rows.length === 0) return;
+    yield rows[0]!.content;
+  }
+}
+
+/** The bytes an answer adds to the batch's result files: its body and the result line around it. */
+export const resultBytes = (customId: string, body: string | null) => Buffer.byteLength(body ?? "") + Buffer.byteLength(customId) + 200;
+
+/** What an account keeps against its storage quota: its files, and what its running batches' answers will write. */
+export async function storedBytes(db: Database, accountId: string): Promise<number> {
+  const rows = await db.query<{ used: string | number }>(
+    `SELECT (SELECT COALESCE(sum(bytes), 0) FROM files WHERE account_id = $1)
+          + (SELECT COALESCE(sum(output_bytes), 0) FROM batches WHERE account_id = $1 AND status IN ('in_progress', 'finalizing', 'cancelling')) AS used`,
+    [accountId],
+  );
+  return Number(rows[0]?.used ?? 0);
+}
+
+export interface LineAnswer {
+  requestId: string | null;
+  statusCode: number | null;
+  body: string | null;
+  error: string | null;
+}
+
+/** Why an answer was not kept: the line had one already, or it would pass the account's storage quota. */
+export type AnswerRefusal = "answered" | { quota: number; used: number };
 
 /**
  * Records a line's answer once: the line, its ledger row's link and the batch's counts change in
- * one transaction. False when the line was already answered (its answer stands).
+ * one transaction, under the account's row lock, where the answer's bytes are checked against the
+ * account's storage quota (`quota`). A large answer is written in chunks first, under an attempt id
+ * of its own (an attempt not kept leaves chunks no line names: they go). Null when kept.
  */
-export async function answerLine(db: Database, batchId: string, line: number, answer: { requestId: string | null; statusCode: number | null; body: string | null; error: string | null }): Promise<boolean> {
-  return db.transaction(async (tx) => {
+export async function answerLine(db: Database, batch: { id: string; accountId: string }, line: { line: number; customId: string }, answer: LineAnswer, quota = Infinity): Promise<AnswerRefusal | null> {
+  const body = answer.body;
+  const attempt = body !== null && body.length > ANSWER_CHUNK_CHARS ? randomBytes(12).toString("base64url") : null;
+  for (let seq = 0; attempt && body && seq * ANSWER_CHUNK_CHARS < body.length; seq++) {
+    const content = body.slice(seq * ANSWER_CHUNK_CHARS, (seq + 1) * ANSWER_CHUNK_CHARS);
+    await db.query("INSERT INTO batch_answer_chunks (batch_id, line, attempt, seq, content) VALUES ($1, $2, $3, $4, $5)", [batch.id, line.line, attempt, seq, content]);
+  }
+  const bytes = resultBytes(line.customId, body);
+  const refusal = await db.transaction(async (tx): Promise<AnswerRefusal | null> => {
+    await tx.query("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", [batch.accountId]);
+    const used = quota === Infinity ? 0 : await storedBytes(tx, batch.accountId);
+    if (used + bytes > quota) return { quota, used };
     const rows = await tx.query(
-      "UPDATE batch_lines SET done = true, request_id = $3, status_code = $4, answer = $5, error = $6 WHERE batch_id = $1 AND line = $2 AND NOT done RETURNING line",
-      [batchId, line, answer.requestId, answer.statusCode, answer.body, answer.error],
+      "UPDATE batch_lines SET done = true, request_id = $3, status_code = $4, answer = $5, error = $6, answer_attempt = $7 WHERE batch_id = $1 AND line = $2 AND NOT done RETURNING line",
+      [batch.id, line.line, answer.requestId, answer.statusCode, attempt ? null : body, answer.error, attempt],
     );
-    if (rows.length === 0) return false;
+    if (rows.length === 0) return "answered";
     const column = answer.statusCode === 200 ? "completed" : "failed";
-    await tx.query(`UPDATE batches SET ${column} = ${column} + 1 WHERE id = $1`, [batchId]);
-    return true;
+    await tx.query(`UPDATE batches SET ${column} = ${column} + 1, output_bytes = output_bytes + $2 WHERE id = $1`, [batch.id, bytes]);
+    return null;
   });
+  if (refusal && attempt) await db.query("DELETE FROM batch_answer_chunks WHERE batch_id = $1 AND line = $2 AND attempt = $3", [batch.id, line.line, attempt]);
+  return refusal;
 }
 
-/** Every line not answered yet gets this error (expiry, cancellation); none of them is billed. */
+/** Every line not answered yet gets this error (expiry, cancellation, the storage quota); none of them is billed. */
 export async function closeOpenLines(db: Database, batchId: string, error: { code: string; message: string }): Promise<void> {
   await db.transaction(async (tx) => {
     const rows = await tx.query("UPDATE batch_lines SET done = true, error = $2 WHERE batch_id = $1 AND NOT done RETURNING line", [batchId, JSON.stringify(error)]);
@@ -161,4 +230,9 @@ export async function setStatus(db: Database, id: string, from: readonly BatchSt
   for (const [column, value] of Object.entries(extra)) sets.push(`${column} = $${params.push(value)}`);
   const rows = await db.query(`UPDATE batches SET ${sets.join(", ")} WHERE id = $1 AND status = ANY($2::text[]) RETURNING id`, params);
   return rows.length > 0;
+}
+
+/** Once a batch's result files are written, its chunked answers are no longer read. */
+export async function dropAnswerChunks(db: Database, batchId: string): Promise<void> {
+  await db.query("DELETE FROM batch_answer_chunks WHERE batch_id = $1", [batchId]);
 }

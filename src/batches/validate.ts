@@ -4,6 +4,7 @@ import { completionsRequestSchema } from "../protocol/completions-request.js";
 import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
 import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { MAX_IDENTIFIER_CHARS } from "../protocol/identifiers.js";
+import { DEFAULT_MAX_JSON_DEPTH, findBodyFault } from "../http/edge-input.js";
 
 /** The endpoints a batch may run, as OpenAI names them. */
 export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"] as const;
@@ -44,32 +45,100 @@ const MAX_REPORTED_ERRORS = 1000;
  * Checks a batch input file: UTF-8 JSONL, one request per non-empty line, each an object with a
  * `custom_id` unique in the file, `method` POST, `url` the batch's endpoint, and a `body` that is a
  * valid request for that endpoint (without `stream`). Every bad line is reported with its number.
+ * Whole, at once: small files (and tests); `checkBatchFile` checks a stored file as it is read.
  */
 export function validateBatchFile(content: Buffer, endpoint: BatchEndpoint, maxLines: number): Validation {
-  let text: string;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(content);
-  } catch {
-    return { ok: false, errors: [{ code: "invalid_file_format", message: "The file is not valid UTF-8 text.", param: null, line: null }] };
-  }
-  const lines: BatchLine[] = [];
-  const errors: LineError[] = [];
-  const seen = new Set<string>();
-  const raw = text.split("\n");
-  for (let index = 0; index < raw.length && errors.length < MAX_REPORTED_ERRORS; index++) {
-    const source = raw[index]!.trim();
-    if (source === "") continue;
-    const result = checkLine(source, index + 1, endpoint, seen);
-    if ("code" in result) errors.push(result);
-    else lines.push(result);
-  }
-  if (errors.length > 0) return { ok: false, errors };
-  if (lines.length === 0) return { ok: false, errors: [{ code: "empty_file", message: "The file holds no requests.", param: null, line: null }] };
-  if (lines.length > maxLines) {
-    return { ok: false, errors: [{ code: "too_many_requests", message: `The file holds ${lines.length} requests; a batch may hold at most ${maxLines}.`, param: null, line: null }] };
-  }
-  return { ok: true, lines };
+  const checker = new LineChecker(endpoint, maxLines);
+  const lines = checker.push(content, true);
+  const errors = checker.finish();
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, lines };
 }
+
+/** How long one slice of checking may hold the event loop before it yields to other work. */
+const SLICE_MS = 8;
+
+/**
+ * Checks a file read chunk by chunk, yielding to the event loop every few milliseconds; yields the
+ * valid lines a slice at a time (to be stored as they come) and returns the errors, if any. It stops
+ * reading at the first sign the file is refused whole (too many lines, not UTF-8, enough errors).
+ */
+export async function* checkBatchFile(chunks: AsyncIterable<Uint8Array>, endpoint: BatchEndpoint, maxLines: number): AsyncGenerator<BatchLine[], LineError[]> {
+  const checker = new LineChecker(endpoint, maxLines);
+  let sliceStart = performance.now();
+  for await (const chunk of chunks) {
+    for (let offset = 0; offset < chunk.byteLength && !checker.stopped; ) {
+      // A few KiB at a time: each piece is checked, then the slice's clock is read.
+      const piece = chunk.subarray(offset, offset + 16 * 1024);
+      offset += piece.byteLength;
+      const lines = checker.push(piece, false);
+      if (lines.length > 0) yield lines;
+      if (performance.now() - sliceStart > SLICE_MS) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStart = performance.now();
+      }
+    }
+    if (checker.stopped) break;
+  }
+  const last = checker.push(new Uint8Array(0), true);
+  if (last.length > 0) yield last;
+  return checker.finish();
+}
+
+/** The line-by-line check, fed bytes as they come: a line is checked once its newline (or the end) arrives. */
+class LineChecker {
+  private readonly decoder = new TextDecoder("utf-8", { fatal: true });
+  private readonly seen = new Set<string>();
+  private readonly errors: LineError[] = [];
+  private carry = "";
+  private lineNumber = 0;
+  private valid = 0;
+  /** The file is refused whole already: what follows cannot change the answer. */
+  stopped = false;
+
+  constructor(
+    private readonly endpoint: BatchEndpoint,
+    private readonly maxLines: number,
+  ) {}
+
+  push(bytes: Uint8Array, end: boolean): BatchLine[] {
+    if (this.stopped) return [];
+    let text: string;
+    try {
+      text = this.carry + this.decoder.decode(bytes, { stream: !end });
+    } catch {
+      return this.refuse({ code: "invalid_file_format", message: "The file is not valid UTF-8 text.", param: null, line: null });
+    }
+    const raw = text.split("\n");
+    this.carry = end ? "" : raw.pop()!;
+    const lines: BatchLine[] = [];
+    for (const source of raw) {
+      this.lineNumber++;
+      const trimmed = source.trim();
+      if (trimmed === "") continue;
+      const result = checkLine(trimmed, this.lineNumber, this.endpoint, this.seen);
+      if ("code" in result) this.errors.push(result);
+      else if (++this.valid > this.maxLines) return this.refuse(tooManyLines(this.maxLines));
+      else if (this.errors.length === 0) lines.push(result);
+      if (this.errors.length >= MAX_REPORTED_ERRORS) this.stopped = true;
+      if (this.stopped) break;
+    }
+    return this.errors.length === 0 ? lines : [];
+  }
+
+  finish(): LineError[] {
+    if (this.errors.length > 0) return this.errors;
+    if (this.valid === 0) return [{ code: "empty_file", message: "The file holds no requests.", param: null, line: null }];
+    return [];
+  }
+
+  private refuse(error: LineError): [] {
+    this.errors.splice(0, this.errors.length, error);
+    this.stopped = true;
+    return [];
+  }
+}
+
+const tooManyLines = (maxLines: number): LineError => ({ code: "too_many_requests", message: `The file holds more than ${maxLines} requests; a batch may hold at most ${maxLines}.`, param: null, line: null });
 
 function checkLine(source: string, line: number, endpoint: BatchEndpoint, seen: Set<string>): BatchLine | LineError {
   const fail = (code: string, message: string, param: string | null = null): LineError => ({ code, message: `Line ${line}: ${message}`, param, line });
@@ -80,6 +149,9 @@ function checkLine(source: string, line: number, endpoint: BatchEndpoint, seen: 
     return fail("invalid_json_line", "not valid JSON.");
   }
   if (typeof request !== "object" || request === null || Array.isArray(request)) return fail("invalid_request", "must be a JSON object.");
+  // What a request's own body may not hold (nesting past the bound, NUL, lone surrogates), before any walk over it.
+  const fault = findBodyFault(request, DEFAULT_MAX_JSON_DEPTH + 1);
+  if (fault) return fail(fault.code, fault.message, fault.param || null);
   const { custom_id: customId, method, url, body } = request as Record<string, unknown>;
   if (typeof customId !== "string" || customId === "") return fail("missing_required_parameter", "'custom_id' must be a non-empty string.", "custom_id");
   if (customId.length > MAX_IDENTIFIER_CHARS) return fail("invalid_value", `'custom_id' is longer than ${MAX_IDENTIFIER_CHARS} characters.`, "custom_id");

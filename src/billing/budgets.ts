@@ -148,3 +148,22 @@ export function remainingBudget(budgetUsd: string, spentUsd: string, reservedUsd
   const left = Dec(budgetUsd).minus(Dec(spentUsd)).minus(Dec(reservedUsd));
   return left.lt(Dec("0")) ? "0" : toText(left);
 }
+
+/**
+ * Throws InsufficientQuota when the key has a budget and nothing of it is left (spent and held by
+ * requests in flight): what is not metered in tokens (a file upload) still needs a key in credit.
+ */
+export async function requireBudgetLeft(db: Database, keyId: string): Promise<void> {
+  const rows = await db.query<{ budget_usd: string | null; spent_usd: string; held: string }>(
+    `SELECT k.budget_usd, k.spent_usd,
+            (SELECT COALESCE(sum(amount_usd), 0) FROM budget_reservations r WHERE r.key_id = k.id AND r.expires_at > now()) AS held
+       FROM api_keys k WHERE k.id = $1`,
+    [keyId],
+  );
+  const key = rows[0];
+  if (!key || key.budget_usd === null) return;
+  const [budget, spent, held] = [Dec(key.budget_usd), Dec(key.spent_usd), Dec(key.held)];
+  if (spent.plus(held).gte(budget)) {
+    throw new InsufficientQuota(`This API key has no spend budget left (budget $${toText(budget)}, spent $${toText(spent)}, $${toText(held)} held by requests in flight). Ask an administrator to raise the key's budget.`);
+  }
+}

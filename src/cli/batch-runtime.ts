@@ -9,10 +9,15 @@ import type { ApiCaller } from "../http/auth.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { Database } from "../storage/database.js";
 import { createFileStore } from "../storage/files.js";
+import { requireBudgetLeft } from "../billing/budgets.js";
+import type { RequestLimits } from "../limits/ports.js";
+import type { Caller } from "../serving/types.js";
 
 export interface BatchesWiring {
   db: Database;
   registry: ModelRegistry;
+  /** The keys' rate limits: an upload is a request against them. */
+  requestLimits: RequestLimits;
   ownerId: string;
   ownerIsGone(tx: Database, ownerId: string): Promise<boolean>;
   log(message: string): void;
@@ -23,18 +28,31 @@ export interface BatchesWiring {
   windowSeconds: number | undefined;
 }
 
+/** What an upload is admitted as against the key's limits (its request-rate window; no tokens). */
+const UPLOADS = "files:upload";
+
+/** A file still incomplete this long after it was opened was left by a stopped server (an upload lasts at most the request timeout). */
+const INCOMPLETE_FILE_SECONDS = 6 * 3600;
+
 /** The Files and Batch APIs and the runner of batch lines, wired for `switchyard serve`. */
-export function startBatches({ db, registry, ownerId, ownerIsGone, log, limits, principalOf, windowSeconds }: BatchesWiring) {
+export function startBatches({ db, registry, requestLimits, ownerId, ownerIsGone, log, limits, principalOf, windowSeconds }: BatchesWiring) {
   const files = createFileStore(db);
   const lineCallers = new BatchLineCallers(principalOf, createLinePasses(db));
   let runner: BatchRunner | undefined;
-  const service = createBatchService({ db, files, limits, ownerId, wake: () => runner?.wake(), windowSeconds: windowSeconds ? () => windowSeconds : undefined });
+  const admitUpload = async (caller: Caller) => {
+    const lease = await requestLimits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: UPLOADS, estimatedTokens: 0, limits: caller.limits });
+    await lease.release(0);
+    await requireBudgetLeft(db, caller.keyId);
+  };
+  const service = createBatchService({ db, files, limits, ownerId, wake: () => runner?.wake(), admitUpload, log, windowSeconds: windowSeconds ? () => windowSeconds : undefined });
   return {
     lineCallers,
     api: { service, files, limits, passFor: (caller: ApiCaller) => lineCallers.passFor(caller) },
     run(app: FastifyInstance) {
-      runner = new BatchRunner({ db, files, execute: lineCallers.executor(app), capacity: batchCapacity(registry), ownerId, ownerIsGone, log });
+      runner = new BatchRunner({ db, files, execute: lineCallers.executor(app), capacity: batchCapacity(registry), fileBytesPerAccount: limits.fileBytesPerAccount, ownerId, ownerIsGone, log });
       runner.start();
+      // Files half-written when a server stopped (an upload cut off, a batch's results) are never listed; they go.
+      void files.sweepIncomplete(INCOMPLETE_FILE_SECONDS).then((n) => n > 0 && log(`removed ${n} file(s) left half-written by a stopped server`), () => {});
     },
     stop: () => runner?.stop() ?? Promise.resolve(),
   };

@@ -1,14 +1,6 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import type { Database } from "./database.js";
-
-/** A file's description, without its bytes. */
-export interface StoredFile {
-  id: string;
-  purpose: string;
-  filename: string;
-  bytes: number;
-  createdAt: Date;
-}
+import { FILE_COLUMNS, openFileWriter, toStoredFile, type FileRow, type FileWriter, type StoredFile } from "./file-writer.js";
 
 export interface FileListQuery {
   purpose?: string;
@@ -21,61 +13,67 @@ export interface FileListQuery {
 /** The stored bytes no longer match the checksum taken when they were written. */
 export class FileCorrupted extends Error {}
 
+export type { FileWriter, StoredFile };
+export { FileQuotaExceeded, newFileId } from "./file-writer.js";
+
 /**
- * Files (the Files API), kept in the deployment's database with the SHA-256 of their bytes.
- * Every call names the account: another account's file reads as absent.
+ * Files (the Files API), kept in the deployment's database in chunks, each with the SHA-256 of its
+ * bytes. Every call names the account: another account's file reads as absent, and so does a file
+ * still being written.
  */
 export interface FileStore {
-  create(accountId: string, file: { purpose: string; filename: string; content: Uint8Array }, tx?: Database): Promise<StoredFile>;
+  /** A small file written whole (a batch's validation errors). */
+  create(accountId: string, file: { purpose: string; filename: string; content: Uint8Array }): Promise<StoredFile>;
+  /** A file written a chunk at a time; listed once committed. `room`: the bytes it may grow to. */
+  open(accountId: string, file: { purpose: string; filename: string; room?: number }): Promise<FileWriter>;
   get(accountId: string, id: string): Promise<StoredFile | null>;
-  /** The bytes, checked against their checksum (FileCorrupted when they differ). */
+  /** The bytes chunk by chunk, each checked against its checksum (FileCorrupted when one differs); null when absent. */
+  read(accountId: string, id: string): Promise<{ file: StoredFile; chunks: AsyncIterable<Buffer> } | null>;
+  /** The bytes whole (small files and tests); checked as `read` checks them. */
   content(accountId: string, id: string): Promise<Buffer | null>;
   list(accountId: string, query: FileListQuery): Promise<StoredFile[]>;
   delete(accountId: string, id: string): Promise<boolean>;
-  /** How many files and bytes the account keeps (the per-account caps). */
+  /** How many files and bytes the account keeps, files being written included (the per-account caps). */
   usage(accountId: string): Promise<{ files: number; bytes: number }>;
+  /** Drops files left half-written (their writer's process stopped) for longer than `olderThanSeconds`. */
+  sweepIncomplete(olderThanSeconds: number): Promise<number>;
 }
 
-interface FileRow {
-  id: string;
-  purpose: string;
-  filename: string;
-  bytes: number;
-  created_at: Date | string;
-}
-
-const COLUMNS = "id, purpose, filename, bytes, created_at";
+const COLUMNS = FILE_COLUMNS;
 
 export const sha256 = (content: Uint8Array) => createHash("sha256").update(content).digest("hex");
 
-export const newFileId = () => `file-${randomBytes(18).toString("base64url")}`;
-
-const toFile = (row: FileRow): StoredFile => ({ id: row.id, purpose: row.purpose, filename: row.filename, bytes: Number(row.bytes), createdAt: new Date(row.created_at) });
+/** How many chunks one read fetches: a few MiB at most in memory, one short statement. */
+const CHUNKS_PER_READ = 4;
 
 export function createFileStore(db: Database): FileStore {
-  return {
-    async create(accountId, { purpose, filename, content }, tx = db) {
-      const rows = await tx.query<FileRow>(
-        `INSERT INTO files (id, account_id, purpose, filename, bytes, sha256, content) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
-        [newFileId(), accountId, purpose, filename, content.byteLength, sha256(content), content],
-      );
-      return toFile(rows[0]!);
+  const get = async (accountId: string, id: string) => {
+    const rows = await db.query<FileRow>(`SELECT ${COLUMNS} FROM files WHERE id = $1 AND account_id = $2 AND complete`, [id, accountId]);
+    return rows[0] ? toStoredFile(rows[0]) : null;
+  };
+  const store: FileStore = {
+    async create(accountId, { purpose, filename, content }) {
+      const writer = await openFileWriter(db, accountId, { purpose, filename });
+      await writer.append(content);
+      await writer.flush();
+      return writer.commit();
     },
-    async get(accountId, id) {
-      const rows = await db.query<FileRow>(`SELECT ${COLUMNS} FROM files WHERE id = $1 AND account_id = $2`, [id, accountId]);
-      return rows[0] ? toFile(rows[0]) : null;
+    open: (accountId, file) => openFileWriter(db, accountId, file),
+    get,
+    async read(accountId, id) {
+      const file = await get(accountId, id);
+      return file ? { file, chunks: readChunks(db, id) } : null;
     },
     async content(accountId, id) {
-      const rows = await db.query<{ content: Uint8Array; sha256: string }>("SELECT content, sha256 FROM files WHERE id = $1 AND account_id = $2", [id, accountId]);
-      const row = rows[0];
-      if (!row) return null;
-      const content = Buffer.from(row.content);
-      if (sha256(content) !== row.sha256) throw new FileCorrupted(`The stored bytes of file ${id} do not match their checksum.`);
-      return content;
+      const found = await store.read(accountId, id);
+      if (!found) return null;
+      const parts: Buffer[] = [];
+      for await (const chunk of found.chunks) parts.push(chunk);
+      return Buffer.concat(parts);
     },
     async list(accountId, { purpose, limit, order, after }) {
       const params: unknown[] = [accountId, limit];
-      const where = ["account_id = $1"];
+      const where = ["account_id = $1", "complete"];
       if (purpose !== undefined) where.push(`purpose = $${params.push(purpose)}`);
       const direction = order === "asc" ? "ASC" : "DESC";
       if (after !== undefined) {
@@ -83,15 +81,53 @@ export function createFileStore(db: Database): FileStore {
         where.push(`(created_at, id) ${comparison} (SELECT created_at, id FROM files WHERE id = $${params.push(after)} AND account_id = $1)`);
       }
       const rows = await db.query<FileRow>(`SELECT ${COLUMNS} FROM files WHERE ${where.join(" AND ")} ORDER BY created_at ${direction}, id ${direction} LIMIT $2`, params);
-      return rows.map(toFile);
+      return rows.map(toStoredFile);
     },
     async delete(accountId, id) {
-      const rows = await db.query("DELETE FROM files WHERE id = $1 AND account_id = $2 RETURNING id", [id, accountId]);
+      const rows = await db.query("DELETE FROM files WHERE id = $1 AND account_id = $2 AND complete RETURNING id", [id, accountId]);
       return rows.length > 0;
     },
     async usage(accountId) {
       const rows = await db.query<{ files: string | number; bytes: string | number }>("SELECT count(*) AS files, COALESCE(sum(bytes), 0) AS bytes FROM files WHERE account_id = $1", [accountId]);
       return { files: Number(rows[0]?.files ?? 0), bytes: Number(rows[0]?.bytes ?? 0) };
     },
+    async sweepIncomplete(olderThanSeconds) {
+      const rows = await db.query("DELETE FROM files WHERE NOT complete AND created_at < now() - make_interval(secs => $1) RETURNING id", [olderThanSeconds]);
+      return rows.length;
+    },
   };
+  return store;
+}
+
+/**
+ * A file's chunks in order, a few per statement; each is checked against its own checksum before it
+ * is handed on, and the whole against the file's. A file stored before chunks keeps its bytes in
+ * files.content: one chunk.
+ */
+async function* readChunks(db: Database, id: string): AsyncGenerator<Buffer> {
+  const legacy = await db.query<{ content: Uint8Array | null; sha256: string }>("SELECT content, sha256 FROM files WHERE id = $1", [id]);
+  const whole = legacy[0];
+  if (!whole) return;
+  if (whole.content !== null) {
+    const content = Buffer.from(whole.content);
+    if (sha256(content) !== whole.sha256) throw new FileCorrupted(`The stored bytes of file ${id} do not match their checksum.`);
+    yield content;
+    return;
+  }
+  const hash = createHash("sha256");
+  for (let next = 0; ; ) {
+    const rows = await db.query<{ seq: number; sha256: string; data: string }>(
+      "SELECT seq, sha256, encode(content, 'base64') AS data FROM file_chunks WHERE file_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
+      [id, next, CHUNKS_PER_READ],
+    );
+    for (const row of rows) {
+      const chunk = Buffer.from(row.data, "base64");
+      if (row.seq !== next || sha256(chunk) !== row.sha256) throw new FileCorrupted(`Chunk ${next} of file ${id} is missing or does not match its checksum.`);
+      hash.update(chunk);
+      next++;
+      yield chunk;
+    }
+    if (rows.length < CHUNKS_PER_READ) break;
+  }
+  if (hash.digest("hex") !== whole.sha256) throw new FileCorrupted(`The stored bytes of file ${id} do not match their checksum.`);
 }

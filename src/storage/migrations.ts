@@ -331,6 +331,36 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    id: 16,
+    name: "files stored in chunks, and large batch answers beside their lines",
+    // A file's bytes go in as 256 KiB chunks, each statement short, so neither an upload nor a
+    // batch's output holds the (single-threaded, embedded) database for long; a file is listed once
+    // complete. Files stored before keep their bytes in files.content. A batch line's large answer
+    // is kept in chunks too (batch_answer_chunks, under the attempt that wrote it), and
+    // batches.output_bytes counts what the batch's answers will write, against the account's quota.
+    sql: `
+      ALTER TABLE files ALTER COLUMN content DROP NOT NULL;
+      ALTER TABLE files ADD COLUMN complete boolean NOT NULL DEFAULT true;
+      CREATE TABLE file_chunks (
+        file_id  text NOT NULL REFERENCES files (id) ON DELETE CASCADE,
+        seq      integer NOT NULL,
+        sha256   text NOT NULL,
+        content  bytea NOT NULL,
+        PRIMARY KEY (file_id, seq)
+      );
+      ALTER TABLE batches ADD COLUMN output_bytes bigint NOT NULL DEFAULT 0;
+      ALTER TABLE batch_lines ADD COLUMN answer_attempt text;
+      CREATE TABLE batch_answer_chunks (
+        batch_id  text NOT NULL,
+        line      integer NOT NULL,
+        attempt   text NOT NULL,
+        seq       integer NOT NULL,
+        content   text NOT NULL,
+        PRIMARY KEY (batch_id, line, attempt, seq)
+      );
+    `,
+  },
 ];
 
 /**

@@ -22,7 +22,7 @@ forEachDatabase("the file store", ({ db }) => {
     assert.deepEqual((await files.list(mine.id, { limit: 10, order: "asc", purpose: "batch_output" })).map((f) => f.id), [second.id]);
     assert.deepEqual(await files.usage(mine.id), { files: 2, bytes: bytes.length + 2 });
 
-    await db.query("UPDATE files SET content = $2 WHERE id = $1", [first.id, Buffer.from("tampered")]);
+    await db.query("UPDATE file_chunks SET content = $2 WHERE file_id = $1", [first.id, Buffer.from("tampered")]);
     await assert.rejects(files.content(mine.id, first.id), FileCorrupted);
     assert.equal(await files.delete(mine.id, first.id), true);
     assert.equal(await files.get(mine.id, first.id), null);

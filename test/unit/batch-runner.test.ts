@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { createKey } from "../../src/accounts/store.js";
 import { BatchRunner, type LineRequest } from "../../src/batches/runner.js";
-import { insertBatch, startBatch, getBatch } from "../../src/batches/store.js";
+import { insertBatch, insertLines, startBatch, getBatch } from "../../src/batches/store.js";
 import { validateBatchFile } from "../../src/batches/validate.js";
 import { createFileStore } from "../../src/storage/files.js";
 import type { Database } from "../../src/storage/database.js";
@@ -16,7 +16,8 @@ async function batchOf(db: Database, account: string, keyId: string, accountId: 
   const validation = validateBatchFile(Buffer.from(text), "/v1/chat/completions", 100);
   assert.ok(validation.ok);
   const batch = await insertBatch(db, { accountId, keyId, endpoint: "/v1/chat/completions", inputFileId: "file-x", completionWindow: "24h", windowSeconds: 3600, metadata: null }, "owner-1");
-  await db.transaction((tx) => startBatch(tx, batch.id, validation.lines));
+  await insertLines(db, batch.id, validation.lines);
+  await db.transaction((tx) => startBatch(tx, batch.id, validation.lines.length, validation.lines.reduce((sum, l) => sum + l.estimatedTokens, 0)));
   return batch.id;
 }
 

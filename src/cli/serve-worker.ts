@@ -23,6 +23,7 @@ export async function runWorker(settings: Settings, catalog: CatalogEntry[], loa
     metrics,
     workerKey: settings.workerKey,
     bodyLimit: settings.bodyLimit,
+    maxJsonDepth: settings.maxJsonDepth,
     connections: {
       requestTimeoutMs: settings.requestTimeoutMs,
       maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp,

@@ -172,6 +172,7 @@ function buildServerApp(settings: Settings, { db, registry, limits, inFlight, me
     limits,
     authenticate: batches.lineCallers.authenticate(cachedKeyLookup((token) => lookUpKey(db, token), { ttlMs: settings.keyCacheMs })),
     bodyLimit: settings.bodyLimit,
+    maxJsonDepth: settings.maxJsonDepth,
     connections: {
       requestTimeoutMs: settings.requestTimeoutMs,
       maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp,

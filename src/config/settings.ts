@@ -10,6 +10,8 @@ const settingsSchema = z.object({
   port: z.coerce.number().int().min(0).max(65535),
   /** Largest request body accepted, in bytes (413 beyond). */
   bodyLimit: z.coerce.number().int().min(1024),
+  /** Levels of objects and arrays a JSON body may nest (400 nesting_too_deep beyond): every walk over it stays far from the stack's limit. */
+  maxJsonDepth: z.coerce.number().int().min(16).max(1000),
   /** Time to receive a whole request, headers and body (ms); 408 beyond. */
   requestTimeoutMs: z.coerce.number().int().min(100),
   /** On SIGTERM/SIGINT, how long running requests may finish before they are ended with an error (ms). */
@@ -118,6 +120,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     host: flags.host ?? env.SWITCHYARD_HOST ?? "127.0.0.1",
     port: flags.port ?? env.SWITCHYARD_PORT ?? 8080,
     bodyLimit: env.SWITCHYARD_MAX_BODY_BYTES ?? 4 * 1024 * 1024,
+    maxJsonDepth: env.SWITCHYARD_MAX_JSON_DEPTH ?? 128,
     requestTimeoutMs: env.SWITCHYARD_REQUEST_TIMEOUT_MS ?? 60_000,
     drainTimeoutMs: env.SWITCHYARD_DRAIN_TIMEOUT_MS ?? 30_000,
     maxUnauthenticatedPerIp: env.SWITCHYARD_MAX_UNAUTH_CONNECTIONS_PER_IP ?? 64,

@@ -49,6 +49,8 @@ export interface AppDeps {
   db: Database;
   /** Largest accepted request body, in bytes. */
   bodyLimit: number;
+  /** Levels of objects and arrays a JSON body may nest; default DEFAULT_MAX_JSON_DEPTH. */
+  maxJsonDepth?: number;
   metrics: Metrics;
   /** Request timeout and the per-IP cap on unauthenticated connections. */
   connections?: Partial<ConnectionLimits>;
@@ -83,7 +85,7 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 6
 const requestSerializer = (request: { method: string; url: string; ip?: string }) => ({ method: request.method, url: loggableUrl(request.url), remoteAddress: request.ip });
 
 /** What every server shares, the worker too: body and connection limits, request ids, errors, auth, CORS, compression. */
-export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "connections" | "corsOrigins" | "logger" | "drain">;
+export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "maxJsonDepth" | "connections" | "corsOrigins" | "logger" | "drain">;
 
 /** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage. */
 export function buildApp(deps: AppDeps): FastifyInstance {
@@ -140,7 +142,7 @@ export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {
   installRequestIds(app);
   installErrorHandlers(app);
   deps.drain?.install(app);
-  installJsonBodyParser(app);
+  installJsonBodyParser(app, deps.maxJsonDepth);
   installPathParamCheck(app);
   installConnectionGuards(app, connections);
   installAuth(app, deps.authenticate);

@@ -17,7 +17,13 @@ export const text = z.string().refine((value) => !value.includes("\u0000"), "mus
 
 /** A short, safe preview of caller input for an error message: never the whole of it. */
 export function preview(value: unknown, max = 40): string {
-  const json = JSON.stringify(value) ?? String(value);
+  let json: string;
+  try {
+    json = JSON.stringify(value) ?? String(value);
+  } catch {
+    // Input that did not come through the body parser's depth bound (JSON.stringify recurses).
+    return Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : typeof value;
+  }
   return json.length <= max ? json : `${json.slice(0, max)}...`;
 }
 

@@ -40,7 +40,9 @@ export function parseToolCalls(text: string, tools: readonly ToolDefinition[]): 
     const argsValue = args ?? parameters ?? {};
     if (typeof name !== "string" || !tools.some((t) => t.name === name)) return null;
     if (typeof argsValue !== "object" || argsValue === null || Array.isArray(argsValue)) return null;
-    calls.push({ id: toolCallId(), name, arguments: JSON.stringify(argsValue) });
+    const argumentsText = stringifiedOrNull(argsValue);
+    if (argumentsText === null) return null;
+    calls.push({ id: toolCallId(), name, arguments: argumentsText });
   }
   return calls;
 }
@@ -69,4 +71,16 @@ export function mayBeToolCall(prefix: string): boolean {
   const start = prefix.trimStart();
   if (start.length === 0) return true;
   return ["{", "[", "<tool_call>", "```"].some((opening) => start.startsWith(opening) || opening.startsWith(start));
+}
+
+/**
+ * Generated text is not bounded by the body parser's depth limit: arguments nested past what
+ * JSON.stringify's recursion takes (a few thousand levels) are no call, and the text stays content.
+ */
+function stringifiedOrNull(value: object): string | null {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return null;
+  }
 }

@@ -8,20 +8,35 @@ import Fastify from "fastify";
 import { makePrivate } from "../../src/config/data-dir-permissions.js";
 import { createDrain, shutdownSignalOf } from "../../src/http/drain.js";
 import { abortOnDisconnect } from "../../src/http/runs.js";
-import { findIllFormedText, installJsonBodyParser, installPathParamCheck } from "../../src/http/edge-input.js";
+import { findBodyFault, installJsonBodyParser, installPathParamCheck } from "../../src/http/edge-input.js";
 import { installErrorHandlers } from "../../src/http/errors.js";
 
 /** Issue 20: the pure parts of the edge guards, data dir modes and the drain. */
 describe("edge input (issue 20 items 4, 5)", () => {
-  test("findIllFormedText names the first lone surrogate's parameter path, keys included", () => {
-    assert.equal(findIllFormedText({ input: "a\ud800b" }), "input");
-    assert.equal(findIllFormedText({ messages: [{ role: "user", content: "ok" }, { role: "user", content: "\udc00" }] }), "messages[1].content");
-    assert.equal(findIllFormedText({ metadata: { ["k\ud800"]: "v" } }), "metadata");
-    assert.equal(findIllFormedText({ input: "a pair is fine: \ud83d\ude00", n: 1, x: null }), null);
+  test("findBodyFault names the first lone surrogate's parameter path, keys included", () => {
+    const paramOf = (body: unknown, maxDepth?: number) => findBodyFault(body, maxDepth)?.param ?? null;
+    assert.equal(paramOf({ input: "a\ud800b" }), "input");
+    assert.equal(paramOf({ messages: [{ role: "user", content: "ok" }, { role: "user", content: "\udc00" }] }), "messages[1].content");
+    assert.equal(paramOf({ metadata: { ["k\ud800"]: "v" } }), "metadata");
+    assert.equal(paramOf({ input: "a pair is fine: \ud83d\ude00", n: 1, x: null }), null);
     // A body nested thousands of levels deep is walked without recursion (it used to overflow into a 400 invalid_json).
     let deep: unknown = "leaf \ud800";
     for (let i = 0; i < 20_000; i++) deep = { a: deep };
-    assert.equal(findIllFormedText(deep), `${"a.".repeat(19_999)}a`);
+    assert.equal(paramOf(deep), `${"a.".repeat(19_999)}a`);
+    // With a bound, the nesting itself is the fault, named by its first two steps.
+    assert.deepEqual(findBodyFault(deep, 128), { param: "a.a", code: "nesting_too_deep", message: "Invalid 'a.a': objects and arrays are nested more than 128 levels deep." });
+  });
+
+  test("findBodyFault: NUL in a value or a key, prototype keys, and exactly maxDepth levels", () => {
+    assert.deepEqual(findBodyFault({ metadata: { a: "x\u0000" } }), { param: "metadata.a", code: "invalid_value", message: "Invalid 'metadata.a': the text holds a NUL character (\\u0000), which no stored text can hold." });
+    assert.equal(findBodyFault({ metadata: { "a\u0000": "x" } })?.param, "metadata");
+    assert.equal(findBodyFault(JSON.parse('{"metadata":{"__proto__":"x"}}'))?.param, "metadata");
+    assert.match(findBodyFault(JSON.parse('{"__proto__":{"x":1}}'))!.message, /Invalid 'body': the key '__proto__' is not accepted/);
+    assert.equal(findBodyFault({ tools: [{ constructor: { prototype: {} } }] })?.param, "tools[0]");
+    assert.equal(findBodyFault({ metadata: { constructor: "x", proto: "y" } }), null);
+    const nested = (levels: number) => JSON.parse("[".repeat(levels) + "]".repeat(levels)) as unknown;
+    assert.equal(findBodyFault(nested(16), 16), null);
+    assert.equal(findBodyFault(nested(17), 16)?.param, "[0][0]");
   });
 
   function app() {

@@ -21,6 +21,7 @@ export async function engineOptions(entry: CatalogEntry, settings: Settings, seq
     maxWaiting: settings.maxWaiting,
     flexMaxWaitMs: settings.flexMaxWaitMs,
     stallTimeoutMs: settings.stallTimeoutMs,
+    pausedPreemptMs: settings.streamPauseGraceMs,
     prefixCache: settings.prefixCache,
     stepTokens: settings.stepTokens,
     // The one place the settings' `standard` (SWITCHYARD_STANDARD_*) becomes the default tier; flex and

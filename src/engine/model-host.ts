@@ -41,6 +41,8 @@ export interface ModelHostOptions {
   prefixCache: boolean;
   /** How long a request may hold a sequence without progress (paused, or stuck) before it fails with StalledError. */
   stallTimeoutMs: number;
+  /** How long a request whose caller is not reading keeps its sequence before it is preempted (default: never). */
+  pausedPreemptMs?: number;
   /** Per-tier time-to-first-token and inter-token targets the step budget keeps (default: step-budget.ts). */
   targets?: TargetsByTier;
 }
@@ -65,8 +67,9 @@ export interface ModelHost {
    * Streams the generation of each choice of one prompt (`n` requests that differ in their
    * sampling): admitted together, the prompt computed once and its cells copied. When `signal`
    * aborts, each stops within one step, frees its sequence and still ends with a `finish` event
-   * (reason `cancelled`) so the tokens used can be metered. While `pause` is paused, they keep
-   * their sequences and skip their steps. Throws QueueFullError, EmptyPromptError, or the grammar's
+   * (reason `cancelled`) so the tokens used can be metered. While `pause` is paused, they skip
+   * their steps, and past `pausedPreemptMs` give their sequences up (preempted, to resume when it
+   * is lifted); when it expires, they fail with StalledError. Throws QueueFullError, EmptyPromptError, or the grammar's
    * error for a schema it cannot express, before anything queues.
    */
   generate(choices: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[];
@@ -113,7 +116,7 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
         const stepTokens = Math.max(options.stepTokens ?? DEFAULT_STEP_TOKENS, sequences + 1);
         const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads });
         started.push(runner);
-        const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache, targets: options.targets, stallTimeoutMs: options.stallTimeoutMs };
+        const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache, targets: options.targets, stallTimeoutMs: options.stallTimeoutMs, pausedPreemptMs: options.pausedPreemptMs };
         const scheduler = new ShardScheduler(schedulerOptions, tieredPolicy, model, new StepCostModel(), () => router.steal(scheduler));
         return new Shard(scheduler, runner, threadsFor);
       }),
@@ -176,7 +179,7 @@ class ShardRouter {
     const timer = requests[0]!.tier === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
     const onAbort = () => requests.forEach((r) => this.abort(r, signal?.reason));
     signal?.addEventListener("abort", onAbort, { once: true });
-    const unsubscribe = pause?.subscribe(() => this.setPaused(requests, pause.paused));
+    const unsubscribe = pause?.subscribe(() => (pause.expired === undefined ? this.setPaused(requests, pause.paused) : this.endUnread(requests, pause.expired)));
     if (pause?.paused) this.setPaused(requests, true);
     let open = requests.length;
     const closed = () => {
@@ -252,6 +255,15 @@ class ShardRouter {
       const shard = this.owner(request);
       shard?.scheduler.setPaused(request, paused);
       if (!paused) shard?.wake();
+    }
+  }
+
+  /** The caller stopped waiting for its reader: each request ends with a timeout error (billed for what it generated). */
+  private endUnread(requests: readonly EngineRequest[], message: string): void {
+    for (const request of requests) {
+      const shard = this.owner(request);
+      shard?.scheduler.fail(request, new StalledError(message));
+      shard?.wake();
     }
   }
 

@@ -41,10 +41,13 @@ export interface PromptOptions {
 
 /**
  * The caller's hold on a generation: while `paused` (its output cannot be delivered now), the
- * requests keep their sequences and skip their steps. `subscribe` calls back on every change.
+ * requests skip their steps (the embedded engine preempts them after its grace period). Once
+ * `expired` is set (the caller gave up waiting for its reader), they end with that message as a
+ * timeout error. `subscribe` calls back on every change.
  */
 export interface PauseControl {
   readonly paused: boolean;
+  readonly expired?: string;
   subscribe(listener: () => void): () => void;
 }
 

@@ -12,10 +12,12 @@ export interface StreamLimits {
 
 /**
  * A stream's hold on its generation, through the backend seam: paused while its client does not
- * read (the response's unsent buffer is full), resumed when the buffer drains.
+ * read (the response's unsent buffer is full), resumed when the buffer drains, expired when it
+ * stayed full past the pause timeout (the generation then ends with a timeout error).
  */
 export class OutputGate implements PauseControl {
   paused = false;
+  expired: string | undefined;
   private readonly listeners = new Set<() => void>();
 
   subscribe(listener: () => void): () => void {
@@ -24,8 +26,18 @@ export class OutputGate implements PauseControl {
   }
 
   set(paused: boolean): void {
-    if (this.paused === paused) return;
+    if (this.paused === paused || this.expired !== undefined) return;
     this.paused = paused;
+    this.notify();
+  }
+
+  expire(message: string): void {
+    if (this.expired !== undefined) return;
+    this.expired = message;
+    this.notify();
+  }
+
+  private notify(): void {
     for (const listener of [...this.listeners]) listener();
   }
 }
@@ -42,8 +54,10 @@ export interface SseWriter {
 
 /**
  * With `flow`, the response's unsent bytes are bounded: past `streamBufferBytes` the gate pauses the
- * generation until the buffer drains; still full after `streamPauseTimeoutMs`, the connection is
- * closed, which aborts the request (billed for what it generated).
+ * generation until the buffer drains (the engine gives its sequence up after its grace period);
+ * still full after `streamPauseTimeoutMs`, the generation ends with a timeout error written behind
+ * the unsent output (billed for what it generated), and if that is still unread after as long
+ * again, the connection is closed.
  */
 export function openSse(reply: FastifyReply, flow?: { gate: OutputGate; limits: StreamLimits }): SseWriter {
   // Headers set by hooks (x-request-id, CORS) are not sent for a hijacked reply unless copied here.
@@ -84,14 +98,18 @@ function backpressure(reply: FastifyReply, gate: OutputGate, limits: StreamLimit
   capSendBuffer(raw.socket, limits.streamBufferBytes);
   let timer: NodeJS.Timeout | undefined;
   raw.once("close", () => clearTimeout(timer));
+  const seconds = Math.round(limits.streamPauseTimeoutMs / 100) / 10;
+  const expire = () => {
+    reply.log.warn({ buffered: raw.writableLength }, "stream not read within the pause timeout; ending its generation");
+    gate.expire(`The stream's output was not read for ${seconds} s, so its generation was ended.`);
+    // Its client may still come back for the error; one that does not loses the connection.
+    timer = setTimeout(() => raw.destroy(), limits.streamPauseTimeoutMs);
+  };
   return () => {
     // The bound is at least Node's write buffer, so a write has returned false and 'drain' will come.
-    if (gate.paused || raw.writableLength <= limits.streamBufferBytes) return;
+    if (gate.paused || gate.expired !== undefined || raw.writableLength <= limits.streamBufferBytes) return;
     gate.set(true);
-    timer = setTimeout(() => {
-      reply.log.warn({ buffered: raw.writableLength }, "stream not read within the pause timeout; closing it");
-      raw.destroy();
-    }, limits.streamPauseTimeoutMs);
+    timer = setTimeout(expire, limits.streamPauseTimeoutMs);
     raw.once("drain", () => {
       clearTimeout(timer);
       gate.set(false);

@@ -29,8 +29,9 @@ function request(promptLength: number, tier: ServiceTier = "default", extra: Par
 /** A machine whose steps cost nothing: only the token budget limits a step (the time budget is tested in step-budget.test.ts). */
 const free = () => new StepCostModel({ prior: [0, 0, 0, 0] });
 
-function scheduler(sequences: number, stepTokens: number, options: { cells?: number; prefixCache?: boolean } = {}) {
-  return new ShardScheduler({ sequences, cellsPerSequence: options.cells ?? 4096, stepTokens, prefixCache: options.prefixCache ?? true, stallTimeoutMs: 60_000 }, tieredPolicy, texts, free());
+function scheduler(sequences: number, stepTokens: number, options: { cells?: number; prefixCache?: boolean; pausedPreemptMs?: number } = {}) {
+  const { cells = 4096, prefixCache = true, pausedPreemptMs } = options;
+  return new ShardScheduler({ sequences, cellsPerSequence: cells, stepTokens, prefixCache, stallTimeoutMs: 60_000, pausedPreemptMs }, tieredPolicy, texts, free());
 }
 
 const tokensOf = (plan: StepPlan, r: EngineRequest) => plan.scheduled.find((s) => s.request === r)?.count ?? 0;
@@ -183,5 +184,73 @@ describe("the engine's step scheduler", () => {
     const plan = step(s);
     assert.equal(tokensOf(plan, other), 60, "another account computes its whole prompt");
     assert.equal(tokensOf(plan, same), 10, "the same account reuses the 50 cached tokens");
+  });
+});
+
+describe("a request whose caller is not reading", () => {
+  test("within its grace period it keeps its sequence, out of every batch", () => {
+    const s = scheduler(1, 64, { pausedPreemptMs: 60_000 });
+    const paused = request(20);
+    s.enqueue(paused);
+    step(s);
+    s.setPaused(paused, true);
+    const other = request(4);
+    s.enqueue(other);
+    const plan = step(s);
+    assert.equal(tokensOf(plan, paused), 0, "it sits out");
+    assert.equal(paused.status, "running");
+    assert.equal(other.status, "waiting");
+    assert.equal(s.nextCheckMs, 1000, "an idle shard wakes for its stall check, due before the grace period ends");
+  });
+
+  test("past its grace period it gives its sequence to the next waiting request, waits without being admitted, and resumes where it stopped", async () => {
+    const s = scheduler(1, 64, { pausedPreemptMs: 0 });
+    const paused = request(20);
+    s.enqueue(paused);
+    step(s);
+    step(s);
+    const generated = paused.generatedCount;
+    s.setPaused(paused, true);
+    const other = request(4);
+    s.enqueue(other);
+    const preempting = step(s);
+    assert.ok(preempting.ops.some((op) => op.op === "save"), "its 21 computed cells are saved");
+    assert.equal(paused.status, "waiting");
+    assert.equal(other.status, "running", "the sequence went to the waiting request in the same step");
+    assert.deepEqual([s.stats().waiting.default, s.stats().paused, s.stats().preemptions], [0, 1, 1], "it is paused, not queue load");
+    while (other.status !== "finished") {
+      other.abortRequested = other.generatedCount >= 2;
+      step(s);
+    }
+    step(s);
+    assert.equal(paused.status, "waiting", "a free sequence does not readmit it while its caller still does not read");
+    assert.equal(s.stats().running.default, 0);
+    s.setPaused(paused, false);
+    const resuming = step(s);
+    assert.equal(paused.status, "running");
+    assert.ok(resuming.ops.some((op) => op.op === "restore" || op.op === "forget"), "its saved cells come back (or the prefix cache already has them)");
+    while (paused.generatedCount === generated) step(s);
+    assert.equal(paused.generatedCount, generated + 1, "sampling goes on where it stopped");
+    paused.abortRequested = true;
+    step(s);
+    const kinds = (await events(paused)).map((e) => e.type);
+    assert.deepEqual(kinds.filter((k) => k !== "text"), ["started", "preempted", "finish"]);
+  });
+
+  test("all the choices of one request yield, and a preempted one that fails frees its sampler", async () => {
+    const s = scheduler(2, 64, { pausedPreemptMs: 0 });
+    const leader = request(20);
+    const sibling = request(20);
+    leader.siblings.push(sibling);
+    s.enqueue(leader);
+    for (let i = 0; i < 3; i++) step(s);
+    assert.deepEqual([leader.status, sibling.status], ["running", "running"]);
+    for (const r of [leader, sibling]) s.setPaused(r, true);
+    step(s);
+    assert.deepEqual([leader.status, sibling.status], ["waiting", "waiting"]);
+    assert.equal(s.freeSequences, 2);
+    s.fail(sibling, new Error("its reader never came back"));
+    assert.ok(s.schedule().freeSamplers.includes(sibling.id), "the runner drops its sampler");
+    await assert.rejects(events(sibling), /never came back/);
   });
 });

@@ -12,9 +12,10 @@ let nextId = 1;
  * everything the scheduler and the step loop know of it. There is no prefill phase: a request has
  * `tokens` (its prompt, then what it generated) and `computed`, how many of them its sequence
  * holds cells for; each step computes some of the rest, and when the last one is computed the
- * request samples its next token. Preemption gives its sequence back (its cells kept for its
- * namespace's prefix cache) and puts it back in the queue; resumption is the same catching up, from
- * whatever of its cells are still there. Only its shard's scheduler changes its state.
+ * request samples its next token. Preemption (for a higher tier, or while its caller does not
+ * read) gives its sequence back (its cells kept for its namespace's prefix cache) and puts it back
+ * in the queue; resumption is the same catching up, from whatever of its cells are still there.
+ * Only its shard's scheduler changes its state.
  */
 export class EngineRequest {
   readonly id = nextId++;
@@ -45,10 +46,13 @@ export class EngineRequest {
   /** When it was last admitted, for "latest admitted first" preemption. */
   admittedAt = 0;
   /**
-   * Its caller cannot take more output now (a client not reading its stream): it keeps its
-   * sequence, and the scheduler leaves it out of every batch until it is resumed.
+   * Its caller cannot take more output now (a client not reading its stream): the scheduler leaves
+   * it out of every batch, preempts it once it has been paused for the grace period (its sequence
+   * goes to someone who computes), and readmits it only once it is resumed.
    */
   paused = false;
+  /** When it was last paused (performance.now()): the grace period runs from here. */
+  pausedAt = 0;
   /**
    * When it last advanced or waited its turn in a full batch (performance.now()); a request holding a
    * sequence longer than the stall limit past this fails (ShardScheduler.expireStalled).

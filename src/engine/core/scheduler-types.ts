@@ -28,6 +28,8 @@ export interface ShardSchedulerOptions {
   targets?: TargetsByTier;
   /** How long a running request may go without progress before it fails with StalledError (default: never). */
   stallTimeoutMs?: number;
+  /** How long a paused request (its caller not reading) keeps its sequence before it is preempted (default: never). */
+  pausedPreemptMs?: number;
 }
 
 /** Requests of each tier in a list. */

@@ -1,5 +1,6 @@
 import { StepCostModel } from "./cost-model.js";
 import { computableTokens, copyPrompts } from "./choices.js";
+import { admissible, pausedCount, pausedPastGrace, untilGraceEnds } from "./paused.js";
 import { RequestOutput, type TokenTexts } from "./output.js";
 import type { SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
@@ -20,7 +21,7 @@ export type { ShardSchedulerOptions, ShardStats };
 
 /**
  * A shard's scheduler, after vLLM v1's: every step it settles aborts, preempts for waiting
- * higher tiers, admits what fits, and fills the batch under a time budget (core/step-budget.ts),
+ * higher tiers and requests paused past their grace period (core/paused.ts), admits what fits, and fills the batch under a time budget (core/step-budget.ts),
  * running decodes first (in tier order), then prompt chunks (priority prompts first). Every change
  * of a request's state (queued, admitted, computed, preempted, finished, moved to another shard)
  * happens here: the router and the step loop call these methods, as vLLM's `finish_requests`.
@@ -79,7 +80,7 @@ export class ShardScheduler {
    * would lose the cache by moving.
    */
   giveAway(): EngineRequest | undefined {
-    if (this.freeSequences >= this.waiting.length) return undefined;
+    if (this.freeSequences >= admissible(this.waiting).length) return undefined;
     const request = this.waiting.find((r) => !r.resumed && !r.started && r.siblings.length === 0 && !r.abortRequested);
     if (request) this.remove(request);
     return request;
@@ -91,10 +92,15 @@ export class ShardScheduler {
     if (request.status === "waiting") this.endWaiting(request, reason);
   }
 
-  /** Its caller cannot take output now (paused: it keeps its sequence, out of every batch), or can again (its stall clock restarts). */
+  /**
+   * Its caller cannot take output now (paused: out of every batch, and preempted past the grace
+   * period), or can again (its stall clock restarts; preempted, it may be admitted again).
+   */
   setPaused(request: EngineRequest, paused: boolean): void {
+    if (request.paused === paused) return;
     request.paused = paused;
-    if (!paused) request.progressAt = performance.now();
+    if (paused) request.pausedAt = performance.now();
+    else request.progressAt = performance.now();
   }
 
   /** A flex request still waiting for its first admission when its wait limit ends. */
@@ -119,7 +125,8 @@ export class ShardScheduler {
     plan.ops.push(...this.pendingOps.splice(0));
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
-    for (const request of this.policy.victims(this.running, this.waiting, this.sequences.free, this.sequences.size)) this.preempt(request, plan.ops);
+    for (const request of pausedPastGrace(this.running, this.options.pausedPreemptMs ?? Infinity)) this.preempt(request, plan.ops);
+    for (const request of this.policy.victims(this.running, admissible(this.waiting), this.sequences.free, this.sequences.size)) this.preempt(request, plan.ops);
     this.admit(plan);
     copyPrompts(this.running, plan);
     // A sibling waiting for its copy of the prompt, a request waiting for its cells back, or one
@@ -131,9 +138,13 @@ export class ShardScheduler {
     return plan;
   }
 
-  /** How often a shard with running requests but an empty batch looks for stalled ones. */
-  get stallCheckMs(): number {
-    return stallCheckMs(this.options.stallTimeoutMs ?? Infinity);
+  /**
+   * How long a shard with an empty batch may sleep before it schedules again: with requests running,
+   * until it looks for stalled ones or a paused one's grace period ends (undefined: until woken).
+   */
+  get nextCheckMs(): number | undefined {
+    if (this.running.length === 0) return undefined;
+    return Math.min(stallCheckMs(this.options.stallTimeoutMs ?? Infinity), untilGraceEnds(this.running, this.options.pausedPreemptMs ?? Infinity) ?? Infinity);
   }
 
   /**
@@ -165,7 +176,8 @@ export class ShardScheduler {
   fail(request: EngineRequest, error: Error): void {
     if (request.status === "finished") return;
     if (request.status === "running") this.release(request, false, this.pendingOps, this.pendingFrees);
-    else this.remove(request);
+    // A preempted request keeps its sampler in the runner while it waits: that goes too.
+    else if (this.remove(request) && request.samplerBuilt) this.pendingFrees.push(request.id);
     this.saved.drop(request, this.pendingOps);
     request.status = "finished";
     this.outputs.delete(request);
@@ -182,9 +194,9 @@ export class ShardScheduler {
     return {
       sequences: this.sequences.size,
       running: countByTier(this.running),
-      waiting: countByTier(this.waiting),
+      waiting: countByTier(admissible(this.waiting)),
       preemptions: this.preemptions,
-      paused: this.running.filter((r) => r.paused).length,
+      paused: pausedCount(this.running, this.waiting),
       usedCells: this.sequences.usedCells(computed),
       totalCells: this.sequences.size * this.options.cellsPerSequence,
       budget: this.lastBudget,
@@ -213,13 +225,14 @@ export class ShardScheduler {
     while (this.sequences.free > 0) {
       const stolen = this.waiting.length === 0 ? this.steal() : undefined;
       if (stolen) this.enqueue(stolen);
-      const request = this.policy.nextToAdmit(this.waiting, this.running, this.sequences.size);
+      const candidates = admissible(this.waiting);
+      const request = this.policy.nextToAdmit(candidates, this.running, this.sequences.size);
       if (!request) return;
       if (request.abortRequested) {
         this.endWaiting(request);
         continue;
       }
-      const group = [request, ...request.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested)];
+      const group = [request, ...request.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested && !s.paused)];
       // The choices of one request are admitted together or not at all, and nobody passes them.
       if (group.length > this.sequences.free) return;
       for (const member of group) {
@@ -227,7 +240,7 @@ export class ShardScheduler {
         this.start(member, plan);
       }
       for (const sibling of group.slice(1)) sibling.copyFrom = request;
-      for (const passed of this.waiting) this.policy.passedOver(request, passed);
+      for (const passed of candidates) if (!group.includes(passed)) this.policy.passedOver(request, passed);
     }
   }
 

@@ -29,9 +29,9 @@ export class Shard {
     this.done = this.loop();
   }
 
-  /** It has requests running or waiting. */
+  /** It has requests running or waiting (a paused one waits for its reader, not for this shard). */
   get busy(): boolean {
-    return this.scheduler.running.length > 0 || this.scheduler.waiting.length > 0;
+    return this.scheduler.running.length > 0 || this.scheduler.waiting.some((r) => !r.paused);
   }
 
   wake(): void {
@@ -72,12 +72,13 @@ export class Shard {
     }
   }
 
-  /** Until woken; with requests running (paused ones, or stalled), no longer than the scheduler's stall check. */
+  /** Until woken; with requests running (paused ones, or stalled), no longer than the scheduler's next check. */
   private async sleep(): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     await new Promise<void>((resolve) => {
       this.sleeping = resolve;
-      if (this.scheduler.running.length > 0) timer = setTimeout(() => this.wake(), this.scheduler.stallCheckMs);
+      const checkMs = this.scheduler.nextCheckMs;
+      if (checkMs !== undefined) timer = setTimeout(() => this.wake(), checkMs);
     });
     clearTimeout(timer);
   }

@@ -114,7 +114,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   });
   const drain = createDrain();
   const batches = startBatches({ db, registry, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log, limits: settings.batchLimits, principalOf: (keyId) => principalOfKey(db, keyId), windowSeconds: settings.batchWindowSeconds });
-  const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }, connectionCapsAtStart(settings, log));
+  const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }, await connectionCapsAtStart(settings, log));
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
   const address = await app.listen({ host: settings.host, port: settings.port });
@@ -146,8 +146,8 @@ interface ServerParts {
 }
 
 /** Raises the soft open-file limit to the hard one and sizes the connection caps from it, saying both. */
-function connectionCapsAtStart(settings: Settings, log: (message: string) => void): ConnectionCaps {
-  const files = raiseFileLimit();
+async function connectionCapsAtStart(settings: Settings, log: (message: string) => void): Promise<ConnectionCaps> {
+  const files = await raiseFileLimit();
   const caps = connectionCaps(settings, files && Number.isFinite(files.soft) ? files.soft : files ? 1 << 20 : 1024);
   const found = !files
     ? "open-file limit unknown (taken as 1024)"

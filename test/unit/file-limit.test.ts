@@ -7,8 +7,8 @@ import { raiseFileLimit, readFileLimit } from "../../src/http/file-limit.js";
 const linux = process.platform === "linux" && (process.arch === "x64" || process.arch === "arm64");
 
 describe("the open-file limit (issue 30 item 3)", { skip: linux ? false : "RLIMIT_NOFILE is read through Linux x86-64/arm64's libc" }, () => {
-  test("readFileLimit reads what the kernel says in /proc/self/limits", () => {
-    const limit = readFileLimit();
+  test("readFileLimit reads what the kernel says in /proc/self/limits", async () => {
+    const limit = await readFileLimit();
     assert.ok(limit);
     const line = execFileSync("grep", ["Max open files", "/proc/self/limits"], { encoding: "utf8" });
     const [, soft, hard] = /Max open files\s+(\S+)\s+(\S+)/.exec(line)!;
@@ -16,17 +16,17 @@ describe("the open-file limit (issue 30 item 3)", { skip: linux ? false : "RLIMI
     assert.equal(limit.hard, hard === "unlimited" ? Infinity : Number(hard));
   });
 
-  test("a soft limit lowered below the hard one is raised back to it, and the new soft limit is returned", (t) => {
-    const { hard } = readFileLimit()!;
+  test("a soft limit lowered below the hard one is raised back to it, and the new soft limit is returned", async (t) => {
+    const { hard } = (await readFileLimit())!;
     if (!Number.isFinite(hard) || hard < 512) return t.skip(`hard limit ${hard}: nothing to lower and raise`);
     // Node raises the soft limit itself at start, so lower it first (soft only; the hard limit stays).
     execFileSync("prlimit", ["--pid", String(process.pid), "--nofile=256:"]);
-    assert.equal(readFileLimit()!.soft, 256);
-    const raised = raiseFileLimit();
+    assert.equal((await readFileLimit())!.soft, 256);
+    const raised = await raiseFileLimit();
     assert.deepEqual(raised, { before: 256, soft: hard, hard, raised: true });
-    assert.equal(readFileLimit()!.soft, hard);
+    assert.equal((await readFileLimit())!.soft, hard);
     // Already at the hard limit: nothing to do, and it says so.
-    assert.deepEqual(raiseFileLimit(), { before: hard, soft: hard, hard, raised: false });
+    assert.deepEqual(await raiseFileLimit(), { before: hard, soft: hard, hard, raised: false });
   });
 });
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
-import { InvalidRequest, NotFound } from "../errors.js";
-import { listPageQuery, pageOf } from "../protocol/list-page.js";
+import { NotFound } from "../errors.js";
+import { listPageQuery, pageOf, unknownCursor } from "../protocol/list-page.js";
 import type { ResponsesInputItem } from "../protocol/responses-request.js";
 import type { ResponseStore, StoredResponse } from "../responses/store.js";
 import { callerOf } from "./auth.js";
@@ -40,7 +40,7 @@ export function responseInputItemRoutes(app: FastifyInstance, store: ResponseSto
     const stored = await store.get(callerOf(request).accountId, request.params.id);
     if (!stored) throw new NotFound(`No response with id '${request.params.id.slice(0, 64)}' found.`);
     const page = pageOf(stored.inputItems, query);
-    if (!page) throw new InvalidRequest(`No input item with id '${query.after!.slice(0, 64)}' in this response.`, "after");
+    if (!page) throw unknownCursor("input item in this response", query.after!);
     return page;
   });
 }

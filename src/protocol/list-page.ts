@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { InvalidRequest } from "../errors.js";
 import { identifier } from "./identifiers.js";
 
 /**
@@ -31,11 +32,19 @@ export function toListPage<T extends { id: string }>(fetched: readonly T[], limi
 
 /**
  * A page of a list held whole (oldest first): in `order`, after the item `after`. An `after` that
- * names no item is a 400 naming it, rather than a silently empty page.
+ * names no item gives null: the caller answers unknownCursor.
  */
 export function pageOf<T extends { id: string }>(items: readonly T[], query: ListPageQuery): ListPage<T> | null {
   const ordered = query.order === "asc" ? items : [...items].reverse();
   const start = query.after === undefined ? 0 : ordered.findIndex((item) => item.id === query.after) + 1;
   if (start === 0 && query.after !== undefined) return null;
   return toListPage(ordered.slice(start, start + query.limit + 1), query.limit);
+}
+
+/**
+ * The 400 for an `after` that names no item of the list (`what`: "chat completion", "file"), on
+ * every list alike: a silently empty page would read as the end of the list.
+ */
+export function unknownCursor(what: string, after: string): InvalidRequest {
+  return new InvalidRequest(`No ${what} with id '${after.length > 64 ? `${after.slice(0, 64)}...` : after}' to list after.`, "after", "invalid_value");
 }

@@ -1,7 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import type { BatchService } from "../../batches/service.js";
 import { listPage, toWireBatch } from "../../batches/wire.js";
+import { NotFound } from "../../errors.js";
 import { createBatchSchema, listBatchesQuery } from "../../protocol/batches-request.js";
+import { unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
 
@@ -15,6 +17,11 @@ export function batchRoutes(app: FastifyInstance, batches: BatchService): void {
 
   app.get("/batches", async (request) => {
     const query = parseRequest(listBatchesQuery, request.query ?? {});
+    if (query.after !== undefined) {
+      await batches.get(callerOf(request), query.after).catch((error: unknown) => {
+        throw error instanceof NotFound ? unknownCursor("batch", query.after!) : error;
+      });
+    }
     const page = await batches.list(callerOf(request), query.limit + 1, query.after);
     return listPage(page.slice(0, query.limit).map(toWireBatch), page.length > query.limit);
   });

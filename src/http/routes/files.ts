@@ -6,6 +6,7 @@ import type { BatchService, UploadPart } from "../../batches/service.js";
 import { listPage, toWireFile } from "../../batches/wire.js";
 import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
 import { listFilesQuery } from "../../protocol/batches-request.js";
+import { unknownCursor } from "../../protocol/list-page.js";
 import type { FileStore } from "../../storage/files.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
@@ -33,6 +34,7 @@ export function fileRoutes(app: FastifyInstance, batches: BatchService, files: F
 
   app.get("/files", async (request) => {
     const query = parseRequest(listFilesQuery, request.query ?? {});
+    if (query.after !== undefined && !(await files.get(callerOf(request).accountId, query.after))) throw unknownCursor("file", query.after);
     const page = await files.list(callerOf(request).accountId, { ...query, limit: query.limit + 1 });
     return listPage(page.slice(0, query.limit).map(toWireFile), page.length > query.limit);
   });

@@ -46,12 +46,14 @@ export function toCreateKeyInput(account: string, body: NewKeyBody): CreateKeyIn
   };
 }
 
+/** Validates input against its schema; the first problem is a 400 naming its `param`, with the code chat completions give it. */
 export function parse<T>(schema: z.ZodType<T>, input: unknown): T {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const issue = result.error.issues[0];
   const param = issue && issue.path.length > 0 ? issue.path.join(".") : null;
-  throw new InvalidRequest(param ? `Invalid '${param}': ${issue?.message}` : `Invalid request: ${issue?.message ?? "malformed"}`, param);
+  const code = issue?.code === "invalid_type" || issue?.code === "invalid_union" ? "invalid_type" : "invalid_value";
+  throw new InvalidRequest(param ? `Invalid '${param}': ${issue?.message}` : `Invalid request: ${issue?.message ?? "malformed"}`, param, code);
 }
 
 /** undefined and null pass through; a JSON number becomes its shortest text, which the store then validates. */

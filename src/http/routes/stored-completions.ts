@@ -7,7 +7,7 @@ import type { ChatCompletion } from "../../protocol/chat-response.js";
 import type { ChatRequestBody } from "../../protocol/chat-request.js";
 import { metadataSchema } from "../../protocol/common-fields.js";
 import { identifier } from "../../protocol/identifiers.js";
-import { listPageQuery, pageOf } from "../../protocol/list-page.js";
+import { listPageQuery, pageOf, unknownCursor } from "../../protocol/list-page.js";
 import type { ChatRun } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
 import { parse } from "./key-input.js";
@@ -45,12 +45,11 @@ const sendJson = (reply: FastifyReply, text: string) => reply.type("application/
 export function storedCompletionRoutes(app: FastifyInstance, store: CompletionStore): void {
   app.get("/chat/completions", async (request, reply) => {
     const raw = (request.query ?? {}) as Record<string, unknown>;
-    const filters = Object.fromEntries(Object.entries(raw).flatMap(([key, value]) => (/^metadata\[.+\]$/.test(key) && typeof value === "string" ? [[key.slice(9, -1), value]] : [])));
     // Filters reach SQL as text: the same rules as stored metadata (no NUL, bounded keys and values).
-    const { metadata } = parse(metadataFilter, { metadata: filters });
-    const query = parse(listQuery, Object.fromEntries(Object.entries(raw).filter(([key]) => !key.startsWith("metadata["))));
+    const { metadata } = parse(metadataFilter, { metadata: metadataFilters(raw) });
+    const query = parse(listQuery, Object.fromEntries(Object.entries(raw).filter(([key]) => !key.startsWith("metadata"))));
     const rows = await store.list(callerOf(request).accountId, { ...query, metadata });
-    if (!rows) throw new InvalidRequest(`No chat completion with id '${query.after!.slice(0, 64)}' to list after.`, "after");
+    if (!rows) throw unknownCursor("chat completion", query.after!);
     const data = rows.slice(0, query.limit);
     const rest = JSON.stringify({ first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: rows.length > query.limit }).slice(1);
     // The completions go in as stored text, so their costs stay exact decimals.
@@ -80,9 +79,28 @@ export function storedCompletionRoutes(app: FastifyInstance, store: CompletionSt
     const found = await store.get(callerOf(request).accountId, request.params.id);
     if (!found) throw notFound(request.params.id);
     const page = pageOf(found.messages.map((m, i) => toStoreMessage(found.id, m, i)), query);
-    if (!page) throw new InvalidRequest(`No message with id '${query.after!.slice(0, 64)}' in this completion.`, "after");
+    if (!page) throw unknownCursor("message in this completion", query.after!);
     return page;
   });
+}
+
+/**
+ * The `metadata[key]=value` filters of a list query. A filter that cannot be applied as written is
+ * a 400 naming it, never dropped (a dropped filter lists everything): a key given twice (which
+ * value?), `metadata` without a key, and `__proto__`, which no stored metadata holds.
+ */
+function metadataFilters(raw: Record<string, unknown>): Record<string, string> {
+  const filters: Array<[string, string]> = [];
+  for (const [param, value] of Object.entries(raw)) {
+    if (!param.startsWith("metadata")) continue;
+    const key = /^metadata\[(.+)\]$/.exec(param)?.[1];
+    const shown = param.slice(0, 80);
+    if (key === undefined) throw new InvalidRequest(`Invalid '${shown}': filter on metadata as metadata[key]=value.`, shown, "invalid_value");
+    if (typeof value !== "string") throw new InvalidRequest(`Invalid '${shown}': given more than once; a metadata filter takes one value per key.`, shown, "invalid_value");
+    if (key === "__proto__") throw new InvalidRequest(`Invalid '${shown}': the key '__proto__' is not accepted (it names an object's prototype).`, shown, "invalid_value");
+    filters.push([key, value]);
+  }
+  return Object.fromEntries(filters);
 }
 
 /** A request message as OpenAI lists it: an id, its text as `content`, and its parts (if it had parts) as `content_parts`. */

@@ -73,6 +73,8 @@ export const responsesRequestSchema = z
     text: z.object({ format: textFormat.nullish(), verbosity: z.enum(["low", "medium", "high"]).nullish() }).nullish(),
     reasoning: z.object({ effort: z.enum(REASONING_EFFORTS).nullish(), summary: z.string().nullish() }).nullish(),
     stream: z.boolean().nullish(),
+    /** Refused when true (the route says so): every response runs within its request. */
+    background: z.boolean().nullish(),
     ...commonRequestFields,
   })
   .superRefine((body, ctx) => {

@@ -1,3 +1,4 @@
+import { InvalidRequest } from "../errors.js";
 import type { ChatMessage } from "../serving/types.js";
 import type { ResponsesInputItem, ResponsesRequestBody } from "../protocol/responses-request.js";
 import type { ChatInput } from "../serving/types.js";
@@ -37,6 +38,7 @@ export function itemsToMessages(input: string | ResponsesInputItem[]): ChatMessa
 const RESPONSES_PARAMS = { messages: "input", response_format: "text.format", "response_format.json_schema.schema": "text.format.schema" };
 
 export function toResponsesChatInput(body: ResponsesRequestBody, earlier: readonly ChatMessage[]): { input: ChatInput; conversation: ChatMessage[] } {
+  checkCallOutputs(body.input, earlier);
   const conversation = [...earlier, ...itemsToMessages(body.input)];
   const messages: ChatMessage[] = body.instructions ? [{ role: "system", content: body.instructions }, ...conversation] : conversation;
   const format = body.text?.format;
@@ -62,4 +64,21 @@ export function toResponsesChatInput(body: ResponsesRequestBody, earlier: readon
     paramNames: RESPONSES_PARAMS,
   };
   return { input, conversation };
+}
+
+/**
+ * Each `function_call_output` answers a call made before it, in this input or in the conversation
+ * `previous_response_id` continues; one that answers none is a 400 naming it, as OpenAI's is (the
+ * model would be shown a tool result for a call it never made).
+ */
+function checkCallOutputs(input: string | ResponsesInputItem[], earlier: readonly ChatMessage[]): void {
+  if (typeof input === "string") return;
+  const calls = new Set(earlier.flatMap((message) => message.toolCalls?.map((call) => call.id) ?? []));
+  input.forEach((item, index) => {
+    if (item.type === "function_call") calls.add(item.call_id);
+    if (item.type === "function_call_output" && !calls.has(item.call_id)) {
+      const shown = item.call_id.length > 64 ? `${item.call_id.slice(0, 64)}...` : item.call_id;
+      throw new InvalidRequest(`No tool call found for function call output with call_id '${shown}'.`, `input[${index}].call_id`, "invalid_value");
+    }
+  });
 }

@@ -23,6 +23,10 @@ const notFound = (id: string) => new NotFound(`No response with id '${id.length 
 export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: ResponseStore, limits: StreamLimits): void {
   app.post("/responses", async (request, reply) => {
     const body = parseRequest(responsesRequestSchema, request.body);
+    if (body.background) {
+      // Accepted and run in the foreground, a later cancel or stream=true retrieve would be refused: say so now.
+      throw new InvalidRequest("background=true is not supported: this server runs every response within its request. Omit 'background' (or set it to false).", "background", "unsupported_parameter");
+    }
     const caller = callerOf(request);
     const earlier = await previousResponse(store, caller, body.previous_response_id);
     const { input, conversation } = toResponsesChatInput(body, earlier?.conversation ?? []);

@@ -1,4 +1,4 @@
-import { RateLimited } from "../errors.js";
+import { RateLimited, ServiceError } from "../errors.js";
 import { rateLimitHeaders, type RateLimitState, type WindowState } from "../protocol/rate-limit-headers.js";
 import type { KeyLimits } from "./ports.js";
 import type { LimitDefaults } from "./defaults.js";
@@ -115,7 +115,7 @@ export interface Refusal {
 }
 
 /** The 429 for a refusal, with its Retry-After and an OpenAI-style message. */
-export function refusalError(refusal: Refusal, request: { keyId: string; accountId: string; model: string }): RateLimited {
+export function refusalError(refusal: Refusal, request: { keyId: string; accountId: string; model: string }): ServiceError {
   const headers = rateLimitHeaders(refusal.state);
   if (refusal.limit === "concurrency") {
     return new RateLimited(
@@ -127,16 +127,19 @@ export function refusalError(refusal: Refusal, request: { keyId: string; account
     );
   }
   const unit = refusal.limit === "requests" ? "requests per minute (RPM)" : "tokens per minute (TPM)";
-  const waitMs = retryAfterMs(refusal.buckets ?? [], refusal.max, refusal.requested, refusal.nowMs);
   if (refusal.requested > refusal.max) {
-    return new RateLimited(
+    // No wait lets it pass, so no Retry-After; `x-should-retry: false` stops the OpenAI SDKs' automatic retries of a 429.
+    return new ServiceError(
+      429,
+      "rate_limit_error",
       `Request too large for ${unit} on key ${request.keyId}: Limit ${refusal.max}, Requested ${refusal.requested}. ` +
-        "Reduce the prompt or max_tokens.",
-      waitMs / 1000,
-      undefined,
-      headers,
+        "It can never fit within the limit, so retrying will not help: reduce the prompt or max_tokens.",
+      "request_too_large",
+      null,
+      { ...headers, "x-should-retry": "false" },
     );
   }
+  const waitMs = retryAfterMs(refusal.buckets ?? [], refusal.max, refusal.requested, refusal.nowMs);
   return new RateLimited(
     `Rate limit reached for ${unit} on key ${request.keyId}: Limit ${refusal.max}, Used ${refusal.used}, Requested ${refusal.requested}. ` +
       `Please try again in ${Math.max(1, Math.ceil(waitMs / 1000))}s.`,

@@ -20,7 +20,7 @@ export interface LimitLease {
 export interface RequestLimits {
   /**
    * Checks requests/minute and tokens/minute for the key and takes a concurrency slot for
-   * (account, model). Throws RateLimited (429 with Retry-After) when over a limit.
+   * (account, model). Throws RateLimited (429 with Retry-After) when over a limit, or a 429 `request_too_large` without one when the request alone is more than the limit.
    */
   admit(request: { accountId: string; keyId: string; model: string; estimatedTokens: number; limits: KeyLimits }): Promise<LimitLease>;
   /** The key's per-minute windows as they stand, taking nothing (the rate-limit headers of other responses); {} when it has no limit. */

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, describe, test } from "node:test";
 import { Redis } from "ioredis";
-import { RateLimited } from "../../src/errors.js";
+import { RateLimited, ServiceError } from "../../src/errors.js";
 import { limitDefaultsFromEnv, type LimitDefaults } from "../../src/limits/defaults.js";
 import { createMemoryLimits } from "../../src/limits/memory.js";
 import { openRequestLimits } from "../../src/limits/open.js";
@@ -167,11 +167,17 @@ for (const backend of backends) {
       await refused(limits.admit(request(1)));
     });
 
-    test("a request larger than the whole TPM limit is refused with a full-minute Retry-After", async () => {
+    test("a request larger than the whole TPM limit is a 429 request_too_large with no Retry-After (no wait lets it pass) and x-should-retry: false", async () => {
       const limits = backend.open({ tokensPerMinute: 50 });
-      const error = await refused(limits.admit({ accountId: unique("acct"), keyId: unique("key"), model: "qwen", estimatedTokens: 51, limits: NO_LIMITS }));
-      assert.equal(retryAfter(error), 60);
-      assert.match(error.message, /Request too large for tokens per minute/);
+      await assert.rejects(limits.admit({ accountId: unique("acct"), keyId: unique("key"), model: "qwen", estimatedTokens: 51, limits: NO_LIMITS }), (error: unknown) => {
+        assert.ok(error instanceof ServiceError, String(error));
+        assert.equal(error.status, 429);
+        assert.equal(error.code, "request_too_large");
+        assert.equal(error.headers["retry-after"], undefined);
+        assert.equal(error.headers["x-should-retry"], "false");
+        assert.match(error.message, /Request too large for tokens per minute \(TPM\).*Limit 50, Requested 51\. It can never fit/);
+        return true;
+      });
     });
 
     test("a refused request takes nothing: no slot, no request, no tokens", async () => {

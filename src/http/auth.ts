@@ -36,6 +36,9 @@ function isPublicRoute(route: string | undefined): boolean {
  * when one of the others is present.
  */
 function presentedKey(request: FastifyRequest): string | undefined {
+  // Node keeps only the first of repeated Authorization headers; which one a proxy or the client meant is unknown.
+  const authorizations = request.raw.rawHeaders.filter((name, i) => i % 2 === 0 && name.toLowerCase() === "authorization").length;
+  if (authorizations > 1) throw new InvalidRequest(`The request has ${authorizations} Authorization headers; send exactly one.`, null, "duplicate_authorization_header");
   const bearer = BEARER.exec(request.headers.authorization ?? "");
   if (bearer) return bearer[1]!;
   for (const name of ["api-key", "x-api-key"]) {

@@ -27,8 +27,14 @@ export function fileRoutes(app: FastifyInstance, batches: BatchService, files: F
     });
     uploads.post("/files", async (request, reply) => {
       if (!request.isMultipart()) throw new InvalidRequest("Upload the file as multipart/form-data with the fields 'file' and 'purpose'.", "file", "invalid_content_type");
-      const stored = await batches.uploadFile(callerOf(request), formParts(request));
-      return reply.send(toWireFile(stored));
+      try {
+        return reply.send(toWireFile(await batches.uploadFile(callerOf(request), formParts(request))));
+      } catch (error) {
+        // Refused before the whole body was read (a limit, the quota): the rest of it is not read, so
+        // the connection cannot carry another request; the client is told to open a new one.
+        if (!request.raw.complete) reply.header("connection", "close");
+        throw error;
+      }
     });
   });
 

@@ -205,7 +205,8 @@ export class BatchRunner {
     }
     const serverError = result.statusCode >= 500 && result.statusCode !== 503;
     // Busy, rate-limited or stopping: not an answer, the line runs again (after a restart, if stopping).
-    const retry = result.statusCode === 429 || result.statusCode === 503 || (serverError && (this.stopped || ++line.attempts < SERVER_ERROR_ATTEMPTS));
+    // A request larger than the key's whole TPM limit can never pass (429 request_too_large): that is its answer.
+    const retry = (result.statusCode === 429 && result.code !== "request_too_large") || result.statusCode === 503 || (serverError && (this.stopped || ++line.attempts < SERVER_ERROR_ATTEMPTS));
     try {
       const refusal = retry ? "retry" : await answerLine(db, { id: batch.row.id, accountId: batch.row.account_id }, line, { requestId: result.requestId, statusCode: result.statusCode, body: result.body, error: null }, this.deps.fileBytesPerAccount);
       if (refusal === null) return;

@@ -165,6 +165,8 @@ async function validateAndStart(deps: BatchServiceDeps, batch: BatchRow, chunks:
   let total = 0;
   let tokens = 0;
   try {
+    // A file that cannot fit the account's enqueued-token cap stops being read once that is plain (checked again at the start, under the lock).
+    const room = limits.enqueuedTokensPerAccount - (await enqueuedTokens(db, batch.account_id, batch.id));
     const checking = checkBatchFile(chunks, batch.endpoint as BatchEndpoint, limits.maxRequests);
     for (;;) {
       const next = await checking.next();
@@ -172,9 +174,13 @@ async function validateAndStart(deps: BatchServiceDeps, batch: BatchRow, chunks:
         errors = next.value;
         break;
       }
+      tokens = next.value.reduce((sum, line) => sum + line.estimatedTokens, tokens);
+      if (tokens > room) {
+        errors = [tokenLimitExceeded(limits, limits.enqueuedTokensPerAccount - room, tokens, true)];
+        break;
+      }
       await insertLines(db, batch.id, next.value);
       total += next.value.length;
-      tokens = next.value.reduce((sum, line) => sum + line.estimatedTokens, tokens);
     }
     if (errors.length === 0) errors = (await enqueue(deps, batch, total, tokens)) ?? [];
   } catch (error) {
@@ -186,16 +192,19 @@ async function validateAndStart(deps: BatchServiceDeps, batch: BatchRow, chunks:
   await fail(deps, batch, errors);
 }
 
+/** The batch's lines would pass the account's enqueued-token cap (`atLeast`: counted until they did). */
+function tokenLimitExceeded(limits: BatchLimits, enqueued: number, tokens: number, atLeast: boolean): LineError {
+  const message = `Enqueued token limit reached: this account's batches hold ${enqueued} tokens enqueued and this batch would add ${atLeast ? "at least " : ""}${tokens}; the limit is ${limits.enqueuedTokensPerAccount}. Retry once running batches have finished.`;
+  return { code: "token_limit_exceeded", message, param: null, line: null };
+}
+
 /** Starts the batch unless its tokens would pass the account's enqueued-token cap (then: why not). */
 async function enqueue({ db, limits }: BatchServiceDeps, batch: BatchRow, total: number, tokens: number): Promise<LineError[] | null> {
   return db.transaction(async (tx) => {
     // The account's row lock: two batches created at once cannot both slip under the cap.
     await tx.query("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", [batch.account_id]);
     const enqueued = await enqueuedTokens(tx, batch.account_id, batch.id);
-    if (enqueued + tokens > limits.enqueuedTokensPerAccount) {
-      const message = `Enqueued token limit reached: this account's batches hold ${enqueued} tokens enqueued and this batch would add ${tokens}; the limit is ${limits.enqueuedTokensPerAccount}. Retry once running batches have finished.`;
-      return [{ code: "token_limit_exceeded", message, param: null, line: null }];
-    }
+    if (enqueued + tokens > limits.enqueuedTokensPerAccount) return [tokenLimitExceeded(limits, enqueued, tokens, false)];
     // Cancelled while it validated: the runner closes its lines.
     await startBatch(tx, batch.id, total, tokens);
     return null;

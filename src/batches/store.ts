@@ -217,11 +217,21 @@ export async function answerLine(db: Database, batch: { id: string; accountId: s
 
 /** Every line not answered yet gets this error (expiry, cancellation, the storage quota); none of them is billed. */
 export async function closeOpenLines(db: Database, batchId: string, error: { code: string; message: string }): Promise<void> {
-  await db.transaction(async (tx) => {
-    const rows = await tx.query("UPDATE batch_lines SET done = true, error = $2 WHERE batch_id = $1 AND NOT done RETURNING line", [batchId, JSON.stringify(error)]);
-    await tx.query("UPDATE batches SET failed = failed + $2 WHERE id = $1", [batchId, rows.length]);
-  });
+  // A page of lines per transaction: a batch of 50,000 lines is closed in short statements, not one long one.
+  for (let closed = CLOSE_PAGE; closed === CLOSE_PAGE; ) {
+    closed = await db.transaction(async (tx) => {
+      const rows = await tx.query(
+        "UPDATE batch_lines SET done = true, error = $2 WHERE batch_id = $1 AND line IN (SELECT line FROM batch_lines WHERE batch_id = $1 AND NOT done ORDER BY line LIMIT $3) RETURNING line",
+        [batchId, JSON.stringify(error), CLOSE_PAGE],
+      );
+      await tx.query("UPDATE batches SET failed = failed + $2 WHERE id = $1", [batchId, rows.length]);
+      return rows.length;
+    });
+  }
 }
+
+/** Lines closed per statement. */
+const CLOSE_PAGE = 250;
 
 export async function setStatus(db: Database, id: string, from: readonly BatchStatus[], to: BatchStatus, extra: Record<string, unknown> = {}): Promise<boolean> {
   const stamp = { finalizing: "finalizing_at", completed: "completed_at", expired: "expired_at", cancelled: "cancelled_at", failed: "failed_at" }[to as string];

@@ -65,7 +65,24 @@ export async function openPglite(dir: string): Promise<Database> {
   };
 }
 
+/** How long statements may run back to back before the event loop gets a turn. */
+const SLICE_MS = 4;
+let sliceStart = performance.now();
+
+/**
+ * PGlite runs a statement synchronously on this thread and answers through promises alone, so a
+ * loop of statements (a file's chunks, a batch's lines) would never let the event loop turn: every
+ * other request, `/health` included, would wait for the whole loop. Past a few milliseconds of
+ * such work, the next statement first waits one turn of the event loop.
+ */
+async function shareTheLoop(): Promise<void> {
+  if (performance.now() - sliceStart < SLICE_MS) return;
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  sliceStart = performance.now();
+}
+
 async function runStatement(target: PGlite | Transaction, sql: string, params?: unknown[]): Promise<Record<string, unknown>[]> {
+  await shareTheLoop();
   if (params && params.length > 0) {
     return (await target.query<Record<string, unknown>>(sql, params)).rows;
   }

@@ -49,31 +49,7 @@ const notFound = (kind: string, id: string) => new NotFound(`No ${kind} with id 
 export function createBatchService(deps: BatchServiceDeps) {
   const { db, files, limits } = deps;
   return {
-    /** Streams the form's file into storage as it arrives; nothing is listed unless all of it was stored. */
-    async uploadFile(caller: Caller, parts: AsyncIterable<UploadPart>): Promise<StoredFile> {
-      await deps.admitUpload(caller);
-      const room = await fileRoom(deps, caller.accountId);
-      let purpose: string | undefined;
-      let writer: FileWriter | undefined;
-      try {
-        for await (const part of parts) {
-          if ("field" in part) {
-            if (part.field === "purpose") purpose = checkPurpose(part.value);
-            continue;
-          }
-          if (writer) throw new InvalidRequest("Upload one file per request.", "file", "invalid_value");
-          writer = await files.open(caller.accountId, { purpose: purpose ?? "batch", filename: checkFilename(part.filename), room: room.bytes });
-          for await (const bytes of part.bytes) await writer.append(bytes);
-        }
-        if (!writer) throw new InvalidRequest("Missing required parameter: 'file'.", "file", "missing_required_parameter");
-        if (purpose === undefined) throw new InvalidRequest("Missing required parameter: 'purpose'.", "purpose", "missing_required_parameter");
-        await writer.flush();
-        return await writer.commit();
-      } catch (error) {
-        await writer?.abort();
-        throw error instanceof FileQuotaExceeded ? room.refusal() : error;
-      }
-    },
+    uploadFile: (caller: Caller, parts: AsyncIterable<UploadPart>) => storeUpload(deps, caller, parts),
 
     async create(owner: BatchOwner, input: CreateBatchInput): Promise<BatchRow> {
       if (!(BATCH_ENDPOINTS as readonly string[]).includes(input.endpoint)) {
@@ -112,6 +88,32 @@ export function createBatchService(deps: BatchServiceDeps) {
       throw new ServiceError(409, "invalid_request_error", `The batch is ${batch.status}; only a validating or in-progress batch can be cancelled.`, "batch_not_cancellable");
     },
   };
+}
+
+/** Streams the form's file into storage as it arrives; nothing is listed unless all of it was stored. */
+async function storeUpload(deps: BatchServiceDeps, caller: Caller, parts: AsyncIterable<UploadPart>): Promise<StoredFile> {
+  await deps.admitUpload(caller);
+  const room = await fileRoom(deps, caller.accountId);
+  let purpose: string | undefined;
+  let writer: FileWriter | undefined;
+  try {
+    for await (const part of parts) {
+      if ("field" in part) {
+        if (part.field === "purpose") purpose = checkPurpose(part.value);
+        continue;
+      }
+      if (writer) throw new InvalidRequest("Upload one file per request.", "file", "invalid_value");
+      writer = await deps.files.open(caller.accountId, { purpose: purpose ?? "batch", filename: checkFilename(part.filename), room: room.bytes });
+      for await (const bytes of part.bytes) await writer.append(bytes);
+    }
+    if (!writer) throw new InvalidRequest("Missing required parameter: 'file'.", "file", "missing_required_parameter");
+    if (purpose === undefined) throw new InvalidRequest("Missing required parameter: 'purpose'.", "purpose", "missing_required_parameter");
+    await writer.flush();
+    return await writer.commit();
+  } catch (error) {
+    await writer?.abort();
+    throw error instanceof FileQuotaExceeded ? room.refusal() : error;
+  }
 }
 
 const checkPurpose = (purpose: string) => {

@@ -4,7 +4,7 @@ import { completionsRequestSchema } from "../protocol/completions-request.js";
 import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
 import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { MAX_IDENTIFIER_CHARS } from "../protocol/identifiers.js";
-import { DEFAULT_MAX_JSON_DEPTH, findBodyFault } from "../http/edge-input.js";
+import { DEFAULT_MAX_JSON_DEPTH, findBodyFault } from "../protocol/body-faults.js";
 
 /** The endpoints a batch may run, as OpenAI names them. */
 export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"] as const;

@@ -8,7 +8,8 @@ import Fastify from "fastify";
 import { makePrivate } from "../../src/config/data-dir-permissions.js";
 import { createDrain, shutdownSignalOf } from "../../src/http/drain.js";
 import { abortOnDisconnect } from "../../src/http/runs.js";
-import { findBodyFault, installJsonBodyParser, installPathParamCheck } from "../../src/http/edge-input.js";
+import { installJsonBodyParser, installPathParamCheck } from "../../src/http/edge-input.js";
+import { findBodyFault } from "../../src/protocol/body-faults.js";
 import { installErrorHandlers } from "../../src/http/errors.js";
 
 /** Issue 20: the pure parts of the edge guards, data dir modes and the drain. */

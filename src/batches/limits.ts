@@ -6,13 +6,13 @@ export interface BatchLimits {
   maxRequests: number;
   /** Files one account may keep, generated output files included (SWITCHYARD_FILES_PER_ACCOUNT). */
   filesPerAccount: number;
-  /** Bytes one account may keep in files (SWITCHYARD_FILE_BYTES_PER_ACCOUNT). */
+  /** Bytes one account may keep in files, its running batches' answers included (SWITCHYARD_FILE_BYTES_PER_ACCOUNT). */
   fileBytesPerAccount: number;
   /** Tokens an account's unfinished batches may hold enqueued (SWITCHYARD_BATCH_ENQUEUED_TOKENS; OpenAI's enqueued token limit). */
   enqueuedTokensPerAccount: number;
   /** Batches one account may have running at once (SWITCHYARD_BATCHES_PER_ACCOUNT). */
   activeBatchesPerAccount: number;
-  /** Uploads one account may send at once: each is held in memory whole until stored (SWITCHYARD_UPLOADS_PER_ACCOUNT). */
+  /** Uploads one account may send at once (SWITCHYARD_UPLOADS_PER_ACCOUNT). */
   uploadsPerAccount: number;
   /** Uploads the whole process reads at once, all accounts together (SWITCHYARD_UPLOADS_IN_FLIGHT). */
   uploadsInFlight: number;

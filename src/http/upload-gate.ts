@@ -1,9 +1,10 @@
 import { RateLimited } from "../errors.js";
 
 /**
- * Uploads are read into memory whole (up to the file limit) before they are stored, so how many are
- * read at once is capped twice: per account, so one tenant cannot hold the process's memory, and for
- * the process, so many tenants together cannot either. A slot is taken before the body is read.
+ * Uploads are streamed to storage, but each holds a connection, a file being written and a share of
+ * the database's time while it lasts, so how many are read at once is capped twice: per account, so
+ * one tenant cannot take the server's upload capacity, and for the process, so many tenants together
+ * cannot either. A slot is taken before the body is read.
  */
 export class UploadGate {
   private readonly byAccount = new Map<string, number>();

@@ -34,6 +34,8 @@ export interface GenerationParams {
   tier?: ServiceTier;
   /** Prefix-cache namespace: cached prompt tokens are reused only within it. */
   cacheNamespace?: string;
+  /** The account: the embedded engine shares its sequences fairly between accounts. */
+  account?: string;
 }
 
 /** An upstream replica as /health shows it (its URL stays private: /health needs no key). */

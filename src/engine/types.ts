@@ -101,6 +101,8 @@ export interface GenerationRequest {
    * absent: nothing is reused or kept.
    */
   cacheNamespace?: string;
+  /** Whose request it is (opaque): a shard shares its sequences fairly between accounts (core/fairness.ts). */
+  account?: string;
 }
 
 export interface TokenAlternative {

@@ -94,7 +94,7 @@ function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) 
       seed: input.seed === undefined ? undefined : input.seed + index,
     };
     const { maxTokens, tier, output } = admission;
-    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, tier, cacheNamespace: cacheNamespace(caller, input) };
+    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, tier, cacheNamespace: cacheNamespace(caller, input), account: caller.accountId };
   });
 }
 

@@ -254,3 +254,43 @@ describe("a request whose caller is not reading", () => {
     await assert.rejects(events(sibling), /never came back/);
   });
 });
+
+describe("accounts share a shard", () => {
+  const of = (account: string, tier: ServiceTier = "default") => request(4, tier, { account, cacheNamespace: account });
+
+  test("an account holding no sequence takes one from the account holding most, which keeps the rest; the next free sequence goes to the account holding fewest", () => {
+    const s = scheduler(4, 64);
+    const backlog = Array.from({ length: 6 }, () => of("a"));
+    for (const r of backlog) s.enqueue(r);
+    step(s);
+    assert.deepEqual(backlog.map((r) => r.status), ["running", "running", "running", "running", "waiting", "waiting"]);
+    const first = of("b");
+    s.enqueue(first);
+    step(s);
+    assert.equal(first.status, "running", "admitted in the step it arrived in");
+    assert.equal(backlog[3]!.status, "waiting", "the request of a admitted last gave way");
+    assert.equal(backlog[3]!.resumed, true);
+    const second = of("b");
+    s.enqueue(second);
+    step(s);
+    assert.equal(second.status, "waiting", "b holds a sequence now: it waits its turn, taking none");
+    backlog[0]!.abortRequested = true;
+    step(s);
+    assert.equal(second.status, "running", "the freed sequence goes to b (1 held) before a's queue (2 held)");
+    assert.equal(backlog[3]!.status, "waiting");
+  });
+
+  test("a lower tier takes no sequence from a higher one, and the same account never preempts itself", () => {
+    const s = scheduler(2, 64);
+    const standard = [of("a"), of("a")];
+    for (const r of standard) s.enqueue(r);
+    step(s);
+    const flex = of("b", "flex");
+    const same = of("a");
+    s.enqueue(flex);
+    s.enqueue(same);
+    step(s);
+    assert.deepEqual([...standard, flex, same].map((r) => r.status), ["running", "running", "waiting", "waiting"]);
+    assert.equal(s.stats().preemptions, 0);
+  });
+});

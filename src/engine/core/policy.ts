@@ -1,3 +1,4 @@
+import { fairestOf, fairShareVictims } from "./fairness.js";
 import type { EngineRequest } from "./request.js";
 import { TIER_RANK as RANK, type ServiceTier } from "../../protocol/tiers.js";
 
@@ -56,7 +57,9 @@ export const sequencesNeeded = (r: EngineRequest) => 1 + r.siblings.filter((s) =
  * have to wait take the standard ones admitted last, so priority work never waits for a whole
  * generation to end. Needs are counted in sequences: a request with `n` choices needs `n`.
  * Standard is never starved: after STANDARD_AGING_ADMISSIONS priority admissions pass it, a waiting
- * standard request goes first to a reserved sequence (`standardReserve`) and keeps it.
+ * standard request goes first to a reserved sequence (`standardReserve`) and keeps it. Within a
+ * tier, accounts share the shard (core/fairness.ts): the account holding fewest sequences is
+ * admitted first, and one holding none takes a sequence from the one holding most.
  */
 export const tieredPolicy: SchedulingPolicy = {
   compareWaiting(a, b) {
@@ -67,8 +70,9 @@ export const tieredPolicy: SchedulingPolicy = {
   },
   nextToAdmit(waiting, running, sequences) {
     const head = waiting[0];
-    if (head?.tier !== "priority" || onReserve(running, sequences).length >= standardReserve(sequences)) return head;
-    return waiting.find((r) => starving(r) && !r.abortRequested) ?? head;
+    if (!head) return undefined;
+    if (head.tier !== "priority" || onReserve(running, sequences).length >= standardReserve(sequences)) return fairestOf(head, waiting, running);
+    return waiting.find((r) => starving(r) && !r.abortRequested) ?? fairestOf(head, waiting, running);
   },
   victims(running, waiting, freeSequences, sequences) {
     const need = (tier: ServiceTier) => live(waiting, tier).reduce((sum, r) => sum + sequencesNeeded(r), 0);
@@ -95,7 +99,8 @@ export const tieredPolicy: SchedulingPolicy = {
         covered++;
       }
     }
-    return chosen;
+    // No tier gives way this step: an account holding no sequence may take one from another.
+    return chosen.length > 0 ? chosen : fairShareVictims(running.filter((r) => !kept.includes(r)), waiting, freeSequences, sequencesNeeded);
   },
   passedOver(admitted, waiting) {
     if (admitted.tier === "priority" && waiting.tier === "default") waiting.overtaken++;

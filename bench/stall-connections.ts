@@ -10,7 +10,9 @@
  * --fd-limit lowers the server's open-file limit (prlimit, after it starts) to what a smaller machine
  * has, so a few thousand connections can exhaust it; the total cap is then what the server derives
  * from that limit. --before lifts the per-key, per-account and total caps (and keeps the 72 s
- * keep-alive), replaying the behaviour before connections were capped.
+ * keep-alive), replaying the behaviour before connections were capped. --per-key 100000 lets the
+ * one key hold the most any key may (the total less the reserve), so new connections must close
+ * its idle ones to get in.
  * Prints a table; writes bench/results/stall-connections-<time>.json. Stops by itself: every
  * connection it opens is closed at the end, and each attempt gives up after 10 s.
  */
@@ -31,11 +33,12 @@ const opts = new Command()
   .option("--connections <n>", "connections the attacker key tries to hold (at most 5000)", "2000")
   .option("--fd-limit <n>", "lower the server's open-file limit to this after it starts")
   .option("--before", "lift the connection caps: the behaviour before they existed")
+  .option("--per-key <n>", "SWITCHYARD_MAX_CONNECTIONS_PER_KEY and _PER_ACCOUNT for the server (it clamps them to the total less the reserve)")
   .option("--samples <n>", "requests of each kind per phase", "20")
   .option("--port <n>", "the server's port", "18620")
   .option("--out <file>", "where the JSON goes", `bench/results/stall-connections-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
   .parse()
-  .opts<{ connections: string; fdLimit?: string; before?: boolean; samples: string; port: string; out: string }>();
+  .opts<{ connections: string; fdLimit?: string; before?: boolean; perKey?: string; samples: string; port: string; out: string }>();
 const CONNECTIONS = Math.min(5000, Number(opts.connections));
 const SAMPLES = Number(opts.samples);
 const PORT = Number(opts.port);
@@ -117,38 +120,68 @@ async function measure(target: Target, pid: number, seed: number): Promise<Phase
 
 const descriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 
-/** The attacker opens its connections, 50 at a time, and keeps those answered 200 open and idle. */
-async function hold(key: string): Promise<{ held: Socket[]; statuses: Record<string, number> }> {
-  const held: Socket[] = [];
-  const statuses: Record<string, number> = {};
-  for (let opened = 0; opened < CONNECTIONS; opened += 50) {
-    const replies = await Promise.all(Array.from({ length: Math.min(50, CONNECTIONS - opened) }, () => request("/v1/models", key)));
-    for (const reply of replies) {
-      statuses[reply.status] = (statuses[reply.status] ?? 0) + 1;
-      if (reply.status === 200) held.push(reply.socket.on("error", () => undefined));
-      else reply.socket.destroy();
+/** The attacker's connections: opened 50 at a time, those answered 200 kept open and idle. */
+class Holder {
+  readonly held: Socket[] = [];
+  readonly statuses: Record<string, number> = {};
+  constructor(private readonly key: string) {}
+
+  get open(): number {
+    return this.held.filter((s) => !s.destroyed && !s.readableEnded).length;
+  }
+
+  async openMore(count: number): Promise<void> {
+    for (let opened = 0; opened < count; opened += 50) {
+      const replies = await Promise.all(Array.from({ length: Math.min(50, count - opened) }, () => request("/v1/models", this.key)));
+      for (const reply of replies) {
+        this.statuses[reply.status] = (this.statuses[reply.status] ?? 0) + 1;
+        if (reply.status === 200) this.held.push(reply.socket.on("error", () => undefined));
+        else reply.socket.destroy();
+      }
     }
   }
-  return { held, statuses };
+
+  /** Until `done`, replaces the connections the server closed (idle timeout, eviction), up to `target`. */
+  async keep(target: number, done: Promise<unknown>): Promise<void> {
+    let stop = false;
+    void done.then(() => (stop = true));
+    while (!stop) {
+      await this.openMore(Math.max(0, target - this.open));
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+
+  close(): void {
+    for (const socket of this.held) socket.destroy();
+  }
 }
 
 const fdLimit = opts.fdLimit ? Number(opts.fdLimit) : undefined;
-const env = { SWITCHYARD_ADMIN_KEY: ADMIN, ...(opts.before ? UNCAPPED : fdLimit ? cappedFor(fdLimit) : {}) };
+const perKey = opts.perKey ? { SWITCHYARD_MAX_CONNECTIONS_PER_KEY: opts.perKey, SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT: opts.perKey } : {};
+const env = { SWITCHYARD_ADMIN_KEY: ADMIN, ...perKey, ...(opts.before ? UNCAPPED : fdLimit ? cappedFor(fdLimit) : {}) };
 const server = await startSwitchyard({ modelId: MODEL, modelPath: "", threads: 2, parallel: 8, contextPerSequence: 2048, port: PORT }, "switchyard", env);
 const pid = server.target.pid!;
-let held: Socket[] = [];
+let holder: Holder | undefined;
 try {
   if (fdLimit) execFileSync("prlimit", ["--pid", String(pid), `--nofile=${fdLimit}:${fdLimit}`]);
   const attacker = await keyFor("attacker");
   const bystander: Target = { ...server.target, key: await keyFor("bystander"), model: MODEL };
   await measure(bystander, pid, 1); // warm: the first requests after a start are not what is measured
   const quiet = await measure(bystander, pid, 2);
-  const attack = await hold(attacker);
-  held = attack.held;
-  const stillHeld = () => held.filter((s) => !s.destroyed && !s.readableEnded).length;
-  const heldBefore = stillHeld();
+  holder = new Holder(attacker);
+  await holder.openMore(CONNECTIONS);
+  const heldAfterAttack = holder.open;
+  const fdsAfterAttack = descriptors(pid);
+  // The attacker keeps what it was allowed while the other account is measured.
+  let measured!: () => void;
+  const keeping = holder.keep(heldAfterAttack, new Promise<void>((resolve) => (measured = resolve)));
   const during = await measure(bystander, pid, 3);
-  const phases = { quiet, during };
+  const heldAtEnd = holder.open;
+  measured();
+  await keeping;
+  holder.close();
+  const after = await measure(bystander, pid, 4);
+  const phases = { quiet, during, after };
   const row = (name: string, p: Phase) => ({
     phase: name,
     "server fds": p.descriptors,
@@ -157,13 +190,13 @@ try {
     "chat TTFT p50/p99 ms": `${p.chatTtft.p50.toFixed(0)} / ${p.chatTtft.p99.toFixed(0)}`,
     "failed models/health/chat": `${p.failed.models}/${p.failed.health}/${p.failed.chat}`,
   });
-  console.table([row("quiet", quiet), row(`beside ${heldBefore} idle connections of one key`, during)]);
-  const attackSummary = { tried: CONNECTIONS, statuses: attack.statuses, heldAfterAttack: heldBefore, heldAfterMeasuring: stillHeld() };
-  console.log(`attacker: ${JSON.stringify(attackSummary)}; caps: ${opts.before ? "lifted (--before)" : "on"}; server fd limit: ${fdLimit ?? "the machine's"}`);
+  console.table([row("quiet", quiet), row(`beside ${heldAfterAttack} idle connections of one key`, during), row("after they closed", after)]);
+  const attack = { tried: CONNECTIONS, statuses: holder.statuses, heldAfterAttack, heldAtEnd, fdsAfterAttack };
+  console.log(`attacker: ${JSON.stringify(attack)}; caps: ${opts.before ? "lifted (--before)" : "on"}; server fd limit: ${fdLimit ?? "the machine's"}`);
   mkdirSync(dirname(opts.out), { recursive: true });
-  writeFileSync(opts.out, JSON.stringify({ at: new Date().toISOString(), cpu: cpuDescription(), before: Boolean(opts.before), fdLimit: fdLimit ?? null, env, attack: attackSummary, phases }, null, 2));
+  writeFileSync(opts.out, JSON.stringify({ at: new Date().toISOString(), cpu: cpuDescription(), before: Boolean(opts.before), fdLimit: fdLimit ?? null, env, attack, phases }, null, 2));
   console.log(`wrote ${opts.out}`);
 } finally {
-  for (const socket of held) socket.destroy();
+  holder?.close();
   await server.stop();
 }

@@ -113,7 +113,7 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     ...settings.deployments,
   });
   const drain = createDrain();
-  const batches = startBatches({ db, registry, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log, limits: settings.batchLimits, principalOf: (keyId) => principalOfKey(db, keyId), windowSeconds: settings.batchWindowSeconds });
+  const batches = startBatches({ db, registry, requestLimits: limits, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log, limits: settings.batchLimits, principalOf: (keyId) => principalOfKey(db, keyId), windowSeconds: settings.batchWindowSeconds });
   const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }, await connectionCapsAtStart(settings, log));
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });

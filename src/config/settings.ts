@@ -1,5 +1,4 @@
 import { z } from "zod";
-import type { ConnectionCaps } from "../http/connection-caps.js";
 
 /**
  * Server settings, from flags over environment over defaults, validated once at start.
@@ -195,6 +194,20 @@ function filesAndStoredObjects(env: NodeJS.ProcessEnv) {
       retentionDays: env.SWITCHYARD_STORED_RETENTION_DAYS || 30,
     },
   };
+}
+
+/** What the connection guards enforce; config/settings.ts reads and clamps them (connectionCaps). */
+export interface ConnectionCaps {
+  /** Open connections the process accepts in all (below its open-file limit). */
+  total: number;
+  /** Of the total, what no key or account can hold; once open connections reach `total - reserve`, idle ones are closed first. */
+  reserve: number;
+  /** Open connections attributed to one key (at most `total - reserve`). */
+  perKey: number;
+  /** Open connections attributed to one account's keys together (at most `total - reserve`). */
+  perAccount: number;
+  /** How long a kept-alive connection may sit idle between requests before it is closed (Node's keepAliveTimeout). */
+  keepAliveTimeoutMs: number;
 }
 
 /**

@@ -1,20 +1,9 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import type { ConnectionCaps } from "../config/settings.js";
 import { ServiceError } from "../errors.js";
 
-/** What the connection guards enforce; config/settings.ts reads and clamps them (connectionCaps). */
-export interface ConnectionCaps {
-  /** Open connections the process accepts in all (below its open-file limit). */
-  total: number;
-  /** Of the total, what no key or account can hold; once open connections reach `total - reserve`, idle ones are closed first. */
-  reserve: number;
-  /** Open connections attributed to one key (at most `total - reserve`). */
-  perKey: number;
-  /** Open connections attributed to one account's keys together (at most `total - reserve`). */
-  perAccount: number;
-  /** How long a kept-alive connection may sit idle between requests before it is closed (Node's keepAliveTimeout). */
-  keepAliveTimeoutMs: number;
-}
+export type { ConnectionCaps };
 
 interface TrackedConnection {
   /** Requests on it whose response has not ended (more than one when pipelined). */

@@ -31,7 +31,7 @@ export interface BatchesWiring {
 /** What an upload is admitted as against the key's limits (its request-rate window; no tokens). */
 const UPLOADS = "files:upload";
 
-/** A file still incomplete this long after it was opened was left by a stopped server (an upload lasts at most the request timeout). */
+/** On a shared PostgreSQL, a file still incomplete this long after it was opened was left by a stopped server (an upload lasts at most the request timeout). */
 const INCOMPLETE_FILE_SECONDS = 6 * 3600;
 
 /** The Files and Batch APIs and the runner of batch lines, wired for `switchyard serve`. */
@@ -44,6 +44,10 @@ export function startBatches({ db, registry, requestLimits, ownerId, ownerIsGone
     await lease.release(0);
     await requireBudgetLeft(db, caller.keyId);
   };
+  // Files half-written when a server stopped (an upload cut off, a batch's results) are never listed; they go, before
+  // this server takes uploads. On PGlite no other process writes files; on a shared PostgreSQL only long-abandoned ones go.
+  const abandonedAfter = db.kind === "pglite" ? 0 : INCOMPLETE_FILE_SECONDS;
+  void files.sweepIncomplete(abandonedAfter).then((n) => n > 0 && log(`removed ${n} file(s) left half-written by a stopped server`), () => {});
   const service = createBatchService({ db, files, limits, ownerId, wake: () => runner?.wake(), admitUpload, log, windowSeconds: windowSeconds ? () => windowSeconds : undefined });
   return {
     lineCallers,
@@ -51,8 +55,6 @@ export function startBatches({ db, registry, requestLimits, ownerId, ownerIsGone
     run(app: FastifyInstance) {
       runner = new BatchRunner({ db, files, execute: lineCallers.executor(app), capacity: batchCapacity(registry), fileBytesPerAccount: limits.fileBytesPerAccount, ownerId, ownerIsGone, log });
       runner.start();
-      // Files half-written when a server stopped (an upload cut off, a batch's results) are never listed; they go.
-      void files.sweepIncomplete(INCOMPLETE_FILE_SECONDS).then((n) => n > 0 && log(`removed ${n} file(s) left half-written by a stopped server`), () => {});
     },
     stop: () => runner?.stop() ?? Promise.resolve(),
   };

@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { request } from "node:http";
 import { after, before, describe, test } from "node:test";
 import OpenAI, { toFile } from "openai";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
@@ -129,5 +133,33 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
     assert.deepEqual(billed.map((r) => r.request_id).sort(), output.map((l) => l.response!.request_id).sort(), "only the kept answers are billed");
     const usage = await database.db.query<{ bytes: string }>("SELECT COALESCE(sum(bytes), 0)::text AS bytes FROM files f WHERE f.account_id = (SELECT account_id FROM batches WHERE id = $1)", [batch.id]);
     assert.ok(Number(usage[0]!.bytes) <= QUOTA, `the account keeps ${usage[0]!.bytes} bytes, within its quota`);
+  });
+});
+
+describe("an upload cut off by kill -9 leaves nothing behind once the server is back (PGlite)", () => {
+  test("its half-written chunks no longer count against the account's quota after the restart", async () => {
+    const env = { SWITCHYARD_FILE_MAX_BYTES: String(MAX_FILE), SWITCHYARD_FILE_BYTES_PER_ACCOUNT: String(MAX_FILE + 200_000) };
+    const dataDir = mkdtempSync(join(tmpdir(), "switchyard-upload-crash-"));
+    const key = createKey(dataDir, "uploader", [], env);
+    let server = await startServer({ dataDir, key, env });
+    try {
+      // An upload that sends 1.2 MB of its file (several chunks stored) and then waits forever.
+      const url = new URL(`${server.baseURL}/files`);
+      const held = request({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "multipart/form-data; boundary=x", "content-length": 5_000_000 } });
+      held.on("error", () => {});
+      held.write('--x\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--x\r\nContent-Disposition: form-data; name="file"; filename="held.jsonl"\r\n\r\n');
+      held.write(bigJsonl(1_200_000));
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      server.process.kill("SIGKILL");
+      await server.stop();
+      server = await startServer({ dataDir, key, env });
+      const client = new OpenAI({ apiKey: key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
+      // With the cut-off upload still counted, 1.2 MB + 1.3 MB would pass the 1.7 MB quota.
+      const file = await client.files.create({ file: await toFile(bigJsonl(1_300_000), "after.jsonl"), purpose: "batch" });
+      assert.deepEqual((await client.files.list()).data.map((f) => f.id), [file.id]);
+    } finally {
+      await server.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

@@ -218,7 +218,7 @@ describe("a request whose caller is not reading", () => {
     assert.equal(paused.status, "waiting");
     assert.equal(other.status, "running", "the sequence went to the waiting request in the same step");
     assert.deepEqual([s.stats().waiting.default, s.stats().paused, s.stats().preemptions], [0, 1, 1], "it is paused, not queue load");
-    while (other.status !== "finished") {
+    while ((other.status as string) !== "finished") {
       other.abortRequested = other.generatedCount >= 2;
       step(s);
     }

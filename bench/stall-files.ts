@@ -35,11 +35,17 @@ if (process.env.STALL_FILES_ATTACKER) {
   };
   const uploaded = await timed("upload", async () => attacker.files.create({ file: await toFile(file, "attack.jsonl"), purpose: "batch" }));
   const batch = await timed("create_batch", () => attacker.batches.create({ input_file_id: uploaded.id, endpoint: "/v1/chat/completions", completion_window: "24h" }));
+  if (batch.status === "failed") throw new Error(`the batch failed: ${JSON.stringify(batch.errors)}`);
   await timed("cancel", () => attacker.batches.cancel(batch.id));
   await timed("until_cancelled", async () => {
     while ((await attacker.batches.retrieve(batch.id)).status !== "cancelled") await new Promise((resolve) => setTimeout(resolve, 200));
   });
-  const downloaded = await timed("download", async () => (await (await attacker.files.content(uploaded.id)).arrayBuffer()).byteLength);
+  const downloaded = await timed("download", async () => {
+    // Read as a stream, as a client saving the file would (arrayBuffer() would make the client hold 200 MB).
+    let received = 0;
+    for await (const chunk of (await attacker.files.content(uploaded.id)).body as unknown as AsyncIterable<Uint8Array>) received += chunk.byteLength;
+    return received;
+  });
   if (downloaded !== file.length) throw new Error(`downloaded ${downloaded} bytes of ${file.length}`);
   process.stdout.write(JSON.stringify({ windows, fileBytes: file.length, lines: (await attacker.batches.retrieve(batch.id)).request_counts?.total ?? 0 }));
   process.exit(0);
@@ -51,7 +57,7 @@ if (process.env.STALL_FILES_ATTACKER) {
  * refused at once: what is measured is the file work, not the batch's inference.
  */
 function attackFile(model: string, bytes: number): Buffer {
-  const lineBytes = Math.max(512, Math.ceil(bytes / 50_000));
+  const lineBytes = Math.max(512, Math.ceil(bytes / 49_000));
   const filler = "lorem ipsum ".repeat(Math.ceil(lineBytes / 12)).slice(0, lineBytes - 200);
   const lines: string[] = [];
   for (let i = 0, size = 0; size < bytes; i++) {

@@ -43,9 +43,6 @@ const COLUMNS = FILE_COLUMNS;
 
 export const sha256 = (content: Uint8Array) => createHash("sha256").update(content).digest("hex");
 
-/** How many chunks one read fetches: a few MiB at most in memory, one short statement. */
-const CHUNKS_PER_READ = 4;
-
 export function createFileStore(db: Database): FileStore {
   const get = async (accountId: string, id: string) => {
     const rows = await db.query<FileRow>(`SELECT ${COLUMNS} FROM files WHERE id = $1 AND account_id = $2 AND complete`, [id, accountId]);
@@ -100,7 +97,7 @@ export function createFileStore(db: Database): FileStore {
 }
 
 /**
- * A file's chunks in order, a few per statement; each is checked against its own checksum before it
+ * A file's chunks in order, one per statement; each is checked against its own checksum before it
  * is handed on, and the whole against the file's. A file stored before chunks keeps its bytes in
  * files.content: one chunk.
  */
@@ -115,19 +112,15 @@ async function* readChunks(db: Database, id: string): AsyncGenerator<Buffer> {
     return;
   }
   const hash = createHash("sha256");
-  for (let next = 0; ; ) {
-    const rows = await db.query<{ seq: number; sha256: string; data: string }>(
-      "SELECT seq, sha256, encode(content, 'base64') AS data FROM file_chunks WHERE file_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
-      [id, next, CHUNKS_PER_READ],
-    );
-    for (const row of rows) {
-      const chunk = Buffer.from(row.data, "base64");
-      if (row.seq !== next || sha256(chunk) !== row.sha256) throw new FileCorrupted(`Chunk ${next} of file ${id} is missing or does not match its checksum.`);
-      hash.update(chunk);
-      next++;
-      yield chunk;
-    }
-    if (rows.length < CHUNKS_PER_READ) break;
+  for (let seq = 0; ; seq++) {
+    // One chunk per statement, by its key: a plan that cannot turn into a scan of the file's other chunks.
+    const rows = await db.query<{ sha256: string; data: string }>("SELECT sha256, encode(content, 'base64') AS data FROM file_chunks WHERE file_id = $1 AND seq = $2", [id, seq]);
+    const row = rows[0];
+    if (!row) break;
+    const chunk = Buffer.from(row.data, "base64");
+    if (sha256(chunk) !== row.sha256) throw new FileCorrupted(`Chunk ${seq} of file ${id} does not match its checksum.`);
+    hash.update(chunk);
+    yield chunk;
   }
   if (hash.digest("hex") !== whole.sha256) throw new FileCorrupted(`The stored bytes of file ${id} do not match their checksum.`);
 }

@@ -1,3 +1,4 @@
+import { bulkPace } from "../storage/bulk-pace.js";
 import type { Database } from "../storage/database.js";
 import type { FileStore, FileWriter } from "../storage/files.js";
 import { resultLineText } from "./output.js";
@@ -24,6 +25,7 @@ export async function writeResults(db: Database, files: FileStore, batch: Finali
     (writers[file] ??= await files.open(batch.accountId, { purpose: "batch_output", filename: `${batch.id}_${file === "output" ? "output" : "error"}.jsonl` }));
   try {
     for (let after = 0; ; ) {
+      await bulkPace();
       const page = await doneLines(db, batch.id, after, LINES_PER_PAGE);
       for (const line of page) {
         const text = resultLineText(batch.id, line);

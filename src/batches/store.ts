@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { bulkPace } from "../storage/bulk-pace.js";
 import type { Database } from "../storage/database.js";
 import type { BatchLine, LineError } from "./validate.js";
 
@@ -85,6 +86,7 @@ export async function insertLines(db: Database, id: string, lines: readonly Batc
     let end = start;
     for (let bytes = 0; end < lines.length && end - start < INSERT_ROWS && (end === start || bytes + lines[end]!.body.length <= INSERT_BYTES); end++) bytes += lines[end]!.body.length;
     const chunk = lines.slice(start, end);
+    await bulkPace();
     const values = chunk.map((_, i) => `($1, $${i * 4 + 2}, $${i * 4 + 3}, $${i * 4 + 4}, $${i * 4 + 5})`).join(", ");
     await db.query(`INSERT INTO batch_lines (batch_id, line, custom_id, body, estimated_tokens) VALUES ${values}`, [id, ...chunk.flatMap((l) => [l.line, l.customId, l.body, l.estimatedTokens])]);
     start = end;
@@ -219,6 +221,7 @@ export async function answerLine(db: Database, batch: { id: string; accountId: s
 export async function closeOpenLines(db: Database, batchId: string, error: { code: string; message: string }): Promise<void> {
   // A page of lines per transaction: a batch of 50,000 lines is closed in short statements, not one long one.
   for (let closed = CLOSE_PAGE; closed === CLOSE_PAGE; ) {
+    await bulkPace();
     closed = await db.transaction(async (tx) => {
       const rows = await tx.query(
         "UPDATE batch_lines SET done = true, error = $2 WHERE batch_id = $1 AND line IN (SELECT line FROM batch_lines WHERE batch_id = $1 AND NOT done ORDER BY line LIMIT $3) RETURNING line",

@@ -5,6 +5,7 @@ import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
 import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { MAX_IDENTIFIER_CHARS } from "../protocol/identifiers.js";
 import { DEFAULT_MAX_JSON_DEPTH, findBodyFault } from "../protocol/body-faults.js";
+import { bulkPace } from "../storage/bulk-pace.js";
 
 /** The endpoints a batch may run, as OpenAI names them. */
 export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"] as const;
@@ -54,17 +55,13 @@ export function validateBatchFile(content: Buffer, endpoint: BatchEndpoint, maxL
   return errors.length > 0 ? { ok: false, errors } : { ok: true, lines };
 }
 
-/** How long one slice of checking may hold the event loop before it yields to other work. */
-const SLICE_MS = 8;
-
 /**
- * Checks a file read chunk by chunk, yielding to the event loop every few milliseconds; yields the
+ * Checks a file read chunk by chunk, paced as bulk work (storage/bulk-pace.ts); yields the
  * valid lines a slice at a time (to be stored as they come) and returns the errors, if any. It stops
  * reading at the first sign the file is refused whole (too many lines, not UTF-8, enough errors).
  */
 export async function* checkBatchFile(chunks: AsyncIterable<Uint8Array>, endpoint: BatchEndpoint, maxLines: number): AsyncGenerator<BatchLine[], LineError[]> {
   const checker = new LineChecker(endpoint, maxLines);
-  let sliceStart = performance.now();
   for await (const chunk of chunks) {
     for (let offset = 0; offset < chunk.byteLength && !checker.stopped; ) {
       // A few KiB at a time: each piece is checked, then the slice's clock is read.
@@ -72,10 +69,7 @@ export async function* checkBatchFile(chunks: AsyncIterable<Uint8Array>, endpoin
       offset += piece.byteLength;
       const lines = checker.push(piece, false);
       if (lines.length > 0) yield lines;
-      if (performance.now() - sliceStart > SLICE_MS) {
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        sliceStart = performance.now();
-      }
+      await bulkPace();
     }
     if (checker.stopped) break;
   }

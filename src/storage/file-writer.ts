@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import { bulkPace } from "./bulk-pace.js";
 import type { Database } from "./database.js";
 
 export const newFileId = () => `file-${randomBytes(18).toString("base64url")}`;
@@ -64,6 +65,7 @@ export async function openFileWriter(db: Database, accountId: string, file: { pu
   let seq = 0;
   let bytes = 0;
   const writeChunk = async (chunk: Buffer) => {
+    await bulkPace();
     const digest = createHash("sha256").update(chunk).digest("hex");
     // The row's size grows with its chunks, so the account's usage counts a file while it is written.
     await db.query(

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { bulkPace } from "./bulk-pace.js";
 import type { Database } from "./database.js";
 import { FILE_COLUMNS, openFileWriter, toStoredFile, type FileRow, type FileWriter, type StoredFile } from "./file-writer.js";
 
@@ -113,6 +114,7 @@ async function* readChunks(db: Database, id: string): AsyncGenerator<Buffer> {
   }
   const hash = createHash("sha256");
   for (let seq = 0; ; seq++) {
+    await bulkPace();
     // One chunk per statement, by its key: a plan that cannot turn into a scan of the file's other chunks.
     const rows = await db.query<{ sha256: string; data: string }>("SELECT sha256, encode(content, 'base64') AS data FROM file_chunks WHERE file_id = $1 AND seq = $2", [id, seq]);
     const row = rows[0];

@@ -67,25 +67,35 @@ export async function openPglite(dir: string): Promise<Database> {
 
 /** How long statements may run back to back before the event loop gets a turn. */
 const SLICE_MS = 4;
-let sliceStart = performance.now();
+/** A pause this long since the last statement ended starts a new slice (the loop was free to turn meanwhile). */
+const GAP_MS = 1;
+let sliceStart = 0;
+let lastEnd = 0;
 
 /**
  * PGlite runs a statement synchronously on this thread and answers through promises alone, so a
  * loop of statements (a file's chunks, a batch's lines) would never let the event loop turn: every
- * other request, `/health` included, would wait for the whole loop. Past a few milliseconds of
- * such work, the next statement first waits one turn of the event loop.
+ * other request, `/health` included, would wait for the whole loop. Once statements have run back
+ * to back for a few milliseconds, the next one first waits one turn of the event loop.
  */
 async function shareTheLoop(): Promise<void> {
-  if (performance.now() - sliceStart < SLICE_MS) return;
-  await new Promise<void>((resolve) => setImmediate(resolve));
-  sliceStart = performance.now();
+  const now = performance.now();
+  if (now - lastEnd > GAP_MS) sliceStart = now;
+  else if (now - sliceStart >= SLICE_MS) {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    sliceStart = performance.now();
+  }
 }
 
 async function runStatement(target: PGlite | Transaction, sql: string, params?: unknown[]): Promise<Record<string, unknown>[]> {
   await shareTheLoop();
-  if (params && params.length > 0) {
-    return (await target.query<Record<string, unknown>>(sql, params)).rows;
+  try {
+    if (params && params.length > 0) {
+      return (await target.query<Record<string, unknown>>(sql, params)).rows;
+    }
+    const results = await target.exec(sql);
+    return (results.at(-1)?.rows ?? []) as Record<string, unknown>[];
+  } finally {
+    lastEnd = performance.now();
   }
-  const results = await target.exec(sql);
-  return (results.at(-1)?.rows ?? []) as Record<string, unknown>[];
 }

@@ -134,13 +134,26 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
       [format('{"type":"array","maxItems":1000000}'), schemaParam, /above the largest supported count/],
       [format('{"type":"array","minItems":3,"maxItems":2}'), schemaParam, /greater than maxItems/],
       [format('{"type":"string","minLength":9,"maxLength":2}'), schemaParam, /greater than maxLength/],
-      [format(deep(1_000)), schemaParam, /nested more than 64 levels/],
-      [format(deep(3_000)), schemaParam, /nested more than 64 levels/],
-      [tools(deep(3_000)), toolParam, /nested more than 64 levels/],
-      [tools(deep(3_000), forced), toolParam, /nested more than 64 levels/],
+      [format(deep(40)), schemaParam, /nested more than 64 levels/],
+      [tools(deep(40)), toolParam, /nested more than 64 levels/],
+      [tools(deep(40), forced), toolParam, /nested more than 64 levels/],
       [tools('{"type":"object","properties":{"x":{"type":"string","maxLength":1000000}}}', forced), toolParam, /above the largest supported count/],
       [tools('{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}', '"required"'), toolParam, /refers to itself/],
     ];
+    // Deeper than the body itself may nest (SWITCHYARD_MAX_JSON_DEPTH, 128 levels), a schema is refused at the edge,
+    // before any walk over it, naming the field that holds it.
+    const tooDeep: Array<[string, string]> = [
+      [format(deep(1_000)), "response_format.json_schema"],
+      [format(deep(3_000)), "response_format.json_schema"],
+      [tools(deep(3_000)), "tools[1]"],
+      [tools(deep(3_000), forced), "tools[1]"],
+    ];
+    for (const [fields, param] of tooDeep) {
+      const response = await postChat(server, `{"model":"${SMOLLM2}","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,${fields}}`);
+      const { error } = (await response.json()) as { error: { param: string; code: string } };
+      assert.equal(response.status, 400);
+      assert.deepEqual([error.param, error.code], [param, "nesting_too_deep"], fields.slice(0, 120));
+    }
     for (const [fields, param, message] of cases) {
       const response = await postChat(server, `{"model":"${SMOLLM2}","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,${fields}}`);
       const text = await response.text();

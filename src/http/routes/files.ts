@@ -30,9 +30,10 @@ export function fileRoutes(app: FastifyInstance, batches: BatchService, files: F
       try {
         return reply.send(toWireFile(await batches.uploadFile(callerOf(request), formParts(request))));
       } catch (error) {
-        // Refused before the whole body was read (a limit, the quota): the rest of it is not read, so
-        // the connection cannot carry another request; the client is told to open a new one.
-        if (!request.raw.complete) reply.header("connection", "close");
+        // Refused partway through the body (the quota, the file's limit): the parser stops reading it, so
+        // the connection cannot carry another request; the client is told to open a new one. Refused
+        // before any of it was read (rate limit, budget), Node reads and drops the body as usual.
+        if (request.raw.readableDidRead && !request.raw.complete) reply.header("connection", "close");
         throw error;
       }
     });

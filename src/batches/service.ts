@@ -2,6 +2,7 @@ import { InvalidRequest, NotFound, ServiceError } from "../errors.js";
 import type { Database } from "../storage/database.js";
 import { FileQuotaExceeded, type FileStore, type FileWriter, type StoredFile } from "../storage/files.js";
 import type { Caller } from "../serving/types.js";
+import { CONTROL_CHARS } from "../protocol/identifiers.js";
 import type { BatchLimits } from "./limits.js";
 import { dropLines, enqueuedTokens, failBatch, getBatch, insertBatch, insertLines, listBatches, requestCancel, startBatch, type BatchRow } from "./store.js";
 import { BATCH_ENDPOINTS, checkBatchFile, type BatchEndpoint, type LineError } from "./validate.js";
@@ -111,7 +112,8 @@ async function storeUpload(deps: BatchServiceDeps, caller: Caller, parts: AsyncI
     await writer.flush();
     return await writer.commit();
   } catch (error) {
-    await writer?.abort();
+    // What was written goes; if even that fails, the start-up sweep removes it: the caller's error is what is answered.
+    await writer?.abort().catch(() => {});
     throw error instanceof FileQuotaExceeded ? room.refusal() : error;
   }
 }
@@ -123,8 +125,7 @@ const checkPurpose = (purpose: string) => {
 
 /** A file name as stored: at most 256 characters, and none PostgreSQL's text refuses (NUL) or a terminal would act on. */
 function checkFilename(name: string): string {
-  // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(name)) throw new InvalidRequest("The file name contains control characters (NUL, newline, ...); rename the file.", "file", "invalid_value");
+  if (CONTROL_CHARS.test(name)) throw new InvalidRequest("The file name contains control characters (NUL, newline, ...); rename the file.", "file", "invalid_value");
   return name.slice(0, 256) || "upload.jsonl";
 }
 

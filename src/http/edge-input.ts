@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { InvalidRequest, NotFound } from "../errors.js";
 import { DEFAULT_MAX_JSON_DEPTH, findBodyFault, isWellFormed } from "../protocol/body-faults.js";
+import { CONTROL_CHARS } from "../protocol/identifiers.js";
 
 /**
  * JSON bodies, with rules at the edge that apply to every route (batch lines too: they enter as
@@ -30,9 +31,6 @@ export function installJsonBodyParser(app: FastifyInstance, maxDepth = DEFAULT_M
     done(null, parsed);
   });
 }
-
-/** Control characters (NUL above all: PostgreSQL text cannot hold it) can be in no id, name or model. */
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
 /**
  * A path parameter (`/v1/deployments/{id}`, `/v1/responses/{id}`, `/admin/v1/accounts/{name}`)

@@ -6,7 +6,8 @@ import { z } from "zod";
  * (and echoed) as it came.
  */
 export const MAX_IDENTIFIER_CHARS = 256;
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+/** Control characters (NUL above all: PostgreSQL text cannot hold it) can be in no id, name or file name. */
+export const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 export const identifier = (max = MAX_IDENTIFIER_CHARS) =>
   z
     .string()

@@ -58,6 +58,8 @@ export interface ModelHost {
   tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): Promise<RenderedPrompt>;
   /** A raw prompt's tokens, with no chat template: BOS first where the tokenizer adds one, special tokens parsed. */
   tokenizeText(text: string, options?: Pick<PromptOptions, "fairnessKey">): Promise<Token[]>;
+  /** A prediction's text (Predicted Outputs) as the plain tokens the model would generate for it: no BOS. */
+  tokenizePrediction(text: string, options?: Pick<PromptOptions, "fairnessKey">): Promise<Token[]>;
   /** Lower bounds on a prompt's tokens, found cheaply without rendering or tokenizing it. */
   minimumPromptTokens(messages: readonly ChatMessage[]): number;
   minimumTextTokens(text: string): number;

@@ -103,6 +103,33 @@ export interface GenerationRequest {
   cacheNamespace?: string;
   /** Whose request it is (opaque): a shard shares its sequences fairly between accounts (core/fairness.ts). */
   account?: string;
+  /**
+   * The output the caller expects (OpenAI's Predicted Outputs), tokenized as plain text (no BOS,
+   * no special tokens): the engine drafts from it, aligned to what it has generated so far, and
+   * verifies the drafts in its steps. The output is the same with or without it; only its speed and
+   * the prediction counts differ.
+   */
+  prediction?: readonly Token[];
+}
+
+/**
+ * Prediction tokens verified so far (cumulative): `accepted` matched the output, `rejected` were
+ * computed and thrown away (OpenAI bills them as completion tokens). Drafts of the engine's own
+ * (prompt lookup) are not counted here: they are the engine's business, not the caller's.
+ */
+export interface PredictionCounts {
+  accepted: number;
+  rejected: number;
+}
+
+/** Speculative decoding over one request's life, every draft source together (for /metrics). */
+export interface SpeculationCounts {
+  /** Steps in which the request carried a draft. */
+  drafts: number;
+  /** Draft tokens verified. */
+  draftTokens: number;
+  /** Draft tokens accepted. */
+  acceptedTokens: number;
 }
 
 export interface TokenAlternative {
@@ -127,14 +154,24 @@ export type EngineEvent =
    * `completionTokens`: tokens generated so far, including any whose text is still held back.
    * `logprobs` (when asked for): the tokens whose text this event completes, in order.
    */
-  | { type: "text"; text: string; completionTokens: number; logprobs?: TokenLogprob[] }
+  | { type: "text"; text: string; completionTokens: number; logprobs?: TokenLogprob[]; prediction?: PredictionCounts }
   /** Tool calls an upstream engine parsed itself (the embedded engine returns calls as text that serving parses). */
   | { type: "tool_calls"; calls: ToolCall[]; completionTokens: number }
   /**
    * `promptTokens` / `cachedTokens`: what an upstream engine's usage reports for the prompt, when the
    * backend's own count was only an upper bound; billing then uses these.
    */
-  | { type: "finish"; reason: FinishReason; completionTokens: number; promptTokens?: number; cachedTokens?: number };
+  | {
+      type: "finish";
+      reason: FinishReason;
+      completionTokens: number;
+      promptTokens?: number;
+      cachedTokens?: number;
+      /** Present when the request carried a prediction (final counts). */
+      prediction?: PredictionCounts;
+      /** Present when any draft was verified for the request. */
+      speculation?: SpeculationCounts;
+    };
 
 export interface ModelHostStats {
   /** Sequences over all shards: how many requests run at once. */

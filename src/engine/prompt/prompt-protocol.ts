@@ -14,7 +14,8 @@ export interface PromptWorkerInit {
 
 export type PromptJob =
   | { id: number; kind: "chat"; messages: readonly ChatMessage[]; tools: readonly ToolDefinition[]; options: PromptOptions }
-  | { id: number; kind: "text"; text: string };
+  /** `addSpecial`: BOS (and EOS) where the tokenizer adds them (a raw prompt); false for a prediction. */
+  | { id: number; kind: "text"; text: string; addSpecial: boolean };
 
 export type PromptReply =
   | { id: number; tokens: Int32Array; opensThinking: boolean }

@@ -15,6 +15,8 @@ const INLINE_PROMPT_CHARS = 16 * 1024;
  * `fairnessKey`. A prompt that comes out empty is BOS alone, or refused (see nonEmptyPrompt).
  */
 export function promptTokenizers(model: LoadedModel, template: ChatTemplate, pool: PromptPool) {
+  const tokenize = async (text: string, addSpecial: boolean, fairnessKey: string | undefined): Promise<Token[]> =>
+    text.length <= INLINE_PROMPT_CHARS ? model.tokenize(text, { addSpecial }) : (await pool.run({ kind: "text", text, addSpecial }, fairnessKey)).tokens;
   return {
     async tokenizeChat(messages: readonly ChatMessage[], tools: readonly ToolDefinition[] = [], options: PromptOptions = {}): Promise<RenderedPrompt> {
       const { fairnessKey, ...rendering } = options;
@@ -26,9 +28,10 @@ export function promptTokenizers(model: LoadedModel, template: ChatTemplate, poo
       return { ...rendered, tokens: [...nonEmptyPrompt(rendered.tokens, model.bosToken)] };
     },
     async tokenizeText(text: string, options: Pick<PromptOptions, "fairnessKey"> = {}): Promise<Token[]> {
-      const tokens = text.length <= INLINE_PROMPT_CHARS ? model.tokenize(text, { addSpecial: true }) : (await pool.run({ kind: "text", text }, options.fairnessKey)).tokens;
-      return [...nonEmptyPrompt(tokens, model.bosToken)];
+      return [...nonEmptyPrompt(await tokenize(text, true, options.fairnessKey), model.bosToken)];
     },
+    /** A prediction's text as plain tokens (no BOS): what the model would generate to write it. */
+    tokenizePrediction: (text: string, options: Pick<PromptOptions, "fairnessKey"> = {}): Promise<Token[]> => tokenize(text, false, options.fairnessKey),
     minimumPromptTokens: (messages: readonly ChatMessage[]) => minimumPromptTokens(messages, model),
     minimumTextTokens: (text: string) => minimumTextTokens(text, model),
   };

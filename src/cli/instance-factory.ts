@@ -23,6 +23,7 @@ export async function engineOptions(entry: CatalogEntry, settings: Settings, seq
     stallTimeoutMs: settings.stallTimeoutMs,
     pausedPreemptMs: settings.streamPauseGraceMs,
     prefixCache: settings.prefixCache,
+    speculation: settings.speculation,
     stepTokens: settings.stepTokens,
     // The one place the settings' `standard` (SWITCHYARD_STANDARD_*) becomes the default tier; flex and
     // batch have no targets of their own and run at its pace.

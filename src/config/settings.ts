@@ -48,6 +48,8 @@ const settingsSchema = z.object({
   streamPauseGraceMs: z.coerce.number().int().min(0).max(3_600_000),
   /** Reuse cached prompt prefixes within an account. */
   prefixCache: z.boolean(),
+  /** Speculative decoding in the embedded engine: `auto` drafts where its cost model says it pays; `off` never. */
+  speculation: z.enum(["auto", "off"]),
   /** Tokens evaluated per shard's step (decode tokens first, prompt chunks in the rest). */
   stepTokens: z.coerce.number().int().min(16),
   /** Per-tier service targets (ms) the step budget keeps: time to first token and between tokens. */
@@ -142,6 +144,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     streamPauseTimeoutMs: env.SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS ?? 60_000,
     streamPauseGraceMs: env.SWITCHYARD_STREAM_PAUSE_GRACE_MS ?? 3000,
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
+    speculation: (env.SWITCHYARD_SPECULATION ?? "auto").toLowerCase(),
     stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
     targets: {
       priority: { ttftMs: env.SWITCHYARD_PRIORITY_TTFT_MS ?? 1000, itlMs: env.SWITCHYARD_PRIORITY_ITL_MS ?? 50 },

@@ -7,6 +7,7 @@ import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { QueueFullError, ShardScheduler, StalledError, WaitExpiredError } from "./core/scheduler.js";
 import { Shard, type StepCounters } from "./core/shard.js";
+import { DRAFT_TOKENS_PER_STEP, type SpeculationMode } from "./core/speculation.js";
 import type { TargetsByTier } from "./core/step-budget.js";
 import { constraintToGbnf } from "./grammar/index.js";
 import { loadModel } from "./native/loaded-model.js";
@@ -45,6 +46,8 @@ export interface ModelHostOptions {
   pausedPreemptMs?: number;
   /** Per-tier time-to-first-token and inter-token targets the step budget keeps (default: step-budget.ts). */
   targets?: TargetsByTier;
+  /** Speculative decoding: drafts from each request's prediction and from prompt lookup (default: auto). */
+  speculation?: SpeculationMode;
 }
 
 export interface ModelHost {
@@ -116,9 +119,10 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
       Array.from({ length: shardCount }, async (_, i) => {
         const sequences = Math.floor(options.sequences / shardCount) + (i < options.sequences % shardCount ? 1 : 0);
         const stepTokens = Math.max(options.stepTokens ?? DEFAULT_STEP_TOKENS, sequences + 1);
-        const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads });
+        const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads, draftTokens: DRAFT_TOKENS_PER_STEP });
         started.push(runner);
-        const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache: options.prefixCache, targets: options.targets, stallTimeoutMs: options.stallTimeoutMs, pausedPreemptMs: options.pausedPreemptMs };
+        const { prefixCache, targets, stallTimeoutMs, pausedPreemptMs, speculation = "auto" } = options;
+        const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache, targets, stallTimeoutMs, pausedPreemptMs, speculation };
         const scheduler = new ShardScheduler(schedulerOptions, tieredPolicy, model, new StepCostModel(), () => router.steal(scheduler));
         return new Shard(scheduler, runner, threadsFor);
       }),
@@ -224,7 +228,7 @@ class ShardRouter {
       paused: all.reduce((n, s) => n + s.paused, 0),
       idleSequences: slots - tierTotal(running),
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
-      stepBudgets: all.map(({ budget }) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs })),
+      stepBudgets: all.map(({ budget, speculation }) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs, speculation })),
       engine: Object.fromEntries(
         (Object.keys(this.shards[0]!.counters) as (keyof StepCounters)[]).map((key) => [key, this.shards.reduce((n, shard) => n + shard.counters[key], 0)]),
       ) as unknown as StepCounters,

@@ -198,6 +198,8 @@ export interface ShardStepBudget {
   tokens: number;
   /** The shard's cost model's prediction for that step (ms). */
   plannedMs: number;
+  /** Speculative decoding on the shard since start: draft tokens verified and accepted, and their ratio (null: none verified). */
+  speculation: { draftTokens: number; acceptedTokens: number; acceptanceRate: number | null };
 }
 
 export interface EngineCounters {

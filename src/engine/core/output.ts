@@ -1,6 +1,7 @@
 import { JsonEnd } from "../json-end.js";
 import { TextStream } from "../text-stream.js";
 import type { SampledLogprob } from "../runner/step-protocol.js";
+import type { RequestSpeculation } from "./speculation.js";
 import type { EngineEvent, FinishReason, GenerationRequest, Token, TokenAlternative, TokenLogprob } from "../types.js";
 
 /** What post-processing needs of the vocabulary. */
@@ -24,6 +25,8 @@ export class RequestOutput {
   constructor(
     private readonly texts: TokenTexts,
     private readonly request: GenerationRequest,
+    /** Its speculation, whose counts the events carry. */
+    private readonly speculation?: RequestSpeculation,
   ) {
     this.text = new TextStream(detokenizer(texts), request.stop);
     this.jsonEnd = request.constraint ? new JsonEnd() : undefined;
@@ -47,14 +50,17 @@ export class RequestOutput {
   /** The text held back, then the finish event. */
   finish(reason: FinishReason): EngineEvent[] {
     const events = reason === "cancelled" ? [] : this.textEvents(this.text.flush());
-    events.push({ type: "finish", reason, completionTokens: this.text.tokenCount });
+    const prediction = this.speculation?.prediction;
+    const speculation = this.speculation && this.speculation.totals.drafts > 0 ? { ...this.speculation.totals } : undefined;
+    events.push({ type: "finish", reason, completionTokens: this.text.tokenCount, ...(prediction ? { prediction: { ...prediction } } : {}), ...(speculation ? { speculation } : {}) });
     return events;
   }
 
   private textEvents(delta: string): EngineEvent[] {
     const logprobs = this.released();
     if (!delta && !logprobs?.length) return [];
-    return [{ type: "text", text: delta, completionTokens: this.text.tokenCount, ...(logprobs ? { logprobs } : {}) }];
+    const prediction = this.speculation?.prediction;
+    return [{ type: "text", text: delta, completionTokens: this.text.tokenCount, ...(logprobs ? { logprobs } : {}), ...(prediction ? { prediction: { ...prediction } } : {}) }];
   }
 
   /** The log probabilities of the tokens whose text was released since the last call. */

@@ -2,6 +2,7 @@ import { EventQueue } from "./event-queue.js";
 import type { EngineEvent, GenerationRequest, Token } from "../types.js";
 import type { ServiceTier } from "../../protocol/tiers.js";
 import type { SamplerSpec } from "../runner/step-protocol.js";
+import type { RequestSpeculation } from "./speculation.js";
 
 export type RequestStatus = "waiting" | "running" | "finished";
 
@@ -67,6 +68,8 @@ export class EngineRequest {
   readonly siblings: EngineRequest[] = [];
   /** A sibling's leader, until the sibling has its copy of the prompt's cells. */
   copyFrom: EngineRequest | undefined;
+  /** Its drafts and their outcomes (speculative decoding); absent while speculation is off. */
+  speculation: RequestSpeculation | undefined;
 
   constructor(
     readonly spec: GenerationRequest,

@@ -1,5 +1,6 @@
 import type { EngineRequest } from "./request.js";
 import type { StepBudget, TargetsByTier } from "./step-budget.js";
+import type { SpeculationMode } from "./speculation.js";
 import type { ModelHostStats } from "../types.js";
 import { perTier, type PerTier } from "../../protocol/tiers.js";
 
@@ -10,6 +11,7 @@ export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" |
   totalCells: number;
   /** The last planned step's budget. */
   budget: StepBudget;
+  speculation: { draftTokens: number; acceptedTokens: number; acceptanceRate: number | null };
 }
 
 export interface ShardSchedulerOptions {
@@ -30,6 +32,8 @@ export interface ShardSchedulerOptions {
   stallTimeoutMs?: number;
   /** How long a paused request (its caller not reading) keeps its sequence before it is preempted (default: never). */
   pausedPreemptMs?: number;
+  /** Speculative decoding (default: off). */
+  speculation?: SpeculationMode;
 }
 
 /** Requests of each tier in a list. */

@@ -5,12 +5,14 @@ import { RequestOutput, type TokenTexts } from "./output.js";
 import type { SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import { SavedCells } from "./saved-cells.js";
+import { RequestSpeculation, ShardSpeculation } from "./speculation.js";
 import { SequenceTable } from "./sequences.js";
 import { countByTier, type ShardSchedulerOptions, type ShardStats } from "./scheduler-types.js";
 import { budgetOptions, fillBatch, type StepBudget } from "./step-budget.js";
 import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
-import type { MemoryOp, StepReply } from "../runner/step-protocol.js";
+import type { Draft } from "./drafter.js";
+import type { MemoryOp, SampledLogprob, StepReply } from "../runner/step-protocol.js";
 import type { FinishReason } from "../types.js";
 
 export class QueueFullError extends Error {}
@@ -37,6 +39,8 @@ export class ShardScheduler {
   private preemptions = 0;
   private lastBudget: StepBudget = { ms: null, tokens: 0, plannedMs: 0 };
   private lastPlan: StepPlan | undefined;
+  /** This shard's speculative decoding: its mode and measured acceptance. */
+  readonly drafting: ShardSpeculation;
 
   constructor(
     private readonly options: ShardSchedulerOptions,
@@ -49,6 +53,7 @@ export class ShardScheduler {
   ) {
     this.sequences = new SequenceTable(options.sequences, options.cellsPerSequence, options.prefixCache);
     this.saved = new SavedCells(options.cellsPerSequence);
+    this.drafting = new ShardSpeculation(options.speculation ?? "off");
   }
 
   /** Sequences this shard has in all. */
@@ -164,10 +169,14 @@ export class ShardScheduler {
       if (request.status === "running") request.computed += count;
     }
     const failed = new Map(reply.failedSamplers.map((f) => [f.id, f.reason]));
+    let at = 0;
     plan.sampled.forEach((request, i) => {
+      const count = reply.counts?.[i] ?? 1;
+      const sampled = { tokens: reply.tokens.subarray(at, at + count), logprobs: reply.logprobs.slice(at, at + count) };
+      at += count;
       const reason = failed.get(request.id);
       if (reason !== undefined) this.fail(request, new Error(reason));
-      else this.onSampled(request, reply.tokens[i]!, reply.logprobs[i] ?? null);
+      else this.onSampled(request, sampled, plan.drafts.get(request));
     });
     return { promptTokens, restoredCells };
   }
@@ -200,18 +209,32 @@ export class ShardScheduler {
       usedCells: this.sequences.usedCells(computed),
       totalCells: this.sequences.size * this.options.cellsPerSequence,
       budget: this.lastBudget,
+      speculation: { draftTokens: this.drafting.draftTokens, acceptedTokens: this.drafting.acceptedTokens, acceptanceRate: this.drafting.acceptanceRate },
     };
   }
 
-  /** Post-processing of one sampled token; the request may finish. */
-  private onSampled(request: EngineRequest, token: number, logprob: Parameters<RequestOutput["accept"]>[1]): void {
+  /**
+   * Post-processing of a request's sampled tokens: one, plus the draft tokens it accepted (each
+   * stands on the one before it, whose cell it now holds). The request may finish on any of them;
+   * the cells past the token it finished on are removed.
+   */
+  private onSampled(request: EngineRequest, sampled: { tokens: Int32Array; logprobs: Array<SampledLogprob | null> }, draft: Draft | undefined): void {
     if (request.status !== "running") return;
-    if (token < 0) return this.fail(request, new Error("the request's sampler could not be built"));
-    request.tokens.push(token);
+    if (sampled.tokens[0]! < 0) return this.fail(request, new Error("the request's sampler could not be built"));
+    if (draft) request.speculation?.settle(draft, sampled.tokens.length - 1);
     const output = this.outputs.get(request)!;
-    const { events, finish } = output.accept(token, logprob, this.options.cellsPerSequence - request.tokens.length);
-    for (const event of events) request.events.push(event);
-    if (finish) this.finish(request, finish, this.pendingOps, this.pendingFrees);
+    const cellsHeld = request.computed + sampled.tokens.length - 1;
+    for (let j = 0; j < sampled.tokens.length; j++) {
+      if (j > 0) request.computed++;
+      request.tokens.push(sampled.tokens[j]!);
+      const { events, finish } = output.accept(sampled.tokens[j]!, sampled.logprobs[j] ?? null, this.options.cellsPerSequence - request.tokens.length);
+      for (const event of events) request.events.push(event);
+      if (!finish) continue;
+      // Tokens 0..j are output; the accepted draft tokens after them are not.
+      if (draft) request.speculation?.undeliver(sampled.tokens.length - 2 - j);
+      if (cellsHeld > request.computed) this.pendingOps.push({ op: "rm", seq: request.sequence!, from: request.computed });
+      return this.finish(request, finish, this.pendingOps, this.pendingFrees);
+    }
   }
 
   private remove(request: EngineRequest): boolean {
@@ -259,7 +282,8 @@ export class ShardScheduler {
     }
     if (!request.started) {
       request.started = true;
-      this.outputs.set(request, new RequestOutput(this.texts, request.spec));
+      if (this.drafting.mode === "auto") request.speculation ??= new RequestSpeculation(request.tokens, request.promptLength, request.spec.prediction, this.drafting);
+      this.outputs.set(request, new RequestOutput(this.texts, request.spec, request.speculation));
       request.events.push({ type: "started", queuedMs: performance.now() - request.arrivedAt, cachedTokens: taken.reused });
     }
   }

@@ -1,4 +1,5 @@
 import { addShapes, chunkShape, EMPTY_SHAPE, type StepCostModel } from "./cost-model.js";
+import { planDrafts } from "./draft-budget.js";
 import type { EngineRequest } from "./request.js";
 import type { StepPlan } from "./step-plan.js";
 import { TIER_RANK as RANK, type PerTier } from "../../protocol/tiers.js";
@@ -19,6 +20,8 @@ export interface StepBudgetOptions {
   /** Prompt tokens a step carries at least while any prompt loads, whatever the budget: prefill never stops. */
   minChunk: number;
   targets: TargetsByTier;
+  /** Cells a sequence holds: a draft never reaches past them. */
+  cellsPerSequence: number;
 }
 
 /** What the last planned step was allowed and what it carried, for /health. */
@@ -42,9 +45,10 @@ export const DEFAULT_TARGETS: TargetsByTier = {
 };
 
 /** A scheduler's options with the defaults filled in. */
-export function budgetOptions(options: { stepTokens: number; chunkCap?: number; minChunk?: number; targets?: TargetsByTier }): StepBudgetOptions {
+export function budgetOptions(options: { stepTokens: number; cellsPerSequence: number; chunkCap?: number; minChunk?: number; targets?: TargetsByTier }): StepBudgetOptions {
   return {
     stepTokens: options.stepTokens,
+    cellsPerSequence: options.cellsPerSequence,
     chunkCap: options.chunkCap ?? DEFAULT_CHUNK_CAP,
     minChunk: options.minChunk ?? DEFAULT_MIN_CHUNK,
     targets: options.targets ?? DEFAULT_TARGETS,
@@ -113,10 +117,12 @@ export function fillBatch(
   for (const request of prompts) grant(request, Infinity, false);
   const floor = counts.size === 0 && !Number.isFinite(lowerMs) ? prompts.find((r) => limit(r) > 0) : undefined;
   if (floor) give(floor, Math.min(options.minChunk, limit(floor), tokensLeft));
-  for (const request of decoding) plan.add(request, 1);
+  // Drafts last, in what the step's time and tokens have left (core/draft-budget.ts).
+  const drafts = planDrafts(decoding, shape, { tokensLeft, cellsPerSequence: options.cellsPerSequence, budgetMs, lowerMs }, cost);
+  for (const request of decoding) plan.add(request, 1, drafts.get(request));
   for (const [request, count] of counts) if (count > 0) plan.add(request, count);
   plan.full = tokensLeft === 0 || ordered.some((r) => r.pending === 1 && !decoding.includes(r)) || prompts.some((r) => (counts.get(r) ?? 0) < limit(r));
-  return { ms: Number.isFinite(budgetMs) ? Math.min(budgetMs, lowerMs) : null, tokens: plan.batchSize, plannedMs: cost.predict(shape) };
+  return { ms: Number.isFinite(budgetMs) ? Math.min(budgetMs, lowerMs) : null, tokens: plan.batchSize, plannedMs: cost.predict(plan.shape) };
 }
 
 /** Lower tiers add at most this share of the time priority's own work in a step takes. */

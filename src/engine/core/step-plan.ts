@@ -1,4 +1,6 @@
 import { addShapes, chunkShape, EMPTY_SHAPE, type StepShape } from "./cost-model.js";
+import { draftShape } from "./draft-budget.js";
+import type { Draft } from "./drafter.js";
 import type { EngineRequest } from "./request.js";
 import type { MemoryOp, SampleOrder, SamplerSpec, StepMessage } from "../runner/step-protocol.js";
 
@@ -18,6 +20,8 @@ export class StepPlan {
   readonly restores: EngineRequest[] = [];
   /** The request behind each sample order. */
   readonly sampled: EngineRequest[] = [];
+  /** The draft each sampling request verifies this step, if any. */
+  readonly drafts = new Map<EngineRequest, Draft>();
   private readonly tokens: number[] = [];
   private readonly positions: number[] = [];
   private readonly sequences: number[] = [];
@@ -34,21 +38,30 @@ export class StepPlan {
     return this.tokens.length === 0 && this.ops.length === 0 && this.newSamplers.length === 0 && this.freeSamplers.length === 0;
   }
 
-  /** Adds `count` of the request's pending tokens; if they reach its last token, it samples. */
-  add(request: EngineRequest, count: number): void {
+  /**
+   * Adds `count` of the request's pending tokens; if they reach its last token, it samples, and
+   * verifies `draft` (tokens guessed to follow, each with its logits) after it.
+   */
+  add(request: EngineRequest, count: number, draft?: Draft): void {
     const from = request.computed;
-    for (let i = 0; i < count; i++) {
-      this.tokens.push(request.tokens[from + i]!);
+    const samples = from + count === request.tokens.length;
+    const guessed = samples ? (draft?.tokens ?? []) : [];
+    for (let i = 0; i < count + guessed.length; i++) {
+      this.tokens.push(i < count ? request.tokens[from + i]! : guessed[i - count]!);
       this.positions.push(from + i);
       this.sequences.push(request.sequence!);
-      this.outputs.push(0);
+      this.outputs.push(i >= count - 1 && samples ? 1 : 0);
     }
     this.scheduled.push({ request, count });
-    this.shape = addShapes(this.shape, chunkShape(from, count, from + count === request.tokens.length));
-    if (from + count === request.tokens.length) {
-      this.outputs[this.outputs.length - 1] = 1;
-      this.samples.push({ sampler: request.id, index: this.tokens.length - 1, top: request.spec.logprobs ? request.spec.logprobs.top : -1 });
-      this.sampled.push(request);
+    this.shape = addShapes(this.shape, chunkShape(from, count, samples));
+    if (!samples) return;
+    const index = this.tokens.length - 1 - guessed.length;
+    const top = request.spec.logprobs ? request.spec.logprobs.top : -1;
+    this.samples.push(guessed.length > 0 ? { sampler: request.id, index, top, draft: guessed } : { sampler: request.id, index, top });
+    this.sampled.push(request);
+    if (guessed.length > 0) {
+      this.drafts.set(request, { source: draft!.source, tokens: guessed });
+      this.shape = addShapes(this.shape, draftShape(from + count - 1, guessed.length));
     }
   }
 

@@ -29,9 +29,9 @@ function createContext(lib: LlamaLibrary, options: RunnerInit): Handle {
   params.n_batch = options.batchTokens;
   params.n_ubatch = options.batchTokens;
   params.n_seq_max = options.sequences;
-  // Logits are read for at most one token per sequence a step; room for a whole batch of them
-  // (n_vocab floats each) would cost 50 MB a context at 256 tokens for a 49k vocabulary.
-  params.n_outputs_max = options.sequences;
+  // Logits are read for one token per sequence a step, plus the draft tokens verified; room for a
+  // whole batch of them (n_vocab floats each) would cost 50 MB a context at 256 tokens for a 49k vocabulary.
+  params.n_outputs_max = options.sequences + options.draftTokens;
   params.n_threads = options.threads;
   params.n_threads_batch = options.threads;
   // One KV stream per sequence: attention then reads only the sequence's own cells. A unified
@@ -173,6 +173,34 @@ function logprobOf(index: number, token: number, top: number): SampledLogprob {
   return { logprob: clamp(logits[token]!), top: best.map(([id, logit]) => [id, clamp(logit)]) };
 }
 
+/**
+ * Samples every order, verifying its draft: each draft token stands while the token sampled at the
+ * position before it equals it (exact under any sampler: every token of the output is sampled
+ * from the model's distribution at its position, by the request's own chain, which sees only
+ * tokens of the output). The cells of the draft tokens after the first mismatch are removed.
+ */
+function sampleAll(message: StepMessage): Pick<StepReply, "tokens" | "counts" | "logprobs"> {
+  const tokens: number[] = [];
+  const counts = new Uint8Array(message.samples.length);
+  const logprobs: Array<SampledLogprob | null> = [];
+  message.samples.forEach((order, i) => {
+    const sampler = samplers.get(order.sampler);
+    const draft = order.draft ?? [];
+    let accepted = 0;
+    for (;;) {
+      const index = order.index + accepted;
+      const token = sampler === undefined ? -1 : lib.llama_sampler_sample(sampler, context, index);
+      tokens.push(token);
+      logprobs.push(sampler !== undefined && order.top >= 0 ? logprobOf(index, token, order.top) : null);
+      if (accepted >= draft.length || token !== draft[accepted]) break;
+      accepted++;
+    }
+    counts[i] = accepted + 1;
+    if (accepted < draft.length) lib.llama_memory_seq_rm(memory, message.sequences[order.index]!, message.positions[order.index]! + 1 + accepted, -1);
+  });
+  return { tokens: Int32Array.from(tokens), counts, logprobs };
+}
+
 function step(message: StepMessage): StepReply {
   const failedRestores = applyOps(message.ops);
   const failedSamplers: StepReply["failedSamplers"] = [];
@@ -199,23 +227,16 @@ function step(message: StepMessage): StepReply {
     }
     batch.value.n_tokens = n;
     const status = lib.llama_decode(context, batch.value);
-    if (status !== 0) return { type: "step", tokens: new Int32Array(0), logprobs: [], failedSamplers, failedRestores, decodeMs: 0, sampleMs: 0, error: `llama_decode returned ${status}` };
+    if (status !== 0) return { type: "step", tokens: new Int32Array(0), counts: new Uint8Array(0), logprobs: [], failedSamplers, failedRestores, decodeMs: 0, sampleMs: 0, error: `llama_decode returned ${status}` };
   }
   const decoded = performance.now();
-  const tokens = new Int32Array(message.samples.length);
-  const logprobs: Array<SampledLogprob | null> = [];
-  message.samples.forEach((order, i) => {
-    const sampler = samplers.get(order.sampler);
-    const token = sampler === undefined ? -1 : lib.llama_sampler_sample(sampler, context, order.index);
-    tokens[i] = token;
-    logprobs.push(sampler !== undefined && order.top >= 0 ? logprobOf(order.index, token, order.top) : null);
-  });
+  const { tokens, counts, logprobs } = sampleAll(message);
   for (const id of message.freeSamplers) {
     const sampler = samplers.get(id);
     if (sampler !== undefined) lib.llama_sampler_free(sampler);
     samplers.delete(id);
   }
-  return { type: "step", tokens, logprobs, failedSamplers, failedRestores, decodeMs: decoded - started, sampleMs: performance.now() - decoded };
+  return { type: "step", tokens, counts, logprobs, failedSamplers, failedRestores, decodeMs: decoded - started, sampleMs: performance.now() - decoded };
 }
 
 parentPort!.on("message", (message: StepMessage | { type: "close" }) => {

@@ -40,6 +40,12 @@ export interface SampleOrder {
   index: number;
   /** Alternatives to report with the token's log probability; -1: no log probabilities. */
   top: number;
+  /**
+   * Draft tokens to verify: they follow `index` in the batch, each with its logits. The runner samples
+   * at `index`, and on at each next draft position while the token it sampled equals the draft's;
+   * the cells of the draft tokens after the first mismatch are removed from the sequence.
+   */
+  draft?: readonly number[];
 }
 
 export interface StepMessage {
@@ -65,8 +71,13 @@ export interface SampledLogprob {
 
 export interface StepReply {
   type: "step";
-  /** One per sample order; -1 where the request's sampler could not be built. */
+  /**
+   * The sampled tokens of every sample order in turn, `counts[i]` of them for order i: one, plus
+   * the draft tokens it accepted (absent: one each); -1 where the request's sampler could not be built.
+   */
   tokens: Int32Array;
+  counts?: Uint8Array;
+  /** One per token of `tokens`. */
   logprobs: Array<SampledLogprob | null>;
   /** Sampler ids whose spec llama.cpp refused (a grammar it could not parse), with the reason. */
   failedSamplers: Array<{ id: number; reason: string }>;
@@ -89,4 +100,6 @@ export interface RunnerInit {
   batchTokens: number;
   /** The most threads a step may use (its threadpool's size). */
   threads: number;
+  /** Most draft tokens one step verifies, over all its sequences (outputs beyond one per sequence). */
+  draftTokens: number;
 }

@@ -42,9 +42,14 @@ function load(stats: BackendStats) {
   };
 }
 
-/** A shard's last planned step: the time budget in force (null: nobody decoding), its tokens and predicted time. */
+/**
+ * A shard's last planned step: the time budget in force (null: nobody decoding), its tokens and
+ * predicted time; and its speculative decoding since start (acceptance_rate null: nothing drafted yet).
+ */
 function stepBudget(b: ShardStepBudget) {
-  return { step_budget_ms: b.budgetMs, step_budget_tokens: b.tokens, planned_step_ms: Number(b.plannedMs.toFixed(1)) };
+  const { draftTokens, acceptedTokens, acceptanceRate } = b.speculation;
+  const speculation = { draft_tokens: draftTokens, accepted_tokens: acceptedTokens, acceptance_rate: acceptanceRate === null ? null : Number(acceptanceRate.toFixed(4)) };
+  return { step_budget_ms: b.budgetMs, step_budget_tokens: b.tokens, planned_step_ms: Number(b.plannedMs.toFixed(1)), speculation };
 }
 
 /** The step loop's totals, so an operator (and the benchmark) can see where the time goes. */

@@ -1,0 +1,82 @@
+import { addShapes, attendedBy, type StepCostModel, type StepShape } from "./cost-model.js";
+import type { Draft } from "./drafter.js";
+import type { EngineRequest } from "./request.js";
+import { DRAFT_TOKENS_PER_STEP, MAX_DRAFT_PER_REQUEST } from "./speculation.js";
+import { TIER_RANK } from "../../protocol/tiers.js";
+
+export interface DraftLimits {
+  /** Batch tokens the step has left. */
+  tokensLeft: number;
+  cellsPerSequence: number;
+  /** The step's time budget (ms; Infinity: none). */
+  budgetMs: number;
+  /** What lower tiers' work may bring the step to beside a priority stream (Infinity: none decoding). */
+  lowerMs: number;
+}
+
+/** The shape of `count` draft tokens verified after position `from`: each has logits, each is sampled. */
+export function draftShape(from: number, count: number): StepShape {
+  return { decodeTokens: count, promptTokens: 0, attended: attendedBy(from + 1, count) };
+}
+
+interface Candidate {
+  request: EngineRequest;
+  draft: Draft;
+  acceptance: number;
+  /** Draft tokens granted so far. */
+  taken: number;
+  /** Expected accepted tokens of the next one: acceptance^(taken+1). */
+  gain: number;
+  withinMs: number;
+}
+
+/**
+ * How many draft tokens each decoding stream verifies this step. A draft token costs the whole
+ * step (every stream in it waits for it) what the cost model says one more sampled token costs;
+ * it brings acceptance^j expected tokens (the j-th of a draft counts only if all before it were
+ * accepted). Tokens are granted one a stream at a time, priority's streams first and flex last, as
+ * long as each brings at least the step's average tokens per millisecond and keeps the step within
+ * its tier's time budget: alone on the machine, a stream drafts long; on a saturated one (the
+ * average already high), only drafts that are nearly sure to be accepted get in, or none.
+ */
+export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, limits: DraftLimits, cost: StepCostModel): Map<EngineRequest, Draft> {
+  const candidates = proposals(decoding, limits);
+  let shape = base;
+  let time = cost.predict(shape);
+  let expected = decoding.length;
+  let left = Math.min(DRAFT_TOKENS_PER_STEP, limits.tokensLeft);
+  for (const rank of [...new Set(candidates.map((c) => TIER_RANK[c.request.tier]))].sort((a, b) => a - b)) {
+    let open = candidates.filter((c) => TIER_RANK[c.request.tier] === rank);
+    // By rounds: each open stream of the tier gets one more token, while it pays.
+    while (open.length > 0 && left > 0) {
+      open = open.filter((c) => {
+        if (left <= 0 || c.taken >= c.draft.tokens.length) return false;
+        const withIt = addShapes(shape, draftShape(c.request.computed + c.taken, 1));
+        const after = cost.predict(withIt);
+        if (after > c.withinMs || c.gain * time < (after - time) * expected) return false;
+        [shape, time, expected, left] = [withIt, after, expected + c.gain, left - 1];
+        c.taken++;
+        c.gain *= c.acceptance;
+        return true;
+      });
+    }
+  }
+  return new Map(candidates.filter((c) => c.taken > 0).map((c) => [c.request, { source: c.draft.source, tokens: c.draft.tokens.slice(0, c.taken) }]));
+}
+
+/** Each decoding stream's draft, as long as its token limit and its cells allow. */
+function proposals(decoding: readonly EngineRequest[], limits: DraftLimits): Candidate[] {
+  const candidates: Candidate[] = [];
+  for (const request of decoding) {
+    const speculation = request.speculation;
+    if (!speculation) continue;
+    // The draft's tokens and the one sampled after them must fit in max_tokens and the sequence's cells.
+    const most = Math.min(MAX_DRAFT_PER_REQUEST, request.spec.maxTokens - request.generatedCount - 1, limits.cellsPerSequence - request.tokens.length);
+    const draft = speculation.propose(request.tokens, most);
+    if (!draft) continue;
+    const acceptance = speculation.acceptance(draft.source);
+    const withinMs = request.tier === "priority" ? limits.budgetMs : Math.min(limits.budgetMs, limits.lowerMs);
+    candidates.push({ request, draft, acceptance, taken: 0, gain: acceptance, withinMs });
+  }
+  return candidates;
+}

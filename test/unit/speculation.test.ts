@@ -1,0 +1,204 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { StepCostModel } from "../../src/engine/core/cost-model.js";
+import { Drafter } from "../../src/engine/core/drafter.js";
+import { planDrafts } from "../../src/engine/core/draft-budget.js";
+import { tieredPolicy } from "../../src/engine/core/policy.js";
+import { EngineRequest } from "../../src/engine/core/request.js";
+import { ShardScheduler } from "../../src/engine/core/scheduler.js";
+import { DRAFT_TOKENS_PER_STEP, MAX_DRAFT_PER_REQUEST, RequestSpeculation, ShardSpeculation } from "../../src/engine/core/speculation.js";
+import type { StepPlan } from "../../src/engine/core/step-plan.js";
+import type { SamplerSpec, StepReply } from "../../src/engine/runner/step-protocol.js";
+import type { EngineEvent, GenerationRequest } from "../../src/engine/types.js";
+import type { ServiceTier } from "../../src/protocol/tiers.js";
+
+// Speculative decoding's bookkeeping on its own: the drafter's guesses, the cost model's draft
+// lengths, and the scheduler taking a verified run. The runner is played by a "model" that always
+// writes a fixed text: the step verifies a draft the way the real runner does (sample at each
+// position while the sample equals the draft). Exactness against the real model is tested in
+// test/integration/speculation.test.ts.
+const EOS = 0;
+const texts = {
+  pieceBytes: (token: number) => (token === EOS ? new Uint8Array() : new Uint8Array([token])),
+  tokenText: (token: number) => String.fromCharCode(token),
+  isEndOfGeneration: (token: number) => token === EOS,
+};
+const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
+/** One token per (ASCII) character: its code. */
+const tokensOf = (text: string) => [...text].map((c) => c.charCodeAt(0));
+const textOf = (tokens: readonly number[]) => String.fromCharCode(...tokens);
+
+function request(prompt: string, extra: Partial<GenerationRequest> = {}, tier: ServiceTier = "default"): EngineRequest {
+  return new EngineRequest({ promptTokens: tokensOf(prompt), maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [], tier, ...extra }, SAMPLER);
+}
+
+/** Plays the runner for a model that writes `script` after any prompt, then EOS; returns the plan. */
+function verifyStep(s: ShardScheduler, script: readonly number[]): StepPlan {
+  const plan = s.schedule();
+  const tokens: number[] = [];
+  const counts: number[] = [];
+  for (const r of plan.sampled) {
+    const draft = plan.drafts.get(r)?.tokens ?? [];
+    const written = r.generatedCount;
+    let accepted = 0;
+    for (;;) {
+      const token = script[written + accepted] ?? EOS;
+      tokens.push(token);
+      if (accepted >= draft.length || draft[accepted] !== token) break;
+      accepted++;
+    }
+    counts.push(accepted + 1);
+  }
+  const reply: StepReply = { type: "step", tokens: Int32Array.from(tokens), counts: Uint8Array.from(counts), logprobs: tokens.map(() => null), failedSamplers: [], failedRestores: [], decodeMs: 0, sampleMs: 0 };
+  s.update(plan, reply);
+  return plan;
+}
+
+async function drain(r: EngineRequest): Promise<EngineEvent[]> {
+  const out: EngineEvent[] = [];
+  for await (const event of r.events.drain()) out.push(event);
+  return out;
+}
+
+/** A step's fixed cost dominates (one pass over the weights), as for a small batch on a CPU. */
+const weightBound = () => new StepCostModel({ prior: [20, 1, 1, 0] });
+
+function scheduler(cost: StepCostModel, mode: "auto" | "off" = "auto", sequences = 4) {
+  return new ShardScheduler({ sequences, cellsPerSequence: 4096, stepTokens: 256, prefixCache: false, stallTimeoutMs: 60_000, speculation: mode }, tieredPolicy, texts, cost);
+}
+
+describe("the drafter", () => {
+  test("drafts the prediction from its start, and resynchronises after an edit in the middle", () => {
+    const prompt = tokensOf("rewrite");
+    const context = [...prompt];
+    const prediction = tokensOf("the quick brown fox jumps over the lazy dog");
+    const drafter = new Drafter(context, prompt.length, prediction);
+    assert.equal(textOf(drafter.propose(9)!.tokens), "the quick");
+    // The output follows the prediction, then departs from it ("red" for "brown").
+    context.push(...tokensOf("the quick red fox jumps"));
+    drafter.advance(prompt.length);
+    const draft = drafter.propose(10)!;
+    assert.equal(draft.source, "prediction");
+    assert.equal(textOf(draft.tokens), " over the ", "the rest of the prediction, after the edit");
+  });
+
+  test("without a prediction, looks the last tokens up in the prompt and the output", () => {
+    const prompt = tokensOf("say: hello world again");
+    const context = [...prompt, ...tokensOf("hel")];
+    const drafter = new Drafter(context, prompt.length);
+    const draft = drafter.propose(6)!;
+    assert.equal(draft.source, "lookup");
+    assert.equal(textOf(draft.tokens), "lo wor");
+    assert.equal(new Drafter([...tokensOf("abcdef")], 6).propose(4), undefined, "no earlier occurrence: no guess");
+  });
+});
+
+describe("draft lengths", () => {
+  /** Streams decoding; with a prediction, one that has been accepted whole so far. */
+  const decoding = (count: number, prediction?: string, tier: ServiceTier = "default") =>
+    Array.from({ length: count }, () => {
+      const r = request("prompt", prediction ? { prediction: tokensOf(prediction) } : {}, tier);
+      r.computed = r.tokens.length - 1;
+      r.speculation = new RequestSpeculation(r.tokens, r.promptLength, r.spec.prediction, new ShardSpeculation("auto"));
+      for (let i = 0; prediction && i < 10; i++) r.speculation.settle({ source: "prediction", tokens: tokensOf("abcdefghijklmnop") }, 16);
+      return r;
+    });
+  const limits = { tokensLeft: 256, cellsPerSequence: 4096, budgetMs: Infinity, lowerMs: Infinity };
+  const base = (n: number) => ({ decodeTokens: n, promptTokens: 0, attended: 0 });
+
+  test("a lone stream with a good prediction drafts long where a pass over the weights costs most", () => {
+    const [r] = decoding(1, "abcdefghijklmnopqrstuvwxyz");
+    const drafts = planDrafts([r!], base(1), limits, weightBound());
+    assert.equal(drafts.get(r!)?.tokens.length, MAX_DRAFT_PER_REQUEST);
+    // A source accepted 80% of the time: each token must bring the step's average rate, so the draft stops sooner.
+    const [unsure] = decoding(1);
+    unsure!.tokens.push(...tokensOf("promp"));
+    const guess = planDrafts([unsure!], base(1), limits, weightBound()).get(unsure!);
+    assert.equal(guess?.source, "lookup");
+    assert.ok(guess.tokens.length < MAX_DRAFT_PER_REQUEST);
+  });
+
+  test("on a saturated machine (per-token cost dominant), unsure drafts do not get in", () => {
+    const streams = decoding(16, "abcdefghijklmnop");
+    for (const r of streams) for (let i = 0; i < 20; i++) r.speculation!.settle({ source: "prediction", tokens: tokensOf("ab") }, 0);
+    const drafts = planDrafts(streams, base(16), limits, new StepCostModel({ prior: [2, 5, 5, 0] }));
+    assert.equal(drafts.size, 0);
+  });
+
+  test("priority drafts first, draft tokens stay within the step's cap and its time budget", () => {
+    const standard = decoding(4, "abcdefghijklmnopqrstuvwxyz");
+    const [priority] = decoding(1, "abcdefghijklmnopqrstuvwxyz", "priority");
+    const all = [...standard, priority!];
+    const capped = planDrafts(all, base(5), limits, weightBound());
+    assert.equal(capped.get(priority!)?.tokens.length, MAX_DRAFT_PER_REQUEST);
+    assert.ok([...capped.values()].reduce((n, d) => n + d.tokens.length, 0) <= DRAFT_TOKENS_PER_STEP);
+    const cost = weightBound();
+    const budgeted = planDrafts(all, base(5), { ...limits, budgetMs: cost.predict(base(5)) + 3 }, cost);
+    assert.equal([...budgeted.values()].reduce((n, d) => n + d.tokens.length, 0), 3);
+    assert.equal(budgeted.get(priority!)?.tokens.length, 3, "the budget's room goes to priority");
+  });
+});
+
+describe("a verified run in the scheduler", () => {
+  test("accepted drafts become output in one step; the output is what the model writes, prediction or not", async () => {
+    const script = tokensOf("the cat sat on the mat");
+    const outputs: string[] = [];
+    for (const prediction of [undefined, "the cat sat in the hat"]) {
+      const s = scheduler(weightBound());
+      const r = request("copy", { ...(prediction ? { prediction: tokensOf(prediction) } : {}), maxTokens: 100 });
+      s.enqueue(r);
+      let steps = 0;
+      while (r.status !== "finished" && steps++ < 100) verifyStep(s, script);
+      const events = await drain(r);
+      outputs.push(events.map((e) => (e.type === "text" ? e.text : "")).join(""));
+      const finish = events.at(-1) as Extract<EngineEvent, { type: "finish" }>;
+      assert.equal(finish.completionTokens, script.length);
+      if (prediction) {
+        assert.ok(steps < script.length / 2, `${steps} steps for ${script.length} tokens`);
+        // "the cat sat " and, resynchronised after " th", "e ": the first "t" is the prompt step's sample.
+        assert.equal(finish.prediction!.accepted, 13);
+        assert.ok(finish.prediction!.rejected >= 5, "\"in th\" at least was drafted and rejected");
+        assert.ok(finish.speculation!.draftTokens >= finish.prediction!.accepted + finish.prediction!.rejected);
+      } else assert.equal(finish.prediction, undefined);
+    }
+    assert.deepEqual(outputs, ["the cat sat on the mat", "the cat sat on the mat"]);
+  });
+
+  test("max_tokens and stop strings end a run where they occur; the cells after it are removed", async () => {
+    const script = tokensOf("abcdefghij");
+    const s = scheduler(weightBound());
+    const r = request("go", { prediction: script, maxTokens: 4 });
+    s.enqueue(r);
+    const plan = verifyStep(s, script);
+    assert.equal(plan.drafts.get(r)?.tokens.length, undefined, "the prompt's step samples the first token only");
+    const second = verifyStep(s, script);
+    assert.equal(second.drafts.get(r)?.tokens.length, 2, "a draft never reaches past max_tokens");
+    assert.equal(r.status, "finished");
+    assert.equal(textOf(r.tokens.slice(r.promptLength)), "abcd");
+
+    const t = scheduler(weightBound());
+    const stopped = request("go", { prediction: script, stop: ["d"] });
+    t.enqueue(stopped);
+    verifyStep(t, script);
+    const drafted = verifyStep(t, script).drafts.get(stopped)!.tokens.length;
+    const events = await drain(stopped);
+    assert.equal(events.map((e) => (e.type === "text" ? e.text : "")).join(""), "abc");
+    const finish = events.at(-1) as Extract<EngineEvent, { type: "finish" }>;
+    assert.equal(finish.reason, "stop");
+    // "bcdefgh…" drafted and accepted whole; the output ended at "d": b, c and d were output, the rest thrown away.
+    assert.ok(drafted > 3);
+    assert.deepEqual(finish.prediction, { accepted: 3, rejected: drafted - 3 });
+    const next = t.schedule();
+    assert.ok(next.ops.some((op) => op.op === "rm" && op.from === stopped.computed), "the accepted cells past the stop are removed");
+  });
+
+  test("off: no request drafts, prediction or not", () => {
+    const s = scheduler(weightBound(), "off");
+    const r = request("go", { prediction: tokensOf("abcdefgh") });
+    s.enqueue(r);
+    verifyStep(s, tokensOf("abcdefgh"));
+    const plan = verifyStep(s, tokensOf("abcdefgh"));
+    assert.equal(plan.drafts.size, 0);
+    assert.equal(r.speculation, undefined);
+  });
+});

@@ -5,6 +5,7 @@ import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
 import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { MAX_IDENTIFIER_CHARS } from "../protocol/identifiers.js";
 import { DEFAULT_MAX_JSON_DEPTH, findBodyFault } from "../protocol/body-faults.js";
+import { innermostIssue } from "../protocol/zod-issues.js";
 import { bulkPace } from "../storage/bulk-pace.js";
 
 /** The endpoints a batch may run, as OpenAI names them. */
@@ -157,7 +158,7 @@ function checkLine(source: string, line: number, endpoint: BatchEndpoint, seen: 
   if ((body as Record<string, unknown>).stream === true) return fail("invalid_value", "batch requests cannot stream; remove 'body.stream'.", "body.stream");
   const parsed = SCHEMAS[endpoint].safeParse(body);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
+    const issue = innermostIssue(parsed.error.issues[0]!);
     const param = ["body", ...issue.path.map(String)].join(".");
     return fail("invalid_request", `'${param}': ${issue.message}`, param);
   }

@@ -1,8 +1,9 @@
 import type { z } from "zod";
 import type { ChatMessage } from "../serving/types.js";
 import { InvalidRequest } from "../errors.js";
-import { chatRequestSchema, type ChatRequestBody, type WireMessage } from "../protocol/chat-request.js";
+import { chatRequestSchema, type ChatRequestBody, type WireMessage, type WirePrediction } from "../protocol/chat-request.js";
 import type { ChatInput } from "../serving/types.js";
+import { innermostIssue } from "../protocol/zod-issues.js";
 
 /** Validates a wire body against its schema; the first problem becomes a 400 naming its `param`. */
 export function parseRequest<T>(schema: z.ZodType<T>, body: unknown): T {
@@ -25,9 +26,10 @@ export function parseChatRequest(body: unknown): ChatRequestBody {
  * body itself: a value of the wrong type is `invalid_type`, never "missing".
  */
 function invalidFrom(error: z.ZodError, body: unknown): InvalidRequest {
-  const issue = error.issues[0]!;
+  const issue = innermostIssue(error.issues[0]!);
   const param = formatPath(issue.path);
-  const missing = issue.code === "invalid_type" && valueAt(body, issue.path) === undefined;
+  // A union no form of which took the value: missing too when there is no value at all.
+  const missing = (issue.code === "invalid_type" || issue.code === "invalid_union") && valueAt(body, issue.path) === undefined;
   if (missing) return new InvalidRequest(`Missing required parameter: '${param}'.`, param || null, "missing_required_parameter");
   const code = issue.code === "invalid_type" || issue.code === "invalid_union" ? "invalid_type" : "invalid_value";
   return new InvalidRequest(`Invalid '${param}': ${issue.message}`, param || null, code);
@@ -86,8 +88,15 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
     toolChoice: choice == null ? undefined : typeof choice === "string" ? choice : { name: choice.function.name },
     ...(body.reasoning_effort ? { reasoningEffort: body.reasoning_effort } : {}),
     ...(body.prompt_cache_key != null ? { promptCacheKey: body.prompt_cache_key } : {}),
+    ...(body.prediction ? { prediction: predictionText(body.prediction) } : {}),
     hasImages: body.messages.some((m) => Array.isArray(m.content) && m.content.some((part) => part.type === "image_url")),
   };
+}
+
+/** A prediction's text: its string, or its text parts joined with nothing between them. */
+export function predictionText(prediction: WirePrediction): string {
+  const content = prediction.content;
+  return typeof content === "string" ? content : content.map((part) => part.text).join("");
 }
 
 function toChatMessage(message: WireMessage, index: number): ChatMessage {

@@ -60,6 +60,15 @@ const responseFormat = z.discriminatedUnion("type", [
   }),
 ]);
 
+/**
+ * OpenAI's Predicted Outputs: the output the caller expects, as text or text parts (joined with
+ * nothing between them). Generation drafts from it; the output is the same with or without it.
+ */
+const prediction = z.object({
+  type: z.literal("content"),
+  content: z.union([text, z.array(textPart)]),
+});
+
 const maxTokens = z.number().int().min(1).nullish();
 const REASONING_EFFORTS = ["none", "minimal", "low", "medium", "high"] as const;
 const penalty = z.number().min(-2).max(2).nullish();
@@ -89,6 +98,7 @@ export const chatRequestSchema = z
     tools: z.array(tool).max(128).nullish(),
     tool_choice: toolChoice.nullish(),
     parallel_tool_calls: z.boolean().nullish(),
+    prediction: prediction.nullish(),
     ...commonRequestFields,
     reasoning_effort: z
       .enum(REASONING_EFFORTS, { error: (issue) => `Invalid value ${preview(issue.input)}: must be one of ${REASONING_EFFORTS.map((e) => `'${e}'`).join(", ")}.` })
@@ -118,3 +128,4 @@ export const chatRequestSchema = z
 export type ChatRequestBody = z.infer<typeof chatRequestSchema>;
 export type WireMessage = z.infer<typeof message>;
 export type WireTool = z.infer<typeof tool>;
+export type WirePrediction = z.infer<typeof prediction>;

@@ -65,6 +65,11 @@ export interface ChatInput {
   reasoningEffort?: ReasoningEffort;
   /** OpenAI's `prompt_cache_key`: prompts share cached prefixes only within the account and this key. */
   promptCacheKey?: string;
+  /**
+   * OpenAI's Predicted Outputs: the text the caller expects back (`prediction.content`, parts
+   * joined). Generation drafts from it; the output is the same with or without it.
+   */
+  prediction?: string;
 }
 
 /** How the HTTP layer names the request: its id (the ledger row's too) and the API it came through. */

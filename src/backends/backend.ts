@@ -1,5 +1,5 @@
 import type { ServiceTier } from "../protocol/tiers.js";
-import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, SamplingSettings, ToolDefinition } from "../engine/types.js";
+import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, SamplingSettings, Token, ToolDefinition } from "../engine/types.js";
 
 /** The engine's load figures, as health and metrics read them through a backend's stats. */
 export type { EngineCounters, ShardStepBudget } from "../engine/types.js";
@@ -22,6 +22,19 @@ export interface PreparedPrompt {
   opensThinking: boolean;
 }
 
+/**
+ * A request's prediction (OpenAI's Predicted Outputs), ready for its generations: the text, and its
+ * tokens where the backend drafts from them itself (the embedded engine); an upstream gets the text.
+ */
+export interface PreparedPrediction {
+  text: string;
+  /** The prediction's tokens, or an upper bound of them (`tokenCountIsUpperBound`, as for a prompt). */
+  tokenCount: number;
+  tokenCountIsUpperBound?: boolean;
+  /** Plain text tokens (no BOS, no special tokens). */
+  tokens?: readonly Token[];
+}
+
 export interface GenerationParams {
   maxTokens: number;
   sampling: SamplingSettings;
@@ -36,6 +49,8 @@ export interface GenerationParams {
   cacheNamespace?: string;
   /** The account: the embedded engine shares its sequences fairly between accounts. */
   account?: string;
+  /** The output the caller expects: drafts come from it; the output is the same without it. */
+  prediction?: PreparedPrediction;
 }
 
 /** An upstream replica as /health shows it (its URL stays private: /health needs no key). */
@@ -63,6 +78,11 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
    */
   minimumPromptTokens?(messages: readonly ChatMessage[]): number;
   minimumTextTokens?(text: string): number;
+  /**
+   * A prediction's text made ready for `generate` (GenerationParams.prediction); `fairnessKey` as in
+   * PromptOptions. Absent: the backend takes no prediction (it is ignored, counted as none).
+   */
+  preparePrediction?(text: string, options?: Pick<PromptOptions, "fairnessKey">): Promise<PreparedPrediction>;
   /** Token ids the model has (logit_bias keys must be below this). */
   readonly vocabularySize: number;
   /**

@@ -27,11 +27,16 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
       const tokens = await host.tokenizeText(text, options);
       return { tokens, tokenCount: tokens.length, opensThinking: false };
     },
+    async preparePrediction(text, options) {
+      const tokens = await host.tokenizePrediction(text, options);
+      return { text, tokens, tokenCount: tokens.length };
+    },
     minimumPromptTokens: (messages) => host.minimumPromptTokens(messages),
     minimumTextTokens: (text) => host.minimumTextTokens(text),
     generate(prompt, choices, signal, pause) {
       try {
-        return host.generate(choices.map((params) => ({ promptTokens: prompt.tokens, ...params })), signal, pause).map(backendErrors);
+        const requests = choices.map(({ prediction, ...params }) => ({ promptTokens: prompt.tokens, ...params, ...(prediction?.tokens ? { prediction: prediction.tokens } : {}) }));
+        return host.generate(requests, signal, pause).map(backendErrors);
       } catch (error) {
         return choices.map(() => failing(error));
       }

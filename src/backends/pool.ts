@@ -1,6 +1,6 @@
 import type { EngineEvent } from "../engine/types.js";
 import { sumPerTier, tierTotal } from "../protocol/tiers.js";
-import { BackendBusy, type Backend, type BackendStats, type GenerationParams, type PauseControl, type PreparedPrompt } from "./backend.js";
+import { BackendBusy, type Backend, type BackendStats, type GenerationParams, type PauseControl, type PreparedPrediction, type PreparedPrompt } from "./backend.js";
 
 interface Instance {
   backend: Backend;
@@ -43,6 +43,12 @@ export class BackendPool implements Backend {
 
   prepareText(...args: Parameters<Backend["prepareText"]>): Promise<PreparedPrompt> {
     return this.any().prepareText(...args);
+  }
+
+  /** Every instance runs the same model with the same tokenizer, so a prediction prepared on one runs on any. */
+  async preparePrediction(...args: Parameters<NonNullable<Backend["preparePrediction"]>>): Promise<PreparedPrediction> {
+    const backend = this.any();
+    return backend.preparePrediction ? backend.preparePrediction(...args) : { text: args[0], tokenCount: 0 };
   }
 
   minimumPromptTokens(messages: Parameters<Backend["prepare"]>[0]): number {

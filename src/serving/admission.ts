@@ -3,7 +3,7 @@
  * prices, what its output must look like, its prompts prepared, and its budget and limits reserved.
  * Every refusal happens here or while the backend admits the generations (see chat-service.ts).
  */
-import { PromptRejected, type Backend, type PreparedPrompt } from "../backends/backend.js";
+import { PromptRejected, type Backend, type PreparedPrediction, type PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier } from "../billing/prices.js";
 import type { CatalogEntry, TokenPrices } from "../catalog/types.js";
@@ -15,7 +15,7 @@ import { requireServedModel } from "./served-model.js";
 import type { InFlightLedger, SpendBudgets } from "../billing/ports.js";
 import type { LimitLease, RequestLimits } from "../limits/ports.js";
 import type { RequestMeter } from "./request-meter.js";
-import { checkCapabilities, checkCheapContextBound, checkChoiceCount, completionBudget, outputConstraint, promptParam } from "./request-checks.js";
+import { checkCapabilities, checkCheapContextBound, checkChoiceCount, checkPredictionLength, completionBudget, outputConstraint, promptParam } from "./request-checks.js";
 import { checkSchemas } from "./schema-check.js";
 import type { ToolShaping } from "./choice-shaping.js";
 import type { ToolChoice } from "./tool-calls.js";
@@ -61,6 +61,8 @@ export interface Admission {
   prices: TokenPrices;
   output: OutputPlan;
   prompts: PreparedPrompt[];
+  /** The request's prediction, ready for each choice's generation; absent: none (or an empty one). */
+  prediction?: PreparedPrediction;
   choicesPerPrompt: number;
   /** Every choice's completion budget. */
   maxTokens: number;
@@ -88,8 +90,11 @@ export async function admit(deps: AdmissionDeps, caller: Caller, input: ChatInpu
   const choiceCount = choicesPerPrompt * prompts.length;
   checkChoiceCount(backend, choiceCount, input);
   const maxTokens = Math.min(...prompts.map((prompt) => completionBudget(entry, backend, prompt, input)));
-  const { durable } = await reserve(deps, caller, meter, held, { model: entry.id, prices, maxCompletionTokens: maxTokens * choiceCount });
-  return { model, tier: held.tier, prices, output, prompts, choicesPerPrompt, maxTokens, lease: held.lease!, durable };
+  const prediction = await preparePrediction(entry, backend, input, prompts, caller.accountId);
+  // Rejected prediction tokens are billed as completion tokens: each choice may reject up to the whole prediction.
+  const maxCompletionTokens = (maxTokens + (prediction?.tokenCount ?? 0)) * choiceCount;
+  const { durable } = await reserve(deps, caller, meter, held, { model: entry.id, prices, maxCompletionTokens });
+  return { model, tier: held.tier, prices, output, prompts, ...(prediction ? { prediction } : {}), choicesPerPrompt, maxTokens, lease: held.lease!, durable };
 }
 
 interface Reserving {
@@ -171,6 +176,21 @@ async function preparePrompts(backend: Backend, input: ChatInput, output: Output
     if (error instanceof PromptRejected) throw new InvalidRequest(error.message, promptParam(input));
     throw error;
   }
+}
+
+/**
+ * A chat request's prediction, checked against the room its prompt leaves in the context window:
+ * first by a lower bound of its tokens (tokenizing a huge one costs time), then by its tokens.
+ * An empty prediction drafts nothing and is none.
+ */
+async function preparePrediction(entry: CatalogEntry, backend: Backend, input: ChatInput, prompts: readonly PreparedPrompt[], fairnessKey: string): Promise<PreparedPrediction | undefined> {
+  const text = input.prediction;
+  const prompt = prompts[0];
+  if (!text || !backend.preparePrediction || input.prompt.kind !== "chat" || !prompt) return undefined;
+  checkPredictionLength(entry, backend, prompt, { tokenCount: backend.minimumTextTokens?.(text) ?? 0 }, true);
+  const prediction = await backend.preparePrediction(text, { fairnessKey });
+  checkPredictionLength(entry, backend, prompt, prediction);
+  return prediction;
 }
 
 export function readyModel(registry: ModelRegistry, caller: Caller, id: string): ReadyModel {

@@ -93,8 +93,8 @@ function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) 
       logitBias: input.logitBias,
       seed: input.seed === undefined ? undefined : input.seed + index,
     };
-    const { maxTokens, tier, output } = admission;
-    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, tier, cacheNamespace: cacheNamespace(caller, input), account: caller.accountId };
+    const { maxTokens, tier, output, prediction } = admission;
+    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, tier, cacheNamespace: cacheNamespace(caller, input), account: caller.accountId, ...(prediction ? { prediction } : {}) };
   });
 }
 

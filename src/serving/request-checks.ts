@@ -1,5 +1,5 @@
 /** What a request must satisfy before it is admitted: each a 400 naming the parameter. */
-import type { Backend, PreparedPrompt } from "../backends/backend.js";
+import type { Backend, PreparedPrediction, PreparedPrompt } from "../backends/backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { OutputConstraint, ToolDefinition } from "../engine/types.js";
 import { ContextLengthExceeded, InvalidRequest } from "../errors.js";
@@ -48,6 +48,24 @@ export function checkCheapContextBound(entry: CatalogEntry, backend: Backend, in
   if (atLeast + completion > window) throw new ContextLengthExceeded(window, atLeast, completion, true, promptParam(input));
 }
 
+
+/**
+ * A prediction's tokens must fit in the context window beside the prompt's, or it is a 400 naming
+ * `prediction`. `atLeast`: the count is a lower bound, found before tokenizing. A count that is only
+ * an upper bound (an upstream engine tokenizes, and checks) cannot refuse it.
+ */
+export function checkPredictionLength(entry: CatalogEntry, backend: Backend, prompt: PreparedPrompt, prediction: Pick<PreparedPrediction, "tokenCount" | "tokenCountIsUpperBound">, atLeast = false): void {
+  if (prompt.tokenCountIsUpperBound || prediction.tokenCountIsUpperBound) return;
+  const window = Math.min(backend.contextWindow, entry.context_length);
+  const room = Math.max(0, window - prompt.tokenCount);
+  if (prediction.tokenCount <= room) return;
+  throw new InvalidRequest(
+    `This model's maximum context length is ${window} tokens. However, the prediction is ${atLeast ? "at least " : ""}${prediction.tokenCount} tokens, ` +
+      `more than the ${room} that the prompt's ${prompt.tokenCount} tokens leave. Please shorten the prediction.`,
+    "prediction",
+    "context_length_exceeded",
+  );
+}
 
 /**
  * Every choice must hold a sequence at once: the choices are admitted together, so one more than

@@ -62,6 +62,10 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
     async prepareText(text) {
       return textPrompt(text);
     },
+    async preparePrediction(text) {
+      // The upstream tokenizes; every token spells at least one byte. It checks the length itself.
+      return { text, tokenCount: Buffer.byteLength(text, "utf8"), tokenCountIsUpperBound: true };
+    },
     generate(prompt, choices, signal, pause) {
       if (choices.length === 1) return [generation(upstream, prompt, choices[0]!, signal, pause)];
       // The choices share one tier and namespace; their slots are taken together (see Claim.count).

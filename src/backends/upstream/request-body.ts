@@ -43,6 +43,7 @@ export function requestBody(prompt: UpstreamPrompt, params: GenerationParams, op
     service_tier: upstreamTier(tier),
     ...(options.sendPriority ? { priority: VLLM_PRIORITY[tier] } : {}),
     ...(params.cacheNamespace !== undefined ? { prompt_cache_key: opaqueCacheKey(params.cacheNamespace) } : {}),
+    ...(params.prediction ? { prediction: { type: "content", content: params.prediction.text } } : {}),
   };
   if (prompt.kind === "text") return { ...body, prompt: prompt.text };
   return {

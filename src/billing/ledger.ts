@@ -42,7 +42,7 @@ export function createUsageLedger(db: Database): UsageLedger {
   };
 }
 
-const FINAL_ROW_TYPES = ["text", "text", "text", "text", "text", "int", "int", "int", "numeric", "text", "text", "text", "int", "int", "int", "text", "text"] as const;
+const FINAL_ROW_TYPES = ["text", "text", "text", "text", "text", "int", "int", "int", "numeric", "text", "text", "text", "int", "int", "int", "text", "text", "int", "int"] as const;
 
 /**
  * Requests' final rows, in one statement (group commit: coalesced.ts), each request's budget
@@ -53,16 +53,19 @@ async function writeFinalRows(db: Database, records: UsageRecord[]): Promise<voi
   const values = valuesList(records.map(finalRowValues), FINAL_ROW_TYPES);
   await db.query(
     `WITH q (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens, completion_tokens, cost_usd,
-             status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id) AS (VALUES ${values.sql}),
+             status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id,
+             accepted_prediction_tokens, rejected_prediction_tokens) AS (VALUES ${values.sql}),
           ${chargingReservations("q")}
      INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
-                                completion_tokens, cost_usd, status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id)
+                                completion_tokens, cost_usd, status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id,
+                                accepted_prediction_tokens, rejected_prediction_tokens)
      SELECT * FROM q
      ON CONFLICT (request_id) DO UPDATE
        SET service_tier = EXCLUDED.service_tier, prompt_tokens = EXCLUDED.prompt_tokens, cached_tokens = EXCLUDED.cached_tokens,
            completion_tokens = EXCLUDED.completion_tokens, cost_usd = EXCLUDED.cost_usd, status = EXCLUDED.status,
            finish_reason = EXCLUDED.finish_reason, error_code = EXCLUDED.error_code, queue_ms = EXCLUDED.queue_ms,
-           ttft_ms = EXCLUDED.ttft_ms, duration_ms = EXCLUDED.duration_ms, api = EXCLUDED.api
+           ttft_ms = EXCLUDED.ttft_ms, duration_ms = EXCLUDED.duration_ms, api = EXCLUDED.api,
+           accepted_prediction_tokens = EXCLUDED.accepted_prediction_tokens, rejected_prediction_tokens = EXCLUDED.rejected_prediction_tokens
      WHERE usage_records.status = 'in_flight'`,
     values.params,
   );
@@ -73,7 +76,8 @@ async function writeFinalRows(db: Database, records: UsageRecord[]): Promise<voi
 function finalRowValues(r: UsageRecord): unknown[] {
   const tokens = [count(r.promptTokens, "promptTokens"), count(r.cachedTokens, "cachedTokens"), count(r.completionTokens, "completionTokens")];
   const times = [optionalMs(r.queueMs, "queueMs"), optionalMs(r.ttftMs, "ttftMs"), ms(r.durationMs, "durationMs")];
-  return [r.requestId, r.accountId, r.keyId, r.model, r.serviceTier, ...tokens, toText(parseNonNegative(r.costUsd, "costUsd")), r.status, r.finishReason, r.errorCode, ...times, r.api ?? "chat.completions", r.batchId ?? null];
+  const prediction = [count(r.acceptedPredictionTokens ?? 0, "acceptedPredictionTokens"), count(r.rejectedPredictionTokens ?? 0, "rejectedPredictionTokens")];
+  return [r.requestId, r.accountId, r.keyId, r.model, r.serviceTier, ...tokens, toText(parseNonNegative(r.costUsd, "costUsd")), r.status, r.finishReason, r.errorCode, ...times, r.api ?? "chat.completions", r.batchId ?? null, ...prediction];
 }
 
 const INT4_MAX = 2_147_483_647;
@@ -114,6 +118,8 @@ interface AggregateRow {
   prompt_tokens: string;
   cached_tokens: string;
   completion_tokens: string;
+  accepted_prediction_tokens: string;
+  rejected_prediction_tokens: string;
   total_tokens: string;
   cost_usd: string;
 }
@@ -135,13 +141,15 @@ export async function queryUsage(db: Database, query: UsageQuery): Promise<Usage
             coalesce(sum(prompt_tokens), 0)::text                   AS prompt_tokens,
             coalesce(sum(cached_tokens), 0)::text                   AS cached_tokens,
             coalesce(sum(completion_tokens), 0)::text               AS completion_tokens,
+            coalesce(sum(accepted_prediction_tokens), 0)::text      AS accepted_prediction_tokens,
+            coalesce(sum(rejected_prediction_tokens), 0)::text      AS rejected_prediction_tokens,
             coalesce(sum(prompt_tokens::bigint + completion_tokens), 0)::text AS total_tokens,
             coalesce(sum(cost_usd), 0)::text                        AS cost_usd
        FROM (SELECT ${groupExpression} AS grp, status,
                     -- A request refused before it ran consumed no tokens, whatever its prompt would have been.
                     CASE WHEN status IN ('rejected', 'expired') THEN 0 ELSE prompt_tokens END AS prompt_tokens,
                     CASE WHEN status IN ('rejected', 'expired') THEN 0 ELSE cached_tokens END AS cached_tokens,
-                    completion_tokens, cost_usd
+                    completion_tokens, accepted_prediction_tokens, rejected_prediction_tokens, cost_usd
                FROM usage_records
               WHERE account_id = $1
                 AND ($2::timestamptz IS NULL OR created_at >= $2::timestamptz)
@@ -182,7 +190,7 @@ export async function queryUsage(db: Database, query: UsageQuery): Promise<Usage
 function emptyTotals(): UsageTotals {
   const by_status: Record<string, number> = {};
   for (const status of USAGE_STATUSES) by_status[status] = 0;
-  return { requests: 0, prompt_tokens: 0, cached_tokens: 0, completion_tokens: 0, total_tokens: 0, cost_usd: "0", by_status };
+  return { requests: 0, prompt_tokens: 0, cached_tokens: 0, completion_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0, total_tokens: 0, cost_usd: "0", by_status };
 }
 
 function toTotals(row: AggregateRow): UsageTotals {
@@ -191,6 +199,8 @@ function toTotals(row: AggregateRow): UsageTotals {
     prompt_tokens: toSafeInteger(row.prompt_tokens, "prompt_tokens"),
     cached_tokens: toSafeInteger(row.cached_tokens, "cached_tokens"),
     completion_tokens: toSafeInteger(row.completion_tokens, "completion_tokens"),
+    accepted_prediction_tokens: toSafeInteger(row.accepted_prediction_tokens, "accepted_prediction_tokens"),
+    rejected_prediction_tokens: toSafeInteger(row.rejected_prediction_tokens, "rejected_prediction_tokens"),
     total_tokens: toSafeInteger(row.total_tokens, "total_tokens"),
     cost_usd: toText(parseMoney(String(row.cost_usd), "cost_usd")),
     by_status: {},

@@ -25,7 +25,12 @@ export interface UsageRecord {
   serviceTier: ServiceTier;
   promptTokens: number;
   cachedTokens: number;
+  /** Billed completion tokens: the generated ones and the rejected prediction tokens. */
   completionTokens: number;
+  /** Prediction tokens that matched the output (OpenAI's accepted_prediction_tokens); absent: 0. */
+  acceptedPredictionTokens?: number;
+  /** Prediction tokens thrown away, billed within completionTokens (rejected_prediction_tokens); absent: 0. */
+  rejectedPredictionTokens?: number;
   /** Exact decimal string, US dollars. "0" for rejected and expired requests. */
   costUsd: string;
   status: UsageStatus;

@@ -94,6 +94,8 @@ export function formatUsage(account: string, report: UsageReport, range: { start
 
   const statuses = Object.entries(report.totals.by_status).filter(([, count]) => count > 0);
   lines.push("", `By status: ${statuses.length === 0 ? "no requests" : statuses.map(([status, count]) => `${status} ${count}`).join(", ")}`);
+  const { accepted_prediction_tokens: accepted, rejected_prediction_tokens: rejected } = report.totals;
+  if (accepted + rejected > 0) lines.push(`Prediction tokens: ${accepted} accepted, ${rejected} rejected (billed, counted in COMPLETION)`);
   if (report.deployments && report.deployments.data.length > 0) lines.push("", ...formatInstanceTime(report.deployments));
   return lines.join("\n");
 }

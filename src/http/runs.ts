@@ -36,7 +36,11 @@ export function toWireUsage(usage: Usage): WireUsage {
     total_tokens: usage.promptTokens + usage.completionTokens,
     estimated_cost: ExactDecimal.of(usage.cost),
     prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens },
-    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
+    completion_tokens_details: {
+      reasoning_tokens: usage.reasoningTokens,
+      accepted_prediction_tokens: usage.acceptedPredictionTokens,
+      rejected_prediction_tokens: usage.rejectedPredictionTokens,
+    },
   };
 }
 

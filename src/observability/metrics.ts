@@ -49,6 +49,10 @@ function requestInstruments(registry: Registry) {
     generationTokens: counter("generation_tokens_total", "Tokens generated."),
     success: counter("request_success_total", "Requests finished, by finish reason.", ["finished_reason"]),
     preemptions: counter("num_preemptions_total", "Generations preempted (their cells dropped, recomputed later)."),
+    // Speculative decoding, every draft source together (a request's prediction, prompt lookup).
+    drafts: counter("spec_decode_num_drafts_total", "Steps in which a request carried draft tokens."),
+    draftTokens: counter("spec_decode_num_draft_tokens_total", "Draft tokens verified."),
+    acceptedTokens: counter("spec_decode_num_accepted_tokens_total", "Draft tokens accepted."),
   };
 }
 
@@ -99,6 +103,11 @@ function observeRequest(m: ReturnType<typeof requestInstruments>, l: { model_nam
       lastOutput.set(index, now);
     },
     preempted: () => m.preemptions.inc(l),
+    speculated(counts) {
+      m.drafts.inc(l, counts.drafts);
+      m.draftTokens.inc(l, counts.draftTokens);
+      m.acceptedTokens.inc(l, counts.acceptedTokens);
+    },
     finished(finishReason, completion) {
       m.e2e.observe(l, (performance.now() - arrived) / 1000);
       m.generationTokens.inc(l, completion);

@@ -40,8 +40,12 @@ export interface WireUsage {
   /** US dollars, written as an exact decimal JSON number. */
   estimated_cost: ExactDecimal;
   prompt_tokens_details?: { cached_tokens: number };
-  /** `reasoning_tokens`: the part of completion_tokens spent thinking (0 for a model that did not think). */
-  completion_tokens_details: { reasoning_tokens: number };
+  /**
+   * `reasoning_tokens`: the part of completion_tokens spent thinking (0 for a model that did not
+   * think). `accepted_prediction_tokens` / `rejected_prediction_tokens`: a prediction's tokens that
+   * matched the output, and those thrown away (billed, and counted in completion_tokens); 0 without one.
+   */
+  completion_tokens_details: { reasoning_tokens: number; accepted_prediction_tokens: number; rejected_prediction_tokens: number };
 }
 
 export interface ChatCompletion {

@@ -25,7 +25,12 @@ export interface UsageTotals {
   prompt_tokens: number;
   /** The part of prompt_tokens served from the prompt cache. */
   cached_tokens: number;
+  /** Billed completion tokens: the generated ones and the rejected prediction tokens. */
   completion_tokens: number;
+  /** Prediction tokens that matched the output (Predicted Outputs). */
+  accepted_prediction_tokens: number;
+  /** Prediction tokens thrown away: billed at the output price, counted in completion_tokens. */
+  rejected_prediction_tokens: number;
   /** prompt_tokens + completion_tokens. */
   total_tokens: number;
   /** Exact decimal string, US dollars, no exponent, trailing zeros trimmed ("0.300000001", "0"). */
@@ -153,6 +158,9 @@ function totalsFromWire(value: unknown): UsageTotals {
     prompt_tokens: toSafeInteger(v.prompt_tokens, "prompt_tokens"),
     cached_tokens: toSafeInteger(v.cached_tokens, "cached_tokens"),
     completion_tokens: toSafeInteger(v.completion_tokens, "completion_tokens"),
+    // Absent from a server older than Predicted Outputs: none.
+    accepted_prediction_tokens: toSafeInteger(v.accepted_prediction_tokens ?? "0", "accepted_prediction_tokens"),
+    rejected_prediction_tokens: toSafeInteger(v.rejected_prediction_tokens ?? "0", "rejected_prediction_tokens"),
     total_tokens: toSafeInteger(v.total_tokens, "total_tokens"),
     cost_usd: exactCost(v.cost_usd),
     by_status: byStatus,

@@ -32,7 +32,7 @@ interface Launch {
   cachedByPrompt: number[];
 }
 
-const UNOBSERVED: RequestObserver = { admitted() {}, output() {}, preempted() {}, finished() {} };
+const UNOBSERVED: RequestObserver = { admitted() {}, output() {}, preempted() {}, speculated() {}, finished() {} };
 
 /** OpenAI's defaults for sampling when the caller sets none. */
 const DEFAULT_TEMPERATURE = 1;
@@ -125,7 +125,7 @@ function eventPipeline(admission: Admission, launched: Launch, run: { input: Cha
     serviceTier: tier,
     systemFingerprint: model.systemFingerprint,
     rateLimits: admission.lease.state,
-    events: meteredEvents(choices, { meter, settle, observer, cover, interruptedBy: () => serverAbort(signal) }),
+    events: meteredEvents(choices, { meter, settle, observer, cover, interruptedBy: () => serverAbort(signal), predictionTokens: admission.prediction?.tokenCount ?? 0 }),
     undelivered: (errorCode) => meter.undelivered(errorCode),
   };
 }

@@ -19,7 +19,7 @@ export async function* shapeChoice(generation: AsyncGenerator<ChoiceEvent>, shap
   let upstreamCalls = false;
   for await (const event of generation) {
     const { index } = event;
-    const counts = { completionTokens: event.completionTokens, reasoningTokens: event.reasoningTokens };
+    const counts = { completionTokens: event.completionTokens, reasoningTokens: event.reasoningTokens, ...(event.prediction ? { prediction: event.prediction } : {}) };
     if (event.type === "reasoning" || event.type === "preempted") {
       yield event;
       continue;
@@ -45,7 +45,7 @@ export async function* shapeChoice(generation: AsyncGenerator<ChoiceEvent>, shap
       yield event;
       continue;
     }
-    const reported = event.reported ? { reported: event.reported } : {};
+    const reported = { ...(event.reported ? { reported: event.reported } : {}), ...(event.speculation ? { speculation: event.speculation } : {}) };
     if (upstreamCalls) {
       if (held && event.reason !== "cancelled") yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
       yield { type: "finish", index, reason: event.reason === "stop" ? "tool_calls" : event.reason, ...counts, ...reported };

@@ -5,12 +5,19 @@ import type { TokenPrices } from "../catalog/types.js";
 import type { ServiceTier } from "../protocol/tiers.js";
 import { GenerationStalled } from "../backends/backend.js";
 import { ServiceError } from "../errors.js";
-import type { ChoiceEvent, ReportedPrompt, ServingEvent, Usage } from "./types.js";
+import type { ChoiceCounts, ChoiceEvent, ReportedPrompt, ServingEvent, Usage } from "./types.js";
 import type { RequestMeter } from "./request-meter.js";
 
-export type Settle = (outcome: {
+/** A run's token counts over all its choices. `completionTokens`: generated (output) tokens only. */
+export interface RunTokens {
   completionTokens: number;
   reasoningTokens: number;
+  acceptedPredictionTokens: number;
+  /** Billed as completion tokens beside the generated ones (as OpenAI bills them). */
+  rejectedPredictionTokens: number;
+}
+
+export type Settle = (outcome: RunTokens & {
   status: "completed" | "cancelled" | "failed" | "interrupted";
   finishReason: string | null;
   errorCode: string | null;
@@ -44,15 +51,18 @@ export function settlement(
   meter: RequestMeter,
   request: { tier: ServiceTier; estimates: ReportedPrompt[]; choicesPerPrompt: number; prices: TokenPrices; lease: LimitLease },
 ): Settle {
-  return async ({ completionTokens, reasoningTokens, status, finishReason, errorCode, reported }) => {
+  return async ({ completionTokens: generated, reasoningTokens, acceptedPredictionTokens, rejectedPredictionTokens, status, finishReason, errorCode, reported }) => {
     const { promptTokens, cachedPromptTokens } = billedPrompt(request.estimates, request.choicesPerPrompt, reported);
+    // Rejected prediction tokens were computed like any other: billed as completion tokens, at the output price.
+    const completionTokens = generated + rejectedPredictionTokens;
     const tokens = { promptTokens, cachedPromptTokens, completionTokens };
     const cost = requestCost(request.prices, tokens);
     const [freed] = await Promise.allSettled([request.lease.release(promptTokens + completionTokens)]);
     // The ledger row is written even if freeing a limit failed; then that failure surfaces.
-    await meter.record({ status, serviceTier: request.tier, promptTokens, cachedTokens: cachedPromptTokens, completionTokens, costUsd: cost, finishReason, errorCode });
+    const prediction = { acceptedPredictionTokens, rejectedPredictionTokens };
+    await meter.record({ status, serviceTier: request.tier, promptTokens, cachedTokens: cachedPromptTokens, completionTokens, ...prediction, costUsd: cost, finishReason, errorCode });
     if (freed.status === "rejected") throw freed.reason;
-    return { ...tokens, reasoningTokens, cost };
+    return { ...tokens, reasoningTokens, ...prediction, cost };
   };
 }
 
@@ -87,28 +97,49 @@ export interface Metering {
   cover: (completionTokens: number) => Promise<void> | undefined;
   /** Why the server (not the client) stopped the run, if it did: a shutdown that gave up waiting. */
   interruptedBy: () => ServiceError | null;
+  /**
+   * The prediction's tokens (0: none): the most one choice's rejected prediction tokens are billed
+   * for, what the request's budget reservation allowed for.
+   */
+  predictionTokens?: number;
 }
 
-/** Each choice's running counts, and the prompt sizes their engines reported. */
+/** Each choice's running counts (prediction counts too), and the prompt sizes their engines reported. */
 class Tally {
   private readonly delivered: number[];
   private readonly reasoning: number[];
+  private readonly accepted: number[];
+  private readonly rejected: number[];
   readonly reported: Array<ReportedPrompt | undefined>;
 
-  constructor(choices: number) {
-    this.delivered = new Array<number>(choices).fill(0);
-    this.reasoning = new Array<number>(choices).fill(0);
+  constructor(
+    choices: number,
+    private readonly predictionTokens: number,
+  ) {
+    const zeros = () => new Array<number>(choices).fill(0);
+    [this.delivered, this.reasoning, this.accepted, this.rejected] = [zeros(), zeros(), zeros(), zeros()];
     this.reported = new Array<ReportedPrompt | undefined>(choices).fill(undefined);
   }
 
-  count(event: { index: number; completionTokens: number; reasoningTokens: number }): void {
-    this.delivered[event.index] = event.completionTokens;
-    this.reasoning[event.index] = event.reasoningTokens;
+  count(event: ChoiceCounts & { index: number }): void {
+    const i = event.index;
+    this.delivered[i] = event.completionTokens;
+    this.reasoning[i] = event.reasoningTokens;
+    if (!event.prediction) return;
+    // Cumulative counts; the rejected ones billed are at most the prediction's length (see Metering).
+    this.accepted[i] = Math.max(this.accepted[i]!, event.prediction.accepted);
+    this.rejected[i] = Math.min(this.predictionTokens, Math.max(this.rejected[i]!, event.prediction.rejected));
   }
 
-  total(): { completionTokens: number; reasoningTokens: number } {
+  total(): RunTokens {
     const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
-    return { completionTokens: sum(this.delivered), reasoningTokens: sum(this.reasoning) };
+    return { completionTokens: sum(this.delivered), reasoningTokens: sum(this.reasoning), acceptedPredictionTokens: sum(this.accepted), rejectedPredictionTokens: sum(this.rejected) };
+  }
+
+  /** The completion tokens a bill would count now: generated and rejected prediction tokens. */
+  billable(): number {
+    const { completionTokens, rejectedPredictionTokens } = this.total();
+    return completionTokens + rejectedPredictionTokens;
   }
 }
 
@@ -120,7 +151,7 @@ class Tally {
  */
 export async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], metering: Metering): AsyncGenerator<ServingEvent> {
   const { meter, observer } = metering;
-  const tally = new Tally(choices.length);
+  const tally = new Tally(choices.length, metering.predictionTokens ?? 0);
   let finished = 0;
   let cancelled = false;
   try {
@@ -132,7 +163,7 @@ export async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], met
       tally.count(event);
       if (event.type !== "finish") {
         // Output leaves only once the durable row would bill it after a crash (a no-op mostly).
-        await metering.cover(tally.total().completionTokens);
+        await metering.cover(tally.billable());
         meter.firstToken();
         observer.output(event.index);
         yield event;
@@ -140,6 +171,7 @@ export async function* meteredEvents(choices: AsyncGenerator<ChoiceEvent>[], met
       }
       finished++;
       tally.reported[event.index] = event.reported;
+      if (event.speculation) observer.speculated(event.speculation);
       if (event.reason === "cancelled") cancelled = true;
       else yield { type: "finish", index: event.index, finishReason: event.reason };
       if (finished === choices.length) yield await settled(metering, tally, cancelled ? null : event.reason);

@@ -1,4 +1,5 @@
 import type { ServiceTier } from "../protocol/tiers.js";
+import type { SpeculationCounts } from "./types.js";
 
 /** A stream's hold on its generation (backpressure), as the HTTP layer implements it: see engine/types.ts. */
 export type { PauseControl } from "../engine/types.js";
@@ -13,6 +14,8 @@ export interface RequestObserver {
   /** Output reached the caller (a text delta or tool calls) for choice `index`. */
   output(index: number): void;
   preempted(): void;
+  /** A choice finished having verified drafts (its prediction's, or the engine's own): its totals. */
+  speculated(counts: SpeculationCounts): void;
   /** The request ended; `finishReason` is the last choice's (or `cancelled`, `failed`). */
   finished(finishReason: string, completionTokens: number): void;
 }

@@ -1,4 +1,4 @@
-import type { EngineEvent, TokenLogprob } from "../engine/types.js";
+import type { EngineEvent, PredictionCounts, TokenLogprob } from "../engine/types.js";
 import type { ReasoningSplitter, SplitDelta } from "./reasoning-split.js";
 import type { ChoiceEvent } from "./types.js";
 
@@ -12,7 +12,9 @@ import type { ChoiceEvent } from "./types.js";
 export async function* splitReasoning(index: number, events: AsyncIterable<EngineEvent>, splitter: ReasoningSplitter): AsyncGenerator<ChoiceEvent> {
   let tokensSeen = 0;
   let pendingLogprobs: TokenLogprob[] | undefined;
-  const counts = (completionTokens: number) => ({ index, completionTokens, reasoningTokens: splitter.reasoningTokens });
+  // The prediction's counts so far (cumulative in the engine's events), carried by every event after them.
+  let prediction: PredictionCounts | undefined;
+  const counts = (completionTokens: number) => ({ index, completionTokens, reasoningTokens: splitter.reasoningTokens, ...(prediction ? { prediction } : {}) });
   function* release(delta: SplitDelta, completionTokens: number): Generator<ChoiceEvent> {
     if (delta.reasoningTokens > 0 && pendingLogprobs) pendingLogprobs = [];
     if (delta.reasoning) yield { type: "reasoning", text: delta.reasoning, ...counts(completionTokens) };
@@ -26,6 +28,7 @@ export async function* splitReasoning(index: number, events: AsyncIterable<Engin
     if (event.type === "preempted") {
       yield { type: "preempted", ...counts(tokensSeen) };
     } else if (event.type === "text") {
+      prediction = event.prediction ?? prediction;
       if (event.logprobs) (pendingLogprobs ??= []).push(...event.logprobs);
       const delta = splitter.push(event.text, event.completionTokens - tokensSeen);
       tokensSeen = event.completionTokens;
@@ -34,10 +37,12 @@ export async function* splitReasoning(index: number, events: AsyncIterable<Engin
       tokensSeen = event.completionTokens;
       yield { type: "tool_calls", calls: event.calls, ...counts(event.completionTokens) };
     } else if (event.type === "finish") {
+      prediction = event.prediction ?? prediction;
       // A cancelled generation has nobody left to read its held text; only the count matters.
       if (event.reason !== "cancelled") yield* release(splitter.finish(event.completionTokens - tokensSeen), event.completionTokens);
       const reported = event.promptTokens === undefined ? undefined : { promptTokens: event.promptTokens, cachedTokens: event.cachedTokens ?? 0 };
-      yield { type: "finish", reason: event.reason, ...counts(event.completionTokens), ...(reported ? { reported } : {}) };
+      const speculation = event.speculation ? { speculation: event.speculation } : {};
+      yield { type: "finish", reason: event.reason, ...counts(event.completionTokens), ...(reported ? { reported } : {}), ...speculation };
     }
   }
 }

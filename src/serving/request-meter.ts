@@ -17,6 +17,9 @@ export interface MeterOutcome {
   promptTokens: number;
   cachedTokens: number;
   completionTokens: number;
+  /** Of a prediction's tokens, those that matched the output and those thrown away (in completionTokens). */
+  acceptedPredictionTokens?: number;
+  rejectedPredictionTokens?: number;
   costUsd: string;
   finishReason: string | null;
   errorCode: string | null;

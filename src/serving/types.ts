@@ -5,10 +5,10 @@
 import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import type { RequestedTier } from "../billing/prices.js";
 import type { ServiceTier } from "../protocol/tiers.js";
-import type { ChatMessage, PauseControl, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import type { ChatMessage, PauseControl, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
 
 /** The conversation's vocabulary, as the layers above serving see it (they import nothing of the engine). */
-export type { ChatMessage, TokenLogprob, ToolCall, ToolDefinition };
+export type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition };
 import type { ApiKind } from "../protocol/request-ids.js";
 import type { KeyLimits } from "../limits/ports.js";
 import type { ToolChoice } from "./tool-calls.js";
@@ -85,10 +85,17 @@ export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";
 export interface Usage {
   promptTokens: number;
   cachedPromptTokens: number;
-  /** All generated tokens, reasoning included. */
+  /**
+   * The completion tokens billed: all generated tokens, reasoning included, and the rejected
+   * prediction tokens (computed and thrown away; OpenAI bills them as completion tokens too).
+   */
   completionTokens: number;
-  /** Of those, the tokens the model spent thinking (inside `<think>...</think>`). */
+  /** Of the generated tokens, those the model spent thinking (inside `<think>...</think>`). */
   reasoningTokens: number;
+  /** Prediction tokens that matched the output (part of the generated tokens). */
+  acceptedPredictionTokens: number;
+  /** Prediction tokens verified and thrown away (billed, in completionTokens, but not output). */
+  rejectedPredictionTokens: number;
   /** US dollars, exact decimal string. */
   cost: string;
 }
@@ -99,6 +106,8 @@ export type ChoiceFinishReason = "stop" | "length" | "tool_calls";
 export interface ChoiceCounts {
   completionTokens: number;
   reasoningTokens: number;
+  /** The prediction tokens verified so far, when the request carried a prediction. */
+  prediction?: PredictionCounts;
 }
 
 /** Output of choice `index`: made once from the engine's events (reasoning-stream.ts) and passed on as it is to the caller. */
@@ -120,7 +129,7 @@ export type ChoiceEvent =
   | OutputEvent
   | (ChoiceCounts & { index: number } & (
       | { type: "preempted" }
-      | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt }
+      | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt; speculation?: SpeculationCounts }
     ));
 
 /**

@@ -361,6 +361,16 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    id: 17,
+    name: "predicted outputs on ledger rows",
+    // OpenAI's accepted_prediction_tokens and rejected_prediction_tokens; the rejected ones are
+    // billed, and already counted in completion_tokens. Rows written before hold 0.
+    sql: `
+      ALTER TABLE usage_records ADD COLUMN accepted_prediction_tokens integer NOT NULL DEFAULT 0;
+      ALTER TABLE usage_records ADD COLUMN rejected_prediction_tokens integer NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 /**

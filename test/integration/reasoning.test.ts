@@ -128,10 +128,10 @@ describe("reasoning: reasoning_content, reasoning_tokens and reasoning_effort", 
     const body = (await (await postChat(server, plain)).json()) as Completion;
     assert.equal(body.choices[0]!.message.reasoning_content, undefined);
     assert.equal(typeof body.choices[0]!.message.content, "string");
-    assert.deepEqual(body.usage.completion_tokens_details, { reasoning_tokens: 0 });
+    assert.deepEqual(body.usage.completion_tokens_details, { reasoning_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 });
     const chunks = (await readSse(await postChat(server, { ...plain, stream: true, stream_options: { include_usage: true } }))).filter((d) => d !== "[DONE]").map((d) => JSON.parse(d));
     assert.ok(chunks.every((c) => c.choices.every((ch: { delta: object }) => !("reasoning_content" in ch.delta))));
-    assert.deepEqual(chunks.at(-1).usage.completion_tokens_details, { reasoning_tokens: 0 });
+    assert.deepEqual(chunks.at(-1).usage.completion_tokens_details, { reasoning_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 });
   });
 
   test("an unknown reasoning_effort is a 400 naming the parameter", async () => {

@@ -68,6 +68,22 @@ describe("a gateway in front of two Switchyard workers", () => {
     assert.equal(totals.cost_usd, smolStandardUnits(reply.usage as never) / 1e8);
   });
 
+  test("a prediction goes up to the worker, and the counts it reports come back in the gateway's usage, billed once", async () => {
+    const body = ask("Repeat exactly: the cat sat on the mat by the door.", { max_tokens: 16, temperature: 0 });
+    const plain = await client().chat.completions.create(body as never);
+    const answer = plain.choices[0]!.message.content!;
+    const reply = await client().chat.completions.create({ ...body, prediction: { type: "content", content: answer } } as never);
+    assert.equal(reply.choices[0]!.message.content, answer);
+    const details = reply.usage!.completion_tokens_details as { accepted_prediction_tokens: number; rejected_prediction_tokens: number };
+    assert.ok(Number.isInteger(details.accepted_prediction_tokens) && Number.isInteger(details.rejected_prediction_tokens));
+    // The worker's completion_tokens holds its rejected prediction tokens; the gateway counts them once.
+    assert.equal(reply.usage!.completion_tokens, plain.usage!.completion_tokens + details.rejected_prediction_tokens);
+    assert.equal((reply.usage as unknown as { estimated_cost: number }).estimated_cost, smolStandardUnits(reply.usage as never) / 1e8);
+    const malformed = await client().chat.completions.create({ ...body, prediction: { type: "content", content: [{ type: "image" }] } } as never).catch((e: unknown) => e);
+    assert.ok(malformed instanceof OpenAI.BadRequestError);
+    assert.equal(malformed.param, "prediction.content[0].type");
+  });
+
   test("concurrent requests spread over both workers", async () => {
     const before = await served();
     const runs = [stream(ask("Tell me about owls.", { max_tokens: 24, logit_bias: NO_END })), stream(ask("Tell me about rivers.", { max_tokens: 24, logit_bias: NO_END }))];

@@ -114,12 +114,36 @@ forEachDatabase("usage ledger", ({ db }) => {
         prompt_tokens: 0,
         cached_tokens: 0,
         completion_tokens: 0,
+        accepted_prediction_tokens: 0,
+        rejected_prediction_tokens: 0,
         total_tokens: 0,
         cost_usd: "0",
         by_status: { completed: 0, cancelled: 0, failed: 0, rejected: 0, expired: 0, in_flight: 0, interrupted: 0 },
       },
       groups: [],
     });
+  });
+
+  test("prediction counts are kept on the row (the rejected ones inside completion_tokens) and summed in the report", async () => {
+    const { accountId, keyId } = await accountWithKey(db, "predicted");
+    const ledger = createUsageLedger(db);
+    const edited = usage(accountId, keyId, { completionTokens: 47, acceptedPredictionTokens: 30, rejectedPredictionTokens: 7, costUsd: "0.000282" });
+    const plain = usage(accountId, keyId, { model: "m/other", completionTokens: 5 });
+    await ledger.record(edited);
+    await ledger.record(plain);
+    const [row] = await db.query<{ completion_tokens: number; accepted_prediction_tokens: number; rejected_prediction_tokens: number; cost_usd: string }>(
+      "SELECT completion_tokens, accepted_prediction_tokens, rejected_prediction_tokens, cost_usd::text AS cost_usd FROM usage_records WHERE request_id = $1",
+      [edited.requestId],
+    );
+    assert.deepEqual(row, { completion_tokens: 47, accepted_prediction_tokens: 30, rejected_prediction_tokens: 7, cost_usd: "0.000282" });
+    const report = await queryUsage(db, { accountId, groupBy: "model" });
+    assert.equal(report.totals.completion_tokens, 52);
+    assert.equal(report.totals.accepted_prediction_tokens, 30);
+    assert.equal(report.totals.rejected_prediction_tokens, 7);
+    assert.deepEqual(report.groups.map((g) => [g.group, g.accepted_prediction_tokens, g.rejected_prediction_tokens]), [["m/other", 0, 0], ["qwen/qwen3-0.6b", 30, 7]]);
+    const wire = stringifyJson(toWireUsage(report, {}));
+    assert.match(wire, /"accepted_prediction_tokens":30,"rejected_prediction_tokens":7,/);
+    assert.equal(parseWireUsage(wire).totals.rejected_prediction_tokens, 7);
   });
 
   describe("grouping and filtering", () => {
@@ -154,6 +178,8 @@ forEachDatabase("usage ledger", ({ db }) => {
         prompt_tokens: 600,
         cached_tokens: 40,
         completion_tokens: 60,
+        accepted_prediction_tokens: 0,
+        rejected_prediction_tokens: 0,
         total_tokens: 660,
         cost_usd: "0.300000001",
         by_status: { completed: 2, cancelled: 1, failed: 0, rejected: 1, expired: 0, in_flight: 0, interrupted: 0 },

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { THINK_CLOSE, THINK_OPEN } from "../../engine/think-tags.js";
-import type { EngineEvent, FinishReason, TokenAlternative, TokenLogprob, ToolCall } from "../../engine/types.js";
+import type { EngineEvent, FinishReason, PredictionCounts, TokenAlternative, TokenLogprob, ToolCall } from "../../engine/types.js";
 
 /** The upstream stopped answering in the middle of a stream (it died, or the connection broke). */
 export class UpstreamStreamFailed extends Error {}
@@ -20,7 +20,13 @@ interface WireChunk {
     logprobs?: { content?: Array<WireAlternative & { top_logprobs?: WireAlternative[] }> | null } | null;
     finish_reason?: string | null;
   }>;
-  usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
+  usage?: {
+    prompt_tokens?: number;
+    /** OpenAI (and Switchyard) count rejected prediction tokens in here too. */
+    completion_tokens?: number;
+    prompt_tokens_details?: { cached_tokens?: number } | null;
+    completion_tokens_details?: { accepted_prediction_tokens?: number; rejected_prediction_tokens?: number } | null;
+  } | null;
   error?: { message?: string };
 }
 
@@ -105,8 +111,10 @@ class StreamState {
   }
 
   *finish(): Generator<EngineEvent> {
+    const prediction = this.predictionCounts();
+    // The upstream's completion_tokens holds the rejected prediction tokens; ours are the output's alone.
     const reported = this.usage?.completion_tokens;
-    if (reported !== undefined) this.completionTokens = Math.max(this.completionTokens, reported);
+    if (reported !== undefined) this.completionTokens = Math.max(this.completionTokens, reported - (prediction?.rejected ?? 0));
     if (this.calls.length > 0) {
       const calls: ToolCall[] = this.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
       yield { type: "tool_calls", calls, completionTokens: this.completionTokens };
@@ -117,7 +125,16 @@ class StreamState {
       reason: this.finishReason!,
       completionTokens: this.completionTokens,
       ...(prompt !== undefined ? { promptTokens: prompt, cachedTokens: this.usage?.prompt_tokens_details?.cached_tokens ?? 0 } : {}),
+      ...(prediction ? { prediction } : {}),
     };
+  }
+
+  /** The prediction counts an upstream's usage reported (OpenAI's names), if it reported any. */
+  private predictionCounts(): PredictionCounts | undefined {
+    const details = this.usage?.completion_tokens_details;
+    const count = (value: unknown) => (typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : 0);
+    if (!details || (details.accepted_prediction_tokens === undefined && details.rejected_prediction_tokens === undefined)) return undefined;
+    return { accepted: count(details.accepted_prediction_tokens), rejected: count(details.rejected_prediction_tokens) };
   }
 
   private addCallFragment(fragment: { index?: number; id?: string; function?: { name?: string; arguments?: string } }): void {

@@ -26,6 +26,12 @@ export interface RequestResult {
   /** Prompt tokens the server reports as reused (ours: cached_tokens; llama-server: timings.cache_n). */
   cachedTokens?: number;
   content: string;
+  /** The error body's message, when the server refused the request. */
+  errorMessage?: string;
+  /** The last `usage` object the stream carried, as sent (e.g. completion_tokens_details). */
+  usage?: Record<string, unknown>;
+  /** llama-server's `timings` from the last chunk that had them (draft_n, draft_n_accepted, cache_n). */
+  timings?: Record<string, unknown>;
 }
 
 /**
@@ -42,33 +48,32 @@ export type SamplingName = keyof typeof SAMPLING;
 
 /** Sends one streamed chat request and times every output chunk as it arrives; a dropped connection is a failure, not a crash. */
 export async function streamChat(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined, sampling: SamplingName = "explicit"): Promise<RequestResult> {
+  return streamChatBody(target, { messages, max_tokens: maxTokens, ...SAMPLING[sampling], ...(tier ? { service_tier: tier } : {}) });
+}
+
+/** Like `streamChat`, with the request's fields as given (model, stream and stream_options are added). */
+export async function streamChatBody(target: Target, fields: Record<string, unknown>): Promise<RequestResult> {
   const sent = performance.now();
+  const tier = typeof fields.service_tier === "string" ? fields.service_tier : undefined;
   try {
-    return await timedStream(target, messages, maxTokens, tier, sent, SAMPLING[sampling]);
+    return await timedStream(target, fields, tier, sent);
   } catch (error) {
     const code = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
     return { ok: false, status: 0, errorCode: `network:${code}`, tier: tier ?? "default", e2eMs: performance.now() - sent, itlMs: [], outputTokens: 0, promptTokens: 0, content: "" };
   }
 }
 
-async function timedStream(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined, sent: number, sampling: Record<string, number>): Promise<RequestResult> {
+async function timedStream(target: Target, fields: Record<string, unknown>, tier: string | undefined, sent: number): Promise<RequestResult> {
   const response = await fetch(`${target.baseURL}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },
-    body: JSON.stringify({
-      model: target.model,
-      messages,
-      max_tokens: maxTokens,
-      ...sampling,
-      stream: true,
-      stream_options: { include_usage: true },
-      ...(tier ? { service_tier: tier } : {}),
-    }),
+    body: JSON.stringify({ model: target.model, ...fields, stream: true, stream_options: { include_usage: true } }),
   });
   const result: RequestResult = { ok: response.ok, status: response.status, tier: tier ?? "default", e2eMs: 0, itlMs: [], outputTokens: 0, promptTokens: 0, content: "" };
   if (!response.ok) {
-    const body = (await response.json().catch(() => ({}))) as { error?: { code?: string } };
+    const body = (await response.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };
     result.errorCode = body.error?.code ?? String(response.status);
+    if (body.error?.message) result.errorMessage = body.error.message;
     result.e2eMs = performance.now() - sent;
     return result;
   }
@@ -94,7 +99,9 @@ async function timedStream(target: Target, messages: ChatMessage[], maxTokens: n
         textChunks += 1;
         result.content += delta?.content ?? "";
       }
+      if (chunk.timings) result.timings = chunk.timings;
       if (chunk.usage) {
+        result.usage = chunk.usage;
         result.outputTokens = chunk.usage.completion_tokens;
         result.promptTokens = chunk.usage.prompt_tokens;
         const cached = chunk.usage.prompt_tokens_details?.cached_tokens ?? chunk.timings?.cache_n;

@@ -5,7 +5,10 @@
  * fastest. Each target is started alone (they would fight over the cores), the scenarios run
  * against it, it is stopped, and the next one starts.
  *
- *   npm run bench:compare -- [--scenarios random-c16,random-c1,multiturn,mixed] [--targets ...] [--quick]
+ *   npm run bench:compare -- [--scenarios random-c16,random-c1,multiturn,mixed,edit] [--targets ...] [--quick]
+ *
+ * `edit` (bench/edit.ts): Predicted Outputs and speculative decoding, ours with SWITCHYARD_SPECULATION
+ * off and auto, with and without `prediction`, against llama-server with each --spec-type.
  *
  * Prints a table and the ratios, writes bench/results/compare-<time>.json and .png.
  */
@@ -16,19 +19,22 @@ import { barChartPng } from "./load/chart.js";
 import type { Target } from "./load/client-stream.js";
 import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
 import { compareEmbeddings } from "./embeddings.js";
+import { EditBench, type EditVariant } from "./edit.js";
 import { cpuDescription, cpuVariant, runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
-const TARGETS = "switchyard,switchyard-priority-itl-100,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-our-binaries,llama-server-f16,llama-cpp-python";
+const TARGETS =
+  "switchyard,switchyard-spec-off,switchyard-priority-itl-100,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-ngram-simple,llama-server-ngram-mod,llama-server-our-binaries,llama-server-f16,llama-cpp-python";
 const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")
   .option("--parallel <n>", "our sequences = llama-server's slots", "16")
-  .option("--scenarios <list>", "which scenarios (embeddings: see bench/embeddings.ts)", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch,embeddings")
+  .option("--scenarios <list>", "which scenarios (embeddings: see bench/embeddings.ts)", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch,embeddings,edit")
   .option("--targets <list>", "which targets, in order", TARGETS)
-  .option("--quick", "a quarter of the requests (a smoke run)")
+  .option("--quick", "a quarter of the requests, 8 of the 24 edit documents (a smoke run)")
+  .option("--edit-docs <n>", "edit scenario: how many of its 24 documents (default 24, --quick 8), taken in turn from each kind")
   .option("--out <prefix>", "where results go", `bench/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}`)
   .parse();
-const opts = program.opts<{ model: string; threads: string; parallel: string; scenarios: string; targets: string; quick?: boolean; out: string }>();
+const opts = program.opts<{ model: string; threads: string; parallel: string; scenarios: string; targets: string; quick?: boolean; editDocs?: string; out: string }>();
 const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
 
 const C16 = { kind: "random", inputTokens: 128, outputTokens: 128, maxConcurrency: 16, requestRate: Infinity, requests: scale(48) } as const;
@@ -64,21 +70,28 @@ const SCENARIOS: Record<string, Scenario[]> = {
 };
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
-  switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed", "mixed-batch"],
+  switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed", "mixed-batch", "edit"],
+  // Speculative decoding off (SWITCHYARD_SPECULATION=off; "switchyard" runs the default, auto).
+  "switchyard-spec-off": ["random-c16", "random-c1", "edit"],
   // Priority's inter-token target at 100 ms, where 8 lower-tier decodes fit beside it: the tier mix without lower tiers giving way.
   "switchyard-priority-itl-100": ["mixed"],
   "switchyard-1ctx": ["random-c16", "random-c1", "disturbed-c16"],
   "switchyard-f16": ["random-c16", "random-c1"],
   "switchyard-no-prefix-cache": ["multiturn"],
-  "llama-server": ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn"],
+  // Its default --spec-type is none.
+  "llama-server": ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "edit"],
+  "llama-server-ngram-simple": ["edit"],
+  "llama-server-ngram-mod": ["edit"],
   "llama-server-f16": ["random-c16", "random-c1"],
   "llama-server-our-binaries": ["random-c16", "random-c1", "openai-c16", "multiturn"],
   "llama-cpp-python": ["random-c16", "random-c1"],
 };
 
-// Makes the F16 re-encoding if it is not there yet, then reads both paths.
+// Makes the F16 re-encoding if it is not there yet and an -f16 target wants it, then reads both paths
+// (without the re-encoding, the F16 path is the published file's).
 const F16 = { ...process.env, SWITCHYARD_SERVE_FORMAT: "f16" };
-execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", opts.model], { env: F16, stdio: ["ignore", "ignore", "inherit"] });
+const needF16 = opts.targets.split(",").some((t) => t.endsWith("-f16"));
+execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", opts.model], { env: needF16 ? F16 : process.env, stdio: ["ignore", "ignore", "inherit"] });
 const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8", env: F16 })) as Array<{ id: string; path: string | null; published_path: string | null }>).find(
   (m) => m.id === opts.model,
 );
@@ -88,12 +101,16 @@ const peer: PeerOptions = { modelId: opts.model, modelPath, threads: Number(opts
 
 const starters: Record<string, () => Promise<RunningTarget | null>> = {
   switchyard: () => startSwitchyard(peer),
+  "switchyard-spec-off": () => startSwitchyard(peer, "switchyard-spec-off", { SWITCHYARD_SPECULATION: "off" }),
   "switchyard-priority-itl-100": () => startSwitchyard(peer, "switchyard-priority-itl-100", { SWITCHYARD_PRIORITY_ITL_MS: "100" }),
   // One context with every thread, instead of a one-thread shard per core.
   "switchyard-1ctx": () => startSwitchyard(peer, "switchyard-1ctx", { SWITCHYARD_SHARDS: "1" }),
   "switchyard-f16": () => startSwitchyard(peer, "switchyard-f16", { SWITCHYARD_SERVE_FORMAT: "f16" }),
   "switchyard-no-prefix-cache": () => startSwitchyard(peer, "switchyard-no-prefix-cache", { SWITCHYARD_PREFIX_CACHE: "0" }),
   "llama-server": () => startLlamaServer(peer),
+  // Prompt-lookup speculation, each mode with its own defaults (draft lengths included), as its users run it.
+  "llama-server-ngram-simple": () => startLlamaServer(peer, "llama-server-ngram-simple", ["--spec-type", "ngram-simple"]),
+  "llama-server-ngram-mod": () => startLlamaServer(peer, "llama-server-ngram-mod", ["--spec-type", "ngram-mod"]),
   "llama-server-f16": () => startLlamaServer({ ...peer, modelPath: f16Path }, "llama-server-f16"),
   "llama-server-our-binaries": () => startLlamaServer(peer, "llama-server-our-binaries", [], { ourBinaries: true }),
   "llama-cpp-python": () => startLlamaCppPython({ ...peer, parallel: 1 }),
@@ -101,14 +118,24 @@ const starters: Record<string, () => Promise<RunningTarget | null>> = {
 
 const wanted = opts.scenarios.split(",");
 // The ceiling first, alone on the machine: llama.cpp decoding 16 sequences with no server around it.
-const batched = opts.targets.includes("llama-server") ? runBatchedBench(peer) : null;
+const batched = opts.targets.split(",").includes("llama-server") && wanted.includes("random-c16") ? runBatchedBench(peer) : null;
 const reports: ScenarioReport[] = [];
 const skipped: string[] = [];
 /** Which ggml CPU variant each target's process loaded: the same one on both sides is a fair run. */
 const variants: Record<string, string | null> = {};
+/** The edit scenario's passes per target: ours without and with `prediction`; llama-server gets it and ignores it. */
+const EDIT_VARIANTS: Record<string, EditVariant[]> = {
+  switchyard: [{ prediction: false }, { prediction: true }],
+  "switchyard-spec-off": [{ prediction: false }],
+  "llama-server": [{ prediction: true }],
+  "llama-server-ngram-simple": [{ prediction: true }],
+  "llama-server-ngram-mod": [{ prediction: true }],
+};
+const edit = wanted.includes("edit") ? new EditBench(opts.editDocs ? Number(opts.editDocs) : opts.quick ? 8 : undefined) : null;
 for (const name of opts.targets.split(",")) {
   const scenarios = (APPLIES[name] ?? []).filter((s) => wanted.includes(s)).flatMap((s) => SCENARIOS[s] ?? []);
-  if (scenarios.length === 0) continue;
+  const editVariants = edit && APPLIES[name]?.includes("edit") ? EDIT_VARIANTS[name] : undefined;
+  if (scenarios.length === 0 && !editVariants) continue;
   const running = await starters[name]!();
   if (!running) {
     skipped.push(`${name}: not built (see bench/peers/)`);
@@ -121,6 +148,7 @@ for (const name of opts.targets.split(",")) {
       process.stderr.write(`${name}: ${scenario.name}...\n`);
       reports.push(await runScenario(running.target, scenario));
     }
+    if (editVariants) await edit!.runTarget(running.target, editVariants, (line) => process.stderr.write(`${line}\n`));
   } finally {
     await running.stop();
   }
@@ -173,6 +201,9 @@ const ratios = {
   "same binaries: c1 out tok/s": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("llama-server-our-binaries", C1_NAME)),
   "same binaries: OpenAI sampling c16 out tok/s": ratio(tokensPerS("switchyard", "openai sampling c16"), tokensPerS("llama-server-our-binaries", "openai sampling c16")),
   "same binaries: multiturn TTFT turns 2+": ratio(ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("llama-server-our-binaries", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
+  "random c16 out tok/s, speculation auto vs off (target >= 0.98)": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("switchyard-spec-off", C16_NAME)),
+  "random c1 out tok/s, speculation auto vs off (target >= 1.0)": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("switchyard-spec-off", C1_NAME)),
+  ...(edit?.ratios(["llama-server", "llama-server-ngram-simple", "llama-server-ngram-mod"]) ?? {}),
   "c16 TTFT p50 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.ttftMs.p50, peerOf(C16_NAME)?.ttftMs.p50),
   "c16 ITL p99 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.itlMs.p99, peerOf(C16_NAME)?.itlMs.p99),
   "c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("llama-server", C1_NAME)),
@@ -233,6 +264,16 @@ console.table(
     })),
   ),
 );
+if (edit) {
+  console.table(edit.tableRows());
+  const exact = edit.exactness();
+  if (exact) {
+    console.log(`edit, temperature-0 outputs against ${exact.reference}:`);
+    console.table(exact.rows.map(({ firstMismatch, ...row }) => ({ ...row, "first mismatch": firstMismatch ? `${firstMismatch.id} @${firstMismatch.at}` : "" })));
+  }
+  const refused = edit.passes.find((p) => p.report.firstError);
+  if (refused) console.log(`edit: ${refused.report.target} refused requests: ${refused.report.firstError}`);
+}
 const rssOver = (ours(C16_NAME)?.peakRssMb ?? NaN) - (peerOf(C16_NAME)?.peakRssMb ?? NaN);
 const flexFailed = ours("mixed 20/50/30 saturating")?.byTier.flex?.failed;
 console.table(Object.entries(ratios).map(([what, value]) => ({ what, ratio: value })));
@@ -252,7 +293,7 @@ console.log(`CPU: ${cpu.model}; flags: ${cpu.flags.join(" ")}`);
 console.log(`ggml CPU variant loaded: ${Object.entries(variants).map(([target, variant]) => `${target} ${variant ?? "unknown"}`).join(", ")}`);
 
 mkdirSync("bench/results", { recursive: true });
-writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), cpu, variants, model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, rssOverMb: rssOver, batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null, embeddings, skipped }, null, 2));
+writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), cpu, variants, model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, rssOverMb: rssOver, batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null, embeddings, edit, skipped }, null, 2));
 const byScenario = [...new Set(reports.map((r) => r.scenario))];
 writeFileSync(
   `${opts.out}.png`,

@@ -12,7 +12,8 @@ import { smolStandardUnits } from "../helpers/usage.js";
  * reports, billed (rejected prediction tokens as completion tokens) and on the ledger to the digit.
  */
 const TEXT = "The quick brown fox jumps over the lazy dog near the river bank, and the dog does not wake up.";
-const repeat = { model: SMOLLM2, messages: [{ role: "user" as const, content: `Repeat this sentence exactly, and nothing else: ${TEXT}` }], temperature: 0, max_tokens: 48 };
+/** At temperature 0 SmolLM2 answers this with 48 tokens of prose: room for the engine to draft. */
+const rivers = { model: SMOLLM2, messages: [{ role: "user" as const, content: "Write a short paragraph about rivers." }], temperature: 0, max_tokens: 48 };
 
 interface Details {
   reasoning_tokens: number;
@@ -58,20 +59,20 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
     ];
     for (const prefix of ["/v1/compat", "/v1/openai", "/v1"]) {
       for (const [prediction, param] of cases) {
-        const response = await post(prefix, { ...repeat, prediction });
+        const response = await post(prefix, { ...rivers, prediction });
         assert.equal(response.status, 400, `${prefix} ${JSON.stringify(prediction)}`);
         const { error } = await response.json();
         assert.equal(error.type, "invalid_request_error");
         assert.equal(error.param, param, `${prefix} ${JSON.stringify(prediction)}`);
       }
     }
-    const viaClient = await client.chat.completions.create({ ...repeat, prediction: { type: "content", content: [{ type: "image" }] } } as never).catch((e: unknown) => e);
+    const viaClient = await client.chat.completions.create({ ...rivers, prediction: { type: "content", content: [{ type: "image" }] } } as never).catch((e: unknown) => e);
     assert.ok(viaClient instanceof OpenAI.BadRequestError);
     assert.equal(viaClient.param, "prediction.content[0].type");
   });
 
   test("a prediction longer than the context allows beside the prompt is a 400 naming it", async () => {
-    const error = await client.chat.completions.create({ ...repeat, prediction: { type: "content", content: "word ".repeat(9000) } }).catch((e: unknown) => e);
+    const error = await client.chat.completions.create({ ...rivers, prediction: { type: "content", content: "word ".repeat(9000) } }).catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.BadRequestError);
     assert.equal(error.param, "prediction");
     assert.equal(error.code, "context_length_exceeded");
@@ -79,7 +80,7 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
   });
 
   test("usage always carries the prediction counts; output, usage, estimated_cost and /v1/usage agree with the prediction as without it", async () => {
-    const plain = await client.chat.completions.create(repeat);
+    const plain = await client.chat.completions.create(rivers);
     assert.deepEqual(details(plain.usage), { reasoning_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 });
     const answer = plain.choices[0]!.message.content!;
     assert.ok(answer.length > 0);
@@ -87,7 +88,7 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
     const asParts = [{ type: "text" as const, text: answer.slice(0, 10) }, { type: "text" as const, text: answer.slice(10) }];
     const predicted: OpenAI.ChatCompletion[] = [];
     for (const content of [answer, asParts, `${answer.slice(0, 20)} an edit in the middle ${answer.slice(20)}`, ""]) {
-      predicted.push(await client.chat.completions.create({ ...repeat, prediction: { type: "content", content } }));
+      predicted.push(await client.chat.completions.create({ ...rivers, prediction: { type: "content", content } }));
     }
     for (const reply of predicted) {
       // Exact: the prediction changes how fast the answer comes, never what it is.
@@ -112,9 +113,9 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
   });
 
   test("a prediction that is the model's own temperature-0 answer is accepted: accepted_prediction_tokens > 0 (needs the engine's speculative decoding)", async () => {
-    const plain = await client.chat.completions.create(repeat);
+    const plain = await client.chat.completions.create(rivers);
     const answer = plain.choices[0]!.message.content!;
-    const reply = await client.chat.completions.create({ ...repeat, prediction: { type: "content", content: answer } });
+    const reply = await client.chat.completions.create({ ...rivers, prediction: { type: "content", content: answer } });
     assert.equal(reply.choices[0]!.message.content, answer);
     const { accepted_prediction_tokens: accepted, rejected_prediction_tokens: rejected } = details(reply.usage);
     assert.ok(accepted > 0, `accepted ${accepted}, rejected ${rejected}`);
@@ -122,9 +123,9 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
   });
 
   test("a stream's usage chunk carries the prediction counts, and its content is the answer", async () => {
-    const plain = await client.chat.completions.create(repeat);
+    const plain = await client.chat.completions.create(rivers);
     const answer = plain.choices[0]!.message.content!;
-    const stream = await client.chat.completions.create({ ...repeat, prediction: { type: "content", content: answer }, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({ ...rivers, prediction: { type: "content", content: answer }, stream: true, stream_options: { include_usage: true } });
     let content = "";
     let usage: OpenAI.CompletionUsage | null | undefined;
     for await (const chunk of stream) {
@@ -141,7 +142,7 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
 
   test("what OpenAI refuses beside a prediction is accepted here: n > 1, logprobs, penalties, tools", async () => {
     const reply = await client.chat.completions.create({
-      ...repeat,
+      ...rivers,
       max_tokens: 16,
       prediction: { type: "content", content: TEXT },
       n: 2,
@@ -159,7 +160,7 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
   });
 
   test("a Batch API line with a prediction runs like a request, billed at the batch price; a malformed one fails the batch naming it", async () => {
-    const line = (customId: string, prediction: unknown) => JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/chat/completions", body: { ...repeat, prediction } });
+    const line = (customId: string, prediction: unknown) => JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/chat/completions", body: { ...rivers, prediction } });
     const input = await upload(client, [line("edit", { type: "content", content: TEXT }), line("parts", { type: "content", content: [{ type: "text", text: TEXT }] })]);
     const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     const batch = await settled(client, created.id);

@@ -12,7 +12,14 @@ export interface DraftLimits {
   budgetMs: number;
   /** What lower tiers' work may bring the step to beside a priority stream (Infinity: none decoding). */
   lowerMs: number;
+  /** Verify a short draft even where the cost model says it does not pay (ShardSpeculation.exploring). */
+  explore?: boolean;
 }
+
+/** Draft tokens an exploring step verifies. */
+const EXPLORE_TOKENS = 4;
+/** Only a draft at least this likely to be accepted is verified to explore. */
+const EXPLORE_ACCEPTANCE = 0.5;
 
 /** The shape of `count` draft tokens verified after position `from`: each has logits, each is sampled. */
 export function draftShape(from: number, count: number): StepShape {
@@ -61,7 +68,20 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
       });
     }
   }
+  if (limits.explore && !candidates.some((c) => c.taken > 0)) explore(candidates, shape, cost);
   return new Map(candidates.filter((c) => c.taken > 0).map((c) => [c.request, { source: c.draft.source, tokens: c.draft.tokens.slice(0, c.taken) }]));
+}
+
+/**
+ * A step that drafts nothing teaches the cost model nothing about drafts: once it has decided they
+ * do not pay (on a busy moment, say), it would never see a step that shows otherwise. So now and
+ * then the likeliest draft gets a few tokens anyway, within its time budget.
+ */
+function explore(candidates: Candidate[], base: StepShape, cost: StepCostModel): void {
+  const best = candidates.filter((c) => c.acceptance >= EXPLORE_ACCEPTANCE).sort((a, b) => TIER_RANK[a.request.tier] - TIER_RANK[b.request.tier] || b.acceptance - a.acceptance)[0];
+  if (!best) return;
+  const count = Math.min(EXPLORE_TOKENS, best.draft.tokens.length);
+  if (cost.predict(addShapes(base, draftShape(best.request.computed, count))) <= best.withinMs) best.taken = count;
 }
 
 /** Each decoding stream's draft, as long as its token limit and its cells allow. */

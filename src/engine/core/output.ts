@@ -52,7 +52,7 @@ export class RequestOutput {
     const events = reason === "cancelled" ? [] : this.textEvents(this.text.flush());
     const prediction = this.speculation?.prediction;
     const speculation = this.speculation && this.speculation.totals.drafts > 0 ? { ...this.speculation.totals } : undefined;
-    events.push({ type: "finish", reason, completionTokens: this.text.tokenCount, ...(prediction ? { prediction: { ...prediction } } : {}), ...(speculation ? { speculation } : {}) });
+    events.push({ type: "finish", reason, completionTokens: this.text.tokenCount, ...(prediction ? { prediction } : {}), ...(speculation ? { speculation } : {}) });
     return events;
   }
 
@@ -60,7 +60,7 @@ export class RequestOutput {
     const logprobs = this.released();
     if (!delta && !logprobs?.length) return [];
     const prediction = this.speculation?.prediction;
-    return [{ type: "text", text: delta, completionTokens: this.text.tokenCount, ...(logprobs ? { logprobs } : {}), ...(prediction ? { prediction: { ...prediction } } : {}) }];
+    return [{ type: "text", text: delta, completionTokens: this.text.tokenCount, ...(logprobs ? { logprobs } : {}), ...(prediction ? { prediction } : {}) }];
   }
 
   /** The log probabilities of the tokens whose text was released since the last call. */

@@ -15,14 +15,27 @@ const PRIOR_ACCEPTANCE: Record<DraftSource, number> = { prediction: 0.8, lookup:
 const PRIOR_WEIGHT = 4;
 /** Each verified draft token moves the shard's acceptance rate this much of the way. */
 const SHARD_RATE_STEP = 0.02;
+/** Steps in a row without a draft after which one step verifies a short draft anyway (draft-budget.ts `explore`). */
+const EXPLORE_EVERY = 32;
 
 /** A shard's measured acceptance, per draft source: the prior of each new request's estimate, and /health's figure. */
 export class ShardSpeculation {
   readonly rates: Record<DraftSource, number> = { ...PRIOR_ACCEPTANCE };
   draftTokens = 0;
   acceptedTokens = 0;
+  private stepsWithoutDraft = 0;
 
   constructor(readonly mode: SpeculationMode) {}
+
+  /** Whether the next step should verify a short draft whatever the cost model says, to keep measuring what drafts cost. */
+  get exploring(): boolean {
+    return this.stepsWithoutDraft >= EXPLORE_EVERY;
+  }
+
+  /** A step was planned, with or without drafts. */
+  planned(drafted: boolean): void {
+    this.stepsWithoutDraft = drafted ? 0 : this.stepsWithoutDraft + 1;
+  }
 
   /** Draft tokens accepted of those verified on this shard (null: none verified yet). */
   get acceptanceRate(): number | null {
@@ -43,7 +56,9 @@ export class ShardSpeculation {
  * thrown away) and every source's totals for /metrics.
  */
 export class RequestSpeculation {
-  readonly prediction: PredictionCounts | undefined;
+  /** Prediction draft tokens accepted (into the output) and rejected, as counted before the clamp of `prediction`. */
+  private readonly predicted = { accepted: 0, rejected: 0 };
+  private readonly predictionLength: number | undefined;
   readonly totals: SpeculationCounts = { drafts: 0, draftTokens: 0, acceptedTokens: 0 };
   private readonly trials: Record<DraftSource, number> = { prediction: 0, lookup: 0 };
   private readonly accepted: Record<DraftSource, number> = { prediction: 0, lookup: 0 };
@@ -58,7 +73,7 @@ export class RequestSpeculation {
     private readonly shard: ShardSpeculation,
   ) {
     this.drafter = new Drafter(tokens, promptLength, prediction);
-    this.prediction = prediction ? { accepted: 0, rejected: 0 } : undefined;
+    this.predictionLength = prediction?.length;
     this.seen = tokens.length;
   }
 
@@ -67,6 +82,17 @@ export class RequestSpeculation {
     if (tokens.length > this.seen) this.drafter.advance(this.seen);
     this.seen = tokens.length;
     return this.drafter.propose(most);
+  }
+
+  /**
+   * The prediction's counts as OpenAI reports them: its tokens that appeared in the output and
+   * those that did not (so never more than it has, however often a part was drafted again after a
+   * divergence); undefined without a prediction.
+   */
+  get prediction(): PredictionCounts | undefined {
+    if (this.predictionLength === undefined) return undefined;
+    const accepted = Math.min(this.predicted.accepted, this.predictionLength);
+    return { accepted, rejected: Math.min(this.predicted.rejected, this.predictionLength - accepted) };
   }
 
   /** The chance that a draft token from `source` is accepted, given every one before it was. */
@@ -84,9 +110,9 @@ export class RequestSpeculation {
     this.totals.draftTokens += draft.tokens.length;
     this.totals.acceptedTokens += accepted;
     this.lastSource = draft.source;
-    if (draft.source === "prediction" && this.prediction) {
-      this.prediction.accepted += accepted;
-      this.prediction.rejected += draft.tokens.length - accepted;
+    if (draft.source === "prediction") {
+      this.predicted.accepted += accepted;
+      this.predicted.rejected += draft.tokens.length - accepted;
     }
   }
 
@@ -95,8 +121,8 @@ export class RequestSpeculation {
    * computed and are not in the output, so for the prediction they count as rejected.
    */
   undeliver(count: number): void {
-    if (count <= 0 || this.lastSource !== "prediction" || !this.prediction) return;
-    this.prediction.accepted -= count;
-    this.prediction.rejected += count;
+    if (count <= 0 || this.lastSource !== "prediction") return;
+    this.predicted.accepted -= count;
+    this.predicted.rejected += count;
   }
 }

@@ -22,6 +22,8 @@ export interface StepBudgetOptions {
   targets: TargetsByTier;
   /** Cells a sequence holds: a draft never reaches past them. */
   cellsPerSequence: number;
+  /** This step verifies a short draft even where the cost model says drafts do not pay. */
+  exploreDrafts?: boolean;
 }
 
 /** What the last planned step was allowed and what it carried, for /health. */
@@ -118,7 +120,7 @@ export function fillBatch(
   const floor = counts.size === 0 && !Number.isFinite(lowerMs) ? prompts.find((r) => limit(r) > 0) : undefined;
   if (floor) give(floor, Math.min(options.minChunk, limit(floor), tokensLeft));
   // Drafts last, in what the step's time and tokens have left (core/draft-budget.ts).
-  const drafts = planDrafts(decoding, shape, { tokensLeft, cellsPerSequence: options.cellsPerSequence, budgetMs, lowerMs }, cost);
+  const drafts = planDrafts(decoding, shape, { tokensLeft, cellsPerSequence: options.cellsPerSequence, budgetMs, lowerMs, explore: options.exploreDrafts }, cost);
   for (const request of decoding) plan.add(request, 1, drafts.get(request));
   for (const [request, count] of counts) if (count > 0) plan.add(request, count);
   plan.full = tokensLeft === 0 || ordered.some((r) => r.pending === 1 && !decoding.includes(r)) || prompts.some((r) => (counts.get(r) ?? 0) < limit(r));

@@ -157,8 +157,10 @@ for (const name of opts.targets.split(",")) {
 // Embeddings last, on their own model: ours against llama-server --embeddings on the same GGUF.
 const embeddings = wanted.includes("embeddings") ? await compareEmbeddings({ threads: peer.threads, port: peer.port + 50, quick: opts.quick === true, targets: opts.targets.split(",") }) : null;
 
+/** console.table, leaving out a table with no rows (a run of some scenarios only). */
+const table = (rows: object[]) => rows.length > 0 && console.table(rows);
 const round = (n: number | null | undefined, d = 1) => (n === null || n === undefined || !Number.isFinite(n) ? null : Number(n.toFixed(d)));
-console.table(
+table(
   reports.map((r) => ({
     target: r.target,
     scenario: r.scenario,
@@ -203,7 +205,7 @@ const ratios = {
   "same binaries: multiturn TTFT turns 2+": ratio(ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("llama-server-our-binaries", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
   "random c16 out tok/s, speculation auto vs off (target >= 0.98)": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("switchyard-spec-off", C16_NAME)),
   "random c1 out tok/s, speculation auto vs off (target >= 1.0)": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("switchyard-spec-off", C1_NAME)),
-  ...(edit?.ratios(["llama-server", "llama-server-ngram-simple", "llama-server-ngram-mod"]) ?? {}),
+  ...(edit?.ratios() ?? {}),
   "c16 TTFT p50 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.ttftMs.p50, peerOf(C16_NAME)?.ttftMs.p50),
   "c16 ITL p99 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.itlMs.p99, peerOf(C16_NAME)?.itlMs.p99),
   "c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("llama-server", C1_NAME)),
@@ -231,7 +233,7 @@ const ratios = {
 // Where our step loop's time goes, per step (ms): llama_decode, sampling, the messages to and from
 // the runner thread, the main thread's planning and post-processing (the runner idles meanwhile),
 // and what is left of the shards' wall time (idle, or waiting for the main thread: HTTP, SSE, GC).
-console.table(
+table(
   reports
     .filter((r) => r.engine && r.engine.steps > 0)
     .map((r) => {
@@ -251,7 +253,7 @@ console.table(
     }),
 );
 // Each tier's latencies wherever a scenario mixed tiers (or ran one alone).
-console.table(
+table(
   reports.flatMap((r) =>
     Object.entries(r.byTier ?? {}).map(([tier, t]) => ({
       target: r.target,
@@ -269,15 +271,18 @@ if (edit) {
   const exact = edit.exactness();
   if (exact) {
     console.log(`edit, temperature-0 outputs against ${exact.reference}:`);
-    console.table(exact.rows.map(({ firstMismatch, ...row }) => ({ ...row, "first mismatch": firstMismatch ? `${firstMismatch.id} @${firstMismatch.at}` : "" })));
+    console.table(exact.rows.map(({ firstMismatch, mismatched, ...row }) => ({ ...row, "first mismatch": firstMismatch ? `${firstMismatch.id} @${firstMismatch.at}` : "" })));
   }
+  const best = edit.toJSON().bestPeer;
+  if (best.c1 || best.c8) console.log(`edit: llama-server's best --spec-type at c1: ${best.c1 ?? "-"}, at c8: ${best.c8 ?? "-"} (llama-server is --spec-type none)`);
   const refused = edit.passes.find((p) => p.report.firstError);
   if (refused) console.log(`edit: ${refused.report.target} refused requests: ${refused.report.firstError}`);
 }
 const rssOver = (ours(C16_NAME)?.peakRssMb ?? NaN) - (peerOf(C16_NAME)?.peakRssMb ?? NaN);
 const flexFailed = ours("mixed 20/50/30 saturating")?.byTier.flex?.failed;
-console.table(Object.entries(ratios).map(([what, value]) => ({ what, ratio: value })));
-console.log(`server RSS at c16, ours minus llama-server's (target <= 300 MB): ${round(rssOver, 0)} MB`);
+// The ratios this run measured (the JSON has them all, null where a side did not run).
+table(Object.entries(ratios).filter(([, value]) => value !== null).map(([what, value]) => ({ what, ratio: value })));
+if (Number.isFinite(rssOver)) console.log(`server RSS at c16, ours minus llama-server's (target <= 300 MB): ${round(rssOver, 0)} MB`);
 const batchLines = ours(MIXED_BATCH)?.batchLinesDone;
 if (batchLines !== undefined) console.log(`batch lines answered underneath the tier mix: ${batchLines}`);
 if (flexFailed !== undefined) console.log(`flex requests failed in the saturating mix (target 0 before their wait limit): ${flexFailed}`);
@@ -300,6 +305,7 @@ writeFileSync(
   barChartPng(`${opts.model}, ${peer.threads} threads`, [
     ...byScenario.map((s) => ({ title: s, unit: "out tok/s", bars: reports.filter((r) => r.scenario === s).map((r) => ({ label: r.target, value: r.outputTokensPerS })) })),
     ...byScenario.map((s) => ({ title: s, unit: "TTFT p50 ms", bars: reports.filter((r) => r.scenario === s).map((r) => ({ label: r.target, value: r.ttftMs.p50 })) })),
+    ...(edit ? [1, 8].map((c) => ({ title: `edit pass c${c}`, unit: "out tok/s", bars: edit.passes.filter((p) => p.report.pass === "edit" && p.report.concurrency === c).map(({ report: r }) => ({ label: `${r.target}${r.prediction && r.target.startsWith("switchyard") ? " +prediction" : ""}`, value: r.outputTokensPerS })) })) : []),
   ]),
 );
 console.log(`wrote ${opts.out}.json and ${opts.out}.png`);

@@ -9,9 +9,13 @@
  * of the engine, not of the model's obedience. At temperature 0 the edit pass's output is the
  * first answer again, and the prediction differs from it only on the altered lines.
  *
- * Each target's passes run after a priming pass (the same prompts, max_tokens 1), so every
- * target starts the measured passes with the prompts in whatever prompt cache it keeps, as an
- * editor re-sending a file would find them. Each pass runs at c1 (one request at a time) and c8.
+ * Every pass runs right after a priming pass at its concurrency (the same prompts, max_tokens 1),
+ * so each starts with the prompts in whatever prompt cache the target keeps, as an editor
+ * re-sending a file would find them, and passes of one target start from the same cache state.
+ * How much of it survives 24 documents depends on the server's cache (see "cache hit").
+ *
+ * Output tokens are completion_tokens less rejected_prediction_tokens: OpenAI counts (and bills)
+ * rejected prediction tokens as completion tokens, though they are not in the output.
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -23,6 +27,8 @@ import { seededRandom, summarize, type Summary } from "./load/stats.js";
 const DOCS_DIR = join(import.meta.dirname, "edit-docs");
 export const EDIT_CONCURRENCIES = [1, 8] as const;
 const MAX_TOKENS = 1024;
+/** llama-server with each --spec-type (bench/compare.ts starts them; "llama-server" is its default, none): the peer is the best of them. */
+export const EDIT_PEERS = ["llama-server", "llama-server-ngram-simple", "llama-server-ngram-mod"];
 
 export interface EditDoc {
   id: string;
@@ -86,6 +92,18 @@ export function alterPrediction(answer: string, id: string): { text: string; alt
   return { text: lines.join("\n"), alteredLines: [...chosen].sort((a, b) => a - b) };
 }
 
+export interface ExactnessRow {
+  target: string;
+  prediction: boolean;
+  concurrency: number;
+  compared: number;
+  mismatches: number;
+  /** The documents whose output differs. */
+  mismatched: string[];
+  /** The first difference: the document, the character offset, and the text around it on each side. */
+  firstMismatch: { id: string; at: number; reference: string; output: string } | null;
+}
+
 /** A target's way through the scenario: which edit passes it runs. */
 export interface EditVariant {
   /** Sends `prediction` (llama-server receives it and ignores it). */
@@ -103,7 +121,10 @@ export interface EditPassReport {
   /** The first refusal's message, e.g. a 400 naming `prediction`. */
   firstError?: string;
   durationS: number;
+  /** Tokens in the outputs: completion_tokens less rejected_prediction_tokens. */
   outputTokens: number;
+  /** usage.completion_tokens, summed (rejected prediction tokens included). */
+  completionTokens: number;
   /** Output tokens over the pass's wall time. */
   outputTokensPerS: number;
   /** Output tokens over the time after each request's first token, summed (c1: the decode rate). */
@@ -120,7 +141,7 @@ export interface EditPassReport {
   draftAcceptedTokens: number | null;
   /** Our /metrics vllm:spec_decode_* counters over the pass (all models and tiers), where exported. */
   specDecode: { drafts: number; draftTokens: number; acceptedTokens: number } | null;
-  /** Per document: output tokens and whether the text equals the reference (see `exactness`). */
+  /** Per document: output tokens (as above), time to first token and to the end, prediction counts. */
   perDocument: Array<{ id: string; ok: boolean; outputTokens: number; ttftMs: number | null; e2eMs: number; accepted: number | null; rejected: number | null }>;
 }
 
@@ -141,12 +162,11 @@ export class EditBench {
     this.docs = loadEditDocs(documents);
   }
 
-  /** Primes the prompt cache, makes the first answers if no target has yet, then runs each variant at c1 and c8. */
+  /** Makes the first answers if no target has yet, then runs each variant at c1 and c8, each pass after a priming pass. */
   async runTarget(target: Target, variants: EditVariant[], log: (line: string) => void): Promise<void> {
-    log(`${target.name}: edit, priming ${this.docs.length} prompts...`);
-    await this.pass(target, { prediction: null, concurrency: 1, maxTokens: 1 });
     if (!this.firstAnswers) {
       log(`${target.name}: edit, first pass...`);
+      await this.prime(target, 1);
       const first = await this.pass(target, { prediction: null, concurrency: 1, maxTokens: MAX_TOKENS });
       log(`  ${summaryLine(first.report)}`);
       this.passes.push({ report: { ...first.report, pass: "first" }, outputs: first.outputs });
@@ -154,9 +174,10 @@ export class EditBench {
       this.firstAnswers = first.outputs.map((o) => o ?? "");
       this.predictions = this.firstAnswers.map((answer, i) => alterPrediction(answer, this.docs[i]!.id));
     }
-    for (const variant of variants) {
-      for (const concurrency of EDIT_CONCURRENCIES) {
+    for (const concurrency of EDIT_CONCURRENCIES) {
+      for (const variant of variants) {
         log(`${target.name}: edit pass c${concurrency}${variant.prediction ? " with prediction" : ""}...`);
+        await this.prime(target, concurrency);
         const run = await this.pass(target, { prediction: variant.prediction ? this.predictions!.map((p) => p.text) : null, concurrency, maxTokens: MAX_TOKENS });
         this.passes.push(run);
         log(`  ${summaryLine(run.report)}`);
@@ -164,8 +185,14 @@ export class EditBench {
     }
   }
 
+  /** The pass's prompts with max_tokens 1, unmeasured (a refusal shows again in the pass that follows). */
+  private async prime(target: Target, concurrency: number): Promise<void> {
+    await this.pass(target, { prediction: null, concurrency, maxTokens: 1 });
+  }
+
   private async pass(target: Target, p: { prediction: string[] | null; concurrency: number; maxTokens: number }): Promise<PassRun> {
-    const before = await specDecodeCounters(target);
+    // A counter appears in /metrics once it has counted: none before means zero.
+    const before = (await specDecodeCounters(target)) ?? { drafts: 0, draftTokens: 0, acceptedTokens: 0 };
     const results: RequestResult[] = new Array(this.docs.length);
     const started = performance.now();
     let next = 0;
@@ -185,17 +212,18 @@ export class EditBench {
     );
     const durationS = (performance.now() - started) / 1000;
     const after = await specDecodeCounters(target);
-    const ok = results.filter((r) => r.ok);
-    const refused = results.find((r) => !r.ok);
-    const failed: Record<string, number> = {};
-    for (const r of results.filter((x) => !x.ok)) failed[r.errorCode ?? String(r.status)] = (failed[r.errorCode ?? String(r.status)] ?? 0) + 1;
-    const outputTokens = ok.reduce((a, r) => a + r.outputTokens, 0);
-    const decodeMs = ok.reduce((a, r) => a + (r.e2eMs - (r.ttftMs ?? r.e2eMs)), 0);
-    const cached = ok.filter((r) => r.cachedTokens !== undefined);
     const details = (r: RequestResult, field: string): number | null => {
       const value = (r.usage?.completion_tokens_details as Record<string, unknown> | undefined)?.[field];
       return typeof value === "number" ? value : null;
     };
+    const ok = results.filter((r) => r.ok);
+    const refused = results.find((r) => !r.ok);
+    const failed: Record<string, number> = {};
+    for (const r of results.filter((x) => !x.ok)) failed[r.errorCode ?? String(r.status)] = (failed[r.errorCode ?? String(r.status)] ?? 0) + 1;
+    const outputOf = (r: RequestResult) => r.outputTokens - (details(r, "rejected_prediction_tokens") ?? 0);
+    const outputTokens = ok.reduce((a, r) => a + outputOf(r), 0);
+    const decodeMs = ok.reduce((a, r) => a + (r.e2eMs - (r.ttftMs ?? r.e2eMs)), 0);
+    const cached = ok.filter((r) => r.cachedTokens !== undefined);
     const timing = (r: RequestResult, field: string): number | null => (typeof r.timings?.[field] === "number" ? (r.timings[field] as number) : null);
     const sum = (values: Array<number | null>) => (values.some((v) => v !== null) ? values.reduce<number>((a, v) => a + (v ?? 0), 0) : null);
     const report: EditPassReport = {
@@ -209,6 +237,7 @@ export class EditBench {
       ...(refused ? { firstError: `${refused.status} ${refused.errorMessage ?? refused.errorCode}` } : {}),
       durationS,
       outputTokens,
+      completionTokens: ok.reduce((a, r) => a + r.outputTokens, 0),
       outputTokensPerS: outputTokens / durationS,
       decodeTokensPerS: decodeMs > 0 ? outputTokens / (decodeMs / 1000) : NaN,
       ttftMs: summarize(ok.filter((r) => r.ttftMs !== undefined).map((r) => r.ttftMs!)),
@@ -218,11 +247,11 @@ export class EditBench {
       rejectedPredictionTokens: sum(ok.map((r) => details(r, "rejected_prediction_tokens"))),
       draftTokens: sum(ok.map((r) => timing(r, "draft_n"))),
       draftAcceptedTokens: sum(ok.map((r) => timing(r, "draft_n_accepted"))),
-      specDecode: before && after ? { drafts: after.drafts - before.drafts, draftTokens: after.draftTokens - before.draftTokens, acceptedTokens: after.acceptedTokens - before.acceptedTokens } : null,
+      specDecode: after ? { drafts: after.drafts - before.drafts, draftTokens: after.draftTokens - before.draftTokens, acceptedTokens: after.acceptedTokens - before.acceptedTokens } : null,
       perDocument: results.map((r, i) => ({
         id: this.docs[i]!.id,
         ok: r.ok,
-        outputTokens: r.outputTokens,
+        outputTokens: outputOf(r),
         ttftMs: r.ttftMs ?? null,
         e2eMs: r.e2eMs,
         accepted: details(r, "accepted_prediction_tokens"),
@@ -237,11 +266,12 @@ export class EditBench {
   }
 
   /**
-   * Temperature-0 outputs of every pass of ours against the reference: our edit pass with
-   * speculation off at c1 (or, without that target, the first pass, the same requests). Peers'
-   * passes are counted too, for information: a different server may round differently.
+   * Temperature-0 outputs of every pass against the reference: our edit pass with speculation off
+   * at c1 (or, without that target, the first pass: the same requests). Speculation off at c8 shows
+   * what batching alone changes (a sequence's logits may round differently in a larger batch).
+   * Peers' passes are compared too, for information: a different server may round differently.
    */
-  exactness(): { reference: string; rows: Array<{ target: string; prediction: boolean; concurrency: number; compared: number; mismatches: number; firstMismatch: { id: string; at: number; reference: string; output: string } | null }> } | null {
+  exactness(): { reference: string; rows: ExactnessRow[] } | null {
     const off = this.find("switchyard-spec-off", false, 1);
     const reference = off ? off.outputs : this.firstAnswers;
     if (!reference) return null;
@@ -250,47 +280,60 @@ export class EditBench {
       .map((p) => {
         let compared = 0;
         let mismatches = 0;
-        let firstMismatch: { id: string; at: number; reference: string; output: string } | null = null;
+        let firstMismatch: ExactnessRow["firstMismatch"] = null;
+        const mismatched: string[] = [];
         p.outputs.forEach((output, i) => {
           const expected = reference[i];
           if (output === null || expected === null || expected === undefined) return;
           compared++;
           if (output === expected) return;
           mismatches++;
+          mismatched.push(this.docs[i]!.id);
           let at = 0;
           while (at < output.length && output[at] === expected[at]) at++;
           firstMismatch ??= { id: this.docs[i]!.id, at, reference: expected.slice(Math.max(0, at - 40), at + 80), output: output.slice(Math.max(0, at - 40), at + 80) };
         });
-        return { target: p.report.target + (p.report.pass === "first" ? " (first pass)" : ""), prediction: p.report.prediction, concurrency: p.report.concurrency, compared, mismatches, firstMismatch };
+        return { target: p.report.target + (p.report.pass === "first" ? " (first pass)" : ""), prediction: p.report.prediction, concurrency: p.report.concurrency, compared, mismatches, mismatched, firstMismatch };
       });
     return { reference: off ? "switchyard-spec-off, edit pass c1" : `${this.firstPassTarget}, first pass`, rows };
   }
 
-  /** The issue's targets for this scenario, as ratios; null where a side did not run. `peers`: llama-server targets to take the best of. */
-  ratios(peers: string[]): Record<string, number | null> {
-    const rate = (target: string, prediction: boolean, concurrency: number) => {
-      const pass = this.find(target, prediction, concurrency);
-      return pass && pass.report.completed === pass.report.documents ? pass.report.outputTokensPerS : undefined;
-    };
-    const bestPeer = (concurrency: number) => {
-      // llama-server ignores `prediction`; its passes are sent with it.
-      const rated = peers.map((name) => ({ name, rate: rate(name, true, concurrency) ?? rate(name, false, concurrency) })).filter((r) => r.rate !== undefined);
-      return rated.sort((a, b) => b.rate! - a.rate!)[0];
-    };
+  /** A pass's output tok/s, where every request of it was answered. */
+  private rate(target: string, prediction: boolean, concurrency: number): number | undefined {
+    const pass = this.find(target, prediction, concurrency);
+    return pass && pass.report.completed === pass.report.documents ? pass.report.outputTokensPerS : undefined;
+  }
+
+  /** The fastest of the llama-server targets at a concurrency (its passes carry `prediction`, which it ignores). */
+  bestPeer(concurrency: number, peers = EDIT_PEERS): { name: string; rate: number } | undefined {
+    const rated = peers.map((name) => ({ name, rate: this.rate(name, true, concurrency) ?? this.rate(name, false, concurrency) })).filter((r): r is { name: string; rate: number } => r.rate !== undefined);
+    return rated.sort((a, b) => b.rate - a.rate)[0];
+  }
+
+  /** The issue's targets for this scenario, as ratios; null where a side did not run. */
+  ratios(): Record<string, number | null> {
+    const rate = this.rate.bind(this);
     const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? Number((a / b).toFixed(2)) : null);
-    const peer1 = bestPeer(1);
-    const peer8 = bestPeer(8);
+    const peer1 = this.bestPeer(1);
+    const peer8 = this.bestPeer(8);
     const exact = this.exactness();
-    const ours = exact?.rows.filter((r) => r.target.startsWith("switchyard")) ?? [];
+    /** Documents whose output differs from the reference in any of these passes of "switchyard" (auto, with or without prediction). */
+    const differing = (concurrency: number) => {
+      const rows = exact?.rows.filter((r) => r.target === "switchyard" && r.concurrency === concurrency) ?? [];
+      return rows.length ? new Set(rows.flatMap((r) => r.mismatched)).size : null;
+    };
+    const offAtC8 = exact?.rows.find((r) => r.target === "switchyard-spec-off" && r.concurrency === 8);
     return {
       "edit c1 out tok/s: prediction vs speculation off (target >= 2.0)": ratio(rate("switchyard", true, 1), rate("switchyard-spec-off", false, 1)),
-      [`edit c1 out tok/s: prediction vs llama-server's best, ${peer1?.name ?? "none"} (target >= 1.3)`]: ratio(rate("switchyard", true, 1), peer1?.rate),
-      [`edit c8 out tok/s: prediction vs llama-server's best, ${peer8?.name ?? "none"} (target >= 1.2)`]: ratio(rate("switchyard", true, 8), peer8?.rate),
+      "edit c1 out tok/s: prediction vs llama-server's best --spec-type (target >= 1.3)": ratio(rate("switchyard", true, 1), peer1?.rate),
+      "edit c8 out tok/s: prediction vs llama-server's best --spec-type (target >= 1.2)": ratio(rate("switchyard", true, 8), peer8?.rate),
       "edit c1 out tok/s: auto, no prediction, vs speculation off": ratio(rate("switchyard", false, 1), rate("switchyard-spec-off", false, 1)),
       "edit c8 out tok/s: auto, no prediction, vs speculation off": ratio(rate("switchyard", false, 8), rate("switchyard-spec-off", false, 8)),
       "edit c1 out tok/s: auto, no prediction, vs llama-server's best": ratio(rate("switchyard", false, 1), peer1?.rate),
       "edit c8 out tok/s: auto, no prediction, vs llama-server's best": ratio(rate("switchyard", false, 8), peer8?.rate),
-      "edit, temperature 0: our outputs differing from the reference, all passes (target 0)": exact && ours.length ? ours.reduce((a, r) => a + r.mismatches, 0) : null,
+      "edit, temperature 0, c1: documents whose output, auto or with prediction, differs from speculation off (target 0)": differing(1),
+      "edit, temperature 0, c8: documents whose output, auto or with prediction, differs from speculation off at c1": differing(8),
+      "edit, temperature 0: documents whose output with speculation off differs at c8 from c1 (batching alone)": offAtC8 ? offAtC8.mismatches : null,
     };
   }
 
@@ -316,6 +359,7 @@ export class EditBench {
 
   toJSON() {
     return {
+      bestPeer: { c1: this.bestPeer(1)?.name ?? null, c8: this.bestPeer(8)?.name ?? null },
       documents: this.docs.map((d, i) => ({ id: d.id, kind: d.kind, instruction: d.instruction, alteredLines: this.predictions?.[i]?.alteredLines ?? null })),
       maxTokens: MAX_TOKENS,
       firstPassTarget: this.firstPassTarget,

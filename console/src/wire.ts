@@ -94,4 +94,6 @@ export interface ChatUsage {
   total_tokens: number;
   estimated_cost?: Exact;
   prompt_tokens_details?: { cached_tokens?: number };
+  /** Rejected prediction tokens are in completion_tokens (billed), not in the answer. */
+  completion_tokens_details?: { reasoning_tokens?: number; accepted_prediction_tokens?: number; rejected_prediction_tokens?: number };
 }

@@ -132,24 +132,10 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
       perAccount: env.SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT ?? 1024,
       keepAliveTimeoutMs: env.SWITCHYARD_KEEP_ALIVE_TIMEOUT_MS ?? 72_000,
     },
-    parallel: env.SWITCHYARD_PARALLEL ?? 8,
-    maxWaiting: env.SWITCHYARD_MAX_WAITING ?? 256,
-    threads: env.SWITCHYARD_THREADS ?? 0,
-    shards: env.SWITCHYARD_SHARDS ?? 0,
-    maxContext: env.SWITCHYARD_MAX_CONTEXT ?? 8192,
-    flexMaxWaitMs: env.SWITCHYARD_FLEX_MAX_WAIT_MS ?? 10 * 60 * 1000,
-    stallTimeoutMs: env.SWITCHYARD_STALL_TIMEOUT_MS ?? 120_000,
     keyCacheMs: env.SWITCHYARD_KEY_CACHE_MS ?? 1000,
     streamBufferBytes: env.SWITCHYARD_STREAM_BUFFER_BYTES ?? 64 * 1024,
     streamPauseTimeoutMs: env.SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS ?? 60_000,
-    streamPauseGraceMs: env.SWITCHYARD_STREAM_PAUSE_GRACE_MS ?? 3000,
-    prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
-    speculation: (env.SWITCHYARD_SPECULATION ?? "auto").toLowerCase(),
-    stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
-    targets: {
-      priority: { ttftMs: env.SWITCHYARD_PRIORITY_TTFT_MS ?? 1000, itlMs: env.SWITCHYARD_PRIORITY_ITL_MS ?? 50 },
-      standard: { ttftMs: env.SWITCHYARD_STANDARD_TTFT_MS ?? 5000, itlMs: env.SWITCHYARD_STANDARD_ITL_MS ?? 300 },
-    },
+    ...engineSettings(env),
     models: list(flags.models ?? env.SWITCHYARD_MODELS),
     databaseUrl: env.SWITCHYARD_DATABASE_URL || undefined,
     adminKey: env.SWITCHYARD_ADMIN_KEY || undefined,
@@ -176,6 +162,27 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     throw new Error(`Invalid setting '${issue.path.join(".")}': ${issue.message}`);
   }
   return parsed.data;
+}
+
+/** The embedded engine's settings (apart, to keep loadSettings short). */
+function engineSettings(env: NodeJS.ProcessEnv) {
+  return {
+    parallel: env.SWITCHYARD_PARALLEL ?? 8,
+    maxWaiting: env.SWITCHYARD_MAX_WAITING ?? 256,
+    threads: env.SWITCHYARD_THREADS ?? 0,
+    shards: env.SWITCHYARD_SHARDS ?? 0,
+    maxContext: env.SWITCHYARD_MAX_CONTEXT ?? 8192,
+    flexMaxWaitMs: env.SWITCHYARD_FLEX_MAX_WAIT_MS ?? 10 * 60 * 1000,
+    stallTimeoutMs: env.SWITCHYARD_STALL_TIMEOUT_MS ?? 120_000,
+    streamPauseGraceMs: env.SWITCHYARD_STREAM_PAUSE_GRACE_MS ?? 3000,
+    prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
+    speculation: (env.SWITCHYARD_SPECULATION ?? "auto").toLowerCase(),
+    stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
+    targets: {
+      priority: { ttftMs: env.SWITCHYARD_PRIORITY_TTFT_MS ?? 1000, itlMs: env.SWITCHYARD_PRIORITY_ITL_MS ?? 50 },
+      standard: { ttftMs: env.SWITCHYARD_STANDARD_TTFT_MS ?? 5000, itlMs: env.SWITCHYARD_STANDARD_ITL_MS ?? 300 },
+    },
+  };
 }
 
 /** The Files and Batch APIs' and stored objects' settings (apart, to keep loadSettings short). */

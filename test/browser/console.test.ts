@@ -161,6 +161,28 @@ describe("web console (/console) in Chromium", () => {
     await page.click("button[aria-label=Close]");
   });
 
+  test("a prediction (Predicted Outputs) of the answer comes back accepted, and the stats say how much", async () => {
+    const lastStats = "li.message-assistant:last-of-type [data-testid=answer-stats]";
+    const regenerate = async () => {
+      const old = await page.locator(lastStats).elementHandle();
+      await page.locator("li.message-assistant button:has-text('Regenerate')").last().click();
+      // The old answer's stats go with it; the new answer's come when it is complete.
+      await page.waitForFunction((element) => !element?.isConnected, old, { timeout: ANSWER_TIMEOUT_MS });
+      await page.waitForSelector(lastStats, { timeout: ANSWER_TIMEOUT_MS });
+    };
+    await page.fill("input[name=temperature]", "0");
+    await page.fill("input[name=max_tokens]", "48");
+    await regenerate();
+    const answer = (await page.locator("li.message-assistant .message-text").last().textContent()) ?? "";
+    await page.fill("textarea[name=prediction]", answer);
+    await regenerate();
+    assert.equal((await page.locator("li.message-assistant .message-text").last().textContent()) ?? "", answer, "a prediction never changes the answer");
+    const stat = (await page.locator("li.message-assistant [data-stat=prediction]").last().textContent()) ?? "";
+    const accepted = Number(/^(\d+) accepted, (\d+) rejected$/.exec(stat)?.[1]);
+    assert.ok(accepted > 0, `the prediction was accepted: ${stat}`);
+    await page.fill("textarea[name=prediction]", "");
+  });
+
   test("the usage chart and table update, with the same total as /v1/usage", async () => {
     await page.click("a[href='#/usage']");
     await page.waitForSelector("[data-testid=usage-table] tbody tr td.num");

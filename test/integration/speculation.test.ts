@@ -10,6 +10,14 @@ import { startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
 // SWITCHYARD_SPECULATION=off, then one with auto (the default), on both chat models; every
 // request gets the same output from both, token for token at temperature 0 (with a grammar too,
 // and with a prediction that is right, edited, or wrong), and the same distribution when sampled.
+//
+// "The same" up to floating-point ties: llama.cpp's CPU kernels are not batch-invariant for some
+// weight types (Qwen2.5-Coder's Q4_K tensors take a 4-row gemm or a 1-row gemv; its Q5_0 and Q8_0
+// ones tinyBLAS for 2 rows or more, ggml's vec_dot for one), so a token's logits differ in the
+// last bits between a step that computes it alone and one that computes it with others: with
+// drafts after it, or beside another request (speculation off: a lone Qwen request and the same
+// request beside three others already part ways at a near-tie). Where the outputs differ, the
+// first differing token must be such a tie: within TIE nats of the one chosen without speculation.
 
 const QWEN = "Qwen/Qwen2.5-Coder-0.5B-Instruct";
 const MODELS = [SMOLLM2, QWEN];
@@ -52,6 +60,24 @@ const CASES: Array<{ name: string; body: Body; predictions: Array<(answer: strin
   },
   { name: "tools", body: { messages: [{ role: "user", content: "What is the weather in Paris?" }], max_tokens: 60, tools: [weather], tool_choice: "required" }, predictions: [] },
 ];
+
+/** Log probabilities this close count as a tie that the last bits of a batch's arithmetic may break either way. */
+const TIE = 0.02;
+
+/**
+ * The answers agree: identical, or apart from a first differing token that is a tie in the
+ * expected answer's log probabilities. Returns whether they were identical.
+ */
+function agreeUpToTies(actual: OpenAI.ChatCompletion, expected: OpenAI.ChatCompletion, label: string): boolean {
+  if (JSON.stringify(outcome(actual)) === JSON.stringify(outcome(expected))) return true;
+  const want = expected.choices[0]!.logprobs?.content ?? [];
+  const got = actual.choices[0]!.logprobs?.content ?? [];
+  const at = want.findIndex((token, i) => got[i]?.token !== token.token);
+  assert.ok(at >= 0 && got[at], `${label}: the outputs differ, but not in their tokens:\n${JSON.stringify(outcome(actual))}\n${JSON.stringify(outcome(expected))}`);
+  const alternative = want[at]!.top_logprobs.find((t) => t.token === got[at]!.token);
+  assert.ok(alternative && want[at]!.logprob - alternative.logprob <= TIE, `${label}: token ${at} is ${JSON.stringify(got[at]!.token)} instead of ${JSON.stringify(want[at]!.token)}, which was not a tie (${JSON.stringify(want[at]!.top_logprobs)})`);
+  return false;
+}
 
 /** What an answer is made of, for comparison: text, tool calls, finish reason. */
 function outcome(reply: OpenAI.ChatCompletion) {
@@ -168,7 +194,7 @@ describe("speculative decoding on the real models", () => {
   const off = new Map<string, OpenAI.ChatCompletion>();
   let server: RunningServer;
   let client: OpenAI;
-  const ask = (c: OpenAI, model: string, body: Body) => c.chat.completions.create({ model, temperature: 0, ...body } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+  const ask = (c: OpenAI, model: string, body: Body) => c.chat.completions.create({ model, temperature: 0, logprobs: true, top_logprobs: 3, ...body } as OpenAI.ChatCompletionCreateParamsNonStreaming);
 
   before(async () => {
     const baseline = await startServer({ models: MODELS, env: { SWITCHYARD_SPECULATION: "off" } });
@@ -186,18 +212,24 @@ describe("speculative decoding on the real models", () => {
   });
 
   for (const model of MODELS) {
-    test(`${model}: temperature 0 gives the same output with speculation as without, with or without a prediction, grammar or not`, async () => {
+    test(`${model}: temperature 0 gives the same output with speculation as without, with or without a prediction, grammar or not`, async (t) => {
       const before = await speculation(server);
+      let identical = 0;
+      let compared = 0;
       for (const c of CASES) {
         const expected = off.get(`${model} ${c.name}`)!;
         const answer = expected.choices[0]!.message.content ?? "";
         const bodies = [c.body, ...c.predictions.map((predict) => ({ ...c.body, prediction: { type: "content" as const, content: predict(answer) } }))];
         for (const [i, body] of bodies.entries()) {
-          assert.deepEqual(outcome(await ask(client, model, body)), outcome(expected), `${model}, ${c.name}${i > 0 ? `, prediction ${i}` : ""}`);
+          compared++;
+          if (agreeUpToTies(await ask(client, model, body), expected, `${model}, ${c.name}${i > 0 ? `, prediction ${i}` : ""}`)) identical++;
         }
       }
       const after = await speculation(server);
       assert.ok(after.accepted > before.accepted, `drafts were verified and accepted (${after.draft - before.draft} drafted, ${after.accepted - before.accepted} accepted)`);
+      t.diagnostic(`${identical} of ${compared} answers identical, the others apart from a tie`);
+      // SmolLM2's Q4_1 weights take the same kernel whatever the batch: no tie can break there.
+      if (model === SMOLLM2) assert.equal(identical, compared, "every SmolLM2 answer is identical");
     });
   }
 

@@ -53,6 +53,14 @@ function Stats({ stats }: { stats: AnswerStats }) {
       <dd data-stat="cached">{usage?.prompt_tokens_details?.cached_tokens ?? 0}</dd>
       <dt>completion</dt>
       <dd data-stat="completion">{usage?.completion_tokens ?? "–"}</dd>
+      {usage?.completion_tokens_details?.accepted_prediction_tokens || usage?.completion_tokens_details?.rejected_prediction_tokens ? (
+        <>
+          <dt>prediction</dt>
+          <dd data-stat="prediction">
+            {usage.completion_tokens_details.accepted_prediction_tokens ?? 0} accepted, {usage.completion_tokens_details.rejected_prediction_tokens ?? 0} rejected
+          </dd>
+        </>
+      ) : null}
       <dt>cost</dt>
       <dd data-stat="cost">{usage?.estimated_cost !== undefined ? `$${String(usage.estimated_cost)}` : "–"}</dd>
       <dt>TTFT</dt>

@@ -63,6 +63,10 @@ export function SettingsPanel({ settings, models, onChange }: { settings: Settin
         </select>
       </label>
       {settings.jsonMode !== "off" && !jsonCapable ? <p class="warn small">This model is not tagged JSON; the API will refuse.</p> : null}
+      <label>
+        Prediction <span class="muted small">(Predicted Outputs: the text you expect back, e.g. the file before your edit)</span>
+        <textarea rows={4} class="mono" value={settings.prediction} onInput={set("prediction")} name="prediction" spellcheck={false} />
+      </label>
       {settings.jsonMode === "json_schema" ? (
         <label>
           Schema

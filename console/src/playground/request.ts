@@ -10,6 +10,8 @@ export interface Settings {
   tier: "auto" | "default" | "priority" | "flex";
   jsonMode: "off" | "json_object" | "json_schema";
   schema: string;
+  /** Predicted Outputs: the text the answer is expected to be (an edited file, say); empty: none. */
+  prediction: string;
 }
 
 export interface Turn {
@@ -28,6 +30,7 @@ export const DEFAULT_SETTINGS: Settings = {
   tier: "auto",
   jsonMode: "off",
   schema: '{\n  "type": "object",\n  "properties": { "answer": { "type": "string" } },\n  "required": ["answer"]\n}',
+  prediction: "",
 };
 
 /** The request body; a setting that does not parse is a message for the user, before anything is sent. */
@@ -60,6 +63,7 @@ export function buildRequest(settings: Settings, turns: Turn[], stream: boolean)
     }
     body.response_format = { type: "json_schema", json_schema: { name: "answer", schema, strict: true } };
   }
+  if (settings.prediction !== "") body.prediction = { type: "content", content: settings.prediction };
   if (stream) {
     body.stream = true;
     body.stream_options = { include_usage: true };

@@ -58,7 +58,8 @@ export async function streamChat(
   }
   if (first !== null) {
     stats.ttftMs = first - started;
-    const completion = stats.usage?.completion_tokens;
+    // Rejected prediction tokens are billed as completion tokens but are not in the answer.
+    const completion = stats.usage && stats.usage.completion_tokens - (stats.usage.completion_tokens_details?.rejected_prediction_tokens ?? 0);
     // The first token's time is the prompt's; the rate is what came after it.
     if (completion && completion > 1 && last > first) stats.tokensPerSecond = ((completion - 1) * 1000) / (last - first);
   }

@@ -23,7 +23,7 @@ import { EditBench, type EditVariant } from "./edit.js";
 import { cpuDescription, cpuVariant, runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
 const TARGETS =
-  "switchyard,switchyard-spec-off,switchyard-priority-itl-100,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-ngram-simple,llama-server-ngram-mod,llama-server-our-binaries,llama-server-f16,llama-cpp-python";
+  "switchyard-spec-off,switchyard,switchyard-priority-itl-100,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-ngram-simple,llama-server-ngram-mod,llama-server-our-binaries,llama-server-f16,llama-cpp-python";
 const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")

@@ -7,7 +7,9 @@
  * same requests with `prediction` set to the first pass's answer with 1-3 lines altered (a seeded
  * rule, so every run and every target gets the same predictions): acceptance is then a property
  * of the engine, not of the model's obedience. At temperature 0 the edit pass's output is the
- * first answer again, and the prediction differs from it only on the altered lines.
+ * first answer again (up to rounding in other batch shapes, or on another server), and the
+ * prediction differs from it only on the altered lines. The first target to run makes the first
+ * pass (by default switchyard-spec-off).
  *
  * Every pass runs right after a priming pass at its concurrency (the same prompts, max_tokens 1),
  * so each starts with the prompts in whatever prompt cache the target keeps, as an editor

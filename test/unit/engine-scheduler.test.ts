@@ -185,6 +185,30 @@ describe("the engine's step scheduler", () => {
     assert.equal(tokensOf(plan, other), 60, "another account computes its whole prompt");
     assert.equal(tokensOf(plan, same), 10, "the same account reuses the 50 cached tokens");
   });
+
+  test("a prompt that shares only its start with a cached one copies that part into a spare sequence; the cached prompt stays whole", () => {
+    const s = scheduler(3, 512);
+    const finish = (r: EngineRequest) => {
+      s.enqueue(r);
+      while (r.computed < r.tokens.length - 1) step(s);
+      r.abortRequested = true;
+      step(s);
+    };
+    const document = request(300, "default", { cacheNamespace: "acct-a" });
+    finish(document);
+    // Another document after the same 100-token system prompt.
+    const another = request(300, "default", { cacheNamespace: "acct-a" });
+    another.tokens.splice(0, 300, ...document.tokens.slice(0, 100), ...Array.from({ length: 200 }, (_, i) => 30 + (i % 7)));
+    s.enqueue(another);
+    const plan = step(s);
+    assert.equal(tokensOf(plan, another), 200, "the shared 100 tokens are reused");
+    assert.ok(plan.ops.some((op) => op.op === "cp" && op.dst === another.sequence) && plan.ops.some((op) => op.op === "rm" && op.seq === another.sequence && op.from === 100));
+    // The first document again: all of it is still cached, in its own sequence.
+    const again = request(300, "default", { cacheNamespace: "acct-a" });
+    again.tokens.splice(0, 300, ...document.tokens.slice(0, 300));
+    s.enqueue(again);
+    assert.equal(tokensOf(step(s), again), 1, "only the last token (its logits) is computed again");
+  });
 });
 
 describe("a request whose caller is not reading", () => {

@@ -11,6 +11,12 @@ interface Sequence {
   lastUsed: number;
 }
 
+/**
+ * Copying a prefix between sequences copies a whole KV stream (llama.cpp copies streams whole), a
+ * few milliseconds: worth it to keep, and to reuse, at least this many cached tokens.
+ */
+const COPY_MIN_TOKENS = 64;
+
 export interface Taken {
   sequence: number;
   /** Leading tokens whose cells are already there. */
@@ -56,7 +62,13 @@ export class SequenceTable {
     return best;
   }
 
-  /** Takes an idle sequence: the best prefix match, else an empty one, else the least recently used. */
+  /**
+   * Takes an idle sequence: the best prefix match, else an empty one, else the least recently used.
+   * Where the best match holds a longer cached prefix than the request shares with it (another
+   * document after the same system prompt, say), taking it would throw that cache away: the shared
+   * part is copied into a spare sequence instead (an empty one, else the least recently used), and
+   * the cached one stays for its own next request.
+   */
   take(namespace: string | undefined, tokens: readonly Token[], ops: MemoryOp[]): Taken {
     const idle = this.sequences.filter((s) => !s.busy);
     if (idle.length === 0) throw new Error("no idle sequence to take");
@@ -68,13 +80,24 @@ export class SequenceTable {
       if (better) [chosen, reused] = [s, matched];
     }
     // The last token is computed again: its logits are what the first sample needs.
-    reused = Math.min(reused, tokens.length - 1);
+    reused = Math.max(0, Math.min(reused, tokens.length - 1));
+    const spare = chosen.held.length - reused >= COPY_MIN_TOKENS && reused >= COPY_MIN_TOKENS ? this.spare(idle, chosen) : undefined;
+    if (spare) {
+      chosen.lastUsed = ++this.clock;
+      ops.push({ op: "cp", src: chosen.id, dst: spare.id }, { op: "rm", seq: spare.id, from: reused });
+      chosen = spare;
+    } else if (chosen.held.length > reused) ops.push({ op: "rm", seq: chosen.id, from: reused });
     chosen.busy = true;
     chosen.lastUsed = ++this.clock;
-    if (chosen.held.length > reused) ops.push({ op: "rm", seq: chosen.id, from: Math.max(0, reused) });
     chosen.held = [];
     chosen.namespace = namespace;
-    return { sequence: chosen.id, reused: Math.max(0, reused) };
+    return { sequence: chosen.id, reused };
+  }
+
+  /** An idle sequence other than `keep` to copy a prefix into: an empty one, else the least recently used. */
+  private spare(idle: readonly Sequence[], keep: Sequence): Sequence | undefined {
+    const others = idle.filter((s) => s !== keep);
+    return others.find((s) => s.held.length === 0) ?? others.sort((a, b) => a.lastUsed - b.lastUsed)[0];
   }
 
   /** Gives a sequence back; with `keep`, its cells stay for the namespace's next prompts. */

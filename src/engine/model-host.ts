@@ -228,7 +228,7 @@ class ShardRouter {
       paused: all.reduce((n, s) => n + s.paused, 0),
       idleSequences: slots - tierTotal(running),
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
-      stepBudgets: all.map(({ budget, speculation }) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs, speculation })),
+      stepBudgets: all.map(({ budget, speculation }, i) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs, speculation, costModel: this.shards[i]!.scheduler.cost.coefficients })),
       engine: Object.fromEntries(
         (Object.keys(this.shards[0]!.counters) as (keyof StepCounters)[]).map((key) => [key, this.shards.reduce((n, shard) => n + shard.counters[key], 0)]),
       ) as unknown as StepCounters,

@@ -16,9 +16,7 @@ export interface DraftLimits {
   explore?: boolean;
 }
 
-/** Draft tokens an exploring step verifies. */
-const EXPLORE_TOKENS = 4;
-/** Only a draft at least this likely to be accepted is verified to explore. */
+/** Only a draft at least this likely to be accepted is verified whole to explore. */
 const EXPLORE_ACCEPTANCE = 0.5;
 
 /** The shape of `count` draft tokens verified after position `from`: each has logits, each is sampled. */
@@ -68,20 +66,23 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
       });
     }
   }
-  if (limits.explore && !candidates.some((c) => c.taken > 0)) explore(candidates, shape, cost);
+  if (limits.explore) explore(candidates, shape, cost);
   return new Map(candidates.filter((c) => c.taken > 0).map((c) => [c.request, { source: c.draft.source, tokens: c.draft.tokens.slice(0, c.taken) }]));
 }
 
 /**
- * A step that drafts nothing teaches the cost model nothing about drafts: once it has decided they
- * do not pay (on a busy moment, say), it would never see a step that shows otherwise. So now and
- * then the likeliest draft gets a few tokens anyway, within its time budget.
+ * The cost model learns what drafts cost only from the drafts it sees: having decided on short
+ * ones (or none, on a busy moment), it would never see a step that shows a long one pays, and the
+ * cost of draft tokens is hard to tell apart from that of attention when one stream's position
+ * and draft length move together. So now and then the likeliest draft is verified whole (up to
+ * MAX_DRAFT_PER_REQUEST), within its time budget.
  */
 function explore(candidates: Candidate[], base: StepShape, cost: StepCostModel): void {
   const best = candidates.filter((c) => c.acceptance >= EXPLORE_ACCEPTANCE).sort((a, b) => TIER_RANK[a.request.tier] - TIER_RANK[b.request.tier] || b.acceptance - a.acceptance)[0];
-  if (!best) return;
-  const count = Math.min(EXPLORE_TOKENS, best.draft.tokens.length);
-  if (cost.predict(addShapes(base, draftShape(best.request.computed, count))) <= best.withinMs) best.taken = count;
+  if (!best || best.taken >= best.draft.tokens.length) return;
+  const count = best.draft.tokens.length;
+  const extra = draftShape(best.request.computed + best.taken, count - best.taken);
+  if (cost.predict(addShapes(base, extra)) <= best.withinMs) best.taken = count;
 }
 
 /** Each decoding stream's draft, as long as its token limit and its cells allow. */

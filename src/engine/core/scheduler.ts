@@ -138,7 +138,7 @@ export class ShardScheduler {
     // whose caller is not reading (paused) sits out.
     const ordered = this.running.filter((r) => r.copyFrom === undefined && r.restoring === 0 && !r.paused).sort(this.policy.compareRunning);
     const budget = fillBatch(plan, ordered, { ...budgetOptions(this.options), exploreDrafts: this.drafting.exploring }, this.cost, computableTokens);
-    if (plan.batchSize > 0) this.drafting.planned(plan.drafts.size > 0);
+    if (plan.batchSize > 0) this.drafting.planned();
     if (plan.batchSize > 0) this.lastBudget = budget;
     this.lastPlan = plan;
     return plan;

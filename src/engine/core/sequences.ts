@@ -11,11 +11,13 @@ interface Sequence {
   lastUsed: number;
 }
 
+/** Cached tokens a take keeps by using a spare sequence rather than cutting a cached prompt short. */
+const KEEP_MIN_TOKENS = 64;
 /**
- * Copying a prefix between sequences copies a whole KV stream (llama.cpp copies streams whole), a
- * few milliseconds: worth it to keep, and to reuse, at least this many cached tokens.
+ * Copying a prefix between sequences copies a whole KV stream (llama.cpp copies streams whole):
+ * milliseconds, worth it for a shared prefix of at least this many tokens (a system prompt).
  */
-const COPY_MIN_TOKENS = 64;
+const COPY_MIN_TOKENS = 16;
 
 export interface Taken {
   sequence: number;
@@ -81,11 +83,16 @@ export class SequenceTable {
     }
     // The last token is computed again: its logits are what the first sample needs.
     reused = Math.max(0, Math.min(reused, tokens.length - 1));
-    const spare = chosen.held.length - reused >= COPY_MIN_TOKENS && reused >= COPY_MIN_TOKENS ? this.spare(idle, chosen) : undefined;
-    if (spare) {
+    // With nothing shared, the chosen one is already the one to give up (empty, else least recently used).
+    const spare = reused > 0 && chosen.held.length - reused >= KEEP_MIN_TOKENS ? this.spare(idle, chosen) : undefined;
+    if (spare && reused >= COPY_MIN_TOKENS) {
       chosen.lastUsed = ++this.clock;
       ops.push({ op: "cp", src: chosen.id, dst: spare.id }, { op: "rm", seq: spare.id, from: reused });
       chosen = spare;
+    } else if (spare) {
+      // Too short a shared part to be worth a copy: computed again in the spare.
+      [chosen, reused] = [spare, 0];
+      if (spare.held.length > 0) ops.push({ op: "rm", seq: spare.id, from: 0 });
     } else if (chosen.held.length > reused) ops.push({ op: "rm", seq: chosen.id, from: reused });
     chosen.busy = true;
     chosen.lastUsed = ++this.clock;

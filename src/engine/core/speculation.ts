@@ -15,7 +15,7 @@ const PRIOR_ACCEPTANCE: Record<DraftSource, number> = { prediction: 0.8, lookup:
 const PRIOR_WEIGHT = 4;
 /** Each verified draft token moves the shard's acceptance rate this much of the way. */
 const SHARD_RATE_STEP = 0.02;
-/** Steps in a row without a draft after which one step verifies a short draft anyway (draft-budget.ts `explore`). */
+/** One step in this many verifies its likeliest draft whole, whatever the cost model says (draft-budget.ts `explore`). */
 const EXPLORE_EVERY = 32;
 
 /** A shard's measured acceptance, per draft source: the prior of each new request's estimate, and /health's figure. */
@@ -23,18 +23,18 @@ export class ShardSpeculation {
   readonly rates: Record<DraftSource, number> = { ...PRIOR_ACCEPTANCE };
   draftTokens = 0;
   acceptedTokens = 0;
-  private stepsWithoutDraft = 0;
+  private steps = 0;
 
   constructor(readonly mode: SpeculationMode) {}
 
-  /** Whether the next step should verify a short draft whatever the cost model says, to keep measuring what drafts cost. */
+  /** Whether the next step should verify its likeliest draft whole, to keep measuring what drafts cost. */
   get exploring(): boolean {
-    return this.stepsWithoutDraft >= EXPLORE_EVERY;
+    return this.steps % EXPLORE_EVERY === EXPLORE_EVERY - 1;
   }
 
-  /** A step was planned, with or without drafts. */
-  planned(drafted: boolean): void {
-    this.stepsWithoutDraft = drafted ? 0 : this.stepsWithoutDraft + 1;
+  /** A step with tokens was planned. */
+  planned(): void {
+    this.steps++;
   }
 
   /** Draft tokens accepted of those verified on this shard (null: none verified yet). */

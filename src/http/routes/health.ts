@@ -44,12 +44,15 @@ function load(stats: BackendStats) {
 
 /**
  * A shard's last planned step: the time budget in force (null: nobody decoding), its tokens and
- * predicted time; and its speculative decoding since start (acceptance_rate null: nothing drafted yet).
+ * predicted time; the cost model's coefficients now (what drafting and chunk sizes are decided by); and its
+ * speculative decoding since start (acceptance_rate null: nothing drafted yet).
  */
 function stepBudget(b: ShardStepBudget) {
   const { draftTokens, acceptedTokens, acceptanceRate } = b.speculation;
   const speculation = { draft_tokens: draftTokens, accepted_tokens: acceptedTokens, acceptance_rate: acceptanceRate === null ? null : Number(acceptanceRate.toFixed(4)) };
-  return { step_budget_ms: b.budgetMs, step_budget_tokens: b.tokens, planned_step_ms: Number(b.plannedMs.toFixed(1)), speculation };
+  const [fixed, perSampled, perPrompt, per1kAttended] = b.costModel.map((ms) => Number(ms.toFixed(3)));
+  const costModel = { fixed_ms: fixed, per_sampled_token_ms: perSampled, per_prompt_token_ms: perPrompt, per_1k_attended_ms: per1kAttended };
+  return { step_budget_ms: b.budgetMs, step_budget_tokens: b.tokens, planned_step_ms: Number(b.plannedMs.toFixed(1)), cost_model: costModel, speculation };
 }
 
 /** The step loop's totals, so an operator (and the benchmark) can see where the time goes. */

@@ -194,18 +194,27 @@ describe("the engine's step scheduler", () => {
       r.abortRequested = true;
       step(s);
     };
-    const document = request(300, "default", { cacheNamespace: "acct-a" });
+    const document = request(600, "default", { cacheNamespace: "acct-a" });
     finish(document);
-    // Another document after the same 100-token system prompt.
-    const another = request(300, "default", { cacheNamespace: "acct-a" });
-    another.tokens.splice(0, 300, ...document.tokens.slice(0, 100), ...Array.from({ length: 200 }, (_, i) => 30 + (i % 7)));
+    // The same conversation's first 300 tokens, then another turn: the 300 are copied.
+    const another = request(400, "default", { cacheNamespace: "acct-a" });
+    another.tokens.splice(0, 400, ...document.tokens.slice(0, 300), ...Array.from({ length: 100 }, (_, i) => 30 + (i % 7)));
     s.enqueue(another);
     const plan = step(s);
-    assert.equal(tokensOf(plan, another), 200, "the shared 100 tokens are reused");
-    assert.ok(plan.ops.some((op) => op.op === "cp" && op.dst === another.sequence) && plan.ops.some((op) => op.op === "rm" && op.seq === another.sequence && op.from === 100));
+    assert.equal(tokensOf(plan, another), 100, "the shared 300 tokens are reused");
+    assert.ok(plan.ops.some((op) => op.op === "cp" && op.dst === another.sequence) && plan.ops.some((op) => op.op === "rm" && op.seq === another.sequence && op.from === 300));
+    // A third prompt sharing only a short start is computed again in the other spare.
+    const short = request(300, "default", { cacheNamespace: "acct-a" });
+    short.tokens.splice(0, 300, ...document.tokens.slice(0, 20), ...Array.from({ length: 280 }, (_, i) => 40 + (i % 5)));
+    s.enqueue(short);
+    const shortPlan = step(s);
+    assert.ok(!shortPlan.ops.some((op) => op.op === "cp"));
     // The first document again: all of it is still cached, in its own sequence.
-    const again = request(300, "default", { cacheNamespace: "acct-a" });
-    again.tokens.splice(0, 300, ...document.tokens.slice(0, 300));
+    another.abortRequested = true;
+    short.abortRequested = true;
+    step(s);
+    const again = request(600, "default", { cacheNamespace: "acct-a" });
+    again.tokens.splice(0, 600, ...document.tokens.slice(0, 600));
     s.enqueue(again);
     assert.equal(tokensOf(step(s), again), 1, "only the last token (its logits) is computed again");
   });

@@ -16,6 +16,14 @@ export interface DraftLimits {
   explore?: boolean;
 }
 
+/**
+ * A draft token must bring this much more than the step's average tokens per millisecond: the
+ * cost model's error (a busy moment, a shape it has seen little of) should not make a saturated
+ * step slower.
+ */
+const DRAFT_MARGIN = 1.2;
+/** Exploring is for small steps: with more streams decoding than this, a wrong guess costs them all. */
+const EXPLORE_MAX_STREAMS = 2;
 /** Only a draft at least this likely to be accepted is verified whole to explore. */
 const EXPLORE_ACCEPTANCE = 0.5;
 
@@ -40,7 +48,7 @@ interface Candidate {
  * step (every stream in it waits for it) what the cost model says one more sampled token costs;
  * it brings acceptance^j expected tokens (the j-th of a draft counts only if all before it were
  * accepted). Tokens are granted one a stream at a time, priority's streams first and flex last, as
- * long as each brings at least the step's average tokens per millisecond and keeps the step within
+ * long as each brings the step's average tokens per millisecond (with DRAFT_MARGIN) and keeps the step within
  * its tier's time budget: alone on the machine, a stream drafts long; on a saturated one (the
  * average already high), only drafts that are nearly sure to be accepted get in, or none.
  */
@@ -58,7 +66,7 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
         if (left <= 0 || c.taken >= c.draft.tokens.length) return false;
         const withIt = addShapes(shape, draftShape(c.request.computed + c.taken, 1));
         const after = cost.predict(withIt);
-        if (after > c.withinMs || c.gain * time < (after - time) * expected) return false;
+        if (after > c.withinMs || c.gain * time < DRAFT_MARGIN * (after - time) * expected) return false;
         [shape, time, expected, left] = [withIt, after, expected + c.gain, left - 1];
         c.taken++;
         c.gain *= c.acceptance;
@@ -66,7 +74,7 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
       });
     }
   }
-  if (limits.explore) explore(candidates, shape, cost);
+  if (limits.explore && decoding.length <= EXPLORE_MAX_STREAMS) explore(candidates, shape, cost);
   return new Map(candidates.filter((c) => c.taken > 0).map((c) => [c.request, { source: c.draft.source, tokens: c.draft.tokens.slice(0, c.taken) }]));
 }
 

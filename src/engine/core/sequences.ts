@@ -14,10 +14,11 @@ interface Sequence {
 /** Cached tokens a take keeps by using a spare sequence rather than cutting a cached prompt short. */
 const KEEP_MIN_TOKENS = 64;
 /**
- * Copying a prefix between sequences copies a whole KV stream (llama.cpp copies streams whole):
- * milliseconds, worth it for a shared prefix of at least this many tokens (a system prompt).
+ * Copying a prefix between sequences copies a whole KV stream, every cell of it (llama.cpp copies
+ * streams whole: 190 MB for SmolLM2's 8,192 cells): worth it only for a long shared prefix (a
+ * document, a conversation); a shorter one (a system prompt) is computed again.
  */
-const COPY_MIN_TOKENS = 16;
+const COPY_MIN_TOKENS = 256;
 
 export interface Taken {
   sequence: number;

@@ -20,8 +20,9 @@ const LOOKUP_NGRAM = 3;
  *   prediction; after a divergence (an edit) it resynchronises on the last RESYNC_MATCH output
  *   tokens, at the nearest place after where it lost the thread, so the rest of the prediction is
  *   still drafted.
- * - Else from prompt lookup: the most recent earlier place in the prompt and output where the last
+ * - From prompt lookup: the most recent earlier place in the prompt and output where the last
  *   LOOKUP_NGRAM tokens occurred, and what followed them there.
+ * The caller says which to try first (the one accepted more so far); the other is the fallback.
  * Pure bookkeeping over token ids; the scheduler asks it for drafts and tells it what was accepted.
  */
 export class Drafter {
@@ -62,16 +63,20 @@ export class Drafter {
     }
   }
 
-  /** Up to `most` tokens to follow the context's last token; empty when there is no guess. */
-  propose(most: number): Draft | undefined {
+  /**
+   * Up to `most` tokens to follow the context's last token, from `first`'s source if it has a guess,
+   * else from the other; undefined when neither has one.
+   */
+  propose(most: number, first: DraftSource = "prediction"): Draft | undefined {
     if (most <= 0) return undefined;
-    if (this.cursor >= 0 && this.cursor < this.prediction.length) {
-      return { source: "prediction", tokens: this.prediction.slice(this.cursor, this.cursor + most) };
-    }
-    const found = this.lookup();
-    if (found === undefined) return undefined;
-    const tokens = this.context.slice(found, Math.min(found + most, this.context.length));
-    return tokens.length > 0 ? { source: "lookup", tokens } : undefined;
+    const fromPrediction = (): Draft | undefined =>
+      this.cursor >= 0 && this.cursor < this.prediction.length ? { source: "prediction", tokens: this.prediction.slice(this.cursor, this.cursor + most) } : undefined;
+    const fromLookup = (): Draft | undefined => {
+      const found = this.lookup();
+      const tokens = found === undefined ? [] : this.context.slice(found, Math.min(found + most, this.context.length));
+      return tokens.length > 0 ? { source: "lookup", tokens } : undefined;
+    };
+    return first === "prediction" ? (fromPrediction() ?? fromLookup()) : (fromLookup() ?? fromPrediction());
   }
 
   /** Whether the prediction still has tokens to draft. */

@@ -12,7 +12,8 @@ import { budgetOptions, fillBatch, type StepBudget } from "./step-budget.js";
 import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
 import type { Draft } from "./drafter.js";
-import type { MemoryOp, SampledLogprob, StepReply } from "../runner/step-protocol.js";
+import { takeRun, type SampledRun } from "./verified-run.js";
+import type { MemoryOp, StepReply } from "../runner/step-protocol.js";
 import type { FinishReason } from "../types.js";
 
 export class QueueFullError extends Error {}
@@ -214,28 +215,13 @@ export class ShardScheduler {
     };
   }
 
-  /**
-   * Post-processing of a request's sampled tokens: one, plus the draft tokens it accepted (each
-   * stands on the one before it, whose cell it now holds). The request may finish on any of them;
-   * the cells past the token it finished on are removed.
-   */
-  private onSampled(request: EngineRequest, sampled: { tokens: Int32Array; logprobs: Array<SampledLogprob | null> }, draft: Draft | undefined): void {
+  /** Post-processing of a request's sampled run (core/verified-run.ts); the request may finish on any of its tokens. */
+  private onSampled(request: EngineRequest, run: SampledRun, draft: Draft | undefined): void {
     if (request.status !== "running") return;
-    if (sampled.tokens[0]! < 0) return this.fail(request, new Error("the request's sampler could not be built"));
-    if (draft) request.speculation?.settle(draft, sampled.tokens.length - 1);
-    const output = this.outputs.get(request)!;
-    const cellsHeld = request.computed + sampled.tokens.length - 1;
-    for (let j = 0; j < sampled.tokens.length; j++) {
-      if (j > 0) request.computed++;
-      request.tokens.push(sampled.tokens[j]!);
-      const { events, finish } = output.accept(sampled.tokens[j]!, sampled.logprobs[j] ?? null, this.options.cellsPerSequence - request.tokens.length);
-      for (const event of events) request.events.push(event);
-      if (!finish) continue;
-      // Tokens 0..j are output; the accepted draft tokens after them are not.
-      if (draft) request.speculation?.undeliver(sampled.tokens.length - 2 - j);
-      if (cellsHeld > request.computed) this.pendingOps.push({ op: "rm", seq: request.sequence!, from: request.computed });
-      return this.finish(request, finish, this.pendingOps, this.pendingFrees);
-    }
+    if (run.tokens[0]! < 0) return this.fail(request, new Error("the request's sampler could not be built"));
+    const { finish, extraCellsFrom } = takeRun(request, this.outputs.get(request)!, run, draft, this.options.cellsPerSequence);
+    if (extraCellsFrom !== undefined) this.pendingOps.push({ op: "rm", seq: request.sequence!, from: extraCellsFrom });
+    if (finish) this.finish(request, finish, this.pendingOps, this.pendingFrees);
   }
 
   private remove(request: EngineRequest): boolean {

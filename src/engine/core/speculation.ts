@@ -77,11 +77,15 @@ export class RequestSpeculation {
     this.seen = tokens.length;
   }
 
-  /** A draft of up to `most` tokens to follow `tokens` (the request's, as they are now). */
+  /**
+   * A draft of up to `most` tokens to follow `tokens` (the request's, as they are now): from the
+   * source accepted more so far (the prediction while it holds; prompt lookup where the output has
+   * left the prediction behind and repeats itself), else from the other.
+   */
   propose(tokens: readonly Token[], most: number): Draft | undefined {
     if (tokens.length > this.seen) this.drafter.advance(this.seen);
     this.seen = tokens.length;
-    return this.drafter.propose(most);
+    return this.drafter.propose(most, this.acceptance("lookup") > this.acceptance("prediction") ? "lookup" : "prediction");
   }
 
   /**

@@ -25,7 +25,7 @@ const DRAFT_MARGIN = 1.2;
 /** Exploring is for small steps: with more streams decoding than this, a wrong guess costs them all. */
 const EXPLORE_MAX_STREAMS = 2;
 /** Only a draft at least this likely to be accepted is verified whole to explore. */
-const EXPLORE_ACCEPTANCE = 0.5;
+const EXPLORE_ACCEPTANCE = 0.3;
 
 /** The shape of `count` draft tokens verified after position `from`: each has logits, each is sampled. */
 export function draftShape(from: number, count: number): StepShape {
@@ -82,15 +82,20 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
  * The cost model learns what drafts cost only from the drafts it sees: having decided on short
  * ones (or none, on a busy moment), it would never see a step that shows a long one pays, and the
  * cost of draft tokens is hard to tell apart from that of attention when one stream's position
- * and draft length move together. So now and then the likeliest draft is verified whole (up to
- * MAX_DRAFT_PER_REQUEST), within its time budget.
+ * and draft length move together, and a step's fixed cost from its per-token one when every step
+ * decodes one token. So now and then the likeliest draft is verified whole (up to
+ * MAX_DRAFT_PER_REQUEST), or as much of it as its time budget allows.
  */
 function explore(candidates: Candidate[], base: StepShape, cost: StepCostModel): void {
   const best = candidates.filter((c) => c.acceptance >= EXPLORE_ACCEPTANCE).sort((a, b) => TIER_RANK[a.request.tier] - TIER_RANK[b.request.tier] || b.acceptance - a.acceptance)[0];
   if (!best || best.taken >= best.draft.tokens.length) return;
-  const count = best.draft.tokens.length;
-  const extra = draftShape(best.request.computed + best.taken, count - best.taken);
-  if (cost.predict(addShapes(base, extra)) <= best.withinMs) best.taken = count;
+  // As much of it as the time budget allows, by the model's (possibly wrong) reckoning: a step of
+  // any size that it has not seen teaches it something.
+  const from = best.request.computed + best.taken;
+  const fits = (count: number) => cost.predict(addShapes(base, draftShape(from, count))) <= best.withinMs;
+  let count = best.draft.tokens.length - best.taken;
+  while (count > 1 && !fits(count)) count = Math.floor(count / 2);
+  if (fits(count)) best.taken += count;
 }
 
 /** Each decoding stream's draft, as long as its token limit and its cells allow. */

@@ -200,7 +200,7 @@ export interface ShardStepBudget {
   plannedMs: number;
   /** Speculative decoding on the shard since start: draft tokens verified and accepted, and their ratio (null: none verified). */
   speculation: { draftTokens: number; acceptedTokens: number; acceptanceRate: number | null };
-  /** The cost model's coefficients now (ms): fixed, per sampled token, per prompt token, per 1,024 cells attended. */
+  /** The cost model's coefficients now (ms): fixed, per sampled token, per prompt token, per 1,024 cells attended, per draft token verified. */
   costModel: readonly number[];
 }
 

@@ -53,6 +53,35 @@ describe("the step cost model", () => {
     assert.ok(Math.abs(model.predict(probe) - truth(probe)) < 0.5, `predicted ${model.predict(probe)} for ${truth(probe)} ms`);
   });
 
+  test("prices draft tokens apart from a stream's own decode token", () => {
+    // A CPU's one-token step is a pass over the weights (40 ms); each draft token riding on it costs compute (15 ms).
+    const truth = (shape: StepShape) => 10 + 30 * shape.decodeTokens + 15 * (shape.draftTokens ?? 0) + 0.5 * (shape.attended / 1024);
+    const model = new StepCostModel();
+    for (let i = 0; i < 300; i++) {
+      const draftTokens = i % 3 === 0 ? 0 : (i * 13) % 40;
+      const shape = { decodeTokens: 1, promptTokens: 0, attended: (400 + i + draftTokens) * (draftTokens + 1), draftTokens };
+      model.observe(shape, truth(shape));
+    }
+    const long = { decodeTokens: 1, promptTokens: 0, attended: 500 * 65, draftTokens: 64 };
+    assert.ok(Math.abs(model.predict(long) - truth(long)) < 0.05 * truth(long), `predicted ${model.predict(long)} for ${truth(long)} ms`);
+  });
+
+  test("a lone stream's steps (always one decode token) do not let the fit drift where they cannot tell coefficients apart", () => {
+    // Fixed cost and per-decode cost always come together here; noisy times (±20%), drafts now and then.
+    const truth = (shape: StepShape) => 10 + 35 * shape.decodeTokens + 15 * (shape.draftTokens ?? 0) + 0.5 * (shape.attended / 1024);
+    const model = new StepCostModel();
+    let seed = 7;
+    const noise = () => ((seed = (seed * 48271) % 2147483647) / 2147483647 - 0.5) * 0.4;
+    for (let i = 0; i < 3000; i++) {
+      const draftTokens = i % 4 === 0 ? (i * 13) % 40 : 0;
+      const shape = { decodeTokens: 1, promptTokens: 0, attended: (500 + (i % 300)) * (draftTokens + 1), draftTokens };
+      model.observe(shape, truth(shape) * (1 + noise()));
+      const one = { decodeTokens: 1, promptTokens: 0, attended: 600 };
+      if (i >= 50) assert.ok(Math.abs(model.predict(one) - truth(one)) < 0.25 * truth(one), `step ${i}: predicted ${model.predict(one)} ms for ${truth(one)}`);
+    }
+    assert.ok(model.coefficients.every((c) => c > -1), `coefficients ${model.coefficients.join(", ")}`);
+  });
+
   test("follows a machine that gets slower", () => {
     const model = new StepCostModel();
     const shapes = Array.from({ length: 100 }, (_, i) => ({ decodeTokens: 1 + (i % 8), promptTokens: (i * 37) % 200, attended: 0 }));

@@ -50,8 +50,8 @@ function load(stats: BackendStats) {
 function stepBudget(b: ShardStepBudget) {
   const { draftTokens, acceptedTokens, acceptanceRate } = b.speculation;
   const speculation = { draft_tokens: draftTokens, accepted_tokens: acceptedTokens, acceptance_rate: acceptanceRate === null ? null : Number(acceptanceRate.toFixed(4)) };
-  const [fixed, perSampled, perPrompt, per1kAttended] = b.costModel.map((ms) => Number(ms.toFixed(3)));
-  const costModel = { fixed_ms: fixed, per_sampled_token_ms: perSampled, per_prompt_token_ms: perPrompt, per_1k_attended_ms: per1kAttended };
+  const [fixed, perSampled, perPrompt, per1kAttended, perDraft] = b.costModel.map((ms) => Number(ms.toFixed(3)));
+  const costModel = { fixed_ms: fixed, per_sampled_token_ms: perSampled, per_prompt_token_ms: perPrompt, per_1k_attended_ms: per1kAttended, per_draft_token_ms: perDraft };
   return { step_budget_ms: b.budgetMs, step_budget_tokens: b.tokens, planned_step_ms: Number(b.plannedMs.toFixed(1)), cost_model: costModel, speculation };
 }
 

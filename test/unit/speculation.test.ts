@@ -103,13 +103,13 @@ describe("draft lengths", () => {
       for (let i = 0; prediction && i < 10; i++) r.speculation.settle({ source: "prediction", tokens: tokensOf("abcdefghijklmnop") }, 16);
       return r;
     });
-  const limits = { tokensLeft: 256, cellsPerSequence: 4096, budgetMs: Infinity, lowerMs: Infinity };
+  const limits = { tokensLeft: 256, cellsPerSequence: 4096, itlMs: () => Infinity, lowerMs: Infinity };
   const base = (n: number) => ({ decodeTokens: n, promptTokens: 0, attended: 0 });
 
   test("a lone stream with a good prediction drafts long where a pass over the weights costs most", () => {
     const [r] = decoding(1, "abcdefghijklmnopqrstuvwxyz");
     const drafts = planDrafts([r!], base(1), limits, weightBound());
-    assert.equal(drafts.get(r!)?.tokens.length, MAX_DRAFT_PER_REQUEST);
+    assert.equal(drafts.get(r!)?.tokens.length, 26, "the whole prediction");
     // A source accepted 80% of the time: each token must bring the step's average rate, so the draft stops sooner.
     const [unsure] = decoding(1);
     unsure!.tokens.push(...tokensOf("promp"));
@@ -130,12 +130,59 @@ describe("draft lengths", () => {
     const [priority] = decoding(1, "abcdefghijklmnopqrstuvwxyz", "priority");
     const all = [...standard, priority!];
     const capped = planDrafts(all, base(5), limits, weightBound());
-    assert.equal(capped.get(priority!)?.tokens.length, MAX_DRAFT_PER_REQUEST);
+    assert.equal(capped.get(priority!)?.tokens.length, 26, "the whole prediction");
     assert.ok([...capped.values()].reduce((n, d) => n + d.tokens.length, 0) <= DRAFT_TOKENS_PER_STEP);
     const cost = weightBound();
-    const budgeted = planDrafts(all, base(5), { ...limits, budgetMs: cost.predict(base(5)) + 3 }, cost);
+    const budgeted = planDrafts(all, base(5), { ...limits, itlMs: () => cost.predict(base(5)) + 3 }, cost);
     assert.equal([...budgeted.values()].reduce((n, d) => n + d.tokens.length, 0), 3);
     assert.equal(budgeted.get(priority!)?.tokens.length, 3, "the budget's room goes to priority");
+  });
+
+  test("a step may take a few inter-token targets where the draft is expected to bring that many tokens, never beside a stream without one", () => {
+    const cost = weightBound();
+    const target = cost.predict(base(1)) + 4;
+    const [alone] = decoding(1, "abcdefghijklmnopqrstuvwxyz");
+    const long = planDrafts([alone!], base(1), { ...limits, itlMs: () => target }, cost).get(alone!)!;
+    assert.ok(long.tokens.length > 4, `${long.tokens.length} draft tokens: the stream's pace, not the step, is held to the target`);
+    assert.ok(cost.predict({ ...base(1), draftTokens: long.tokens.length }) <= 3 * target, "at most three targets a step");
+    const [plain] = decoding(1);
+    const beside = planDrafts([alone!, plain!], base(2), { ...limits, itlMs: () => target }, cost).get(alone!)!;
+    assert.equal(beside.tokens.length, target - cost.predict(base(2)), "a stream with nothing to draft keeps the step within its target");
+  });
+
+  test("a request's acceptance is its acceptance now: a long matching stretch after an edit brings it back up", () => {
+    const speculation = new RequestSpeculation(tokensOf("x"), 1, tokensOf("abc"), new ShardSpeculation("auto"));
+    speculation.settle({ source: "prediction", tokens: tokensOf("abcd") }, 1);
+    const afterEdit = speculation.acceptance("prediction");
+    for (let i = 0; i < 8; i++) speculation.settle({ source: "prediction", tokens: tokensOf("abcdefghijklmnop") }, 16);
+    assert.ok(afterEdit < 0.8 && speculation.acceptance("prediction") > 0.97, `${afterEdit} after the edit, ${speculation.acceptance("prediction")} after 128 tokens accepted`);
+  });
+
+  test("each step drafts from the source expected to bring more tokens, so a prediction that fell behind is taken up again", () => {
+    const prompt = tokensOf("copy:");
+    const context = [...prompt];
+    const speculation = new RequestSpeculation(context, prompt.length, tokensOf(" five six seven eight nine ten"), new ShardSpeculation("auto"));
+    // Lookup has done better lately than the prediction.
+    for (let i = 0; i < 22; i++) speculation.settle({ source: "lookup", tokens: tokensOf("ab") }, 2);
+    speculation.settle({ source: "prediction", tokens: tokensOf("abc") }, 0);
+    assert.ok(speculation.acceptance("lookup") > speculation.acceptance("prediction"));
+    // The output repeats itself: lookup guesses " five" again (5 tokens); the prediction, resynchronised, has 25.
+    context.push(...tokensOf(" five five"));
+    const draft = speculation.propose(context, 64)!;
+    assert.equal(draft.source, "prediction", "the prediction's long guess is worth more than lookup's short one");
+    assert.equal(textOf(draft.tokens), " six seven eight nine ten");
+  });
+
+  test("where both sources guess the same next token, the prediction's guess is drafted", () => {
+    const prompt = tokensOf("copy: alpha beta gamma");
+    const context = [...prompt];
+    const speculation = new RequestSpeculation(context, prompt.length, tokensOf(" alpha beta gamma"), new ShardSpeculation("auto"));
+    for (let i = 0; i < 5; i++) speculation.settle({ source: "lookup", tokens: tokensOf("ab") }, 2);
+    speculation.settle({ source: "prediction", tokens: tokensOf("ab") }, 0);
+    context.push(...tokensOf(" alp"));
+    const draft = speculation.propose(context, 64)!;
+    assert.equal(draft.source, "prediction");
+    assert.equal(textOf(draft.tokens), "ha beta gamma");
   });
 });
 

@@ -8,8 +8,8 @@ export interface DraftLimits {
   /** Batch tokens the step has left. */
   tokensLeft: number;
   cellsPerSequence: number;
-  /** The step's time budget (ms; Infinity: none). */
-  budgetMs: number;
+  /** A decoding stream's inter-token target (ms): the step may take it times the tokens the step is expected to bring the stream. */
+  itlMs: (request: EngineRequest) => number;
   /** What lower tiers' work may bring the step to beside a priority stream (Infinity: none decoding). */
   lowerMs: number;
   /** Verify a short draft even where the cost model says it does not pay (ShardSpeculation.exploring). */
@@ -26,10 +26,16 @@ const DRAFT_MARGIN = 1.2;
 const EXPLORE_MAX_STREAMS = 2;
 /** Only a draft at least this likely to be accepted is verified whole to explore. */
 const EXPLORE_ACCEPTANCE = 0.3;
+/**
+ * However many tokens a step is expected to bring a stream, it takes at most this many times the
+ * stream's inter-token target: output may come in bursts, but not in rare ones, and a request that
+ * arrives meanwhile waits no longer for the step to end.
+ */
+const MAX_BURST = 3;
 
 /** The shape of `count` draft tokens verified after position `from`: each has logits, each is sampled. */
 export function draftShape(from: number, count: number): StepShape {
-  return { decodeTokens: count, promptTokens: 0, attended: attendedBy(from + 1, count) };
+  return { decodeTokens: 0, promptTokens: 0, attended: attendedBy(from + 1, count), draftTokens: count };
 }
 
 interface Candidate {
@@ -40,20 +46,27 @@ interface Candidate {
   taken: number;
   /** Expected accepted tokens of the next one: acceptance^(taken+1). */
   gain: number;
-  withinMs: number;
+  /** Tokens the step is expected to bring the stream: its own, and the draft's granted so far. */
+  expected: number;
+  /** What lower tiers' work may bring the step to beside a priority stream (Infinity: no limit). */
+  besideMs: number;
 }
 
 /**
  * How many draft tokens each decoding stream verifies this step. A draft token costs the whole
- * step (every stream in it waits for it) what the cost model says one more sampled token costs;
+ * step (every stream in it waits for it) what the cost model says one more verified token costs;
  * it brings acceptance^j expected tokens (the j-th of a draft counts only if all before it were
  * accepted). Tokens are granted one a stream at a time, priority's streams first and flex last, as
- * long as each brings the step's average tokens per millisecond (with DRAFT_MARGIN) and keeps the step within
- * its tier's time budget: alone on the machine, a stream drafts long; on a saturated one (the
- * average already high), only drafts that are nearly sure to be accepted get in, or none.
+ * long as each brings the step's average tokens per millisecond (with DRAFT_MARGIN) and the step
+ * keeps every stream's pace: no longer than each stream's inter-token target times the tokens it is
+ * expected to bring it (one, for a stream without a draft), and MAX_BURST targets at most. Alone on
+ * the machine, a stream with a good prediction drafts long; on a saturated one (the average
+ * already high), only drafts that are nearly sure to be accepted get in, or none.
  */
 export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, limits: DraftLimits, cost: StepCostModel): Map<EngineRequest, Draft> {
   const candidates = proposals(decoding, limits);
+  const byRequest = new Map(candidates.map((c) => [c.request, c]));
+  const paceMs = () => Math.min(...decoding.map((r) => limits.itlMs(r) * Math.min(MAX_BURST, byRequest.get(r)?.expected ?? 1)));
   let shape = base;
   let time = cost.predict(shape);
   let expected = decoding.length;
@@ -66,7 +79,12 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
         if (left <= 0 || c.taken >= c.draft.tokens.length) return false;
         const withIt = addShapes(shape, draftShape(c.request.computed + c.taken, 1));
         const after = cost.predict(withIt);
-        if (after > c.withinMs || c.gain * time < DRAFT_MARGIN * (after - time) * expected) return false;
+        if (c.gain * time < DRAFT_MARGIN * (after - time) * expected) return false;
+        c.expected += c.gain;
+        if (after > Math.min(c.besideMs, paceMs())) {
+          c.expected -= c.gain;
+          return false;
+        }
         [shape, time, expected, left] = [withIt, after, expected + c.gain, left - 1];
         c.taken++;
         c.gain *= c.acceptance;
@@ -74,7 +92,7 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
       });
     }
   }
-  if (limits.explore && decoding.length <= EXPLORE_MAX_STREAMS) explore(candidates, shape, cost);
+  if (limits.explore && decoding.length <= EXPLORE_MAX_STREAMS) explore(candidates, shape, cost, paceMs);
   return new Map(candidates.filter((c) => c.taken > 0).map((c) => [c.request, { source: c.draft.source, tokens: c.draft.tokens.slice(0, c.taken) }]));
 }
 
@@ -82,20 +100,24 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
  * The cost model learns what drafts cost only from the drafts it sees: having decided on short
  * ones (or none, on a busy moment), it would never see a step that shows a long one pays, and the
  * cost of draft tokens is hard to tell apart from that of attention when one stream's position
- * and draft length move together, and a step's fixed cost from its per-token one when every step
- * decodes one token. So now and then the likeliest draft is verified whole (up to
- * MAX_DRAFT_PER_REQUEST), or as much of it as its time budget allows.
+ * and draft length move together. So now and then the likeliest draft is verified whole (up to
+ * MAX_DRAFT_PER_REQUEST), or as much of it as the streams' pace allows.
  */
-function explore(candidates: Candidate[], base: StepShape, cost: StepCostModel): void {
+function explore(candidates: Candidate[], base: StepShape, cost: StepCostModel, paceMs: () => number): void {
   const best = candidates.filter((c) => c.acceptance >= EXPLORE_ACCEPTANCE).sort((a, b) => TIER_RANK[a.request.tier] - TIER_RANK[b.request.tier] || b.acceptance - a.acceptance)[0];
   if (!best || best.taken >= best.draft.tokens.length) return;
-  // As much of it as the time budget allows, by the model's (possibly wrong) reckoning: a step of
-  // any size that it has not seen teaches it something.
+  // As much of it as the pace allows, by the model's (possibly wrong) reckoning: a step of any
+  // size that it has not seen teaches it something.
   const from = best.request.computed + best.taken;
-  const fits = (count: number) => cost.predict(addShapes(base, draftShape(from, count))) <= best.withinMs;
+  const granted = best.expected;
+  const fits = (count: number) => {
+    best.expected = granted + best.gain * (1 - best.acceptance ** count) / Math.max(1e-9, 1 - best.acceptance);
+    return cost.predict(addShapes(base, draftShape(from, count))) <= Math.min(best.besideMs, paceMs());
+  };
   let count = best.draft.tokens.length - best.taken;
   while (count > 1 && !fits(count)) count = Math.floor(count / 2);
   if (fits(count)) best.taken += count;
+  else best.expected = granted;
 }
 
 /** Each decoding stream's draft, as long as its token limit and its cells allow. */
@@ -109,8 +131,7 @@ function proposals(decoding: readonly EngineRequest[], limits: DraftLimits): Can
     const draft = speculation.propose(request.tokens, most);
     if (!draft) continue;
     const acceptance = speculation.acceptance(draft.source);
-    const withinMs = request.tier === "priority" ? limits.budgetMs : Math.min(limits.budgetMs, limits.lowerMs);
-    candidates.push({ request, draft, acceptance, taken: 0, gain: acceptance, withinMs });
+    candidates.push({ request, draft, acceptance, taken: 0, gain: acceptance, expected: 1, besideMs: request.tier === "priority" ? Infinity : limits.lowerMs });
   }
   return candidates;
 }

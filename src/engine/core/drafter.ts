@@ -22,7 +22,7 @@ const LOOKUP_NGRAM = 3;
  *   still drafted.
  * - From prompt lookup: the most recent earlier place in the prompt and output where the last
  *   LOOKUP_NGRAM tokens occurred, and what followed them there.
- * The caller says which to try first (the one accepted more so far); the other is the fallback.
+ * The caller picks between the two guesses (RequestSpeculation: the one expected to bring more tokens).
  * Pure bookkeeping over token ids; the scheduler asks it for drafts and tells it what was accepted.
  */
 export class Drafter {
@@ -68,15 +68,17 @@ export class Drafter {
    * else from the other; undefined when neither has one.
    */
   propose(most: number, first: DraftSource = "prediction"): Draft | undefined {
-    if (most <= 0) return undefined;
-    const fromPrediction = (): Draft | undefined =>
-      this.cursor >= 0 && this.cursor < this.prediction.length ? { source: "prediction", tokens: this.prediction.slice(this.cursor, this.cursor + most) } : undefined;
-    const fromLookup = (): Draft | undefined => {
-      const found = this.lookup();
-      const tokens = found === undefined ? [] : this.context.slice(found, Math.min(found + most, this.context.length));
-      return tokens.length > 0 ? { source: "lookup", tokens } : undefined;
-    };
-    return first === "prediction" ? (fromPrediction() ?? fromLookup()) : (fromLookup() ?? fromPrediction());
+    const [fromPrediction, fromLookup] = this.proposals(most);
+    return first === "prediction" ? (fromPrediction ?? fromLookup) : (fromLookup ?? fromPrediction);
+  }
+
+  /** Each source's guess of up to `most` tokens (undefined where it has none): the prediction's, then prompt lookup's. */
+  proposals(most: number): [prediction: Draft | undefined, lookup: Draft | undefined] {
+    if (most <= 0) return [undefined, undefined];
+    const fromPrediction: Draft | undefined = this.followingPrediction ? { source: "prediction", tokens: this.prediction.slice(this.cursor, this.cursor + most) } : undefined;
+    const found = this.lookup();
+    const tokens = found === undefined ? [] : this.context.slice(found, Math.min(found + most, this.context.length));
+    return [fromPrediction, tokens.length > 0 ? { source: "lookup", tokens } : undefined];
   }
 
   /** Whether the prediction still has tokens to draft. */

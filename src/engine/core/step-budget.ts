@@ -120,7 +120,8 @@ export function fillBatch(
   const floor = counts.size === 0 && !Number.isFinite(lowerMs) ? prompts.find((r) => limit(r) > 0) : undefined;
   if (floor) give(floor, Math.min(options.minChunk, limit(floor), tokensLeft));
   // Drafts last, in what the step's time and tokens have left (core/draft-budget.ts).
-  const drafts = planDrafts(decoding, shape, { tokensLeft, cellsPerSequence: options.cellsPerSequence, budgetMs, lowerMs, explore: options.exploreDrafts }, cost);
+  const itlMs = (request: EngineRequest) => options.targets[request.tier].itlMs;
+  const drafts = planDrafts(decoding, shape, { tokensLeft, cellsPerSequence: options.cellsPerSequence, itlMs, lowerMs, explore: options.exploreDrafts }, cost);
   for (const request of decoding) plan.add(request, 1, drafts.get(request));
   for (const [request, count] of counts) if (count > 0) plan.add(request, count);
   plan.full = tokensLeft === 0 || ordered.some((r) => r.pending === 1 && !decoding.includes(r)) || prompts.some((r) => (counts.get(r) ?? 0) < limit(r));

@@ -17,9 +17,11 @@ export interface DraftLimits {
 }
 
 /**
- * A draft token must bring this much more than the step's average tokens per millisecond: the
+ * A draft token must bring this much more per millisecond than the step's decodes alone do: the
  * cost model's error (a busy moment, a shape it has seen little of) should not make a saturated
- * step slower.
+ * step slower. Measured against the step without drafts, not the step's average with the drafts
+ * granted so far: against that, the margin capped every draft where the average nears what a
+ * draft token can bring (a lone Qwen2.5-Coder stream on 2 AVX2 cores: 7 tokens, at any acceptance).
  */
 const DRAFT_MARGIN = 1.2;
 /** Exploring is for small steps: with more streams decoding than this, a wrong guess costs them all. */
@@ -57,7 +59,8 @@ interface Candidate {
  * step (every stream in it waits for it) what the cost model says one more verified token costs;
  * it brings acceptance^j expected tokens (the j-th of a draft counts only if all before it were
  * accepted). Tokens are granted one a stream at a time, priority's streams first and flex last, as
- * long as each brings the step's average tokens per millisecond (with DRAFT_MARGIN) and the step
+ * long as each brings DRAFT_MARGIN times the tokens per millisecond of the step's decodes alone,
+ * and at least the step's average so far (past that, a longer draft lowers the step's rate), and the step
  * keeps every stream's pace: no longer than each stream's inter-token target times the tokens it is
  * expected to bring it (one, for a stream without a draft), and MAX_BURST targets at most. Alone on
  * the machine, a stream with a good prediction drafts long; on a saturated one (the average
@@ -70,6 +73,8 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
   let shape = base;
   let time = cost.predict(shape);
   let expected = decoding.length;
+  // What a draft token must bring per ms: the step's rate without drafts, with the margin.
+  const floorRate = (DRAFT_MARGIN * decoding.length) / time;
   let left = Math.min(DRAFT_TOKENS_PER_STEP, limits.tokensLeft);
   for (const rank of [...new Set(candidates.map((c) => TIER_RANK[c.request.tier]))].sort((a, b) => a - b)) {
     let open = candidates.filter((c) => TIER_RANK[c.request.tier] === rank);
@@ -79,7 +84,8 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
         if (left <= 0 || c.taken >= c.draft.tokens.length) return false;
         const withIt = addShapes(shape, draftShape(c.request.computed + c.taken, 1));
         const after = cost.predict(withIt);
-        if (c.gain * time < DRAFT_MARGIN * (after - time) * expected) return false;
+        // It must beat the step without drafts (by the margin) and not lower the step's rate.
+        if (c.gain < (after - time) * Math.max(floorRate, expected / time)) return false;
         c.expected += c.gain;
         if (after > Math.min(c.besideMs, paceMs())) {
           c.expected -= c.gain;
@@ -125,7 +131,10 @@ function proposals(decoding: readonly EngineRequest[], limits: DraftLimits): Can
   const candidates: Candidate[] = [];
   for (const request of decoding) {
     const speculation = request.speculation;
-    if (!speculation) continue;
+    // The step that samples the first token (a cached prompt's last token) is kept short: drafting
+    // there would hold the first token back for the whole verification (TTFT 537 ms for 58, Qwen
+    // edit replay), trading time to first token, a target of its own, for later tokens.
+    if (!speculation || request.generatedCount === 0) continue;
     // The draft's tokens and the one sampled after them must fit in max_tokens and the sequence's cells.
     const most = Math.min(MAX_DRAFT_PER_REQUEST, request.spec.maxTokens - request.generatedCount - 1, limits.cellsPerSequence - request.tokens.length);
     const draft = speculation.propose(request.tokens, most);

@@ -73,11 +73,11 @@ describe("the drafter", () => {
     const context = [...prompt];
     const prediction = tokensOf("the quick brown fox jumps over the lazy dog");
     const drafter = new Drafter(context, prompt.length, prediction);
-    assert.equal(textOf(drafter.propose(9)!.tokens), "the quick");
+    assert.equal(textOf(drafter.proposals(9)[0]!.tokens), "the quick");
     // The output follows the prediction, then departs from it ("red" for "brown").
     context.push(...tokensOf("the quick red fox jumps"));
     drafter.advance(prompt.length);
-    const draft = drafter.propose(10)!;
+    const draft = drafter.proposals(10)[0]!;
     assert.equal(draft.source, "prediction");
     assert.equal(textOf(draft.tokens), " over the ", "the rest of the prediction, after the edit");
   });
@@ -86,10 +86,10 @@ describe("the drafter", () => {
     const prompt = tokensOf("say: hello world again");
     const context = [...prompt, ...tokensOf("hel")];
     const drafter = new Drafter(context, prompt.length);
-    const draft = drafter.propose(6)!;
+    const draft = drafter.proposals(6)[1]!;
     assert.equal(draft.source, "lookup");
     assert.equal(textOf(draft.tokens), "lo wor");
-    assert.equal(new Drafter([...tokensOf("abcdef")], 6).propose(4), undefined, "no earlier occurrence: no guess");
+    assert.equal(new Drafter([...tokensOf("abcdef")], 6).proposals(4).find(Boolean), undefined, "no earlier occurrence: no guess");
   });
 });
 

@@ -63,15 +63,6 @@ export class Drafter {
     }
   }
 
-  /**
-   * Up to `most` tokens to follow the context's last token, from `first`'s source if it has a guess,
-   * else from the other; undefined when neither has one.
-   */
-  propose(most: number, first: DraftSource = "prediction"): Draft | undefined {
-    const [fromPrediction, fromLookup] = this.proposals(most);
-    return first === "prediction" ? (fromPrediction ?? fromLookup) : (fromLookup ?? fromPrediction);
-  }
-
   /** Each source's guess of up to `most` tokens (undefined where it has none): the prediction's, then prompt lookup's. */
   proposals(most: number): [prediction: Draft | undefined, lookup: Draft | undefined] {
     if (most <= 0) return [undefined, undefined];

@@ -11,11 +11,16 @@ export interface RunningTarget {
   stop(): Promise<void>;
 }
 
-/** The ggml CPU variant library a running process has mapped (e.g. "haswell"), or null if none is. */
+/**
+ * The ggml CPU variant library a running process has mapped (e.g. "haswell"), or null if none is. A
+ * one-variant peer build (SWITCHYARD_PEER_CPU_VARIANT) maps a plain libggml-cpu.so from a build
+ * directory named llama.cpp-<tag>-cpu-<variant>.
+ */
 export function cpuVariant(pid: number | undefined): string | null {
   if (pid === undefined) return null;
   try {
-    return /libggml-cpu-([a-z0-9_]+)\.so/.exec(readFileSync(`/proc/${pid}/maps`, "utf8"))?.[1] ?? null;
+    const maps = readFileSync(`/proc/${pid}/maps`, "utf8");
+    return /libggml-cpu-([a-z0-9_]+)\.so/.exec(maps)?.[1] ?? /-cpu-([a-z0-9_]+)\/build\/bin\/libggml-cpu\.so/.exec(maps)?.[1] ?? null;
   } catch {
     return null;
   }

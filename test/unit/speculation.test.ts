@@ -91,6 +91,20 @@ describe("the drafter", () => {
     assert.equal(textOf(draft.tokens), "lo wor");
     assert.equal(new Drafter([...tokensOf("abcdef")], 6).proposals(4).find(Boolean), undefined, "no earlier occurrence: no guess");
   });
+
+  test("a long match is a quote, looked up first: the place it quotes, not the last place its last tokens occurred", () => {
+    // "the end" occurs twice in the prompt; the output has quoted the first sentence for 14 tokens.
+    const prompt = tokensOf("quote: the start and the end. then the end again.");
+    const context = [...prompt, ...tokensOf("the start and the en")];
+    const draft = new Drafter(context, prompt.length).proposals(6)[1]!;
+    assert.equal(draft.source, "quote", "a match of 12 tokens or more is a quote, with its own acceptance");
+    assert.equal(textOf(draft.tokens), "d. the");
+    // A short match is lookup, at the most recent place: "the en" → "d again".
+    const short = [...prompt, ...tokensOf(" and the en")];
+    const guess = new Drafter(short, prompt.length).proposals(6)[1]!;
+    assert.equal(guess.source, "lookup");
+    assert.equal(textOf(guess.tokens), "d agai");
+  });
 });
 
 describe("draft lengths", () => {

@@ -1,7 +1,12 @@
 import type { Token } from "../types.js";
 
-/** Where a draft came from: the caller's prediction, or the engine's own prompt lookup. */
-export type DraftSource = "prediction" | "lookup";
+/**
+ * Where a draft came from: the caller's prediction, or the engine's own prompt lookup, on a short
+ * match ("lookup") or a long one ("quote": the output is quoting its context, and what followed there
+ * is nearly always what follows now). Each has its own acceptance, so a quote gets long drafts
+ * where a 3-token match gets short ones.
+ */
+export type DraftSource = "prediction" | "lookup" | "quote";
 
 export interface Draft {
   source: DraftSource;
@@ -12,6 +17,11 @@ export interface Draft {
 const RESYNC_MATCH = 3;
 /** N-gram length of prompt lookup (llama.cpp's ngram modes and vLLM's `ngram` use 2 to 4). */
 const LOOKUP_NGRAM = 3;
+/**
+ * N-gram length of a quote: a match this long is looked up first (llama-server's ngram-simple matches
+ * 12 tokens, its ngram-mod 24 and then drafts 48-64).
+ */
+const QUOTE_NGRAM = 12;
 
 /**
  * One request's draft proposer (speculative decoding's "draft model", with no model): guesses the
@@ -21,7 +31,7 @@ const LOOKUP_NGRAM = 3;
  *   tokens, at the nearest place after where it lost the thread, so the rest of the prediction is
  *   still drafted.
  * - From prompt lookup: the most recent earlier place in the prompt and output where the last
- *   LOOKUP_NGRAM tokens occurred, and what followed them there.
+ *   QUOTE_NGRAM tokens occurred (a quote), else the last LOOKUP_NGRAM tokens, and what followed them there.
  * The caller picks between the two guesses (RequestSpeculation: the one expected to bring more tokens).
  * Pure bookkeeping over token ids; the scheduler asks it for drafts and tells it what was accepted.
  */
@@ -32,10 +42,8 @@ export class Drafter {
   private lostAt = 0;
   /** The prediction's n-grams of RESYNC_MATCH tokens: hash to the positions that follow them. */
   private readonly predictionIndex = new Map<number, number[]>();
-  /** Prompt and output n-grams: hash to the position after their most recent occurrence. */
-  private readonly lookupIndex = new Map<number, number>();
-  /** Tokens of the context (prompt, then output) already in lookupIndex. */
-  private indexed = 0;
+  /** Prompt and output n-grams of each length: hash to the position after their most recent occurrence. */
+  private readonly lookupIndex = { lookup: new NgramIndex(LOOKUP_NGRAM), quote: new NgramIndex(QUOTE_NGRAM) };
 
   constructor(
     private readonly context: readonly Token[],
@@ -67,9 +75,11 @@ export class Drafter {
   proposals(most: number): [prediction: Draft | undefined, lookup: Draft | undefined] {
     if (most <= 0) return [undefined, undefined];
     const fromPrediction: Draft | undefined = this.followingPrediction ? { source: "prediction", tokens: this.prediction.slice(this.cursor, this.cursor + most) } : undefined;
-    const found = this.lookup();
+    const quoted = this.lookupIndex.quote.find(this.context);
+    const found = quoted ?? this.lookupIndex.lookup.find(this.context);
+    const source = quoted !== undefined ? "quote" : "lookup";
     const tokens = found === undefined ? [] : this.context.slice(found, Math.min(found + most, this.context.length));
-    return [fromPrediction, tokens.length > 0 ? { source: "lookup", tokens } : undefined];
+    return [fromPrediction, tokens.length > 0 ? { source, tokens } : undefined];
   }
 
   /** Whether the prediction still has tokens to draft. */
@@ -95,16 +105,25 @@ export class Drafter {
     if (best >= 0) this.cursor = best;
   }
 
-  /** The position after the most recent earlier occurrence of the context's last LOOKUP_NGRAM tokens. */
-  private lookup(): number | undefined {
-    const length = this.context.length;
-    if (length <= LOOKUP_NGRAM) return undefined;
+}
+
+/** N-grams of one length of a growing context: each to the position after its most recent occurrence. */
+class NgramIndex {
+  private readonly positions = new Map<number, number>();
+  /** Tokens of the context (prompt, then output) already indexed. */
+  private indexed = 0;
+
+  constructor(private readonly n: number) {}
+
+  /** The position after the most recent earlier occurrence of the context's last n tokens. */
+  find(context: readonly Token[]): number | undefined {
+    const { n } = this;
+    const length = context.length;
+    if (length <= n) return undefined;
     // Index every n-gram that has a token after it (the last one has none yet).
-    for (; this.indexed + LOOKUP_NGRAM < length; this.indexed++) {
-      this.lookupIndex.set(hashTokens(this.context, this.indexed, this.indexed + LOOKUP_NGRAM), this.indexed + LOOKUP_NGRAM);
-    }
-    const found = this.lookupIndex.get(hashTokens(this.context, length - LOOKUP_NGRAM, length));
-    if (found === undefined || !sameTokens(this.context, found - LOOKUP_NGRAM, this.context, length - LOOKUP_NGRAM, LOOKUP_NGRAM)) return undefined;
+    for (; this.indexed + n < length; this.indexed++) this.positions.set(hashTokens(context, this.indexed, this.indexed + n), this.indexed + n);
+    const found = this.positions.get(hashTokens(context, length - n, length));
+    if (found === undefined || !sameTokens(context, found - n, context, length - n, n)) return undefined;
     return found;
   }
 }

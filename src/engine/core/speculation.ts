@@ -14,7 +14,7 @@ export const MAX_DRAFT_PER_REQUEST = 64;
 export const DRAFT_TOKENS_PER_STEP = 128;
 
 /** Acceptance assumed for a source before a shard has measured it. */
-const PRIOR_ACCEPTANCE: Record<DraftSource, number> = { prediction: 0.8, lookup: 0.4 };
+const PRIOR_ACCEPTANCE: Record<DraftSource, number> = { prediction: 0.8, lookup: 0.4, quote: 0.8 };
 /**
  * Each verified draft position moves a request's own acceptance estimate this much of the way:
  * its acceptance *now*, over the last few dozen positions, not its average. A prediction is nearly

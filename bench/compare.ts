@@ -5,7 +5,7 @@
  * fastest. Each target is started alone (they would fight over the cores), the scenarios run
  * against it, it is stopped, and the next one starts.
  *
- *   npm run bench:compare -- [--scenarios random-c16,random-c1,multiturn,mixed,edit] [--targets ...] [--quick]
+ *   npm run bench:compare -- [--scenarios random-c16,random-c1,multiturn,mixed,priority-beside,edit] [--targets ...] [--quick]
  *
  * `edit` (bench/edit.ts): Predicted Outputs and speculative decoding, ours with SWITCHYARD_SPECULATION
  * off and auto, with and without `prediction`, against llama-server with each --spec-type.
@@ -18,6 +18,7 @@ import { Command } from "commander";
 import { barChartPng } from "./load/chart.js";
 import type { Target } from "./load/client-stream.js";
 import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
+import { priorityBesideRatios, priorityBesideScenarios } from "./priority-beside.js";
 import { compareEmbeddings } from "./embeddings.js";
 import { EditBench, type EditVariant } from "./edit.js";
 import { cpuDescription, cpuVariant, runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
@@ -28,7 +29,7 @@ const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")
   .option("--parallel <n>", "our sequences = llama-server's slots", "16")
-  .option("--scenarios <list>", "which scenarios (embeddings: see bench/embeddings.ts)", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch,embeddings,edit")
+  .option("--scenarios <list>", "which scenarios (embeddings: see bench/embeddings.ts)", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch,priority-beside,embeddings,edit")
   .option("--targets <list>", "which targets, in order", TARGETS)
   .option("--quick", "a quarter of the requests, 8 of the 24 edit documents (a smoke run)")
   .option("--edit-docs <n>", "edit scenario: how many of its 24 documents (default 24, --quick 8), taken in turn from each kind")
@@ -45,6 +46,7 @@ const SCENARIOS: Record<string, Scenario[]> = {
   "openai-c16": [{ ...C16, name: "openai sampling c16", sampling: "openai" }],
   "openai-c1": [{ ...C1, name: "openai sampling c1", sampling: "openai" }],
   "disturbed-c16": [{ ...C16, name: "random c16, one core busy", disturbed: true }],
+  "priority-beside": priorityBesideScenarios(opts.quick ? 20 : 60),
   multiturn: [{ kind: "multiturn", name: "multiturn 6 turns", conversations: scale(8), turns: 6, outputTokens: 48, maxConcurrency: 4 }],
   mixed: [
     { kind: "random", name: "priority unloaded", requests: scale(8), inputTokens: 128, outputTokens: 64, maxConcurrency: 1, requestRate: Infinity, tierMix: { priority: 1 } },
@@ -70,9 +72,9 @@ const SCENARIOS: Record<string, Scenario[]> = {
 };
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
-  switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed", "mixed-batch", "edit"],
+  switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed", "mixed-batch", "priority-beside", "edit"],
   // Speculative decoding off (SWITCHYARD_SPECULATION=off; "switchyard" runs the default, auto).
-  "switchyard-spec-off": ["random-c16", "random-c1", "edit"],
+  "switchyard-spec-off": ["random-c16", "random-c1", "priority-beside", "edit"],
   // Priority's inter-token target at 100 ms, where 8 lower-tier decodes fit beside it: the tier mix without lower tiers giving way.
   "switchyard-priority-itl-100": ["mixed"],
   "switchyard-1ctx": ["random-c16", "random-c1", "disturbed-c16"],
@@ -229,6 +231,8 @@ const ratios = {
       [`${tier} ITL p99, batch underneath vs not (target <= 1.1)`, ratio(ours(MIXED_BATCH)?.byTier[tier]?.itlMs.p99, ours("mixed 20/50/30 saturating")?.byTier[tier]?.itlMs.p99)],
     ]),
   ),
+  ...priorityBesideRatios(ours),
+  ...Object.fromEntries(Object.entries(priorityBesideRatios((s) => find("switchyard-spec-off", s))).map(([what, value]) => [`speculation off, ${what}`, value])),
 };
 // Where our step loop's time goes, per step (ms): llama_decode, sampling, the messages to and from
 // the runner thread, the main thread's planning and post-processing (the runner idles meanwhile),

@@ -32,7 +32,21 @@ export interface MultiturnScenario {
   maxConcurrency: number;
 }
 
-export type Scenario = RandomScenario | MultiturnScenario;
+/**
+ * Closed-loop clients in groups, one group per tier (e.g. { priority: 2, default: 20, flex: 10 }):
+ * each client sends its next request as soon as its last one ends, until `durationS` has passed;
+ * requests in flight then finish and count.
+ */
+export interface ClientsScenario {
+  kind: "clients";
+  name: string;
+  clients: Record<string, number>;
+  durationS: number;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export type Scenario = RandomScenario | MultiturnScenario | ClientsScenario;
 
 export interface ScenarioReport {
   scenario: string;
@@ -76,7 +90,7 @@ export async function runScenario(target: Target, scenario: Scenario, seed = [..
   const before = await engineCounters(target);
   const batch = scenario.kind === "random" && scenario.backgroundBatch ? await startBackgroundBatch(target, scenario.backgroundBatch, seed) : undefined;
   try {
-    const results = scenario.kind === "random" ? await runRandom(target, scenario, seed) : await runMultiturn(target, scenario);
+    const results = scenario.kind === "random" ? await runRandom(target, scenario, seed) : scenario.kind === "clients" ? await runClients(target, scenario, seed) : await runMultiturn(target, scenario);
     const after = await engineCounters(target);
     const batchLinesDone = batch ? (await batch.stop()).completed : undefined;
     return { ...report(target, scenario, results, (performance.now() - started) / 1000), peakRssMb: rss.peak(), engine: engineDelta(before, after), ...(batch ? { batchLinesDone } : {}) };
@@ -154,6 +168,21 @@ async function runRandom(target: Target, s: RandomScenario, seed: number): Promi
     if (Number.isFinite(s.requestRate)) await new Promise((resolve) => setTimeout(resolve, poissonGapMs(s.requestRate, random)));
   }
   await Promise.all(running);
+  return results;
+}
+
+async function runClients(target: Target, s: ClientsScenario, seed: number): Promise<Timed[]> {
+  const results: Timed[] = [];
+  const until = performance.now() + s.durationS * 1000;
+  const tiers = Object.entries(s.clients).flatMap(([tier, count]) => Array.from({ length: count }, () => tier));
+  // Enough distinct prompts that no client finds another's (or its own last one) cached.
+  const perClient = Math.ceil((s.durationS * 1000) / 200);
+  await Promise.all(
+    tiers.map(async (tier, client) => {
+      const prompts = randomPrompts(perClient, s.inputTokens, seed + 1000 * (client + 1));
+      for (let i = 0; performance.now() < until; i++) results.push(await streamChat(target, prompts[i % perClient]!, s.outputTokens, tier));
+    }),
+  );
   return results;
 }
 

@@ -7,6 +7,7 @@ import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { QueueFullError, ShardScheduler, StalledError, WaitExpiredError } from "./core/scheduler.js";
 import { Shard, type StepCounters } from "./core/shard.js";
+import { ShardGroup } from "./core/shard-group.js";
 import { DRAFT_TOKENS_PER_STEP, type SpeculationMode } from "./core/speculation.js";
 import type { TargetsByTier } from "./core/step-budget.js";
 import { constraintToGbnf } from "./grammar/index.js";
@@ -110,9 +111,8 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const shardCount = Math.max(1, Math.min(options.shards ?? threads, options.sequences));
     const router = new ShardRouter(options, model.bosToken);
-    // Each shard's threadpool holds every thread; a step uses the cores no other busy shard uses,
-    // so one request alone decodes on all of them and 16 split them one per shard.
-    const threadsFor = () => Math.max(1, Math.floor(threads / Math.max(1, shards.filter((s) => s.busy).length)));
+    // Each shard's threadpool holds every thread; the group decides how many a step uses.
+    const group = new ShardGroup(threads);
     let shards: Shard[] = [];
     // Every shard's start settles before a failure is thrown, so each worker that started is in `started`.
     const starting = await Promise.allSettled(
@@ -124,12 +124,13 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
         const { prefixCache, targets, stallTimeoutMs, pausedPreemptMs, speculation = "auto" } = options;
         const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache, targets, stallTimeoutMs, pausedPreemptMs, speculation };
         const scheduler = new ShardScheduler(schedulerOptions, tieredPolicy, model, new StepCostModel(), () => router.steal(scheduler));
-        return new Shard(scheduler, runner, threadsFor);
+        return new Shard(scheduler, runner, group);
       }),
     );
     const failed = starting.find((result) => result.status === "rejected");
     if (failed) throw failed.reason;
     shards = starting.map((result) => (result as PromiseFulfilledResult<Shard>).value);
+    group.shards = shards;
     router.attach(shards);
     return {
       contextWindow,

@@ -6,10 +6,11 @@ import type { StepReply } from "../../src/engine/runner/step-protocol.js";
 /**
  * Plans a step and plays the runner's part: every planned token is computed, every sample draws
  * `token` (or what `token(request)` gives), and the scheduler takes the reply as it takes the
- * real runner's. The steps are exact, no model involved.
+ * real runner's. The steps are exact, no model involved. `priorityNearby`: as the shard's group says
+ * when a priority request ran on one of the model's shards a moment ago.
  */
-export function step(s: ShardScheduler, token: number | ((request: EngineRequest) => number) = 1): StepPlan {
-  const plan = s.schedule();
+export function step(s: ShardScheduler, token: number | ((request: EngineRequest) => number) = 1, priorityNearby = false): StepPlan {
+  const plan = s.schedule(priorityNearby);
   const reply: StepReply = {
     type: "step",
     tokens: Int32Array.from(plan.sampled.map((r) => (typeof token === "number" ? token : token(r)))),

@@ -204,6 +204,44 @@ describe("the step budget", () => {
     assert.equal(chunk("priority"), 10, "a priority stream's target wins over a standard prompt's pace");
   });
 
+  test("with no priority stream decoding, a priority prompt loads whole in one step, ahead of other prompts", () => {
+    // 10 + 5·4 decodes + 2 ms a prompt token: within standard's 300 ms, a chunk of 135 tokens.
+    const s = scheduler(8, machine(10, 5, 2));
+    const streams = Array.from({ length: 4 }, () => request(4));
+    for (const r of streams) s.enqueue(r);
+    untilAllSampled(s, streams);
+    const standardPrompt = request(500);
+    const priority = request(200, "priority");
+    s.enqueue(standardPrompt);
+    s.enqueue(priority);
+    const plan = step(s);
+    assert.equal(tokensOf(plan, priority), 200, "the whole priority prompt, past the standard streams' budget");
+    assert.equal(priority.generatedCount, 1, "its first token in the same step");
+    assert.equal(tokensOf(plan, standardPrompt), 0, "the standard prompt waits a step");
+    assert.ok(streams.every((r) => tokensOf(plan, r) === 1), "the streams keep decoding");
+  });
+
+  test("a priority request on one of the model's shards a moment ago keeps every step within priority's target", () => {
+    const chunk = (priorityNearby: boolean) => {
+      const s = scheduler(8, machine(10, 5, 1));
+      const streams = Array.from({ length: 4 }, () => request(4));
+      for (const r of streams) s.enqueue(r);
+      untilAllSampled(s, streams);
+      const prompt = request(2000);
+      s.enqueue(prompt);
+      const plan = step(s, 1, priorityNearby);
+      return { tokens: tokensOf(plan, prompt), budget: s.budget.ms };
+    };
+    assert.deepEqual(chunk(false), { tokens: 252, budget: 300 }, "standard's 300 ms: the rest of the step's 256 tokens");
+    // 10 + 5·4 + 1 ms a token within 50 ms: 20 tokens, so a priority request arriving waits for a short step.
+    assert.deepEqual(chunk(true), { tokens: 20, budget: 50 });
+    const s = scheduler(2, machine(10, 5, 1));
+    assert.equal(s.lastPriorityAt, -Infinity);
+    s.enqueue(request(4, "priority"));
+    step(s);
+    assert.ok(performance.now() - s.lastPriorityAt < 1000, "the scheduler notes when priority was last about");
+  });
+
   test("per-request chunk cap: the first prompt in line does not take the whole step", () => {
     const s = scheduler(4, machine(0, 0, 0), { chunkCap: 64 });
     const long = request(4000);

@@ -23,6 +23,15 @@ export { StalledError };
 export type { ShardSchedulerOptions, ShardStats };
 
 /**
+ * For this long after a priority request last ran or waited on one of a model's shards, every
+ * shard's steps stay within priority's inter-token target. A closed-loop client sends its next
+ * request just after a step began (its last token came out of the one before): after lower-tier
+ * steps of 300 ms it waited 450 ms on average before its prompt could start (SmolLM2, 30
+ * lower-tier clients beside it), and 115 ms with this.
+ */
+export const PRIORITY_LINGER_MS = 2000;
+
+/**
  * A shard's scheduler, after vLLM v1's: every step it settles aborts, preempts for waiting
  * higher tiers and requests paused past their grace period (core/paused.ts), admits what fits, and fills the batch under a time budget (core/step-budget.ts),
  * running decodes first (in tier order), then prompt chunks (priority prompts first). Every change
@@ -70,6 +79,22 @@ export class ShardScheduler {
   cachedPrefix(request: EngineRequest): number {
     return this.sequences.bestPrefix(request.spec.cacheNamespace, request.tokens);
   }
+
+  /**
+   * A priority request's prompt is loading here (admitted, its first token not yet sampled): the
+   * shard wants every core for it (core/shard.ts holds the others).
+   */
+  get rushing(): boolean {
+    return this.running.some((r) => r.tier === "priority" && !r.paused && r.tokens.length === r.promptLength);
+  }
+
+  /** A priority stream runs here: this shard's steps are what it waits for, so they never hold. */
+  get servingPriority(): boolean {
+    return this.running.some((r) => r.tier === "priority" && !r.paused) || this.waiting.some((r) => r.tier === "priority" && !r.paused);
+  }
+
+  /** When a priority request last ran or waited here. */
+  lastPriorityAt = -Infinity;
 
   /** Queues a request (with the choices admitted with it) on this shard. */
   enqueue(request: EngineRequest): void {
@@ -122,7 +147,8 @@ export class ShardScheduler {
     return this.lastBudget;
   }
 
-  schedule(): StepPlan {
+  /** `priorityNearby`: a priority request ran or waited on one of the model's shards a moment ago (PRIORITY_LINGER_MS). */
+  schedule(priorityNearby = false): StepPlan {
     const plan = new StepPlan();
     // The step planned last has run by now. Before the pending operations are taken, so the cells
     // of a sequence a stalled request frees are cleared in this step.
@@ -138,7 +164,8 @@ export class ShardScheduler {
     // A sibling waiting for its copy of the prompt, a request waiting for its cells back, or one
     // whose caller is not reading (paused) sits out.
     const ordered = this.running.filter((r) => r.copyFrom === undefined && r.restoring === 0 && !r.paused).sort(this.policy.compareRunning);
-    const budget = fillBatch(plan, ordered, { ...budgetOptions(this.options), exploreDrafts: this.drafting.exploring }, this.cost, computableTokens);
+    if (this.running.some((r) => r.tier === "priority") || this.waiting.some((r) => r.tier === "priority")) this.lastPriorityAt = performance.now();
+    const budget = fillBatch(plan, ordered, { ...budgetOptions(this.options), exploreDrafts: this.drafting.exploring, priorityNearby }, this.cost, computableTokens);
     if (plan.batchSize > 0) this.drafting.planned();
     if (plan.batchSize > 0) this.lastBudget = budget;
     this.lastPlan = plan;

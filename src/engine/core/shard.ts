@@ -1,8 +1,18 @@
 import type { ShardScheduler } from "./scheduler.js";
+import type { ShardGroup } from "./shard-group.js";
 import type { StepPlan } from "./step-plan.js";
 import type { ShardRunner } from "../runner/shard-runner.js";
 import type { StepReply } from "../runner/step-protocol.js";
 import type { EngineCounters } from "../types.js";
+
+/** How often a held shard looks whether the priority prompt it gave way to has loaded. */
+const HOLD_CHECK_MS = 5;
+
+/**
+ * Longest a priority prompt's step waits for the other shards' steps to end, so that it runs on every
+ * core: twice as fast on two, against a wait of at most one short step.
+ */
+const RUSH_WAIT_MS = 150;
 
 /** What a shard's steps did, since it started: where the engine's time goes. */
 export type StepCounters = EngineCounters;
@@ -20,11 +30,14 @@ export class Shard {
   private readonly done: Promise<void>;
   readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, restoredCells: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0, roundTripMs: 0, hostMs: 0 };
 
+  /** Sleeping between steps so that another shard's priority prompt has every core. */
+  held = false;
+
   constructor(
     readonly scheduler: ShardScheduler,
     private readonly runner: ShardRunner,
-    /** Threads this shard's next step may use: the cores that no other busy shard is using. */
-    private readonly threads: () => number,
+    /** The model's shards, sharing the cores (core/shard-group.ts). */
+    private readonly group: ShardGroup,
   ) {
     this.done = this.loop();
   }
@@ -49,16 +62,21 @@ export class Shard {
 
   private async loop(): Promise<void> {
     while (!this.closed) {
+      if (this.group.holdFor(this)) {
+        await this.hold();
+        continue;
+      }
       const planning = performance.now();
-      const plan = this.scheduler.schedule();
+      const plan = this.scheduler.schedule(this.group.priorityNearby());
       if (plan.isEmpty) {
         await this.sleep();
         continue;
       }
+      if (this.scheduler.rushing) await this.othersHeld(planning);
       let reply: StepReply;
       const started = performance.now();
       try {
-        reply = await this.runner.step(plan.message(this.threads()));
+        reply = await this.runner.step(plan.message(this.group.threadsFor()));
       } catch (error) {
         this.failAll(error as Error);
         return;
@@ -69,6 +87,32 @@ export class Shard {
       this.postprocess(plan, reply);
       this.counters.roundTripMs += replied - started;
       this.counters.hostMs += started - planning + (performance.now() - replied);
+    }
+  }
+
+  /**
+   * Skips steps while another shard loads a priority prompt on every core (a priority request's time
+   * to first token is its prefill, and a prefill on one of two cores takes twice as long); looks
+   * again every HOLD_CHECK_MS or when woken.
+   */
+  private async hold(): Promise<void> {
+    this.held = true;
+    await new Promise<void>((resolve) => {
+      this.sleeping = resolve;
+      setTimeout(() => this.wake(), HOLD_CHECK_MS);
+    });
+    this.held = false;
+  }
+
+  /**
+   * Before a priority prompt's step: the other busy shards end the step they are in and hold, so this
+   * one runs on every core (at most RUSH_WAIT_MS: their steps are short while priority is about).
+   */
+  private async othersHeld(since: number): Promise<void> {
+    // Shards with a priority stream of their own never hold.
+    const holding = (other: Shard) => !other.busy || other.held || other.scheduler.servingPriority;
+    while (!this.group.othersOf(this).every(holding) && performance.now() - since < RUSH_WAIT_MS) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
     }
   }
 

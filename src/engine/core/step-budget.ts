@@ -24,6 +24,11 @@ export interface StepBudgetOptions {
   cellsPerSequence: number;
   /** This step verifies a short draft even where the cost model says drafts do not pay. */
   exploreDrafts?: boolean;
+  /**
+   * A priority stream ran on the shard a moment ago (scheduler.ts, PRIORITY_LINGER_MS): steps stay
+   * within priority's inter-token target, so its client's next request waits for a short step.
+   */
+  priorityNearby?: boolean;
 }
 
 /** What the last planned step was allowed and what it carried, for /health. */
@@ -84,7 +89,8 @@ export function fillBatch(
   const { carried: decoding, lowerMs } = decodesWithin(ordered.filter((r) => r.pending === 1).slice(0, tokensLeft), options, cost);
   tokensLeft -= decoding.length;
   let shape = decoding.reduce((sum, r) => addShapes(sum, chunkShape(r.computed, 1, true)), EMPTY_SHAPE);
-  const budgetMs = decoding.length === 0 ? Infinity : Math.min(...decoding.map((r) => options.targets[r.tier].itlMs));
+  const decodingMs = decoding.length === 0 ? Infinity : Math.min(...decoding.map((r) => options.targets[r.tier].itlMs));
+  const budgetMs = options.priorityNearby ? Math.min(decodingMs, options.targets.priority.itlMs) : decodingMs;
   const strictest = Math.min(...decoding.map((r) => RANK[r.tier]));
   const prompts = ordered.filter((r) => r.pending > 1);
   const counts = new Map<EngineRequest, number>();
@@ -115,8 +121,15 @@ export function fillBatch(
     } else if (paced && RANK[request.tier] <= strictest) count = Math.max(count, Math.min(room, pace(request, budgetMs, options)));
     if (count > 0) give(request, count);
   };
-  for (const request of prompts) grant(request, options.chunkCap, true);
-  for (const request of prompts) grant(request, Infinity, false);
+  // With no priority stream decoding here, a priority prompt loads whole in this step, before any
+  // other prompt: its time to first token is its prefill, and one long step is within what lower
+  // tiers' inter-token targets allow.
+  const rushed = strictest > RANK.priority ? prompts.filter((r) => r.tier === "priority" && limit(r) > 0) : [];
+  for (const request of rushed) if (tokensLeft > 0) give(request, Math.min(limit(request), tokensLeft));
+  if (rushed.length === 0) {
+    for (const request of prompts) grant(request, options.chunkCap, true);
+    for (const request of prompts) grant(request, Infinity, false);
+  }
   const floor = counts.size === 0 && !Number.isFinite(lowerMs) ? prompts.find((r) => limit(r) > 0) : undefined;
   if (floor) give(floor, Math.min(options.minChunk, limit(floor), tokensLeft));
   // Drafts last, in what the step's time and tokens have left (core/draft-budget.ts).

@@ -228,6 +228,7 @@ class ShardRouter {
       preemptions: all.reduce((n, s) => n + s.preemptions, 0),
       paused: all.reduce((n, s) => n + s.paused, 0),
       idleSequences: slots - tierTotal(running),
+      prioritySaturated: all.some((s) => s.prioritySaturated),
       kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
       stepBudgets: all.map(({ budget, speculation }, i) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs, speculation, costModel: this.shards[i]!.scheduler.cost.coefficients })),
       engine: Object.fromEntries(

@@ -183,6 +183,11 @@ export interface ModelHostStats {
   paused?: number;
   /** Sequences holding cached prefixes, not in use. */
   idleSequences: number;
+  /**
+   * Priority requests wait on some shard with no lower-tier sequence left to preempt: priority's own
+   * load exceeds the machine (it then waits in line; standard keeps its reserve). Embedded engine only.
+   */
+  prioritySaturated?: boolean;
   /** Share of all KV cells holding tokens (running or cached), 0..1. */
   kvCacheUsage: number;
   /** The embedded engine's step counters since start (absent for other backends). */

@@ -77,6 +77,16 @@ function loadGauges(registry: Registry, load: LoadSource): void {
   };
   gauge("num_requests_running", "Requests holding a sequence.", [...LABELS], byTier((s) => s.running));
   gauge("num_requests_waiting", "Requests waiting for a sequence.", [...LABELS], byTier((s) => s.waiting));
+  new Gauge({
+    name: "switchyard:priority_saturated",
+    help: "1 while priority requests wait with no lower-tier sequence left to preempt: priority's own load exceeds the model's sequences.",
+    labelNames: ["model_name"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const { model, stats } of load()) if (stats.prioritySaturated !== undefined) this.set({ model_name: model }, stats.prioritySaturated ? 1 : 0);
+    },
+  });
   gauge("kv_cache_usage_perc", "Share of KV cells holding tokens (1 = full), idle cached prefixes included.", ["model_name"], (set) => {
     for (const { model, stats } of load()) set({ model_name: model }, stats.kvCacheUsage);
   });

@@ -9,6 +9,7 @@ interface Health {
   running: number;
   waiting: number;
   preemptions: number;
+  priority_saturated: boolean;
   by_tier: { running: Record<string, number>; waiting: Record<string, number> };
 }
 
@@ -84,6 +85,8 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
     assert.deepEqual(finished, ["priority", "default", "flex"]);
     // /health splits the counts under the tiers' wire names (OpenAI's "default", not "standard").
     assert.deepEqual(queued.by_tier, { running: { priority: 1, default: 0, flex: 0, batch: 0 }, waiting: { priority: 1, default: 1, flex: 1, batch: 0 } });
+    assert.equal(queued.priority_saturated, true, "a priority request waits behind priority alone: priority's own load fills the model");
+    assert.equal((await health(server)).priority_saturated, false, "and no longer once it ran");
   });
 
   test("a flex request that finds no capacity within its wait limit gets 429 resource_unavailable and no bill", async () => {
@@ -220,6 +223,7 @@ describe("prefix cache and chunked prefill", () => {
     assert.ok((await metric(server, "vllm:kv_cache_usage_perc"))! > 0, "idle cached prefixes hold cells");
     assert.equal(await metric(server, "vllm:num_requests_running", { tier: "default" }), 0);
     assert.equal(await metric(server, "vllm:num_requests_waiting", { tier: "priority" }), 0);
+    assert.equal(await metric(server, "switchyard:priority_saturated"), 0);
 
     const totals = await usageTotals(server);
     assert.equal(totals.cached_tokens, cached + again.usage.prompt_tokens_details.cached_tokens, "the ledger records the cached tokens");

@@ -242,6 +242,21 @@ describe("the step budget", () => {
     assert.ok(performance.now() - s.lastPriorityAt < 1000, "the scheduler notes when priority was last about");
   });
 
+  test("priority's own load past the shard's sequences is reported as saturation, a lower tier it can preempt is not", () => {
+    const s = scheduler(2, machine(10, 5, 1));
+    const first = [request(4, "priority"), request(4)];
+    for (const r of first) s.enqueue(r);
+    untilAllSampled(s, first);
+    const waiting = request(4, "priority");
+    s.enqueue(waiting);
+    assert.equal(s.stats().prioritySaturated, false, "a standard stream is there to preempt");
+    step(s);
+    assert.equal(waiting.generatedCount, 1, "and was preempted for it");
+    s.enqueue(request(4, "priority"));
+    step(s);
+    assert.equal(s.stats().prioritySaturated, true, "two priority streams hold both sequences while a third waits");
+  });
+
   test("per-request chunk cap: the first prompt in line does not take the whole step", () => {
     const s = scheduler(4, machine(0, 0, 0), { chunkCap: 64 });
     const long = request(4000);

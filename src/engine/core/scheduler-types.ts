@@ -12,6 +12,8 @@ export interface ShardStats extends Pick<ModelHostStats, "running" | "waiting" |
   /** The last planned step's budget. */
   budget: StepBudget;
   speculation: { draftTokens: number; acceptedTokens: number; acceptanceRate: number | null };
+  /** Priority requests wait here with no lower-tier sequence left to preempt: priority's own load fills the shard. */
+  prioritySaturated: boolean;
 }
 
 export interface ShardSchedulerOptions {

@@ -2,7 +2,7 @@ import { StepCostModel } from "./cost-model.js";
 import { computableTokens, copyPrompts } from "./choices.js";
 import { admissible, pausedCount, pausedPastGrace, untilGraceEnds } from "./paused.js";
 import { RequestOutput, type TokenTexts } from "./output.js";
-import type { SchedulingPolicy } from "./policy.js";
+import { preemptibleByPriority, type SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import { SavedCells } from "./saved-cells.js";
 import { RequestSpeculation, ShardSpeculation } from "./speculation.js";
@@ -81,11 +81,12 @@ export class ShardScheduler {
   }
 
   /**
-   * A priority request's prompt is loading here (admitted, its first token not yet sampled): the
-   * shard wants every core for it (core/shard.ts holds the others).
+   * A priority request's prompt is loading here (admitted, its first token not yet sampled) and the
+   * rest of it fits one step: the shard wants every core for that step (core/shard.ts holds the
+   * others). A longer prompt loads on the shard's own cores, so no other shard waits for it long.
    */
   get rushing(): boolean {
-    return this.running.some((r) => r.tier === "priority" && !r.paused && r.tokens.length === r.promptLength);
+    return this.running.some((r) => r.tier === "priority" && !r.paused && r.tokens.length === r.promptLength && r.promptLength - r.computed <= this.options.stepTokens);
   }
 
   /** A priority stream runs here: this shard's steps are what it waits for, so they never hold. */
@@ -239,6 +240,7 @@ export class ShardScheduler {
       totalCells: this.sequences.size * this.options.cellsPerSequence,
       budget: this.lastBudget,
       speculation: { draftTokens: this.drafting.draftTokens, acceptedTokens: this.drafting.acceptedTokens, acceptanceRate: this.drafting.acceptanceRate },
+      prioritySaturated: admissible(this.waiting).some((r) => r.tier === "priority") && this.sequences.free === 0 && preemptibleByPriority(this.running, this.sequences.size) === 0,
     };
   }
 

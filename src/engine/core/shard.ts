@@ -32,6 +32,8 @@ export class Shard {
 
   /** Sleeping between steps so that another shard's priority prompt has every core. */
   held = false;
+  /** It held last time round: it runs a step before it holds again, so back-to-back priority prompts elsewhere never stop it. */
+  private heldLast = false;
 
   constructor(
     readonly scheduler: ShardScheduler,
@@ -62,8 +64,9 @@ export class Shard {
 
   private async loop(): Promise<void> {
     while (!this.closed) {
-      if (this.group.holdFor(this)) {
+      if (!this.heldLast && this.group.holdFor(this)) {
         await this.hold();
+        this.heldLast = true;
         continue;
       }
       const planning = performance.now();
@@ -72,6 +75,7 @@ export class Shard {
         await this.sleep();
         continue;
       }
+      this.heldLast = false;
       if (this.scheduler.rushing) await this.othersHeld(planning);
       let reply: StepReply;
       const started = performance.now();
@@ -93,14 +97,18 @@ export class Shard {
   /**
    * Skips steps while another shard loads a priority prompt on every core (a priority request's time
    * to first token is its prefill, and a prefill on one of two cores takes twice as long); looks
-   * again every HOLD_CHECK_MS or when woken.
+   * again every HOLD_CHECK_MS or when woken. Then the shard runs a step before it holds again.
    */
   private async hold(): Promise<void> {
     this.held = true;
-    await new Promise<void>((resolve) => {
-      this.sleeping = resolve;
-      setTimeout(() => this.wake(), HOLD_CHECK_MS);
-    });
+    while (!this.closed && this.group.holdFor(this)) {
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        this.sleeping = resolve;
+        timer = setTimeout(() => this.wake(), HOLD_CHECK_MS);
+      });
+      clearTimeout(timer);
+    }
     this.held = false;
   }
 

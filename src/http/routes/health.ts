@@ -35,6 +35,7 @@ function load(stats: BackendStats) {
     idle_cached_sequences: stats.idleSequences,
     kv_cache_usage: Number(stats.kvCacheUsage.toFixed(4)),
     preemptions: stats.preemptions,
+    ...(stats.prioritySaturated !== undefined ? { priority_saturated: stats.prioritySaturated } : {}),
     ...(stats.paused !== undefined ? { paused: stats.paused } : {}),
     by_tier: { running: stats.running, waiting: stats.waiting },
     ...(stats.engine ? { engine: { ...engineCounters(stats.engine), ...(stats.stepBudgets ? { shards: stats.stepBudgets.map(stepBudget) } : {}) } } : {}),

@@ -26,8 +26,15 @@ export interface DraftLimits {
 const DRAFT_MARGIN = 1.2;
 /** Exploring is for small steps: with more streams decoding than this, a wrong guess costs them all. */
 const EXPLORE_MAX_STREAMS = 2;
-/** Only a draft at least this likely to be accepted is verified whole to explore. */
+/** Only a draft at least this likely to be accepted is verified to explore. */
 const EXPLORE_ACCEPTANCE = 0.3;
+/**
+ * An exploring draft is at most this many times the run its acceptance expects, 1 / (1 − a), and
+ * at least 4 tokens: long enough to show what a longer draft costs, never 64 tokens of a source
+ * that is right a third of the time (random-word prompts, where 3-token matches abound: SmolLM2
+ * alone with speculation on ran at 0.91× of off).
+ */
+const EXPLORE_RUNS = 4;
 /**
  * However many tokens a step is expected to bring a stream, it takes at most this many times the
  * stream's inter-token target: output may come in bursts, but not in rare ones, and a request that
@@ -107,7 +114,7 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
  * ones (or none, on a busy moment), it would never see a step that shows a long one pays, and the
  * cost of draft tokens is hard to tell apart from that of attention when one stream's position
  * and draft length move together. So now and then the likeliest draft is verified whole (up to
- * MAX_DRAFT_PER_REQUEST), or as much of it as the streams' pace allows.
+ * MAX_DRAFT_PER_REQUEST and EXPLORE_RUNS expected runs), or as much of it as the streams' pace allows.
  */
 function explore(candidates: Candidate[], base: StepShape, cost: StepCostModel, paceMs: () => number): void {
   const best = candidates.filter((c) => c.acceptance >= EXPLORE_ACCEPTANCE).sort((a, b) => TIER_RANK[a.request.tier] - TIER_RANK[b.request.tier] || b.acceptance - a.acceptance)[0];
@@ -120,7 +127,7 @@ function explore(candidates: Candidate[], base: StepShape, cost: StepCostModel, 
     best.expected = granted + best.gain * (1 - best.acceptance ** count) / Math.max(1e-9, 1 - best.acceptance);
     return cost.predict(addShapes(base, draftShape(from, count))) <= Math.min(best.besideMs, paceMs());
   };
-  let count = best.draft.tokens.length - best.taken;
+  let count = Math.min(best.draft.tokens.length - best.taken, Math.max(4, Math.ceil(EXPLORE_RUNS / Math.max(1e-9, 1 - best.acceptance))));
   while (count > 1 && !fits(count)) count = Math.floor(count / 2);
   if (fits(count)) best.taken += count;
   else best.expected = granted;

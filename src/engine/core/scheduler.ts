@@ -23,15 +23,6 @@ export { StalledError };
 export type { ShardSchedulerOptions, ShardStats };
 
 /**
- * For this long after a priority request last ran or waited on one of a model's shards, every
- * shard's steps stay within priority's inter-token target. A closed-loop client sends its next
- * request just after a step began (its last token came out of the one before): after lower-tier
- * steps of 300 ms it waited 450 ms on average before its prompt could start (SmolLM2, 30
- * lower-tier clients beside it), and 115 ms with this.
- */
-export const PRIORITY_LINGER_MS = 2000;
-
-/**
  * A shard's scheduler, after vLLM v1's: every step it settles aborts, preempts for waiting
  * higher tiers and requests paused past their grace period (core/paused.ts), admits what fits, and fills the batch under a time budget (core/step-budget.ts),
  * running decodes first (in tier order), then prompt chunks (priority prompts first). Every change
@@ -148,7 +139,7 @@ export class ShardScheduler {
     return this.lastBudget;
   }
 
-  /** `priorityNearby`: a priority request ran or waited on one of the model's shards a moment ago (PRIORITY_LINGER_MS). */
+  /** `priorityNearby`: a priority request ran or waited on one of the model's shards a moment ago (shard-group.ts). */
   schedule(priorityNearby = false): StepPlan {
     const plan = new StepPlan();
     // The step planned last has run by now. Before the pending operations are taken, so the cells

@@ -1,5 +1,4 @@
 import type { ShardScheduler } from "./scheduler.js";
-import type { ShardGroup } from "./shard-group.js";
 import type { StepPlan } from "./step-plan.js";
 import type { ShardRunner } from "../runner/shard-runner.js";
 import type { StepReply } from "../runner/step-protocol.js";
@@ -13,6 +12,17 @@ const HOLD_CHECK_MS = 5;
  * core: twice as fast on two, against a wait of at most one short step.
  */
 const RUSH_WAIT_MS = 150;
+
+/** What a shard asks of the model's other shards, sharing the cores (core/shard-group.ts). */
+export interface ShardGroupView {
+  /** Threads a step may use now. */
+  threadsFor(): number;
+  /** Whether `shard` should skip its next step for another shard's priority prompt. */
+  holdFor(shard: Shard): boolean;
+  othersOf(shard: Shard): Shard[];
+  /** A priority request ran or waited on one of the shards a moment ago. */
+  priorityNearby(): boolean;
+}
 
 /** What a shard's steps did, since it started: where the engine's time goes. */
 export type StepCounters = EngineCounters;
@@ -39,7 +49,7 @@ export class Shard {
     readonly scheduler: ShardScheduler,
     private readonly runner: ShardRunner,
     /** The model's shards, sharing the cores (core/shard-group.ts). */
-    private readonly group: ShardGroup,
+    private readonly group: ShardGroupView,
   ) {
     this.done = this.loop();
   }

@@ -25,7 +25,7 @@ export interface StepBudgetOptions {
   /** This step verifies a short draft even where the cost model says drafts do not pay. */
   exploreDrafts?: boolean;
   /**
-   * A priority stream ran on the shard a moment ago (scheduler.ts, PRIORITY_LINGER_MS): steps stay
+   * A priority stream ran on one of the model's shards a moment ago (shard-group.ts, PRIORITY_LINGER_MS): steps stay
    * within priority's inter-token target, so its client's next request waits for a short step.
    */
   priorityNearby?: boolean;
@@ -125,11 +125,8 @@ export function fillBatch(
   // other prompt: its time to first token is its prefill, and one long step is within what lower
   // tiers' inter-token targets allow.
   const rushed = strictest > RANK.priority ? prompts.filter((r) => r.tier === "priority" && limit(r) > 0) : [];
-  for (const request of rushed) if (tokensLeft > 0) give(request, Math.min(limit(request), tokensLeft));
-  if (rushed.length === 0) {
-    for (const request of prompts) grant(request, options.chunkCap, true);
-    for (const request of prompts) grant(request, Infinity, false);
-  }
+  for (const request of rushed) give(request, Math.min(limit(request), tokensLeft));
+  for (const [most, paced] of rushed.length > 0 ? [] : ([[options.chunkCap, true], [Infinity, false]] as const)) for (const request of prompts) grant(request, most, paced);
   const floor = counts.size === 0 && !Number.isFinite(lowerMs) ? prompts.find((r) => limit(r) > 0) : undefined;
   if (floor) give(floor, Math.min(options.minChunk, limit(floor), tokensLeft));
   // Drafts last, in what the step's time and tokens have left (core/draft-budget.ts).

@@ -6,6 +6,8 @@ import type { EngineCounters } from "../types.js";
 
 /** How often a held shard looks whether the priority prompt it gave way to has loaded. */
 const HOLD_CHECK_MS = 5;
+/** Longest a shard holds at a time, whatever the other shard's prompt is doing (one step is ~300 ms). */
+const MAX_HOLD_MS = 1000;
 
 /**
  * Longest a priority prompt's step waits for the other shards' steps to end, so that it runs on every
@@ -111,7 +113,8 @@ export class Shard {
    */
   private async hold(): Promise<void> {
     this.held = true;
-    while (!this.closed && this.group.holdFor(this)) {
+    const until = performance.now() + MAX_HOLD_MS;
+    while (!this.closed && this.group.holdFor(this) && performance.now() < until) {
       let timer: NodeJS.Timeout | undefined;
       await new Promise<void>((resolve) => {
         this.sleeping = resolve;

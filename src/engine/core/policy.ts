@@ -45,6 +45,20 @@ export const preemptibleByPriority = (running: readonly EngineRequest[], sequenc
   return running.filter((r) => r.tier !== "priority" && !r.abortRequested && !kept.includes(r)).length;
 };
 
+/**
+ * A priority request's prompt is loading (admitted, its first token not yet sampled) and the rest of
+ * it fits a step of `stepTokens`: its shard wants every core for that step (core/shard-group.ts).
+ */
+export const loadingPriorityPrompt = (running: readonly EngineRequest[], stepTokens: number) =>
+  running.some((r) => r.tier === "priority" && !r.paused && r.tokens.length === r.promptLength && r.promptLength - r.computed <= stepTokens);
+
+/** A priority request runs or waits (and its client reads): the shard's steps are what it waits for. */
+export const servesPriority = (running: readonly EngineRequest[], waiting: readonly EngineRequest[]) => [...running, ...waiting].some((r) => r.tier === "priority" && !r.paused);
+
+/** Priority requests wait with no free sequence and no lower tier left to preempt: priority's own load fills the shard. */
+export const prioritySaturated = (running: readonly EngineRequest[], waiting: readonly EngineRequest[], freeSequences: number, sequences: number) =>
+  waiting.some((r) => r.tier === "priority") && freeSequences === 0 && preemptibleByPriority(running, sequences) === 0;
+
 /** Sequences a waiting request needs to be admitted: itself and the choices admitted with it. */
 export const sequencesNeeded = (r: EngineRequest) => 1 + r.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested).length;
 

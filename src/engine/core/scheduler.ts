@@ -2,7 +2,7 @@ import { StepCostModel } from "./cost-model.js";
 import { computableTokens, copyPrompts } from "./choices.js";
 import { admissible, pausedCount, pausedPastGrace, untilGraceEnds } from "./paused.js";
 import { RequestOutput, type TokenTexts } from "./output.js";
-import { preemptibleByPriority, type SchedulingPolicy } from "./policy.js";
+import { loadingPriorityPrompt, prioritySaturated, servesPriority, type SchedulingPolicy } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import { SavedCells } from "./saved-cells.js";
 import { RequestSpeculation, ShardSpeculation } from "./speculation.js";
@@ -77,12 +77,12 @@ export class ShardScheduler {
    * others). A longer prompt loads on the shard's own cores, so no other shard waits for it long.
    */
   get rushing(): boolean {
-    return this.running.some((r) => r.tier === "priority" && !r.paused && r.tokens.length === r.promptLength && r.promptLength - r.computed <= this.options.stepTokens);
+    return loadingPriorityPrompt(this.running, this.options.stepTokens);
   }
 
   /** A priority stream runs here: this shard's steps are what it waits for, so they never hold. */
   get servingPriority(): boolean {
-    return this.running.some((r) => r.tier === "priority" && !r.paused) || this.waiting.some((r) => r.tier === "priority" && !r.paused);
+    return servesPriority(this.running, this.waiting);
   }
 
   /** When a priority request last ran or waited here. */
@@ -156,7 +156,7 @@ export class ShardScheduler {
     // A sibling waiting for its copy of the prompt, a request waiting for its cells back, or one
     // whose caller is not reading (paused) sits out.
     const ordered = this.running.filter((r) => r.copyFrom === undefined && r.restoring === 0 && !r.paused).sort(this.policy.compareRunning);
-    if (this.running.some((r) => r.tier === "priority") || this.waiting.some((r) => r.tier === "priority")) this.lastPriorityAt = performance.now();
+    if (servesPriority(this.running, this.waiting)) this.lastPriorityAt = performance.now();
     const budget = fillBatch(plan, ordered, { ...budgetOptions(this.options), exploreDrafts: this.drafting.exploring, priorityNearby }, this.cost, computableTokens);
     if (plan.batchSize > 0) this.drafting.planned();
     if (plan.batchSize > 0) this.lastBudget = budget;
@@ -231,7 +231,7 @@ export class ShardScheduler {
       totalCells: this.sequences.size * this.options.cellsPerSequence,
       budget: this.lastBudget,
       speculation: { draftTokens: this.drafting.draftTokens, acceptedTokens: this.drafting.acceptedTokens, acceptanceRate: this.drafting.acceptanceRate },
-      prioritySaturated: admissible(this.waiting).some((r) => r.tier === "priority") && this.sequences.free === 0 && preemptibleByPriority(this.running, this.sequences.size) === 0,
+      prioritySaturated: prioritySaturated(this.running, admissible(this.waiting), this.sequences.free, this.sequences.size),
     };
   }
 

@@ -190,12 +190,8 @@ describe("draft lengths", () => {
   });
 
   test("each step drafts from the source expected to bring more tokens, so a prediction that fell behind is taken up again", () => {
-    const prompt = tokensOf("copy:");
-    const context = [...prompt];
-    const speculation = new RequestSpeculation(context, prompt.length, tokensOf(" five six seven eight nine ten"), new ShardSpeculation("auto"));
     // Lookup has done better lately than the prediction.
-    for (let i = 0; i < 22; i++) speculation.settle({ source: "lookup", tokens: tokensOf("ab") }, 2);
-    speculation.settle({ source: "prediction", tokens: tokensOf("abc") }, 0);
+    const { context, speculation } = afterLookupWins("copy:", " five six seven eight nine ten", 22);
     assert.ok(speculation.acceptance("lookup") > speculation.acceptance("prediction"));
     // The output repeats itself: lookup guesses " five" again (5 tokens); the prediction, resynchronised, has 25.
     context.push(...tokensOf(" five five"));
@@ -205,17 +201,22 @@ describe("draft lengths", () => {
   });
 
   test("where both sources guess the same next token, the prediction's guess is drafted", () => {
-    const prompt = tokensOf("copy: alpha beta gamma");
-    const context = [...prompt];
-    const speculation = new RequestSpeculation(context, prompt.length, tokensOf(" alpha beta gamma"), new ShardSpeculation("auto"));
-    for (let i = 0; i < 5; i++) speculation.settle({ source: "lookup", tokens: tokensOf("ab") }, 2);
-    speculation.settle({ source: "prediction", tokens: tokensOf("ab") }, 0);
+    const { context, speculation } = afterLookupWins("copy: alpha beta gamma", " alpha beta gamma", 5);
     context.push(...tokensOf(" alp"));
     const draft = speculation.propose(context, 64)!;
     assert.equal(draft.source, "prediction");
     assert.equal(textOf(draft.tokens), "ha beta gamma");
   });
 });
+
+/** A request's speculation after `lookupHits` lookup drafts accepted whole and one prediction draft rejected at once. */
+function afterLookupWins(prompt: string, prediction: string, lookupHits: number) {
+  const context = tokensOf(prompt);
+  const speculation = new RequestSpeculation(context, context.length, tokensOf(prediction), new ShardSpeculation("auto"));
+  for (let i = 0; i < lookupHits; i++) speculation.settle({ source: "lookup", tokens: tokensOf("ab") }, 2);
+  speculation.settle({ source: "prediction", tokens: tokensOf("abc") }, 0);
+  return { context, speculation };
+}
 
 describe("a verified run in the scheduler", () => {
   test("accepted drafts become output in one step; the output is what the model writes, prediction or not", async () => {

@@ -53,7 +53,8 @@ export const loadingPriorityPrompt = (running: readonly EngineRequest[], stepTok
   running.some((r) => r.tier === "priority" && !r.paused && r.tokens.length === r.promptLength && r.promptLength - r.computed <= stepTokens);
 
 /** A priority request runs or waits (and its client reads): the shard's steps are what it waits for. */
-export const servesPriority = (running: readonly EngineRequest[], waiting: readonly EngineRequest[]) => [...running, ...waiting].some((r) => r.tier === "priority" && !r.paused);
+export const servesPriority = (running: readonly EngineRequest[], waiting: readonly EngineRequest[]) => running.some(readingPriority) || waiting.some(readingPriority);
+const readingPriority = (r: EngineRequest) => r.tier === "priority" && !r.paused;
 
 /** Priority requests wait with no free sequence and no lower tier left to preempt: priority's own load fills the shard. */
 export const prioritySaturated = (running: readonly EngineRequest[], waiting: readonly EngineRequest[], freeSequences: number, sequences: number) =>

@@ -188,7 +188,8 @@ function sampleAll(message: StepMessage): Pick<StepReply, "tokens" | "counts" | 
     const draft = order.draft ?? [];
     let accepted = 0;
     for (;;) {
-      const index = order.index + accepted;
+      // Logits are read where llama.cpp was given the token (bySequence).
+      const index = slots[order.index + accepted]!;
       const token = sampler === undefined ? -1 : lib.llama_sampler_sample(sampler, context, index);
       tokens.push(token);
       logprobs.push(sampler !== undefined && order.top >= 0 ? logprobOf(index, token, order.top) : null);
@@ -199,6 +200,23 @@ function sampleAll(message: StepMessage): Pick<StepReply, "tokens" | "counts" | 
     if (accepted < draft.length) lib.llama_memory_seq_rm(memory, message.sequences[order.index]!, message.positions[order.index]! + 1 + accepted, -1);
   });
   return { tokens: Int32Array.from(tokens), counts, logprobs };
+}
+
+/** Where each token of the step's message sits in the batch given to llama.cpp (see bySequence). */
+let slots: Int32Array = new Int32Array(0);
+
+/**
+ * Each token's place in the batch when the tokens are ordered by sequence id (each sequence's own
+ * tokens keep their order). With a KV stream per sequence, llama.cpp splits a batch into
+ * micro-batches of sequences whose ids follow one another in batch order (split_equal), each a
+ * pass over the weights: in scheduler order, six decodes on Qwen2.5-Coder-0.5B took 231 ms on 2
+ * AVX2 cores where the same six by id took 155.
+ */
+function bySequence(sequences: Int32Array): Int32Array {
+  const order = Array.from(sequences.keys()).sort((a, b) => sequences[a]! - sequences[b]! || a - b);
+  const placed = new Int32Array(sequences.length);
+  order.forEach((index, slot) => (placed[index] = slot));
+  return placed;
 }
 
 function step(message: StepMessage): StepReply {
@@ -218,12 +236,14 @@ function step(message: StepMessage): StepReply {
   const n = message.tokens.length;
   const started = performance.now();
   if (n > 0) {
-    batch.token.set(message.tokens);
-    batch.pos.set(message.positions);
+    slots = bySequence(message.sequences);
     for (let i = 0; i < n; i++) {
-      batch.nSeq[i] = 1;
-      batch.seq[i]![0] = message.sequences[i]!;
-      batch.logits[i] = message.outputs[i]!;
+      const slot = slots[i]!;
+      batch.token[slot] = message.tokens[i]!;
+      batch.pos[slot] = message.positions[i]!;
+      batch.nSeq[slot] = 1;
+      batch.seq[slot]![0] = message.sequences[i]!;
+      batch.logits[slot] = message.outputs[i]!;
     }
     batch.value.n_tokens = n;
     const status = lib.llama_decode(context, batch.value);

@@ -1,0 +1,46 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { SequenceTable } from "../../src/engine/core/sequences.js";
+import type { MemoryOp } from "../../src/engine/runner/step-protocol.js";
+
+const tokens = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
+
+describe("where a request runs among a shard's sequences", () => {
+  test("next to a running sequence: llama.cpp runs consecutive ids in one pass over the weights", () => {
+    const table = new SequenceTable(4, 4096, true);
+    const ops: MemoryOp[] = [];
+    const ids = [0, 1, 2].map((i) => table.take(`n${i}`, tokens(i * 100, 10), ops).sequence);
+    assert.deepEqual(ids, [0, 1, 2]);
+    table.give(0, undefined, ops);
+    table.give(1, undefined, ops);
+    // 2 runs; 0 (empty, first) would leave a gap between it and 2, 3 and 1 would not.
+    const next = table.take("n9", tokens(900, 10), ops).sequence;
+    assert.ok(next === 1 || next === 3, `took ${next}`);
+  });
+
+  test("a long cached prefix comes along by a copy into a sequence next to a running one; no other cache is thrown away for it", () => {
+    const table = new SequenceTable(6, 4096, true);
+    const ops: MemoryOp[] = [];
+    const document = tokens(1000, 300);
+    for (let i = 0; i < 5; i++) table.take(`n${i}`, tokens(i * 100, 10), ops);
+    assert.equal(table.take("a", document, ops).sequence, 5);
+    for (const id of [1, 2, 3, 4]) table.give(id, undefined, ops);
+    table.give(5, document, ops);
+    ops.length = 0;
+    const taken = table.take("a", [...document, 7], ops);
+    assert.deepEqual(taken, { sequence: 1, reused: 300 });
+    assert.deepEqual(ops, [{ op: "cp", src: 5, dst: 1 }, { op: "rm", seq: 1, from: 300 }]);
+    // The cache stays where it was for the namespace's next request.
+    assert.equal(table.bestPrefix("a", document), 300);
+    // With no empty sequence next to a running one, a prefix hit runs where it is.
+    const crowded = new SequenceTable(3, 4096, true);
+    crowded.take("a", document, ops);
+    crowded.take("b", tokens(0, 10), ops);
+    crowded.give(0, document, ops);
+    crowded.take("c", tokens(50, 10), ops);
+    crowded.give(2, tokens(50, 10), ops);
+    // 0 holds a's document, 1 runs, 2 holds c's prompt: a runs in 0 (no gap) and 2 keeps c's cache.
+    assert.deepEqual(crowded.take("a", [...document, 7], ops), { sequence: 0, reused: 300 });
+    assert.equal(crowded.bestPrefix("c", tokens(50, 10)), 10);
+  });
+});

@@ -163,10 +163,15 @@ describe("draft lengths", () => {
     const capped = planDrafts(all, base(5), limits, weightBound());
     assert.equal(capped.get(priority!)?.tokens.length, 25, "the rest of the prediction");
     assert.ok([...capped.values()].reduce((n, d) => n + d.tokens.length, 0) <= DRAFT_TOKENS_PER_STEP);
+    const one = planDrafts(all, base(5), { ...limits, tokensLeft: 1 }, weightBound());
+    assert.deepEqual([...one.keys()], [priority], "the step's last draft token goes to priority");
     const cost = weightBound();
-    const budgeted = planDrafts(all, base(5), { ...limits, itlMs: () => cost.predict(base(5)) + 3 }, cost);
-    assert.equal([...budgeted.values()].reduce((n, d) => n + d.tokens.length, 0), 3);
-    assert.equal(budgeted.get(priority!)?.tokens.length, 3, "the budget's room goes to priority");
+    const target = cost.predict(base(5)) + 3;
+    const paced = planDrafts(all, base(5), { ...limits, itlMs: () => target }, cost);
+    const lengths = all.map((r) => paced.get(r)?.tokens.length ?? 0);
+    assert.ok(lengths.every((n) => n <= lengths[4]!), `priority drafts at least as much as any other stream: ${lengths}`);
+    const step = cost.predict({ ...base(5), draftTokens: lengths.reduce((a, b) => a + b, 0) });
+    assert.ok(lengths.every((n) => step <= target * (1 + n)), "every stream keeps its pace: the step within its target times the tokens it may bring");
   });
 
   test("a step may take a few inter-token targets where the draft is expected to bring that many tokens, never beside a stream without one", () => {

@@ -65,8 +65,8 @@ interface Candidate {
  * How many draft tokens each decoding stream verifies this step. A draft token costs the whole
  * step (every stream in it waits for it) what the cost model says one more verified token costs;
  * it brings acceptance^j expected tokens (the j-th of a draft counts only if all before it were
- * accepted). Tokens are granted one a stream at a time, priority's streams first and flex last, as
- * long as each brings DRAFT_MARGIN times the tokens per millisecond of the step's decodes alone,
+ * accepted). Tokens are granted by rounds, one a stream, priority's streams first in each round
+ * and flex last, as long as each brings DRAFT_MARGIN times the tokens per millisecond of the step's decodes alone,
  * and at least the step's average so far (past that, a longer draft lowers the step's rate), and the step
  * keeps every stream's pace: no longer than each stream's inter-token target times the tokens it is
  * expected to bring it (one, for a stream without a draft), and MAX_BURST targets at most. Alone on
@@ -74,39 +74,61 @@ interface Candidate {
  * already high), only drafts that are nearly sure to be accepted get in, or none.
  */
 export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, limits: DraftLimits, cost: StepCostModel): Map<EngineRequest, Draft> {
-  const candidates = proposals(decoding, limits);
+  const candidates = proposals(decoding, limits).sort((a, b) => TIER_RANK[a.request.tier] - TIER_RANK[b.request.tier]);
   const byRequest = new Map(candidates.map((c) => [c.request, c]));
   const paceMs = () => Math.min(...decoding.map((r) => limits.itlMs(r) * Math.min(MAX_BURST, byRequest.get(r)?.expected ?? 1)));
-  let shape = base;
-  let time = cost.predict(shape);
-  let expected = decoding.length;
+  const time = cost.predict(base);
+  const step: Granted = { shape: base, time, expected: decoding.length, left: Math.min(DRAFT_TOKENS_PER_STEP, limits.tokensLeft) };
   // What a draft token must bring per ms: the step's rate without drafts, with the margin.
   const floorRate = (DRAFT_MARGIN * decoding.length) / time;
-  let left = Math.min(DRAFT_TOKENS_PER_STEP, limits.tokensLeft);
-  for (const rank of [...new Set(candidates.map((c) => TIER_RANK[c.request.tier]))].sort((a, b) => a - b)) {
-    let open = candidates.filter((c) => TIER_RANK[c.request.tier] === rank);
-    // By rounds: each open stream of the tier gets one more token, while it pays.
-    while (open.length > 0 && left > 0) {
-      open = open.filter((c) => {
-        if (left <= 0 || c.taken >= c.draft.tokens.length) return false;
-        const withIt = addShapes(shape, draftShape(c.request.computed + c.taken, 1));
-        const after = cost.predict(withIt);
-        // It must beat the step without drafts (by the margin) and not lower the step's rate.
-        if (c.gain < (after - time) * Math.max(floorRate, expected / time)) return false;
-        c.expected += c.gain;
-        if (after > Math.min(c.besideMs, paceMs())) {
-          c.expected -= c.gain;
-          return false;
-        }
-        [shape, time, expected, left] = [withIt, after, expected + c.gain, left - 1];
-        c.taken++;
-        c.gain *= c.acceptance;
-        return true;
-      });
-    }
-  }
-  if (limits.explore && decoding.length <= EXPLORE_MAX_STREAMS) explore(candidates, shape, cost, paceMs);
+  // By rounds: each open stream gets one more token while it pays, priority's first in every round and flex's last.
+  let open = candidates;
+  while (open.length > 0 && step.left > 0) open = grantRound(open, step, floorRate, cost, paceMs);
+  if (limits.explore && decoding.length <= EXPLORE_MAX_STREAMS) explore(candidates, step.shape, cost, paceMs);
   return new Map(candidates.filter((c) => c.taken > 0).map((c) => [c.request, { source: c.draft.source, tokens: c.draft.tokens.slice(0, c.taken) }]));
+}
+
+/** The step as drafts are granted: its shape, predicted time, expected tokens, and draft tokens left. */
+interface Granted {
+  shape: StepShape;
+  time: number;
+  expected: number;
+  left: number;
+}
+
+/**
+ * One more draft token to each open stream that it pays for; returns the streams still open. The
+ * pace is checked once the round is granted: each stream's token raises what the step brings that
+ * stream, so checked one at a time, every stream was held to the pace of the others before their
+ * turn (six Qwen2.5-Coder streams drafting at 99% acceptance got no draft at all once their decodes
+ * alone took longer than one inter-token target). Past it, the round is undone from its end (flex
+ * first), and those streams draft no more this step.
+ */
+function grantRound(open: readonly Candidate[], step: Granted, floorRate: number, cost: StepCostModel, paceMs: () => number): Candidate[] {
+  const round: Array<{ candidate: Candidate; before: Granted; gain: number }> = [];
+  let still = open.filter((c) => {
+    if (step.left <= 0 || c.taken >= c.draft.tokens.length) return false;
+    const withIt = addShapes(step.shape, draftShape(c.request.computed + c.taken, 1));
+    const after = cost.predict(withIt);
+    // It must beat the step without drafts (by the margin), not lower the step's rate, and keep
+    // within what lower tiers may bring a step beside priority.
+    if (c.gain < (after - step.time) * Math.max(floorRate, step.expected / step.time) || after > c.besideMs) return false;
+    round.push({ candidate: c, before: { ...step }, gain: c.gain });
+    Object.assign(step, { shape: withIt, time: after, expected: step.expected + c.gain, left: step.left - 1 });
+    c.expected += c.gain;
+    c.taken++;
+    c.gain *= c.acceptance;
+    return true;
+  });
+  while (round.length > 0 && step.time > paceMs()) {
+    const { candidate: c, before, gain } = round.pop()!;
+    Object.assign(step, before);
+    c.taken--;
+    c.gain = gain;
+    c.expected -= gain;
+    still = still.filter((other) => other !== c);
+  }
+  return still;
 }
 
 /**

@@ -88,8 +88,11 @@ export class SequenceTable {
     reused = Math.max(0, Math.min(reused, tokens.length - 1));
     const keep = reused > 0 && chosen.held.length - reused >= KEEP_MIN_TOKENS;
     const spare = this.spare(idle, chosen);
-    // Next to more running sequences, and no cache thrown away for it that taking `chosen` would keep.
-    const closer = spare && this.nextToBusy(spare) > this.nextToBusy(chosen) && (spare.held.length === 0 || (reused === 0 && chosen.held.length > 0));
+    // Next to more running sequences, with no cache thrown away for it that taking `chosen` would
+    // keep, and no reuse lost (a shorter shared prefix is not copied: its request would be billed
+    // for tokens it had cached).
+    const moves = reused === 0 || reused >= COPY_MIN_TOKENS;
+    const closer = spare && moves && this.nextToBusy(spare) > this.nextToBusy(chosen) && (spare.held.length === 0 || (reused === 0 && chosen.held.length > 0));
     const placed = keep || closer ? spare : undefined;
     if (placed && reused >= COPY_MIN_TOKENS) {
       chosen.lastUsed = ++this.clock;

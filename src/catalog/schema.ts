@@ -72,8 +72,8 @@ const entrySchema = z.strictObject({
     .optional(),
   convert: z.enum(["sentence-transformers"], { error: 'must be "sentence-transformers" (a zipped sentence-transformers BERT folder, converted to GGUF at pull time)' }).optional(),
   pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
-}).refine((entry) => entry.convert === undefined || ["f32", "f16"].includes(entry.precision), {
-  error: 'a converted model is written in its precision: "f32" or "f16"',
+}).refine((entry) => entry.convert === undefined || ["f32", "f16", "q8_0"].includes(entry.precision), {
+  error: 'a converted model is written in its precision: "f32", "f16" or "q8_0"',
   path: ["precision"],
 }).refine((entry) => entry.dedicated !== true || entry.pricing.dedicated_instance_hour !== undefined, {
   error: "a model with dedicated: true needs pricing.dedicated_instance_hour (US dollars per instance hour)",

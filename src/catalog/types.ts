@@ -72,7 +72,7 @@ export interface CatalogEntry {
   expect?: { architecture?: string; name?: string; tensor_count?: number };
   /**
    * `sentence-transformers`: the source is a zipped sentence-transformers BERT folder (safetensors,
-   * tokenizer.json), converted at pull time to a llama.cpp GGUF in the entry's `precision` (`f32`, `f16`).
+   * tokenizer.json), converted at pull time to a llama.cpp GGUF in the entry's `precision` (`f32`, `f16`, `q8_0`).
    */
   convert?: "sentence-transformers";
   /** `on_demand`: not pulled with the rest; `switchyard models pull <id>` fetches it. */

@@ -5,7 +5,9 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { bertVocabulary, ggufTensorName } from "../../src/catalog/convert/bert-gguf.js";
 import { readSafetensors } from "../../src/catalog/convert/safetensors.js";
+import { floatToHalfBits, halfBitsToFloat } from "../../src/catalog/gguf/half.js";
 import { GgmlType, readGgufLayout } from "../../src/catalog/gguf/layout.js";
+import { quantizeQ8_0 } from "../../src/catalog/gguf/q8-0.js";
 import { writeGguf } from "../../src/catalog/gguf/writer.js";
 
 test("Hugging Face BERT tensor names map to llama.cpp's, and the unused ones are dropped", () => {
@@ -54,4 +56,22 @@ test("safetensors: a header naming bytes outside the file is refused", () => {
   const file = Buffer.concat([Buffer.alloc(8), header, Buffer.alloc(8)]);
   file.writeBigUInt64LE(BigInt(header.length));
   assert.throws(() => readSafetensors(file), /outside the file/);
+});
+
+test("Q8_0 blocks are ggml's: an f16 scale of max|x|/127, then round(x/scale) with halves away from zero", () => {
+  const ramp = Float32Array.from({ length: 32 }, (_, j) => (j - 16) / 16);
+  const block = quantizeQ8_0(ramp);
+  assert.equal(block.length, 34);
+  const scale = halfBitsToFloat(block.readUInt16LE(0));
+  assert.equal(block.readUInt16LE(0), floatToHalfBits(1 / 127));
+  assert.equal(block.readInt8(2), -127);
+  for (let j = 0; j < 32; j++) assert.ok(Math.abs(block.readInt8(2 + j) * scale - ramp[j]!) <= scale / 2 + 1e-6, `value ${j}`);
+  const halves = new Float32Array(32);
+  halves.set([127, 2.5, -2.5, 0.5, -0.5]);
+  const rounded = quantizeQ8_0(halves);
+  assert.equal(halfBitsToFloat(rounded.readUInt16LE(0)), 1);
+  assert.deepEqual([1, 2, 3, 4].map((j) => rounded.readInt8(2 + j)), [3, -3, 1, -1]);
+  const zeros = quantizeQ8_0(new Float32Array(64));
+  assert.deepEqual([zeros.length, Math.max(...zeros)], [68, 0]);
+  assert.throws(() => quantizeQ8_0(new Float32Array(48)), /multiple of 32/);
 });

@@ -60,7 +60,7 @@ test("the default catalog loads and validates", () =>
     assert.equal(smol.pricing.input, "0.02"); // still the exact decimal string
     assert.deepEqual(smol.pricing.tiers, { priority: "1.5", flex: "0.8" });
     const minilm = catalog[3]!;
-    assert.deepEqual([minilm.convert, minilm.precision, minilm.tags, minilm.pull], ["sentence-transformers", "f32", ["Embedding"], undefined]);
+    assert.deepEqual([minilm.convert, minilm.precision, minilm.tags, minilm.pull], ["sentence-transformers", "q8_0", ["Embedding"], undefined]);
   }));
 
 test("a valid entry passes unchanged", () => {

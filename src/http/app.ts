@@ -1,4 +1,5 @@
 import compress from "@fastify/compress";
+import { constants as zlibConstants } from "node:zlib";
 import cors from "@fastify/cors";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { ChatService } from "../serving/types.js";
@@ -147,8 +148,11 @@ export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {
   installConnectionGuards(app, connections);
   installAuth(app, deps.authenticate);
   installCors(app, deps.corsOrigins ?? ["*"]);
-  // Streams are written to the raw socket (hijacked), so only JSON bodies are ever compressed.
-  void app.register(compress, { encodings: ["br", "gzip"], threshold: 1024 });
+  // Streams are written to the raw socket (hijacked), so only JSON bodies are ever compressed, at
+  // each codec's fastest level: on 256 embeddings (2.06 MB of JSON) brotli 1 took 26 ms against the
+  // plugin's quality 4 at 180, gzip 1 39 ms against level 6 at 124, for 6-8% more bytes; the
+  // compression threads share the cores with the decode's (README, "Embeddings").
+  void app.register(compress, { encodings: ["br", "gzip"], threshold: 1024, zlibOptions: { level: zlibConstants.Z_BEST_SPEED }, brotliOptions: { params: { [zlibConstants.BROTLI_PARAM_MODE]: zlibConstants.BROTLI_MODE_TEXT, [zlibConstants.BROTLI_PARAM_QUALITY]: 1 } } });
   return app;
 }
 

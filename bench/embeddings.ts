@@ -4,10 +4,17 @@
  *  - `batch-256`: one request with 256 short inputs, several times over (inputs/s);
  *  - `c16-single`: 16 clients, each sending single-input requests back to back (inputs/s);
  *  - `single`: one client, one short input a request (mean and p50 latency).
- * llama-server runs twice: as built here, and on node-llama-cpp's prebuilt libraries (the files our
- * engine loads), which leaves the compilers out of the comparison.
+ * llama-server runs on the file we serve (the Q8_0 mix, README "Embeddings") and on the exact F32
+ * conversion, as built here, and on node-llama-cpp's prebuilt libraries (the files our engine loads),
+ * which leaves the compilers out of the comparison. Each ratio takes the peer's best format (both
+ * hold the fidelity floor).
  */
 import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { writeBertGguf } from "../src/catalog/convert/bert-gguf.js";
+import { readSentenceTransformersZip } from "../src/catalog/convert/sentence-transformers.js";
 import { cpuVariant, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
 export const EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2";
@@ -63,21 +70,35 @@ async function scenario(target: RunningTarget["target"], name: string, clients: 
   return { target: target.name, scenario: name, inputs, seconds, inputsPerS: inputs / seconds, latencyMs: { mean: latencies.reduce((a, b) => a + b, 0) / latencies.length, p50: at(0.5), p99: at(0.99) }, failed };
 }
 
+/** The exact F32 conversion of the same published zip (the catalog's other format), written once into the bench cache. */
+async function exactF32(servedPath: string): Promise<string> {
+  const dir = join(homedir(), ".cache/switchyard/bench");
+  const path = join(dir, "all-MiniLM-L6-v2.F32.gguf");
+  if (!existsSync(path)) {
+    mkdirSync(dir, { recursive: true });
+    await writeBertGguf(await readSentenceTransformersZip(join(servedPath, "../model.zip")), path, "all-MiniLM-L6-v2", "f32");
+  }
+  return path;
+}
+
 /** Runs the three scenarios on each of the three targets that `targets` names, in turn; a peer that is not built is skipped. */
 export async function compareEmbeddings(options: { threads: number; port: number; quick: boolean; targets: string[] }): Promise<{ results: EmbeddingScenarioResult[]; variants: Record<string, string | null>; skipped: string[]; ratios: Record<string, number | null>; modelPath: string }> {
   execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", EMBEDDING_MODEL], { stdio: ["ignore", "ignore", "inherit"] });
   const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; path: string }>).find((m) => m.id === EMBEDDING_MODEL)!;
   const peer: PeerOptions = { modelId: EMBEDDING_MODEL, modelPath: listed.path, threads: options.threads, parallel: 16, contextPerSequence: 512, port: options.port };
+  const f32 = await exactF32(listed.path);
   const scale = (n: number) => (options.quick ? Math.max(2, Math.ceil(n / 4)) : n);
   const starters: Array<[string, () => Promise<RunningTarget | null>]> = [
     ["switchyard", () => startSwitchyard(peer, "switchyard")],
     ["llama-server", () => startLlamaServer(peer, "llama-server", ["--embeddings", "--pooling", "mean"])],
+    ["llama-server-f32", () => startLlamaServer({ ...peer, modelPath: f32 }, "llama-server-f32", ["--embeddings", "--pooling", "mean"])],
     ["llama-server-our-binaries", () => startLlamaServer(peer, "llama-server-our-binaries", ["--embeddings", "--pooling", "mean"], { ourBinaries: true })],
+    ["llama-server-our-binaries-f32", () => startLlamaServer({ ...peer, modelPath: f32 }, "llama-server-our-binaries-f32", ["--embeddings", "--pooling", "mean"], { ourBinaries: true })],
   ];
   const results: EmbeddingScenarioResult[] = [];
   const variants: Record<string, string | null> = {};
   const skipped: string[] = [];
-  for (const [name, start] of starters.filter(([name]) => options.targets.includes(name))) {
+  for (const [name, start] of starters.filter(([name]) => options.targets.includes(name.replace(/-f32$/, "")))) {
     const running = await start();
     if (!running) {
       skipped.push(`${name} (embeddings): not built (see bench/peers/)`);
@@ -94,12 +115,17 @@ export async function compareEmbeddings(options: { threads: number; port: number
       await running.stop();
     }
   }
-  const of = (target: string, s: string) => results.find((r) => r.target === target && r.scenario === s);
+  // A peer's figure is the better of its two formats: the most inputs/s, the least latency.
+  const of = (target: string, s: string) => {
+    const rows = results.filter((r) => (r.target === target || r.target === `${target}-f32`) && r.scenario === s);
+    return s === "single" ? rows.sort((a, b) => a.latencyMs.mean - b.latencyMs.mean)[0] : rows.sort((a, b) => b.inputsPerS - a.inputsPerS)[0];
+  };
   const ratio = (a?: number, b?: number) => (a !== undefined && b !== undefined && b > 0 ? Number((a / b).toFixed(2)) : null);
   const ratios = {
     "embeddings, one request of 256 inputs: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "batch-256")?.inputsPerS, of("llama-server", "batch-256")?.inputsPerS),
     "embeddings, 16 concurrent single-input requests: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "c16-single")?.inputsPerS, of("llama-server", "c16-single")?.inputsPerS),
-    "embeddings, one short input: mean latency vs llama-server (target <= 1)": ratio(of("switchyard", "single")?.latencyMs.mean, of("llama-server", "single")?.latencyMs.mean),
+    "embeddings, one short input: p50 latency vs llama-server (target <= 1)": ratio(of("switchyard", "single")?.latencyMs.p50, of("llama-server", "single")?.latencyMs.p50),
+    "embeddings, one short input: mean latency vs llama-server": ratio(of("switchyard", "single")?.latencyMs.mean, of("llama-server", "single")?.latencyMs.mean),
     "embeddings, same binaries (llama-server on node-llama-cpp's libraries): 256 inputs": ratio(of("switchyard", "batch-256")?.inputsPerS, of("llama-server-our-binaries", "batch-256")?.inputsPerS),
     "embeddings, same binaries: 16 concurrent single inputs": ratio(of("switchyard", "c16-single")?.inputsPerS, of("llama-server-our-binaries", "c16-single")?.inputsPerS),
     "embeddings, same binaries: one short input, mean latency": ratio(of("switchyard", "single")?.latencyMs.mean, of("llama-server-our-binaries", "single")?.latencyMs.mean),

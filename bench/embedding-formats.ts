@@ -29,9 +29,9 @@ const CANDIDATES: Array<{ name: string; precision: BertPrecision; keptF16?: RegE
   { name: "f32", precision: "f32" },
   { name: "f16", precision: "f16" },
   { name: "q8_0, every matrix", precision: "q8_0", keptF16: NEVER },
-  { name: "q8_0, attn_v F16", precision: "q8_0", keptF16: /^(blk\.\d+\.attn_v|token_embd)\.weight$/ },
-  { name: "q8_0, attn_v + ffn_down F16", precision: "q8_0", keptF16: /^(blk\.\d+\.(attn_v|ffn_down)|token_embd)\.weight$/ },
-  { name: "q8_0, attention F16", precision: "q8_0", keptF16: /^(blk\.\d+\.attn_(q|k|v|output)|token_embd)\.weight$/ },
+  { name: "q8_0, attn_v F16", precision: "q8_0", keptF16: /^blk\.\d+\.attn_v\.weight$/ },
+  { name: "q8_0, attn_v + ffn_down F16", precision: "q8_0", keptF16: /^blk\.\d+\.(attn_v|ffn_down)\.weight$/ },
+  { name: "q8_0, attention F16", precision: "q8_0", keptF16: /^blk\.\d+\.attn_(q|k|v|output)\.weight$/ },
   { name: "q8_0, attn_v + ffn_up F16 (served)", precision: "q8_0", keptF16: Q8_0_KEPT_F16 },
 ];
 

@@ -71,12 +71,12 @@ describe("all-MiniLM-L6-v2 matches a reference computed without llama.cpp", { sk
     assert.equal(response.usage.prompt_tokens, reference.ids.reduce((sum, ids) => sum + ids.length, 0));
   });
 
-  test("the served file is the measured mix: layer matrices Q8_0, attn_v and ffn_up F16, norms and biases F32; /models says q8_0", async () => {
+  test("the served file is the measured mix: layer matrices Q8_0, attn_v and ffn_up F16, token embeddings, norms and biases F32; /models says q8_0", async () => {
     const gguf = readdirSync(minilmDir()).find((name) => name.endsWith(".Q8_0.gguf"))!;
     const types = new Map((await readGgufLayout(join(minilmDir(), gguf))).tensors.map((t) => [t.name, t.type]));
     for (const name of ["blk.0.attn_q.weight", "blk.3.attn_k.weight", "blk.5.attn_output.weight", "blk.1.ffn_down.weight"]) assert.equal(types.get(name), GgmlType.Q8_0, name);
-    for (const name of ["blk.0.attn_v.weight", "blk.4.ffn_up.weight", "token_embd.weight"]) assert.equal(types.get(name), GgmlType.F16, name);
-    for (const name of ["blk.2.attn_q.bias", "blk.0.layer_output_norm.weight", "position_embd.weight"]) assert.equal(types.get(name), GgmlType.F32, name);
+    for (const name of ["blk.0.attn_v.weight", "blk.4.ffn_up.weight"]) assert.equal(types.get(name), GgmlType.F16, name);
+    for (const name of ["blk.2.attn_q.bias", "blk.0.layer_output_norm.weight", "position_embd.weight", "token_embd.weight"]) assert.equal(types.get(name), GgmlType.F32, name);
     const models = (await (await fetch(`${server.baseURL}/models`, { headers: { authorization: `Bearer ${server.key}` } })).json()) as { data: Array<{ id: string; metadata: { precision: string } }> };
     assert.deepEqual(models.data.filter((m) => m.id === MINILM || m.id === F32_ID).map((m) => [m.id, m.metadata.precision]).sort(), [[MINILM, "q8_0"], [F32_ID, "f32"]].sort());
   });

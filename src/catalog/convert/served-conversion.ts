@@ -8,10 +8,11 @@ import { join } from "node:path";
 import { findManifestedFile, findVerifiedFile, writeManifest } from "../manifest.js";
 import type { ModelFile } from "../types.js";
 import type { CatalogEntry } from "../types.js";
-import { writeBertGguf, type BertPrecision } from "./bert-gguf.js";
+import { conversionLayout, writeBertGguf, type BertPrecision } from "./bert-gguf.js";
 import { readSentenceTransformersZip } from "./sentence-transformers.js";
 
-const convertedSource = (entry: CatalogEntry, published: { sha256: string }) => `bert-gguf-${entry.precision}-of-sha256:${published.sha256}`;
+const convertedSource = (entry: CatalogEntry, published: { sha256: string }) =>
+  `bert-gguf-${conversionLayout(entry.precision as BertPrecision)}-of-sha256:${published.sha256}`;
 
 export async function ensureConvertedFile(entry: CatalogEntry, published: ModelFile, modelDir: string): Promise<ModelFile> {
   const source = convertedSource(entry, published);

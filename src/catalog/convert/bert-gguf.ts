@@ -56,7 +56,7 @@ export function ggufTensorName(hfName: string): string | null {
 
 /**
  * Q8_0's tensors kept in F16, by measurement (README, "Embeddings"): every matrix in Q8_0 ran 256 inputs
- * 1.6x faster than F32 but fell to cosine 0.9978 of the reference on 3-token inputs, mostly from the
+ * 1.5x faster than F32 but fell to cosine 0.9981 of the reference on 3-token inputs, mostly from the
  * 8-bit blocks llama.cpp quantizes the activations into before each Q8_0 product; these two products
  * (the values, and the FFN's first matrix) bring it back over the 0.9995 floor.
  */

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { bertVocabulary, ggufTensorName } from "../../src/catalog/convert/bert-gguf.js";
+import { bertVocabulary, ggufTensorName, writeBertGguf } from "../../src/catalog/convert/bert-gguf.js";
 import { readSafetensors } from "../../src/catalog/convert/safetensors.js";
 import { floatToHalfBits, halfBitsToFloat } from "../../src/catalog/gguf/half.js";
 import { GgmlType, readGgufLayout } from "../../src/catalog/gguf/layout.js";
@@ -74,4 +74,39 @@ test("Q8_0 blocks are ggml's: an f16 scale of max|x|/127, then round(x/scale) wi
   const zeros = quantizeQ8_0(new Float32Array(64));
   assert.deepEqual([zeros.length, Math.max(...zeros)], [68, 0]);
   assert.throws(() => quantizeQ8_0(new Float32Array(48)), /multiple of 32/);
+});
+
+test("q8_0 writes the layers' matrices as Q8_0, attn_v and ffn_up as F16, token embeddings, biases and norms as F32, and a row that no block divides as F16", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "bert-q8-"));
+  try {
+    const tensor = (shape: number[]) => ({ dtype: "F32", shape, data: Buffer.from(Float32Array.from({ length: shape.reduce((a, b) => a * b) }, (_, i) => Math.sin(i)).buffer) });
+    const tensors = new Map([
+      ["embeddings.word_embeddings.weight", tensor([4, 64])],
+      ["encoder.layer.0.attention.self.query.weight", tensor([64, 64])],
+      ["encoder.layer.0.attention.self.query.bias", tensor([64])],
+      ["encoder.layer.0.attention.self.value.weight", tensor([64, 64])],
+      ["encoder.layer.0.intermediate.dense.weight", tensor([96, 64])],
+      ["encoder.layer.0.output.dense.weight", tensor([64, 96])],
+      ["encoder.layer.0.output.LayerNorm.weight", tensor([64])],
+      ["encoder.layer.1.attention.output.dense.weight", tensor([40, 40])],
+    ]);
+    const config = { model_type: "bert", num_hidden_layers: 2, max_position_embeddings: 8, hidden_size: 64, intermediate_size: 96, num_attention_heads: 2, layer_norm_eps: 1e-12 };
+    const tokenizer = { added_tokens: [{ id: 0, content: "[CLS]", special: true }], model: { type: "WordPiece", vocab: { "[CLS]": 0, a: 1, b: 2, c: 3 } } };
+    const path = join(dir, "tiny.gguf");
+    await writeBertGguf({ config, tokenizer, pooling: "mean", normalize: true, tensors }, path, "tiny", "q8_0");
+    const layout = await readGgufLayout(path);
+    const types = Object.fromEntries(layout.tensors.map((t) => [t.name, t.type]));
+    assert.deepEqual(types, {
+      "token_embd.weight": GgmlType.F32,
+      "blk.0.attn_q.weight": GgmlType.Q8_0,
+      "blk.0.attn_q.bias": GgmlType.F32,
+      "blk.0.attn_v.weight": GgmlType.F16,
+      "blk.0.ffn_up.weight": GgmlType.F16,
+      "blk.0.ffn_down.weight": GgmlType.Q8_0,
+      "blk.0.layer_output_norm.weight": GgmlType.F32,
+      "blk.1.attn_output.weight": GgmlType.F16,
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -6,7 +6,7 @@
  */
 import { floatToHalfBits } from "../gguf/half.js";
 import { GgmlType } from "../gguf/layout.js";
-import { quantizeQ8_0 } from "../gguf/q8-0.js";
+import { Q8_0_BLOCK_VALUES, quantizeQ8_0 } from "../gguf/q8-0.js";
 import { writeGguf, type GgufTensor, type GgufValue } from "../gguf/writer.js";
 import type { SafeTensor } from "./safetensors.js";
 import type { SentenceTransformersModel, TokenizerJson } from "./sentence-transformers.js";
@@ -73,11 +73,13 @@ export function conversionLayout(precision: BertPrecision): string {
  * in F32 (read a row a token, they cost no time; in F16 they took 4e-5 off the worst input's cosine,
  * half the margin over the floor).
  */
-function storedType(name: string, dims: number, precision: BertPrecision, keptF16: RegExp): number {
-  if (precision === "f32" || dims <= 1 || name.endsWith("_norm.weight") || !name.endsWith(".weight")) return GgmlType.F32;
+function storedType(name: string, shape: number[], precision: BertPrecision, keptF16: RegExp): number {
+  if (precision === "f32" || shape.length <= 1 || name.endsWith("_norm.weight") || !name.endsWith(".weight")) return GgmlType.F32;
   if (name.startsWith("position_embd.") || name.startsWith("token_types.")) return GgmlType.F32;
   if (precision === "q8_0" && name.startsWith("token_embd.")) return GgmlType.F32;
-  return precision === "f16" || keptF16.test(name) ? GgmlType.F16 : GgmlType.Q8_0;
+  // Q8_0 blocks never straddle rows: a row whose length is not a multiple of a block stays F16.
+  const rowLength = shape.at(-1)!;
+  return precision === "f16" || keptF16.test(name) || rowLength % Q8_0_BLOCK_VALUES !== 0 ? GgmlType.F16 : GgmlType.Q8_0;
 }
 
 const floats = (data: Buffer) => new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
@@ -93,7 +95,7 @@ function convertTensor(hfName: string, tensor: SafeTensor, precision: BertPrecis
   const name = ggufTensorName(hfName);
   if (!name) return null;
   if (tensor.dtype !== "F32") throw new Error(`tensor ${hfName} is ${tensor.dtype}; only F32 sources are converted`);
-  const type = storedType(name, tensor.shape.length, precision, keptF16);
+  const type = storedType(name, tensor.shape, precision, keptF16);
   const data = type === GgmlType.F16 ? toF16(tensor.data) : type === GgmlType.Q8_0 ? quantizeQ8_0(floats(tensor.data)) : Buffer.from(tensor.data);
   return { name, dims: [...tensor.shape].reverse(), type, data };
 }

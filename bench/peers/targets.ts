@@ -70,7 +70,13 @@ export async function startSwitchyard(options: PeerOptions, name = "switchyard",
   // With stdout not a terminal, the first key goes to an owner-only file in the data dir.
   const keyFile = join(dataDir, "first-api-key.txt");
   const key = existsSync(keyFile) ? readFileSync(keyFile, "utf8").trim() : /(sk-sy-[A-Za-z0-9_-]+)/.exec(output)?.[1];
-  if (!key) throw new Error(`no API key in the server's first-run output:\n${output}`);
+  if (!key) {
+    // A database that already has keys (a reused SWITCHYARD_DATABASE_URL) prints none: stop the
+    // server rather than leave it on the port for the next target to reach.
+    await kill(child);
+    rmSync(dataDir, { recursive: true, force: true });
+    throw new Error(`no API key in the server's first-run output (a database with keys already?):\n${output}`);
+  }
   return {
     target: { name, baseURL: `${url}/v1/compat`, key, model: options.modelId, pid: child.pid },
     stop: async () => {

@@ -10,11 +10,9 @@
  * hold the fidelity floor).
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
-import { homedir } from "node:os";
-import { join } from "node:path";
-import { writeBertGguf } from "../src/catalog/convert/bert-gguf.js";
-import { readSentenceTransformersZip } from "../src/catalog/convert/sentence-transformers.js";
+import { loadCatalog } from "../src/catalog/load.js";
+import { pullModel } from "../src/catalog/pull.js";
+import { resolveModelsDir } from "../src/config/paths.js";
 import { cpuVariant, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
 
 export const EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2";
@@ -70,15 +68,10 @@ async function scenario(target: RunningTarget["target"], name: string, clients: 
   return { target: target.name, scenario: name, inputs, seconds, inputsPerS: inputs / seconds, latencyMs: { mean: latencies.reduce((a, b) => a + b, 0) / latencies.length, p50: at(0.5), p99: at(0.99) }, failed };
 }
 
-/** The exact F32 conversion of the same published zip (the catalog's other format), written once into the bench cache. */
-async function exactF32(servedPath: string): Promise<string> {
-  const dir = join(homedir(), ".cache/switchyard/bench");
-  const path = join(dir, "all-MiniLM-L6-v2.F32.gguf");
-  if (!existsSync(path)) {
-    mkdirSync(dir, { recursive: true });
-    await writeBertGguf(await readSentenceTransformersZip(join(servedPath, "../model.zip")), path, "all-MiniLM-L6-v2", "f32");
-  }
-  return path;
+/** The exact F32 conversion of the same published zip: the catalog entry pulled again as `precision: "f32"` (written once beside the served file). */
+async function exactF32(): Promise<string> {
+  const entry = (await loadCatalog()).find((e) => e.id === EMBEDDING_MODEL)!;
+  return (await pullModel({ ...entry, precision: "f32" }, { modelsDir: resolveModelsDir() })).path;
 }
 
 /** Runs the three scenarios on each of the three targets that `targets` names, in turn; a peer that is not built is skipped. */
@@ -86,7 +79,7 @@ export async function compareEmbeddings(options: { threads: number; port: number
   execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", EMBEDDING_MODEL], { stdio: ["ignore", "ignore", "inherit"] });
   const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; path: string }>).find((m) => m.id === EMBEDDING_MODEL)!;
   const peer: PeerOptions = { modelId: EMBEDDING_MODEL, modelPath: listed.path, threads: options.threads, parallel: 16, contextPerSequence: 512, port: options.port };
-  const f32 = await exactF32(listed.path);
+  const f32 = await exactF32();
   const scale = (n: number) => (options.quick ? Math.max(2, Math.ceil(n / 4)) : n);
   const starters: Array<[string, () => Promise<RunningTarget | null>]> = [
     ["switchyard", () => startSwitchyard(peer, "switchyard")],

@@ -83,6 +83,8 @@ const LONG = [
 ];
 
 export const FIDELITY_SENTENCES: string[] = [...SHORT, ...LONG];
+/** Where the long texts start in FIDELITY_SENTENCES. */
+export const FIRST_LONG = SHORT.length;
 
 /** Spearman's rank correlation: the Pearson correlation of the ranks (ties take their average rank). */
 export function spearman(a: number[], b: number[]): number {

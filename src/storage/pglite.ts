@@ -4,6 +4,7 @@ import { PGlite, types, type Transaction } from "@electric-sql/pglite";
 import type { Database } from "./database.js";
 import { SerialQueue } from "./serial-queue.js";
 import { transactionHandle } from "./scoped-transaction.js";
+import { preparedStatements, type PreparedStatements } from "./pglite-statements.js";
 
 /**
  * BIGINT and NUMERIC come back as strings, as they do from `pg`: money and token counts are never
@@ -19,12 +20,14 @@ const pgliteParsers = {
  *
  * PGlite is a single connection, so every top-level statement and every whole transaction runs
  * through one FIFO queue. A query without params (or with an empty array) uses the simple protocol,
- * as `pg` does, so it may hold several statements; the rows returned are the last statement's.
+ * as `pg` does, so it may hold several statements; the rows returned are the last statement's. One
+ * with params runs as a named prepared statement (pglite-statements.ts), planned once.
  */
 export async function openPglite(dir: string): Promise<Database> {
   await mkdir(dir, { recursive: true });
   const pglite = await PGlite.create(dir, { parsers: pgliteParsers });
   const queue = new SerialQueue();
+  const statements = preparedStatements(pglite);
   // Marks async work that runs inside one of this database's transactions. Reaching for the outer
   // handle from there would wait behind the very transaction that is waiting on it: a silent hang.
   // Work merely started from inside a transaction (a timer, say) may use the outer handle once the
@@ -41,13 +44,13 @@ export async function openPglite(dir: string): Promise<Database> {
     kind: "pglite",
     async query<Row>(sql: string, params?: unknown[]) {
       assertNotInsideTransaction();
-      return (await queue.run(() => runStatement(pglite, sql, params))) as Row[];
+      return (await queue.run(() => runStatement(pglite, statements, sql, params))) as Row[];
     },
     async transaction<T>(fn: (tx: Database) => Promise<T>): Promise<T> {
       assertNotInsideTransaction();
       return queue.run(() =>
         pglite.transaction(async (pgliteTx) => {
-          const handle = transactionHandle("pglite", (sql, params) => runStatement(pgliteTx, sql, params));
+          const handle = transactionHandle("pglite", (sql, params) => runStatement(pgliteTx, statements, sql, params));
           const scope = { active: true };
           try {
             return await insideTransaction.run(scope, () => fn(handle.db));
@@ -87,12 +90,11 @@ async function shareTheLoop(): Promise<void> {
   }
 }
 
-async function runStatement(target: PGlite | Transaction, sql: string, params?: unknown[]): Promise<Record<string, unknown>[]> {
+/** `target` runs the simple protocol's statements; prepared ones share the connection, in or out of a transaction. */
+async function runStatement(target: PGlite | Transaction, statements: PreparedStatements, sql: string, params?: unknown[]): Promise<Record<string, unknown>[]> {
   await shareTheLoop();
   try {
-    if (params && params.length > 0) {
-      return (await target.query<Record<string, unknown>>(sql, params)).rows;
-    }
+    if (params && params.length > 0) return await statements.run(sql, params);
     const results = await target.exec(sql);
     return (results.at(-1)?.rows ?? []) as Record<string, unknown>[];
   } finally {

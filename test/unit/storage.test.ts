@@ -154,6 +154,34 @@ describe("PGlite specifics", () => {
     }
   });
 
+  test("statements with params are prepared once per text: errors, NULLs, arrays, transactions and eviction behave as unprepared ones", async () => {
+    const { db, dispose } = await createTestDatabase("pglite");
+    try {
+      await db.query("CREATE TABLE prepared_probe (id int PRIMARY KEY, note text, tags text[])");
+      const insert = "INSERT INTO prepared_probe (id, note, tags) VALUES ($1, $2, $3) RETURNING id, note, tags";
+      assert.deepEqual(await db.query(insert, [1, null, ["a", "b"]]), [{ id: 1, note: null, tags: ["a", "b"] }]);
+      // The same text again (now prepared): a constraint error is the statement's own, and it stays usable.
+      await assert.rejects(db.query(insert, [1, "again", []]), /duplicate key/);
+      assert.deepEqual(await db.query(insert, [2, "x", []]), [{ id: 2, note: "x", tags: [] }]);
+      // A text that cannot be parsed is refused each time, never kept.
+      await assert.rejects(db.query("SELEC $1", [1]), /syntax error/);
+      await assert.rejects(db.query("SELEC $1", [1]), /syntax error/);
+      // Inside a transaction that rolls back, the prepared statement's rows go with it.
+      await assert.rejects(db.transaction(async (tx) => {
+        await tx.query(insert, [3, "rolled back", null]);
+        throw new Error("roll back");
+      }), /roll back/);
+      assert.deepEqual(await db.query("SELECT id FROM prepared_probe WHERE id = $1", [3]), []);
+      // More texts than the cache keeps: the oldest are closed, and each still runs.
+      for (let i = 0; i < 260; i++) assert.deepEqual(await db.query(`SELECT $1::int + ${i} AS n`, [1]), [{ n: 1 + i }]);
+      assert.deepEqual(await db.query(insert, [4, "after eviction", ["c"]]), [{ id: 4, note: "after eviction", tags: ["c"] }]);
+      const [{ kept }] = await db.query<{ kept: string }>("SELECT count(*) AS kept FROM pg_prepared_statements WHERE name LIKE $1", ["switchyard\\_%"]);
+      assert.ok(Number(kept) <= 200, `${kept} statements kept`);
+    } finally {
+      await dispose();
+    }
+  });
+
   test("using the outer handle inside a transaction fails fast instead of hanging", async () => {
     const { db, dispose } = await createTestDatabase("pglite");
     try {

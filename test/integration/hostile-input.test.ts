@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { Socket } from "node:net";
+import { gzipSync } from "node:zlib";
 import { after, before, describe, test } from "node:test";
 import { postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
 import { openAiError, openSocket, rawExchange, readReply } from "../helpers/raw-http.js";
@@ -150,6 +151,23 @@ describe("hostile and careless clients (issue 11)", () => {
     assert.equal(reply.headers.connection, "close");
     assert.match(reply.body, /data: \[DONE\]/);
     assert.ok(reply.closed, "the server closed the connection after the stream");
+  });
+
+  test("a compressed body is held to the body limit once inflated: a gzip bomb is a 413, a small gzip body is served", async () => {
+    const post = (body: Buffer, encoding: string) =>
+      fetch(`${server.url}/v1/compat/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json", "content-encoding": encoding },
+        body,
+      });
+    // 64 MB of JSON whitespace inflates from about 64 KB on the wire, far under the limit (4 MB).
+    const bomb = gzipSync(Buffer.concat([Buffer.from('{"model":"x","messages":['), Buffer.alloc(64 * 1024 * 1024, " "), Buffer.from("]}")]));
+    assert.ok(bomb.length < 1024 * 1024, `${bomb.length} bytes on the wire`);
+    const refused = await post(bomb, "gzip");
+    await expectError(refused, 413, {});
+    const small = await post(gzipSync(JSON.stringify(ok())), "gzip");
+    assert.equal(small.status, 200, (await small.clone().text()).slice(0, 300));
+    assert.equal(((await small.json()) as { object: string }).object, "chat.completion");
   });
 
   test("after all of that the model still answers", async () => {

@@ -229,6 +229,23 @@ describe("prefix cache and chunked prefill", () => {
     assert.equal(totals.cached_tokens, cached + again.usage.prompt_tokens_details.cached_tokens, "the ledger records the cached tokens");
   });
 
+  test("a new conversation after the same system prompt reuses it, and the cached conversation stays whole for its next turn", async () => {
+    const key = createKey(server.dataDir, "system-prompt-sharer");
+    // Longer than a copy is worth at SmolLM2's 8,192 cells a sequence (32 tokens: copyMinTokens).
+    const system = { role: "system", content: "You answer questions about geography in one short sentence, never more. ".repeat(3) };
+    const ask = async (messages: unknown[]) => (await (await postChat(server, { model: SMOLLM2, messages, max_tokens: 8, temperature: 0 }, { key })).json()).usage;
+    const conversation = [system, { role: "user", content: `Tell me about rivers: ${"the river runs past the mill. ".repeat(12)}` }];
+    const first = await ask(conversation);
+    assert.equal(first.prompt_tokens_details.cached_tokens, 0);
+    // Another user question after the same system prompt: the shared start is copied, not computed again.
+    const other = await ask([system, { role: "user", content: "What is the capital of Peru?" }]);
+    const shared = other.prompt_tokens_details.cached_tokens;
+    assert.ok(shared >= 32 && shared < other.prompt_tokens - 5, `the system prompt's tokens were reused (${shared} of ${other.prompt_tokens})`);
+    // The first conversation is still cached whole.
+    const again = await ask(conversation);
+    assert.equal(again.prompt_tokens_details.cached_tokens, again.prompt_tokens - 1);
+  });
+
   test("a long prompt loads in chunks between the decode steps of a running stream, which keeps flowing", async () => {
     const running: TimedEvent[] = [];
     const controller = new AbortController();

@@ -203,9 +203,10 @@ describe("the engine's step scheduler", () => {
     const plan = step(s);
     assert.equal(tokensOf(plan, another), 100, "the shared 300 tokens are reused");
     assert.ok(plan.ops.some((op) => op.op === "cp" && op.dst === another.sequence) && plan.ops.some((op) => op.op === "rm" && op.seq === another.sequence && op.from === 300));
-    // A third prompt sharing only a short start is computed again in the other spare.
+    // A third prompt sharing only a start shorter than a copy is worth (8 tokens at 512 cells) is
+    // computed again in the other spare.
     const short = request(300, "default", { cacheNamespace: "acct-a" });
-    short.tokens.splice(0, 300, ...document.tokens.slice(0, 20), ...Array.from({ length: 280 }, (_, i) => 40 + (i % 5)));
+    short.tokens.splice(0, 300, ...document.tokens.slice(0, 6), ...Array.from({ length: 294 }, (_, i) => 40 + (i % 5)));
     s.enqueue(short);
     const shortPlan = step(s);
     assert.ok(!shortPlan.ops.some((op) => op.op === "cp"));

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { SequenceTable } from "../../src/engine/core/sequences.js";
+import { copyMinTokens, SequenceTable } from "../../src/engine/core/sequences.js";
 import type { MemoryOp } from "../../src/engine/runner/step-protocol.js";
 
 const tokens = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
@@ -32,15 +32,18 @@ describe("where a request runs among a shard's sequences", () => {
     assert.deepEqual(ops, [{ op: "cp", src: 5, dst: 1 }, { op: "rm", seq: 1, from: 300 }]);
     // The cache stays where it was for the namespace's next request.
     assert.equal(table.bestPrefix("a", document), 300);
-    // A shorter shared prefix (a conversation's earlier turns) is not worth a copy: the request runs
-    // where it is cached, gap or not, and is billed for its cached tokens.
-    const short = new SequenceTable(4, 4096, true);
-    short.take("x", tokens(0, 10), ops);
-    short.take("y", tokens(50, 10), ops);
-    short.take("a", document.slice(0, 100), ops);
-    short.give(1, undefined, ops);
-    short.give(2, document.slice(0, 100), ops);
-    assert.deepEqual(short.take("a", [...document.slice(0, 100), 7], ops), { sequence: 2, reused: 100 });
+    // A shared prefix under the copy's worth (16 tokens at 4,096 cells) runs where it is cached, gap
+    // or not, and is billed for its cached tokens; one of 100 tokens comes along by a copy.
+    assert.equal(copyMinTokens(4096), 16);
+    for (const [shared, expected] of [[12, { sequence: 2, reused: 12 }], [100, { sequence: 1, reused: 100 }]] as const) {
+      const short = new SequenceTable(4, 4096, true);
+      short.take("x", tokens(0, 10), ops);
+      short.take("y", tokens(50, 10), ops);
+      short.take("a", document.slice(0, shared), ops);
+      short.give(1, undefined, ops);
+      short.give(2, document.slice(0, shared), ops);
+      assert.deepEqual(short.take("a", [...document.slice(0, shared), 7], ops), expected, `${shared} shared tokens`);
+    }
     // With no empty sequence next to a running one, a prefix hit runs where it is.
     const crowded = new SequenceTable(3, 4096, true);
     crowded.take("a", document, ops);

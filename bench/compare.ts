@@ -31,11 +31,12 @@ const program = new Command()
   .option("--parallel <n>", "our sequences = llama-server's slots", "16")
   .option("--scenarios <list>", "which scenarios (embeddings: see bench/embeddings.ts)", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch,priority-beside,embeddings,edit")
   .option("--targets <list>", "which targets, in order", TARGETS)
+  .option("--baseline <dir>", "another checkout, built (npm ci && npm run build): target switchyard-baseline runs it, beside this one's switchyard")
   .option("--quick", "a quarter of the requests, 8 of the 24 edit documents (a smoke run)")
   .option("--edit-docs <n>", "edit scenario: how many of its 24 documents (default 24, --quick 8), taken in turn from each kind")
   .option("--out <prefix>", "where results go", `bench/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}`)
   .parse();
-const opts = program.opts<{ model: string; threads: string; parallel: string; scenarios: string; targets: string; quick?: boolean; editDocs?: string; out: string }>();
+const opts = program.opts<{ model: string; threads: string; parallel: string; scenarios: string; targets: string; baseline?: string; quick?: boolean; editDocs?: string; out: string }>();
 const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
 
 const C16 = { kind: "random", inputTokens: 128, outputTokens: 128, maxConcurrency: 16, requestRate: Infinity, requests: scale(48) } as const;
@@ -73,6 +74,7 @@ const SCENARIOS: Record<string, Scenario[]> = {
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
   switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed", "mixed-batch", "priority-beside", "edit"],
+  "switchyard-baseline": ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed", "mixed-batch", "priority-beside"],
   // Speculative decoding off (SWITCHYARD_SPECULATION=off; "switchyard" runs the default, auto).
   "switchyard-spec-off": ["random-c16", "random-c1", "priority-beside", "edit"],
   // Priority's inter-token target at 100 ms, where 8 lower-tier decodes fit beside it: the tier mix without lower tiers giving way.
@@ -103,6 +105,7 @@ const peer: PeerOptions = { modelId: opts.model, modelPath, threads: Number(opts
 
 const starters: Record<string, () => Promise<RunningTarget | null>> = {
   switchyard: () => startSwitchyard(peer),
+  "switchyard-baseline": async () => (opts.baseline ? startSwitchyard(peer, "switchyard-baseline", {}, opts.baseline) : null),
   "switchyard-spec-off": () => startSwitchyard(peer, "switchyard-spec-off", { SWITCHYARD_SPECULATION: "off" }),
   "switchyard-priority-itl-100": () => startSwitchyard(peer, "switchyard-priority-itl-100", { SWITCHYARD_PRIORITY_ITL_MS: "100" }),
   // One context with every thread, instead of a one-thread shard per core.
@@ -157,7 +160,7 @@ for (const name of opts.targets.split(",")) {
 }
 
 // Embeddings last, on their own model: ours against llama-server --embeddings on the same GGUF.
-const embeddings = wanted.includes("embeddings") ? await compareEmbeddings({ threads: peer.threads, port: peer.port + 50, quick: opts.quick === true, targets: opts.targets.split(",") }) : null;
+const embeddings = wanted.includes("embeddings") ? await compareEmbeddings({ threads: peer.threads, port: peer.port + 50, quick: opts.quick === true, targets: opts.targets.split(","), baseline: opts.baseline }) : null;
 
 /** console.table, leaving out a table with no rows (a run of some scenarios only). */
 const table = (rows: object[]) => rows.length > 0 && console.table(rows);
@@ -210,6 +213,9 @@ const ratios = {
   ...(edit?.ratios() ?? {}),
   "c16 TTFT p50 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.ttftMs.p50, peerOf(C16_NAME)?.ttftMs.p50),
   "c16 ITL p99 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.itlMs.p99, peerOf(C16_NAME)?.itlMs.p99),
+  "c1 TTFT p50 vs llama-server (target <= 1)": ratio(ours(C1_NAME)?.ttftMs.p50, peerOf(C1_NAME)?.ttftMs.p50),
+  "this checkout vs --baseline: c1 TTFT p50": ratio(ours(C1_NAME)?.ttftMs.p50, find("switchyard-baseline", C1_NAME)?.ttftMs.p50),
+  "this checkout vs --baseline: c16 out tok/s": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("switchyard-baseline", C16_NAME)),
   "c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("llama-server", C1_NAME)),
   "c1 out tok/s, best format each: ours vs llama-server": ratio(best("switchyard", C1_NAME), best("llama-server", C1_NAME)),
   "OpenAI sampling, c16 out tok/s vs llama-server (target >= 1.2)": ratio(tokensPerS("switchyard", "openai sampling c16"), tokensPerS("llama-server", "openai sampling c16")),

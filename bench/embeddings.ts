@@ -75,7 +75,7 @@ async function exactF32(): Promise<string> {
 }
 
 /** Runs the three scenarios on each of the three targets that `targets` names, in turn; a peer that is not built is skipped. */
-export async function compareEmbeddings(options: { threads: number; port: number; quick: boolean; targets: string[] }): Promise<{ results: EmbeddingScenarioResult[]; variants: Record<string, string | null>; skipped: string[]; ratios: Record<string, number | null>; modelPath: string }> {
+export async function compareEmbeddings(options: { threads: number; port: number; quick: boolean; targets: string[]; baseline?: string }): Promise<{ results: EmbeddingScenarioResult[]; variants: Record<string, string | null>; skipped: string[]; ratios: Record<string, number | null>; modelPath: string }> {
   execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", EMBEDDING_MODEL], { stdio: ["ignore", "ignore", "inherit"] });
   const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; path: string }>).find((m) => m.id === EMBEDDING_MODEL)!;
   const peer: PeerOptions = { modelId: EMBEDDING_MODEL, modelPath: listed.path, threads: options.threads, parallel: 16, contextPerSequence: 512, port: options.port };
@@ -83,6 +83,7 @@ export async function compareEmbeddings(options: { threads: number; port: number
   const scale = (n: number) => (options.quick ? Math.max(2, Math.ceil(n / 4)) : n);
   const starters: Array<[string, () => Promise<RunningTarget | null>]> = [
     ["switchyard", () => startSwitchyard(peer, "switchyard")],
+    ["switchyard-baseline", async () => (options.baseline ? startSwitchyard(peer, "switchyard-baseline", {}, options.baseline) : null)],
     ["llama-server", () => startLlamaServer(peer, "llama-server", ["--embeddings", "--pooling", "mean"])],
     ["llama-server-f32", () => startLlamaServer({ ...peer, modelPath: f32 }, "llama-server-f32", ["--embeddings", "--pooling", "mean"])],
     ["llama-server-our-binaries", () => startLlamaServer(peer, "llama-server-our-binaries", ["--embeddings", "--pooling", "mean"], { ourBinaries: true })],
@@ -118,6 +119,9 @@ export async function compareEmbeddings(options: { threads: number; port: number
     "embeddings, one request of 256 inputs: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "batch-256")?.inputsPerS, of("llama-server", "batch-256")?.inputsPerS),
     "embeddings, 16 concurrent single-input requests: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "c16-single")?.inputsPerS, of("llama-server", "c16-single")?.inputsPerS),
     "embeddings, one short input: p50 latency vs llama-server (target <= 1)": ratio(of("switchyard", "single")?.latencyMs.p50, of("llama-server", "single")?.latencyMs.p50),
+    "embeddings, this checkout vs --baseline: 256 inputs": ratio(of("switchyard", "batch-256")?.inputsPerS, of("switchyard-baseline", "batch-256")?.inputsPerS),
+    "embeddings, this checkout vs --baseline: 16 concurrent single inputs": ratio(of("switchyard", "c16-single")?.inputsPerS, of("switchyard-baseline", "c16-single")?.inputsPerS),
+    "embeddings, this checkout vs --baseline: one short input, p50 latency": ratio(of("switchyard", "single")?.latencyMs.p50, of("switchyard-baseline", "single")?.latencyMs.p50),
     "embeddings, one short input: mean latency vs llama-server": ratio(of("switchyard", "single")?.latencyMs.mean, of("llama-server", "single")?.latencyMs.mean),
     "embeddings, same binaries (llama-server on node-llama-cpp's libraries): 256 inputs": ratio(of("switchyard", "batch-256")?.inputsPerS, of("llama-server-our-binaries", "batch-256")?.inputsPerS),
     "embeddings, same binaries: 16 concurrent single inputs": ratio(of("switchyard", "c16-single")?.inputsPerS, of("llama-server-our-binaries", "c16-single")?.inputsPerS),

@@ -47,12 +47,13 @@ export interface PeerOptions {
 
 const ROOT = resolve(import.meta.dirname, "../..");
 
-export async function startSwitchyard(options: PeerOptions, name = "switchyard", env: NodeJS.ProcessEnv = {}): Promise<RunningTarget> {
+/** `root`: the checkout whose built server runs (another, built, for "this change against the last" in one run). */
+export async function startSwitchyard(options: PeerOptions, name = "switchyard", env: NodeJS.ProcessEnv = {}, root = ROOT): Promise<RunningTarget> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-bench-"));
   let output = "";
   // BENCH_SERVER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof": profiles the server under the load (NODE_OPTIONS refuses --cpu-prof).
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, "bin/switchyard.js"), "serve", "--port", String(options.port), "--data-dir", dataDir, "--models", options.modelId], {
+  const child = spawn(process.execPath, [...nodeArgs, join(root, "bin/switchyard.js"), "serve", "--port", String(options.port), "--data-dir", dataDir, "--models", options.modelId], {
     env: {
       ...process.env,
       SWITCHYARD_THREADS: String(options.threads),

@@ -11,14 +11,25 @@ import type { loadModelHost as LoadModelHost } from "../src/engine/model-host.js
 const compiled: string = "../dist/engine/model-host.js";
 const { loadModelHost } = (await import(compiled)) as { loadModelHost: typeof LoadModelHost };
 
-const modelPath = process.argv[2] ?? join(homedir(), ".cache/switchyard/models/HuggingFaceTB--SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
-const host = await loadModelHost({ modelPath, sequences: 8, contextWindow: 8192, maxWaiting: 64, flexMaxWaitMs: 60_000, prefixCache: false, stallTimeoutMs: 120_000 });
+const modelPath =
+  process.argv[2] ?? join(homedir(), ".cache/switchyard/models/HuggingFaceTB--SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+const host = await loadModelHost({
+  modelPath,
+  sequences: 8,
+  contextWindow: 8192,
+  maxWaiting: 64,
+  flexMaxWaitMs: 60_000,
+  prefixCache: false,
+  stallTimeoutMs: 120_000,
+});
 
 async function burst(round: number): Promise<number> {
   const started = performance.now();
   await Promise.all(
     Array.from({ length: 8 }, async (_, i) => {
-      const { tokens } = await host.tokenizeChat([{ role: "user", content: `Round ${round}, story ${i}: tell me about a lighthouse keeper.` }]);
+      const { tokens } = await host.tokenizeChat([
+        { role: "user", content: `Round ${round}, story ${i}: tell me about a lighthouse keeper.` },
+      ]);
       const [stream] = host.generate([{ promptTokens: tokens, maxTokens: 32, sampling: { temperature: 0, topP: 1 }, stop: [] }]);
       for await (const _event of stream!);
     }),
@@ -28,6 +39,11 @@ async function burst(round: number): Promise<number> {
 
 const times: number[] = [];
 for (let round = 0; round < 3; round++) times.push(await burst(round));
-console.log(`8 parallel requests: cold ${times[0]!.toFixed(0)} ms, then warm ${times.slice(1).map((t) => t.toFixed(0)).join(" / ")} ms (ratio ${(times[0]! / Math.min(...times.slice(1))).toFixed(2)})`);
+console.log(
+  `8 parallel requests: cold ${times[0]!.toFixed(0)} ms, then warm ${times
+    .slice(1)
+    .map((t) => t.toFixed(0))
+    .join(" / ")} ms (ratio ${(times[0]! / Math.min(...times.slice(1))).toFixed(2)})`,
+);
 console.log(JSON.stringify(host.stats().engine), JSON.stringify(host.stats().stepBudgets));
 await host.close();

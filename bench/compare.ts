@@ -21,7 +21,16 @@ import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario
 import { priorityBesideRatios, priorityBesideScenarios } from "./priority-beside.js";
 import { compareEmbeddings } from "./embeddings.js";
 import { EditBench, type EditVariant } from "./edit.js";
-import { cpuDescription, cpuVariant, runBatchedBench, startLlamaCppPython, startLlamaServer, startSwitchyard, type PeerOptions, type RunningTarget } from "./peers/targets.js";
+import {
+  cpuDescription,
+  cpuVariant,
+  runBatchedBench,
+  startLlamaCppPython,
+  startLlamaServer,
+  startSwitchyard,
+  type PeerOptions,
+  type RunningTarget,
+} from "./peers/targets.js";
 
 const TARGETS =
   "switchyard-spec-off,switchyard,switchyard-priority-itl-100,switchyard-1ctx,switchyard-f16,switchyard-no-prefix-cache,llama-server,llama-server-ngram-simple,llama-server-ngram-mod,llama-server-our-binaries,llama-server-f16,llama-cpp-python";
@@ -29,17 +38,41 @@ const program = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama.cpp threads, for every target", "2")
   .option("--parallel <n>", "our sequences = llama-server's slots", "16")
-  .option("--scenarios <list>", "which scenarios (embeddings: see bench/embeddings.ts)", "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch,priority-beside,embeddings,edit")
+  .option(
+    "--scenarios <list>",
+    "which scenarios (embeddings: see bench/embeddings.ts)",
+    "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch,priority-beside,embeddings,edit",
+  )
   .option("--targets <list>", "which targets, in order", TARGETS)
-  .option("--baseline <dir>", "another checkout, built (npm ci && npm run build): target switchyard-baseline runs it, beside this one's switchyard")
+  .option(
+    "--baseline <dir>",
+    "another checkout, built (npm ci && npm run build): target switchyard-baseline runs it, beside this one's switchyard",
+  )
   .option("--quick", "a quarter of the requests, 8 of the 24 edit documents (a smoke run)")
   .option("--edit-docs <n>", "edit scenario: how many of its 24 documents (default 24, --quick 8), taken in turn from each kind")
   .option("--out <prefix>", "where results go", `bench/results/compare-${new Date().toISOString().replace(/[:.]/g, "-")}`)
   .parse();
-const opts = program.opts<{ model: string; threads: string; parallel: string; scenarios: string; targets: string; baseline?: string; quick?: boolean; editDocs?: string; out: string }>();
+const opts = program.opts<{
+  model: string;
+  threads: string;
+  parallel: string;
+  scenarios: string;
+  targets: string;
+  baseline?: string;
+  quick?: boolean;
+  editDocs?: string;
+  out: string;
+}>();
 const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
 
-const C16 = { kind: "random", inputTokens: 128, outputTokens: 128, maxConcurrency: 16, requestRate: Infinity, requests: scale(48) } as const;
+const C16 = {
+  kind: "random",
+  inputTokens: 128,
+  outputTokens: 128,
+  maxConcurrency: 16,
+  requestRate: Infinity,
+  requests: scale(48),
+} as const;
 const C1 = { ...C16, maxConcurrency: 1, requests: scale(8) } as const;
 const SCENARIOS: Record<string, Scenario[]> = {
   "random-c16": [{ ...C16, name: "random 128/128 c16" }],
@@ -50,10 +83,37 @@ const SCENARIOS: Record<string, Scenario[]> = {
   "priority-beside": priorityBesideScenarios(opts.quick ? 20 : 60),
   multiturn: [{ kind: "multiturn", name: "multiturn 6 turns", conversations: scale(8), turns: 6, outputTokens: 48, maxConcurrency: 4 }],
   mixed: [
-    { kind: "random", name: "priority unloaded", requests: scale(8), inputTokens: 128, outputTokens: 64, maxConcurrency: 1, requestRate: Infinity, tierMix: { priority: 1 } },
+    {
+      kind: "random",
+      name: "priority unloaded",
+      requests: scale(8),
+      inputTokens: 128,
+      outputTokens: 64,
+      maxConcurrency: 1,
+      requestRate: Infinity,
+      tierMix: { priority: 1 },
+    },
     // Priority's own load in the mix (a fifth of 48 clients), with no other tier: what isolation can at best give it.
-    { kind: "random", name: "priority alone, 10 clients", requests: scale(20), inputTokens: 128, outputTokens: 64, maxConcurrency: 10, requestRate: Infinity, tierMix: { priority: 1 } },
-    { kind: "random", name: "mixed 20/50/30 saturating", requests: scale(96), inputTokens: 128, outputTokens: 64, maxConcurrency: 48, requestRate: Infinity, tierMix: { priority: 0.2, default: 0.5, flex: 0.3 } },
+    {
+      kind: "random",
+      name: "priority alone, 10 clients",
+      requests: scale(20),
+      inputTokens: 128,
+      outputTokens: 64,
+      maxConcurrency: 10,
+      requestRate: Infinity,
+      tierMix: { priority: 1 },
+    },
+    {
+      kind: "random",
+      name: "mixed 20/50/30 saturating",
+      requests: scale(96),
+      inputTokens: 128,
+      outputTokens: 64,
+      maxConcurrency: 48,
+      requestRate: Infinity,
+      tierMix: { priority: 0.2, default: 0.5, flex: 0.3 },
+    },
   ],
   // The same tier mix with a Batch API job underneath, more lines than the run can finish: batch
   // lines run only on capacity no tier waits for, so the tiers' figures must match the run without it.
@@ -73,8 +133,29 @@ const SCENARIOS: Record<string, Scenario[]> = {
 };
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
-  switchyard: ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed", "mixed-batch", "priority-beside", "edit"],
-  "switchyard-baseline": ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "mixed", "mixed-batch", "priority-beside"],
+  switchyard: [
+    "random-c16",
+    "random-c1",
+    "openai-c16",
+    "openai-c1",
+    "disturbed-c16",
+    "multiturn",
+    "mixed",
+    "mixed-batch",
+    "priority-beside",
+    "edit",
+  ],
+  "switchyard-baseline": [
+    "random-c16",
+    "random-c1",
+    "openai-c16",
+    "openai-c1",
+    "disturbed-c16",
+    "multiturn",
+    "mixed",
+    "mixed-batch",
+    "priority-beside",
+  ],
   // Speculative decoding off (SWITCHYARD_SPECULATION=off; "switchyard" runs the default, auto).
   "switchyard-spec-off": ["random-c16", "random-c1", "priority-beside", "edit"],
   // Priority's inter-token target at 100 ms, where 8 lower-tier decodes fit beside it: the tier mix without lower tiers giving way.
@@ -95,13 +176,27 @@ const APPLIES: Record<string, string[]> = {
 // (without the re-encoding, the F16 path is the published file's).
 const F16 = { ...process.env, SWITCHYARD_SERVE_FORMAT: "f16" };
 const needF16 = opts.targets.split(",").some((t) => t.endsWith("-f16"));
-execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", opts.model], { env: needF16 ? F16 : process.env, stdio: ["ignore", "ignore", "inherit"] });
-const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8", env: F16 })) as Array<{ id: string; path: string | null; published_path: string | null }>).find(
-  (m) => m.id === opts.model,
-);
+execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", opts.model], {
+  env: needF16 ? F16 : process.env,
+  stdio: ["ignore", "ignore", "inherit"],
+});
+const listed = (
+  JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8", env: F16 })) as Array<{
+    id: string;
+    path: string | null;
+    published_path: string | null;
+  }>
+).find((m) => m.id === opts.model);
 if (!listed?.path || !listed.published_path) throw new Error(`${opts.model} is not pulled: run 'npx switchyard models pull'`);
 const { path: f16Path, published_path: modelPath } = listed;
-const peer: PeerOptions = { modelId: opts.model, modelPath, threads: Number(opts.threads), parallel: Number(opts.parallel), contextPerSequence: 2048, port: 18400 };
+const peer: PeerOptions = {
+  modelId: opts.model,
+  modelPath,
+  threads: Number(opts.threads),
+  parallel: Number(opts.parallel),
+  contextPerSequence: 2048,
+  port: 18400,
+};
 
 const starters: Record<string, () => Promise<RunningTarget | null>> = {
   switchyard: () => startSwitchyard(peer),
@@ -160,7 +255,15 @@ for (const name of opts.targets.split(",")) {
 }
 
 // Embeddings last, on their own model: ours against llama-server --embeddings on the same GGUF.
-const embeddings = wanted.includes("embeddings") ? await compareEmbeddings({ threads: peer.threads, port: peer.port + 50, quick: opts.quick === true, targets: opts.targets.split(","), baseline: opts.baseline }) : null;
+const embeddings = wanted.includes("embeddings")
+  ? await compareEmbeddings({
+      threads: peer.threads,
+      port: peer.port + 50,
+      quick: opts.quick === true,
+      targets: opts.targets.split(","),
+      baseline: opts.baseline,
+    })
+  : null;
 
 /** console.table, leaving out a table with no rows (a run of some scenarios only). */
 const table = (rows: object[]) => rows.length > 0 && console.table(rows);
@@ -170,7 +273,10 @@ table(
     target: r.target,
     scenario: r.scenario,
     ok: r.completed,
-    failed: Object.entries(r.failed).map(([code, f]) => `${code}:${f.count}@${f.meanTimeToFailureS.toFixed(0)}s`).join(" ") || "",
+    failed:
+      Object.entries(r.failed)
+        .map(([code, f]) => `${code}:${f.count}@${f.meanTimeToFailureS.toFixed(0)}s`)
+        .join(" ") || "",
     "req/s": round(r.requestThroughput, 2),
     "out tok/s": round(r.outputTokensPerS),
     "out/req": round(r.meanOutputTokens),
@@ -203,13 +309,31 @@ const peerOf = (scenario: string) => find("llama-server", scenario);
 const ratios = {
   "c16 out tok/s vs llama-server (target >= 1.2)": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("llama-server", C16_NAME)),
   "F16, both: c16 out tok/s vs llama-server": ratio(tokensPerS("switchyard-f16", C16_NAME), tokensPerS("llama-server-f16", C16_NAME)),
-  "c16 out tok/s, best format each: ours vs llama-server (target >= 1.2)": ratio(best("switchyard", C16_NAME), best("llama-server", C16_NAME)),
-  "same binaries (llama-server on node-llama-cpp's libraries): c16 out tok/s": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("llama-server-our-binaries", C16_NAME)),
+  "c16 out tok/s, best format each: ours vs llama-server (target >= 1.2)": ratio(
+    best("switchyard", C16_NAME),
+    best("llama-server", C16_NAME),
+  ),
+  "same binaries (llama-server on node-llama-cpp's libraries): c16 out tok/s": ratio(
+    tokensPerS("switchyard", C16_NAME),
+    tokensPerS("llama-server-our-binaries", C16_NAME),
+  ),
   "same binaries: c1 out tok/s": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("llama-server-our-binaries", C1_NAME)),
-  "same binaries: OpenAI sampling c16 out tok/s": ratio(tokensPerS("switchyard", "openai sampling c16"), tokensPerS("llama-server-our-binaries", "openai sampling c16")),
-  "same binaries: multiturn TTFT turns 2+": ratio(ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("llama-server-our-binaries", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
-  "random c16 out tok/s, speculation auto vs off (target >= 0.98)": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("switchyard-spec-off", C16_NAME)),
-  "random c1 out tok/s, speculation auto vs off (target >= 1.0)": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("switchyard-spec-off", C1_NAME)),
+  "same binaries: OpenAI sampling c16 out tok/s": ratio(
+    tokensPerS("switchyard", "openai sampling c16"),
+    tokensPerS("llama-server-our-binaries", "openai sampling c16"),
+  ),
+  "same binaries: multiturn TTFT turns 2+": ratio(
+    ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean,
+    find("llama-server-our-binaries", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean,
+  ),
+  "random c16 out tok/s, speculation auto vs off (target >= 0.98)": ratio(
+    tokensPerS("switchyard", C16_NAME),
+    tokensPerS("switchyard-spec-off", C16_NAME),
+  ),
+  "random c1 out tok/s, speculation auto vs off (target >= 1.0)": ratio(
+    tokensPerS("switchyard", C1_NAME),
+    tokensPerS("switchyard-spec-off", C1_NAME),
+  ),
   ...(edit?.ratios() ?? {}),
   "c16 TTFT p50 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.ttftMs.p50, peerOf(C16_NAME)?.ttftMs.p50),
   "c16 ITL p99 vs llama-server (target <= 1)": ratio(ours(C16_NAME)?.itlMs.p99, peerOf(C16_NAME)?.itlMs.p99),
@@ -218,27 +342,65 @@ const ratios = {
   "this checkout vs --baseline: c16 out tok/s": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("switchyard-baseline", C16_NAME)),
   "c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", C1_NAME), tokensPerS("llama-server", C1_NAME)),
   "c1 out tok/s, best format each: ours vs llama-server": ratio(best("switchyard", C1_NAME), best("llama-server", C1_NAME)),
-  "OpenAI sampling, c16 out tok/s vs llama-server (target >= 1.2)": ratio(tokensPerS("switchyard", "openai sampling c16"), tokensPerS("llama-server", "openai sampling c16")),
-  "OpenAI sampling, c1 out tok/s vs llama-server (target >= 0.95)": ratio(tokensPerS("switchyard", "openai sampling c1"), tokensPerS("llama-server", "openai sampling c1")),
-  "one core busy, c16 out tok/s vs llama-server (target >= 1)": ratio(tokensPerS("switchyard", "random c16, one core busy"), tokensPerS("llama-server", "random c16, one core busy")),
+  "OpenAI sampling, c16 out tok/s vs llama-server (target >= 1.2)": ratio(
+    tokensPerS("switchyard", "openai sampling c16"),
+    tokensPerS("llama-server", "openai sampling c16"),
+  ),
+  "OpenAI sampling, c1 out tok/s vs llama-server (target >= 0.95)": ratio(
+    tokensPerS("switchyard", "openai sampling c1"),
+    tokensPerS("llama-server", "openai sampling c1"),
+  ),
+  "one core busy, c16 out tok/s vs llama-server (target >= 1)": ratio(
+    tokensPerS("switchyard", "random c16, one core busy"),
+    tokensPerS("llama-server", "random c16, one core busy"),
+  ),
   "shards vs one 2-thread context, c16 quiet": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("switchyard-1ctx", C16_NAME)),
-  "shards vs one 2-thread context, c16 one core busy": ratio(tokensPerS("switchyard", "random c16, one core busy"), tokensPerS("switchyard-1ctx", "random c16, one core busy")),
+  "shards vs one 2-thread context, c16 one core busy": ratio(
+    tokensPerS("switchyard", "random c16, one core busy"),
+    tokensPerS("switchyard-1ctx", "random c16, one core busy"),
+  ),
   "c16 out tok/s vs llama-batched-bench S_TG (the ceiling)": ratio(tokensPerS("switchyard", C16_NAME), batched?.sTg),
   "c16 out tok/s vs llama-cpp-python": ratio(tokensPerS("switchyard", C16_NAME), tokensPerS("llama-cpp-python", C16_NAME)),
-  "multiturn TTFT turns 2+ vs prefix cache off (target <= 0.5)": ratio(ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean, find("switchyard-no-prefix-cache", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
-  "multiturn TTFT turns 2+ vs llama-server (target <= 0.5)": ratio(ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean, peerOf("multiturn 6 turns")?.ttftLaterTurnsMs?.mean),
-  "priority TTFT p99 loaded vs unloaded (target <= 2)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, ours("priority unloaded")?.byTier.priority?.ttftMs.p99),
-  "priority ITL p99 loaded vs unloaded (target <= 1.5)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99, ours("priority unloaded")?.byTier.priority?.itlMs.p99),
-  "priority TTFT p99 loaded vs its own load alone (isolation: 1)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99, ours("priority alone, 10 clients")?.byTier.priority?.ttftMs.p99),
-  "priority ITL p99 loaded vs its own load alone (isolation: 1)": ratio(ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99, ours("priority alone, 10 clients")?.byTier.priority?.itlMs.p99),
+  "multiturn TTFT turns 2+ vs prefix cache off (target <= 0.5)": ratio(
+    ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean,
+    find("switchyard-no-prefix-cache", "multiturn 6 turns")?.ttftLaterTurnsMs?.mean,
+  ),
+  "multiturn TTFT turns 2+ vs llama-server (target <= 0.5)": ratio(
+    ours("multiturn 6 turns")?.ttftLaterTurnsMs?.mean,
+    peerOf("multiturn 6 turns")?.ttftLaterTurnsMs?.mean,
+  ),
+  "priority TTFT p99 loaded vs unloaded (target <= 2)": ratio(
+    ours("mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99,
+    ours("priority unloaded")?.byTier.priority?.ttftMs.p99,
+  ),
+  "priority ITL p99 loaded vs unloaded (target <= 1.5)": ratio(
+    ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99,
+    ours("priority unloaded")?.byTier.priority?.itlMs.p99,
+  ),
+  "priority TTFT p99 loaded vs its own load alone (isolation: 1)": ratio(
+    ours("mixed 20/50/30 saturating")?.byTier.priority?.ttftMs.p99,
+    ours("priority alone, 10 clients")?.byTier.priority?.ttftMs.p99,
+  ),
+  "priority ITL p99 loaded vs its own load alone (isolation: 1)": ratio(
+    ours("mixed 20/50/30 saturating")?.byTier.priority?.itlMs.p99,
+    ours("priority alone, 10 clients")?.byTier.priority?.itlMs.p99,
+  ),
   ...Object.fromEntries(
     (["priority", "default", "flex"] as const).flatMap((tier) => [
-      [`${tier} TTFT p99, batch underneath vs not (target <= 1.1)`, ratio(ours(MIXED_BATCH)?.byTier[tier]?.ttftMs.p99, ours("mixed 20/50/30 saturating")?.byTier[tier]?.ttftMs.p99)],
-      [`${tier} ITL p99, batch underneath vs not (target <= 1.1)`, ratio(ours(MIXED_BATCH)?.byTier[tier]?.itlMs.p99, ours("mixed 20/50/30 saturating")?.byTier[tier]?.itlMs.p99)],
+      [
+        `${tier} TTFT p99, batch underneath vs not (target <= 1.1)`,
+        ratio(ours(MIXED_BATCH)?.byTier[tier]?.ttftMs.p99, ours("mixed 20/50/30 saturating")?.byTier[tier]?.ttftMs.p99),
+      ],
+      [
+        `${tier} ITL p99, batch underneath vs not (target <= 1.1)`,
+        ratio(ours(MIXED_BATCH)?.byTier[tier]?.itlMs.p99, ours("mixed 20/50/30 saturating")?.byTier[tier]?.itlMs.p99),
+      ],
     ]),
   ),
   ...priorityBesideRatios(ours),
-  ...Object.fromEntries(Object.entries(priorityBesideRatios((s) => find("switchyard-spec-off", s))).map(([what, value]) => [`speculation off, ${what}`, value])),
+  ...Object.fromEntries(
+    Object.entries(priorityBesideRatios((s) => find("switchyard-spec-off", s))).map(([what, value]) => [`speculation off, ${what}`, value]),
+  ),
 };
 // Where our step loop's time goes, per step (ms): llama_decode, sampling, the messages to and from
 // the runner thread, the main thread's planning and post-processing (the runner idles meanwhile),
@@ -281,46 +443,123 @@ if (edit) {
   const exact = edit.exactness();
   if (exact) {
     console.log(`edit, temperature-0 outputs against ${exact.reference}:`);
-    console.table(exact.rows.map(({ firstMismatch, mismatched, ...row }) => ({ ...row, "first mismatch": firstMismatch ? `${firstMismatch.id} @${firstMismatch.at}` : "" })));
+    console.table(
+      exact.rows.map(({ firstMismatch, mismatched, ...row }) => ({
+        ...row,
+        "first mismatch": firstMismatch ? `${firstMismatch.id} @${firstMismatch.at}` : "",
+      })),
+    );
   }
   const best = edit.toJSON().bestPeer;
-  if (best.c1 || best.c8) console.log(`edit: llama-server's best --spec-type at c1: ${best.c1 ?? "-"}, at c8: ${best.c8 ?? "-"} (llama-server is --spec-type none)`);
+  if (best.c1 || best.c8)
+    console.log(
+      `edit: llama-server's best --spec-type at c1: ${best.c1 ?? "-"}, at c8: ${best.c8 ?? "-"} (llama-server is --spec-type none)`,
+    );
   const refused = edit.passes.find((p) => p.report.firstError);
   if (refused) console.log(`edit: ${refused.report.target} refused requests: ${refused.report.firstError}`);
 }
 const rssOver = (ours(C16_NAME)?.peakRssMb ?? NaN) - (peerOf(C16_NAME)?.peakRssMb ?? NaN);
 const flexFailed = ours("mixed 20/50/30 saturating")?.byTier.flex?.failed;
 // The ratios this run measured (the JSON has them all, null where a side did not run).
-table(Object.entries(ratios).filter(([, value]) => value !== null).map(([what, value]) => ({ what, ratio: value })));
+table(
+  Object.entries(ratios)
+    .filter(([, value]) => value !== null)
+    .map(([what, value]) => ({ what, ratio: value })),
+);
 if (Number.isFinite(rssOver)) console.log(`server RSS at c16, ours minus llama-server's (target <= 300 MB): ${round(rssOver, 0)} MB`);
 const batchLines = ours(MIXED_BATCH)?.batchLinesDone;
 if (batchLines !== undefined) console.log(`batch lines answered underneath the tier mix: ${batchLines}`);
 if (flexFailed !== undefined) console.log(`flex requests failed in the saturating mix (target 0 before their wait limit): ${flexFailed}`);
 if (embeddings) {
-  console.table(embeddings.results.map((r) => ({ target: r.target, scenario: `embeddings ${r.scenario}`, "inputs/s": round(r.inputsPerS), "mean ms": round(r.latencyMs.mean), "p50 ms": round(r.latencyMs.p50), "p99 ms": round(r.latencyMs.p99), failed: r.failed })));
+  console.table(
+    embeddings.results.map((r) => ({
+      target: r.target,
+      scenario: `embeddings ${r.scenario}`,
+      "inputs/s": round(r.inputsPerS),
+      "mean ms": round(r.latencyMs.mean),
+      "p50 ms": round(r.latencyMs.p50),
+      "p99 ms": round(r.latencyMs.p99),
+      failed: r.failed,
+    })),
+  );
   console.table(Object.entries(embeddings.ratios).map(([what, value]) => ({ what, ratio: value })));
   skipped.push(...embeddings.skipped);
 }
-if (batched) console.log(`llama-batched-bench, 16 x 128/128, ${peer.threads} threads: S_PP ${batched.sPp} tok/s, S_TG ${batched.sTg} tok/s`);
+if (batched)
+  console.log(`llama-batched-bench, 16 x 128/128, ${peer.threads} threads: S_PP ${batched.sPp} tok/s, S_TG ${batched.sTg} tok/s`);
 for (const line of skipped) console.log(`skipped ${line}`);
 const cpu = cpuDescription();
 console.log(`CPU: ${cpu.model}; flags: ${cpu.flags.join(" ")}`);
-console.log(`ggml CPU variant loaded: ${Object.entries(variants).map(([target, variant]) => `${target} ${variant ?? "unknown"}`).join(", ")}`);
+console.log(
+  `ggml CPU variant loaded: ${Object.entries(variants)
+    .map(([target, variant]) => `${target} ${variant ?? "unknown"}`)
+    .join(", ")}`,
+);
 
 mkdirSync("bench/results", { recursive: true });
-writeFileSync(`${opts.out}.json`, JSON.stringify({ at: new Date().toISOString(), cpu, variants, model: opts.model, modelPath, f16Path, threads: peer.threads, parallel: peer.parallel, reports, ratios, rssOverMb: rssOver, batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null, embeddings, edit, skipped }, null, 2));
+writeFileSync(
+  `${opts.out}.json`,
+  JSON.stringify(
+    {
+      at: new Date().toISOString(),
+      cpu,
+      variants,
+      model: opts.model,
+      modelPath,
+      f16Path,
+      threads: peer.threads,
+      parallel: peer.parallel,
+      reports,
+      ratios,
+      rssOverMb: rssOver,
+      batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null,
+      embeddings,
+      edit,
+      skipped,
+    },
+    null,
+    2,
+  ),
+);
 const byScenario = [...new Set(reports.map((r) => r.scenario))];
 writeFileSync(
   `${opts.out}.png`,
   barChartPng(`${opts.model}, ${peer.threads} threads`, [
-    ...byScenario.map((s) => ({ title: s, unit: "out tok/s", bars: reports.filter((r) => r.scenario === s).map((r) => ({ label: r.target, value: r.outputTokensPerS })) })),
-    ...byScenario.map((s) => ({ title: s, unit: "TTFT p50 ms", bars: reports.filter((r) => r.scenario === s).map((r) => ({ label: r.target, value: r.ttftMs.p50 })) })),
-    ...(edit ? [1, 8].map((c) => ({ title: `edit pass c${c}`, unit: "out tok/s", bars: edit.passes.filter((p) => p.report.pass === "edit" && p.report.concurrency === c).map(({ report: r }) => ({ label: `${r.target}${r.prediction && r.target.startsWith("switchyard") ? " +prediction" : ""}`, value: r.outputTokensPerS })) })) : []),
+    ...byScenario.map((s) => ({
+      title: s,
+      unit: "out tok/s",
+      bars: reports.filter((r) => r.scenario === s).map((r) => ({ label: r.target, value: r.outputTokensPerS })),
+    })),
+    ...byScenario.map((s) => ({
+      title: s,
+      unit: "TTFT p50 ms",
+      bars: reports.filter((r) => r.scenario === s).map((r) => ({ label: r.target, value: r.ttftMs.p50 })),
+    })),
+    ...(edit
+      ? [1, 8].map((c) => ({
+          title: `edit pass c${c}`,
+          unit: "out tok/s",
+          bars: edit.passes
+            .filter((p) => p.report.pass === "edit" && p.report.concurrency === c)
+            .map(({ report: r }) => ({
+              label: `${r.target}${r.prediction && r.target.startsWith("switchyard") ? " +prediction" : ""}`,
+              value: r.outputTokensPerS,
+            })),
+        }))
+      : []),
   ]),
 );
 console.log(`wrote ${opts.out}.json and ${opts.out}.png`);
 
 /** One short request, so model loading and first-call costs stay out of the numbers. */
 async function warmUp(target: Target): Promise<void> {
-  await runScenario(target, { kind: "random", name: "warm-up", requests: 2, inputTokens: 16, outputTokens: 8, maxConcurrency: 2, requestRate: Infinity });
+  await runScenario(target, {
+    kind: "random",
+    name: "warm-up",
+    requests: 2,
+    inputTokens: 16,
+    outputTokens: 8,
+    maxConcurrency: 2,
+    requestRate: Infinity,
+  });
 }

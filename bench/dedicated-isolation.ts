@@ -29,7 +29,14 @@ interface Options {
 }
 
 async function main(options: Options): Promise<void> {
-  const server = await startSwitchyard({ modelId: MODEL, modelPath: "", threads: options.threads, parallel: 16, contextPerSequence: 1024, port: options.port });
+  const server = await startSwitchyard({
+    modelId: MODEL,
+    modelPath: "",
+    threads: options.threads,
+    parallel: 16,
+    contextPerSequence: 1024,
+    port: options.port,
+  });
   try {
     const deployment = await deploy(server.target);
     const dedicated: Target = { ...server.target, name: "deployment", model: deployment };
@@ -69,7 +76,13 @@ async function main(options: Options): Promise<void> {
 async function deploy(target: Target): Promise<string> {
   const root = target.baseURL.replace(/\/v1\/compat$/, "");
   const headers = { authorization: `Bearer ${target.key}`, "content-type": "application/json" };
-  const created = await (await fetch(`${root}/v1/deployments`, { method: "POST", headers, body: JSON.stringify({ model: MODEL, name: "bench", max_batch_size: 4 }) })).json();
+  const created = await (
+    await fetch(`${root}/v1/deployments`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ model: MODEL, name: "bench", max_batch_size: 4 }),
+    })
+  ).json();
   for (let i = 0; i < 600; i++) {
     const d = await (await fetch(`${root}/v1/deployments/${created.id}`, { headers })).json();
     if (d.status === "running") return d.model_id as string;
@@ -93,7 +106,11 @@ function publicLoad(target: Target, concurrency: number, maxTokens: number, prom
       await Promise.all(workers);
       const seconds = (performance.now() - started) / 1000;
       const tokens = results.reduce((sum, r) => sum + r.outputTokens, 0);
-      return { requests: results.length, failed: results.filter((r) => !r.ok).length, outputTokensPerSecond: Number((tokens / seconds).toFixed(1)) };
+      return {
+        requests: results.length,
+        failed: results.filter((r) => !r.ok).length,
+        outputTokensPerSecond: Number((tokens / seconds).toFixed(1)),
+      };
     },
   };
 }
@@ -103,16 +120,33 @@ function row(name: string, results: RequestResult[]) {
   const ttft = summarize(ok.map((r) => r.ttftMs ?? NaN));
   const itl = summarize(ok.flatMap((r) => r.itlMs));
   const round = (v: number) => Math.round(v * 10) / 10;
-  return { name, requests: results.length, failed: results.length - ok.length, ttftP50: round(ttft.p50), ttftP99: round(ttft.p99), itlP50: round(itl.p50), itlP99: round(itl.p99) };
+  return {
+    name,
+    requests: results.length,
+    failed: results.length - ok.length,
+    ttftP50: round(ttft.p50),
+    ttftP99: round(ttft.p99),
+    itlP50: round(itl.p50),
+    itlP99: round(itl.p99),
+  };
 }
 
 function printTable(rows: ReturnType<typeof row>[], background: { requests: number; failed: number; outputTokensPerSecond: number }): void {
   const header = ["case (c1 requests)", "n", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms"];
-  const cells = rows.map((r) => [r.name, `${r.requests - r.failed}/${r.requests}`, String(r.ttftP50), String(r.ttftP99), String(r.itlP50), String(r.itlP99)]);
+  const cells = rows.map((r) => [
+    r.name,
+    `${r.requests - r.failed}/${r.requests}`,
+    String(r.ttftP50),
+    String(r.ttftP99),
+    String(r.itlP50),
+    String(r.itlP99),
+  ]);
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) => `| ${c.map((v, i) => v.padEnd(widths[i]!)).join(" | ")} |`;
   process.stdout.write([line(header), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n") + "\n");
-  process.stdout.write(`public background load: ${background.requests} requests (${background.failed} failed), ${background.outputTokensPerSecond} output tok/s\n`);
+  process.stdout.write(
+    `public background load: ${background.requests} requests (${background.failed} failed), ${background.outputTokensPerSecond} output tok/s\n`,
+  );
 }
 
 const program = new Command("dedicated-isolation")

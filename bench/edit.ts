@@ -41,8 +41,15 @@ export interface EditDoc {
 
 /** `count` of the documents (all 24 by default), taken in turn from each kind: 8 are the first two of each. */
 export function loadEditDocs(count = Infinity): EditDoc[] {
-  const manifest = JSON.parse(readFileSync(join(DOCS_DIR, "manifest.json"), "utf8")) as { documents: Array<{ file: string; kind: string; instruction: string }> };
-  const docs = manifest.documents.map((d) => ({ id: d.file.replace(/\.txt$/, ""), kind: d.kind, instruction: d.instruction, text: readFileSync(join(DOCS_DIR, d.file), "utf8") }));
+  const manifest = JSON.parse(readFileSync(join(DOCS_DIR, "manifest.json"), "utf8")) as {
+    documents: Array<{ file: string; kind: string; instruction: string }>;
+  };
+  const docs = manifest.documents.map((d) => ({
+    id: d.file.replace(/\.txt$/, ""),
+    kind: d.kind,
+    instruction: d.instruction,
+    text: readFileSync(join(DOCS_DIR, d.file), "utf8"),
+  }));
   const rank = new Map<EditDoc, number>();
   const seen = new Map<string, number>();
   for (const d of docs) {
@@ -57,7 +64,8 @@ export function editMessages(doc: EditDoc): ChatMessage[] {
   return [
     {
       role: "system",
-      content: "You edit documents. Apply the requested change and output the complete document with that change, exactly as it was otherwise: no explanation, no code fences, nothing before or after it.",
+      content:
+        "You edit documents. Apply the requested change and output the complete document with that change, exactly as it was otherwise: no explanation, no code fences, nothing before or after it.",
     },
     { role: "user", content: `Change: ${doc.instruction}\n\nDocument:\n${doc.text}` },
   ];
@@ -144,7 +152,15 @@ export interface EditPassReport {
   /** Our /metrics vllm:spec_decode_* counters over the pass (all models and tiers), where exported. */
   specDecode: { drafts: number; draftTokens: number; acceptedTokens: number } | null;
   /** Per document: output tokens (as above), time to first token and to the end, prediction counts. */
-  perDocument: Array<{ id: string; ok: boolean; outputTokens: number; ttftMs: number | null; e2eMs: number; accepted: number | null; rejected: number | null }>;
+  perDocument: Array<{
+    id: string;
+    ok: boolean;
+    outputTokens: number;
+    ttftMs: number | null;
+    e2eMs: number;
+    accepted: number | null;
+    rejected: number | null;
+  }>;
 }
 
 interface PassRun {
@@ -180,7 +196,11 @@ export class EditBench {
       for (const variant of variants) {
         log(`${target.name}: edit pass c${concurrency}${variant.prediction ? " with prediction" : ""}...`);
         await this.prime(target, concurrency);
-        const run = await this.pass(target, { prediction: variant.prediction ? this.predictions!.map((p) => p.text) : null, concurrency, maxTokens: MAX_TOKENS });
+        const run = await this.pass(target, {
+          prediction: variant.prediction ? this.predictions!.map((p) => p.text) : null,
+          concurrency,
+          maxTokens: MAX_TOKENS,
+        });
         this.passes.push(run);
         log(`  ${summaryLine(run.report)}`);
       }
@@ -221,13 +241,16 @@ export class EditBench {
     const ok = results.filter((r) => r.ok);
     const refused = results.find((r) => !r.ok);
     const failed: Record<string, number> = {};
-    for (const r of results.filter((x) => !x.ok)) failed[r.errorCode ?? String(r.status)] = (failed[r.errorCode ?? String(r.status)] ?? 0) + 1;
+    for (const r of results.filter((x) => !x.ok))
+      failed[r.errorCode ?? String(r.status)] = (failed[r.errorCode ?? String(r.status)] ?? 0) + 1;
     const outputOf = (r: RequestResult) => r.outputTokens - (details(r, "rejected_prediction_tokens") ?? 0);
     const outputTokens = ok.reduce((a, r) => a + outputOf(r), 0);
     const decodeMs = ok.reduce((a, r) => a + (r.e2eMs - (r.ttftMs ?? r.e2eMs)), 0);
     const cached = ok.filter((r) => r.cachedTokens !== undefined);
-    const timing = (r: RequestResult, field: string): number | null => (typeof r.timings?.[field] === "number" ? (r.timings[field] as number) : null);
-    const sum = (values: Array<number | null>) => (values.some((v) => v !== null) ? values.reduce<number>((a, v) => a + (v ?? 0), 0) : null);
+    const timing = (r: RequestResult, field: string): number | null =>
+      typeof r.timings?.[field] === "number" ? (r.timings[field] as number) : null;
+    const sum = (values: Array<number | null>) =>
+      values.some((v) => v !== null) ? values.reduce<number>((a, v) => a + (v ?? 0), 0) : null;
     const report: EditPassReport = {
       target: target.name,
       pass: "edit",
@@ -244,12 +267,24 @@ export class EditBench {
       decodeTokensPerS: decodeMs > 0 ? outputTokens / (decodeMs / 1000) : NaN,
       ttftMs: summarize(ok.filter((r) => r.ttftMs !== undefined).map((r) => r.ttftMs!)),
       e2eMs: summarize(ok.map((r) => r.e2eMs)),
-      prefixCacheHitRate: cached.length ? cached.reduce((a, r) => a + r.cachedTokens!, 0) / Math.max(1, cached.reduce((a, r) => a + r.promptTokens, 0)) : null,
+      prefixCacheHitRate: cached.length
+        ? cached.reduce((a, r) => a + r.cachedTokens!, 0) /
+          Math.max(
+            1,
+            cached.reduce((a, r) => a + r.promptTokens, 0),
+          )
+        : null,
       acceptedPredictionTokens: sum(ok.map((r) => details(r, "accepted_prediction_tokens"))),
       rejectedPredictionTokens: sum(ok.map((r) => details(r, "rejected_prediction_tokens"))),
       draftTokens: sum(ok.map((r) => timing(r, "draft_n"))),
       draftAcceptedTokens: sum(ok.map((r) => timing(r, "draft_n_accepted"))),
-      specDecode: after ? { drafts: after.drafts - before.drafts, draftTokens: after.draftTokens - before.draftTokens, acceptedTokens: after.acceptedTokens - before.acceptedTokens } : null,
+      specDecode: after
+        ? {
+            drafts: after.drafts - before.drafts,
+            draftTokens: after.draftTokens - before.draftTokens,
+            acceptedTokens: after.acceptedTokens - before.acceptedTokens,
+          }
+        : null,
       perDocument: results.map((r, i) => ({
         id: this.docs[i]!.id,
         ok: r.ok,
@@ -264,7 +299,13 @@ export class EditBench {
   }
 
   private find(target: string, prediction: boolean, concurrency: number): PassRun | undefined {
-    return this.passes.find((p) => p.report.pass === "edit" && p.report.target === target && p.report.prediction === prediction && p.report.concurrency === concurrency);
+    return this.passes.find(
+      (p) =>
+        p.report.pass === "edit" &&
+        p.report.target === target &&
+        p.report.prediction === prediction &&
+        p.report.concurrency === concurrency,
+    );
   }
 
   /**
@@ -293,9 +334,22 @@ export class EditBench {
           mismatched.push(this.docs[i]!.id);
           let at = 0;
           while (at < output.length && output[at] === expected[at]) at++;
-          firstMismatch ??= { id: this.docs[i]!.id, at, reference: expected.slice(Math.max(0, at - 40), at + 80), output: output.slice(Math.max(0, at - 40), at + 80) };
+          firstMismatch ??= {
+            id: this.docs[i]!.id,
+            at,
+            reference: expected.slice(Math.max(0, at - 40), at + 80),
+            output: output.slice(Math.max(0, at - 40), at + 80),
+          };
         });
-        return { target: p.report.target + (p.report.pass === "first" ? " (first pass)" : ""), prediction: p.report.prediction, concurrency: p.report.concurrency, compared, mismatches, mismatched, firstMismatch };
+        return {
+          target: p.report.target + (p.report.pass === "first" ? " (first pass)" : ""),
+          prediction: p.report.prediction,
+          concurrency: p.report.concurrency,
+          compared,
+          mismatches,
+          mismatched,
+          firstMismatch,
+        };
       });
     return { reference: off ? "switchyard-spec-off, edit pass c1" : `${this.firstPassTarget}, first pass`, rows };
   }
@@ -308,14 +362,17 @@ export class EditBench {
 
   /** The fastest of the llama-server targets at a concurrency (its passes carry `prediction`, which it ignores). */
   bestPeer(concurrency: number, peers = EDIT_PEERS): { name: string; rate: number } | undefined {
-    const rated = peers.map((name) => ({ name, rate: this.rate(name, true, concurrency) ?? this.rate(name, false, concurrency) })).filter((r): r is { name: string; rate: number } => r.rate !== undefined);
+    const rated = peers
+      .map((name) => ({ name, rate: this.rate(name, true, concurrency) ?? this.rate(name, false, concurrency) }))
+      .filter((r): r is { name: string; rate: number } => r.rate !== undefined);
     return rated.sort((a, b) => b.rate - a.rate)[0];
   }
 
   /** The issue's targets for this scenario, as ratios; null where a side did not run. */
   ratios(): Record<string, number | null> {
     const rate = this.rate.bind(this);
-    const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? Number((a / b).toFixed(2)) : null);
+    const ratio = (a: number | undefined, b: number | undefined) =>
+      a !== undefined && b !== undefined && b > 0 ? Number((a / b).toFixed(2)) : null;
     const peer1 = this.bestPeer(1);
     const peer8 = this.bestPeer(8);
     const exact = this.exactness();
@@ -326,27 +383,41 @@ export class EditBench {
     };
     const offAtC8 = exact?.rows.find((r) => r.target === "switchyard-spec-off" && r.concurrency === 8);
     return {
-      "edit c1 out tok/s: prediction vs speculation off (target >= 2.0)": ratio(rate("switchyard", true, 1), rate("switchyard-spec-off", false, 1)),
+      "edit c1 out tok/s: prediction vs speculation off (target >= 2.0)": ratio(
+        rate("switchyard", true, 1),
+        rate("switchyard-spec-off", false, 1),
+      ),
       "edit c1 out tok/s: prediction vs llama-server's best --spec-type (target >= 1.3)": ratio(rate("switchyard", true, 1), peer1?.rate),
       "edit c8 out tok/s: prediction vs llama-server's best --spec-type (target >= 1.2)": ratio(rate("switchyard", true, 8), peer8?.rate),
-      "edit c1 out tok/s: auto, no prediction, vs speculation off": ratio(rate("switchyard", false, 1), rate("switchyard-spec-off", false, 1)),
-      "edit c8 out tok/s: auto, no prediction, vs speculation off": ratio(rate("switchyard", false, 8), rate("switchyard-spec-off", false, 8)),
+      "edit c1 out tok/s: auto, no prediction, vs speculation off": ratio(
+        rate("switchyard", false, 1),
+        rate("switchyard-spec-off", false, 1),
+      ),
+      "edit c8 out tok/s: auto, no prediction, vs speculation off": ratio(
+        rate("switchyard", false, 8),
+        rate("switchyard-spec-off", false, 8),
+      ),
       "edit c1 out tok/s: auto, no prediction, vs llama-server's best": ratio(rate("switchyard", false, 1), peer1?.rate),
       "edit c8 out tok/s: auto, no prediction, vs llama-server's best": ratio(rate("switchyard", false, 8), peer8?.rate),
       "edit, temperature 0, c1: documents whose output, auto or with prediction, differs from speculation off (target 0)": differing(1),
       "edit, temperature 0, c8: documents whose output, auto or with prediction, differs from speculation off at c1": differing(8),
-      "edit, temperature 0: documents whose output with speculation off differs at c8 from c1 (batching alone)": offAtC8 ? offAtC8.mismatches : null,
+      "edit, temperature 0: documents whose output with speculation off differs at c8 from c1 (batching alone)": offAtC8
+        ? offAtC8.mismatches
+        : null,
     };
   }
 
   tableRows(): Array<Record<string, unknown>> {
-    const round = (n: number | null | undefined, d = 1) => (n === null || n === undefined || !Number.isFinite(n) ? null : Number(n.toFixed(d)));
+    const round = (n: number | null | undefined, d = 1) =>
+      n === null || n === undefined || !Number.isFinite(n) ? null : Number(n.toFixed(d));
     return this.passes.map(({ report: r }) => ({
       target: r.target,
       pass: r.pass === "first" ? "first" : `edit${r.prediction ? "+pred" : ""}`,
       c: r.concurrency,
       ok: `${r.completed}/${r.documents}`,
-      failed: Object.entries(r.failed).map(([code, n]) => `${code}:${n}`).join(" "),
+      failed: Object.entries(r.failed)
+        .map(([code, n]) => `${code}:${n}`)
+        .join(" "),
       "out tok/s": round(r.outputTokensPerS),
       "decode tok/s": round(r.decodeTokensPerS),
       "out tok": r.outputTokens,
@@ -355,14 +426,23 @@ export class EditBench {
       "total s": round(r.durationS),
       "cache hit": round(r.prefixCacheHitRate, 2),
       "accepted/rejected": r.acceptedPredictionTokens !== null ? `${r.acceptedPredictionTokens}/${r.rejectedPredictionTokens}` : "",
-      "drafted/accepted": r.specDecode ? `${r.specDecode.draftTokens}/${r.specDecode.acceptedTokens}` : r.draftTokens !== null ? `${r.draftTokens}/${r.draftAcceptedTokens}` : "",
+      "drafted/accepted": r.specDecode
+        ? `${r.specDecode.draftTokens}/${r.specDecode.acceptedTokens}`
+        : r.draftTokens !== null
+          ? `${r.draftTokens}/${r.draftAcceptedTokens}`
+          : "",
     }));
   }
 
   toJSON() {
     return {
       bestPeer: { c1: this.bestPeer(1)?.name ?? null, c8: this.bestPeer(8)?.name ?? null },
-      documents: this.docs.map((d, i) => ({ id: d.id, kind: d.kind, instruction: d.instruction, alteredLines: this.predictions?.[i]?.alteredLines ?? null })),
+      documents: this.docs.map((d, i) => ({
+        id: d.id,
+        kind: d.kind,
+        instruction: d.instruction,
+        alteredLines: this.predictions?.[i]?.alteredLines ?? null,
+      })),
       maxTokens: MAX_TOKENS,
       firstPassTarget: this.firstPassTarget,
       firstAnswers: this.firstAnswers,
@@ -374,7 +454,8 @@ export class EditBench {
 }
 
 function summaryLine(r: EditPassReport): string {
-  const accepted = r.acceptedPredictionTokens !== null ? `, prediction accepted/rejected ${r.acceptedPredictionTokens}/${r.rejectedPredictionTokens}` : "";
+  const accepted =
+    r.acceptedPredictionTokens !== null ? `, prediction accepted/rejected ${r.acceptedPredictionTokens}/${r.rejectedPredictionTokens}` : "";
   return `${r.completed}/${r.documents} ok, ${r.outputTokens} tokens in ${r.durationS.toFixed(1)} s: ${r.outputTokensPerS.toFixed(1)} out tok/s, TTFT p50 ${r.ttftMs.p50.toFixed(0)} ms${accepted}${r.firstError ? `; refused: ${r.firstError}` : ""}`;
 }
 

@@ -19,9 +19,15 @@ import { cosine, minilmDir, referenceEmbeddings, referencePython } from "../test
 import { FIDELITY_SENTENCES, pairwiseSimilarities, spearman } from "../test/helpers/embedding-sentences.js";
 
 // From dist/: the embedding runner is a worker thread, which loads compiled JavaScript.
-const { Q8_0_KEPT_F16, writeBertGguf } = (await import("../dist/catalog/convert/bert-gguf.js" as string)) as typeof import("../src/catalog/convert/bert-gguf.js");
-const { readSentenceTransformersZip } = (await import("../dist/catalog/convert/sentence-transformers.js" as string)) as typeof import("../src/catalog/convert/sentence-transformers.js");
-const { createEmbeddingHost } = (await import("../dist/engine/embedding/embedding-host.js" as string)) as typeof import("../src/engine/embedding/embedding-host.js");
+const { Q8_0_KEPT_F16, writeBertGguf } = (await import(
+  "../dist/catalog/convert/bert-gguf.js" as string
+)) as typeof import("../src/catalog/convert/bert-gguf.js");
+const { readSentenceTransformersZip } = (await import(
+  "../dist/catalog/convert/sentence-transformers.js" as string
+)) as typeof import("../src/catalog/convert/sentence-transformers.js");
+const { createEmbeddingHost } = (await import(
+  "../dist/engine/embedding/embedding-host.js" as string
+)) as typeof import("../src/engine/embedding/embedding-host.js");
 
 const FLOOR = { minCosine: 0.9995, spearman: 0.999 };
 const NEVER = /^$/;
@@ -35,7 +41,14 @@ const CANDIDATES: Array<{ name: string; precision: BertPrecision; keptF16?: RegE
   { name: "q8_0, attn_v + ffn_up F16 (served)", precision: "q8_0", keptF16: Q8_0_KEPT_F16 },
 ];
 
-const { values: args } = parseArgs({ options: { zip: { type: "string", default: join(minilmDir(), "model.zip") }, rounds: { type: "string", default: "4" }, out: { type: "string", default: "bench/results/embedding-formats" }, threads: { type: "string", default: "2" } } });
+const { values: args } = parseArgs({
+  options: {
+    zip: { type: "string", default: join(minilmDir(), "model.zip") },
+    rounds: { type: "string", default: "4" },
+    out: { type: "string", default: "bench/results/embedding-formats" },
+    threads: { type: "string", default: "2" },
+  },
+});
 const python = referencePython();
 if (!python) throw new Error("no reference Python: run scripts/test-setup.sh");
 const reference = referenceEmbeddings(python, FIDELITY_SENTENCES, args.zip);
@@ -44,19 +57,42 @@ const model = await readSentenceTransformersZip(args.zip);
 const dir = mkdtempSync(join(tmpdir(), "embedding-formats-"));
 const SHORT = Array.from({ length: 256 }, (_, i) => `Short input number ${i} about embeddings, search and vectors.`);
 
-interface Row { name: string; mb: number; minCosine: number; meanCosine: number; spearman: number; meetsFloor: boolean; inputsPerS: number[]; singleMs: number[] }
+interface Row {
+  name: string;
+  mb: number;
+  minCosine: number;
+  meanCosine: number;
+  spearman: number;
+  meetsFloor: boolean;
+  inputsPerS: number[];
+  singleMs: number[];
+}
 const rows: Row[] = [];
 try {
   for (const [index, candidate] of CANDIDATES.entries()) {
     const path = join(dir, `${index}.gguf`);
     await writeBertGguf(model, path, "candidate", candidate.precision, candidate.keptF16);
     const host = await createEmbeddingHost({ modelPath: path, threads: Number(args.threads) });
-    const vectors = (await host.embed(reference.ids.map((ids) => Int32Array.from(ids)), "default")).map((v) => Array.from(v));
+    const vectors = (
+      await host.embed(
+        reference.ids.map((ids) => Int32Array.from(ids)),
+        "default",
+      )
+    ).map((v) => Array.from(v));
     await host.close();
     const cosines = vectors.map((v, i) => cosine(v, reference.embeddings[i]!));
     const minCosine = Math.min(...cosines);
     const rho = spearman(pairwiseSimilarities(vectors, cosine), referencePairs);
-    rows.push({ name: candidate.name, mb: statSync(path).size / 1e6, minCosine, meanCosine: cosines.reduce((a, b) => a + b) / cosines.length, spearman: rho, meetsFloor: minCosine >= FLOOR.minCosine && rho >= FLOOR.spearman, inputsPerS: [], singleMs: [] });
+    rows.push({
+      name: candidate.name,
+      mb: statSync(path).size / 1e6,
+      minCosine,
+      meanCosine: cosines.reduce((a, b) => a + b) / cosines.length,
+      spearman: rho,
+      meetsFloor: minCosine >= FLOOR.minCosine && rho >= FLOOR.spearman,
+      inputsPerS: [],
+      singleMs: [],
+    });
   }
   for (let round = 0; round < Number(args.rounds); round++) {
     for (const [index, row] of rows.entries()) await timeRound(join(dir, `${index}.gguf`), row);
@@ -97,5 +133,19 @@ const table = rows.map((r) => ({
   "single input p50 ms": median(r.singleMs).toFixed(2),
 }));
 console.table(table);
-writeFileSync(`${args.out}.json`, JSON.stringify({ date: new Date().toISOString(), floor: FLOOR, sentences: FIDELITY_SENTENCES.length, threads: Number(args.threads), rounds: Number(args.rounds), rows }, null, 2));
+writeFileSync(
+  `${args.out}.json`,
+  JSON.stringify(
+    {
+      date: new Date().toISOString(),
+      floor: FLOOR,
+      sentences: FIDELITY_SENTENCES.length,
+      threads: Number(args.threads),
+      rounds: Number(args.rounds),
+      rows,
+    },
+    null,
+    2,
+  ),
+);
 console.log(`wrote ${args.out}.json`);

@@ -46,11 +46,18 @@ async function burst(target: Target, done: Promise<unknown>): Promise<{ inputsPe
   const started = performance.now();
   let inputs = 0;
   let failed = 0;
-  const input = Array.from({ length: INPUTS_PER_REQUEST }, (_, i) => `Sentence ${i} of a burst of embedding requests about rivers and boats.`);
+  const input = Array.from(
+    { length: INPUTS_PER_REQUEST },
+    (_, i) => `Sentence ${i} of a burst of embedding requests about rivers and boats.`,
+  );
   await Promise.all(
     Array.from({ length: EMBEDDING_CLIENTS }, async () => {
       while (!stop) {
-        const response = await fetch(`${target.baseURL}/embeddings`, { method: "POST", headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" }, body: JSON.stringify({ model: EMBEDDING_MODEL, input }) });
+        const response = await fetch(`${target.baseURL}/embeddings`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: EMBEDDING_MODEL, input }),
+        });
         await response.arrayBuffer();
         if (response.ok) inputs += INPUTS_PER_REQUEST;
         else failed++;
@@ -66,7 +73,14 @@ const describe = (results: RequestResult[]) => ({
   itlMs: summarize(results.flatMap((r) => r.itlMs)),
 });
 
-const server = await startSwitchyard({ modelId: `${CHAT_MODEL},${EMBEDDING_MODEL}`, modelPath: "", threads: Number(opts.threads), parallel: 16, contextPerSequence: 2048, port: 18600 });
+const server = await startSwitchyard({
+  modelId: `${CHAT_MODEL},${EMBEDDING_MODEL}`,
+  modelPath: "",
+  threads: Number(opts.threads),
+  parallel: 16,
+  contextPerSequence: 2048,
+  port: 18600,
+});
 try {
   const chat: Target = { ...server.target, model: CHAT_MODEL };
   await chatTiers({ ...chat }); // warm: the first streams after a start are not what is measured
@@ -78,7 +92,17 @@ try {
     { tier, phase: "alone", ...describe(alone[tier]!) },
     { tier, phase: "beside the burst", ...describe(beside[tier]!) },
   ]);
-  console.table(rows.map((r) => ({ tier: r.tier, phase: r.phase, ok: r.ok, "ttft p50": r.ttftMs.p50.toFixed(0), "ttft p99": r.ttftMs.p99.toFixed(0), "itl p50": r.itlMs.p50.toFixed(1), "itl p99": r.itlMs.p99.toFixed(1) })));
+  console.table(
+    rows.map((r) => ({
+      tier: r.tier,
+      phase: r.phase,
+      ok: r.ok,
+      "ttft p50": r.ttftMs.p50.toFixed(0),
+      "ttft p99": r.ttftMs.p99.toFixed(0),
+      "itl p50": r.itlMs.p50.toFixed(1),
+      "itl p99": r.itlMs.p99.toFixed(1),
+    })),
+  );
   const ratios = Object.fromEntries(
     ["priority", "default"].flatMap((tier) => {
       const [a, b] = [describe(alone[tier]!), describe(beside[tier]!)];
@@ -93,7 +117,22 @@ try {
   const cpu = cpuDescription();
   console.log(`CPU: ${cpu.model}; ggml variant: ${cpuVariant(server.target.pid)}`);
   mkdirSync(dirname(opts.out), { recursive: true });
-  writeFileSync(opts.out, JSON.stringify({ at: new Date().toISOString(), cpu, variant: cpuVariant(server.target.pid), threads: Number(opts.threads), rows, ratios, embeddings }, null, 2));
+  writeFileSync(
+    opts.out,
+    JSON.stringify(
+      {
+        at: new Date().toISOString(),
+        cpu,
+        variant: cpuVariant(server.target.pid),
+        threads: Number(opts.threads),
+        rows,
+        ratios,
+        embeddings,
+      },
+      null,
+      2,
+    ),
+  );
   console.log(`wrote ${opts.out}`);
 } finally {
   await server.stop();

@@ -27,7 +27,10 @@ export interface EmbeddingScenarioResult {
   failed: number;
 }
 
-const WORDS = "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their".split(" ");
+const WORDS =
+  "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their".split(
+    " ",
+  );
 
 /** A short sentence of 8 to 16 words, fixed by its index: the same inputs for every target. */
 function sentence(i: number): string {
@@ -42,11 +45,18 @@ async function embedOnce(target: RunningTarget["target"], input: string | string
     headers: { "content-type": "application/json", authorization: `Bearer ${target.key}` },
     body: JSON.stringify({ model: target.model, input, encoding_format: "float" }),
   }).catch(() => null);
-  const ok = response?.status === 200 && ((await response.json()) as { data: unknown[] }).data.length === (Array.isArray(input) ? input.length : 1);
+  const ok =
+    response?.status === 200 && ((await response.json()) as { data: unknown[] }).data.length === (Array.isArray(input) ? input.length : 1);
   return { ms: performance.now() - started, ok };
 }
 
-async function scenario(target: RunningTarget["target"], name: string, clients: number, requests: number, inputsPer: number): Promise<EmbeddingScenarioResult> {
+async function scenario(
+  target: RunningTarget["target"],
+  name: string,
+  clients: number,
+  requests: number,
+  inputsPer: number,
+): Promise<EmbeddingScenarioResult> {
   const latencies: number[] = [];
   let failed = 0;
   let next = 0;
@@ -65,7 +75,15 @@ async function scenario(target: RunningTarget["target"], name: string, clients: 
   const sorted = [...latencies].sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
   const inputs = (requests - failed) * inputsPer;
-  return { target: target.name, scenario: name, inputs, seconds, inputsPerS: inputs / seconds, latencyMs: { mean: latencies.reduce((a, b) => a + b, 0) / latencies.length, p50: at(0.5), p99: at(0.99) }, failed };
+  return {
+    target: target.name,
+    scenario: name,
+    inputs,
+    seconds,
+    inputsPerS: inputs / seconds,
+    latencyMs: { mean: latencies.reduce((a, b) => a + b, 0) / latencies.length, p50: at(0.5), p99: at(0.99) },
+    failed,
+  };
 }
 
 /** The exact F32 conversion of the same published zip: the catalog entry pulled again as `precision: "f32"` (written once beside the served file). */
@@ -75,10 +93,34 @@ async function exactF32(): Promise<string> {
 }
 
 /** Runs the three scenarios on each of the three targets that `targets` names, in turn; a peer that is not built is skipped. */
-export async function compareEmbeddings(options: { threads: number; port: number; quick: boolean; targets: string[]; baseline?: string }): Promise<{ results: EmbeddingScenarioResult[]; variants: Record<string, string | null>; skipped: string[]; ratios: Record<string, number | null>; modelPath: string }> {
+export async function compareEmbeddings(options: {
+  threads: number;
+  port: number;
+  quick: boolean;
+  targets: string[];
+  baseline?: string;
+}): Promise<{
+  results: EmbeddingScenarioResult[];
+  variants: Record<string, string | null>;
+  skipped: string[];
+  ratios: Record<string, number | null>;
+  modelPath: string;
+}> {
   execFileSync(process.execPath, ["bin/switchyard.js", "models", "pull", EMBEDDING_MODEL], { stdio: ["ignore", "ignore", "inherit"] });
-  const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; path: string }>).find((m) => m.id === EMBEDDING_MODEL)!;
-  const peer: PeerOptions = { modelId: EMBEDDING_MODEL, modelPath: listed.path, threads: options.threads, parallel: 16, contextPerSequence: 512, port: options.port };
+  const listed = (
+    JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{
+      id: string;
+      path: string;
+    }>
+  ).find((m) => m.id === EMBEDDING_MODEL)!;
+  const peer: PeerOptions = {
+    modelId: EMBEDDING_MODEL,
+    modelPath: listed.path,
+    threads: options.threads,
+    parallel: 16,
+    contextPerSequence: 512,
+    port: options.port,
+  };
   const f32 = await exactF32();
   const scale = (n: number) => (options.quick ? Math.max(2, Math.ceil(n / 4)) : n);
   const starters: Array<[string, () => Promise<RunningTarget | null>]> = [
@@ -86,8 +128,17 @@ export async function compareEmbeddings(options: { threads: number; port: number
     ["switchyard-baseline", async () => (options.baseline ? startSwitchyard(peer, "switchyard-baseline", {}, options.baseline) : null)],
     ["llama-server", () => startLlamaServer(peer, "llama-server", ["--embeddings", "--pooling", "mean"])],
     ["llama-server-f32", () => startLlamaServer({ ...peer, modelPath: f32 }, "llama-server-f32", ["--embeddings", "--pooling", "mean"])],
-    ["llama-server-our-binaries", () => startLlamaServer(peer, "llama-server-our-binaries", ["--embeddings", "--pooling", "mean"], { ourBinaries: true })],
-    ["llama-server-our-binaries-f32", () => startLlamaServer({ ...peer, modelPath: f32 }, "llama-server-our-binaries-f32", ["--embeddings", "--pooling", "mean"], { ourBinaries: true })],
+    [
+      "llama-server-our-binaries",
+      () => startLlamaServer(peer, "llama-server-our-binaries", ["--embeddings", "--pooling", "mean"], { ourBinaries: true }),
+    ],
+    [
+      "llama-server-our-binaries-f32",
+      () =>
+        startLlamaServer({ ...peer, modelPath: f32 }, "llama-server-our-binaries-f32", ["--embeddings", "--pooling", "mean"], {
+          ourBinaries: true,
+        }),
+    ],
   ];
   const results: EmbeddingScenarioResult[] = [];
   const variants: Record<string, string | null> = {};
@@ -101,7 +152,11 @@ export async function compareEmbeddings(options: { threads: number; port: number
     try {
       await scenario(running.target, "warm-up", 4, 8, 8);
       variants[name] = cpuVariant(running.target.pid);
-      for (const [scenarioName, clients, requests, inputsPer] of [["batch-256", 1, scale(8), 256], ["c16-single", 16, scale(512), 1], ["single", 1, scale(64), 1]] as const) {
+      for (const [scenarioName, clients, requests, inputsPer] of [
+        ["batch-256", 1, scale(8), 256],
+        ["c16-single", 16, scale(512), 1],
+        ["single", 1, scale(64), 1],
+      ] as const) {
         process.stderr.write(`${name}: embeddings ${scenarioName}...\n`);
         results.push(await scenario(running.target, scenarioName, clients, requests, inputsPer));
       }
@@ -112,20 +167,52 @@ export async function compareEmbeddings(options: { threads: number; port: number
   // A peer's figure is the better of its two formats: the most inputs/s, the least latency.
   const of = (target: string, s: string) => {
     const rows = results.filter((r) => (r.target === target || r.target === `${target}-f32`) && r.scenario === s);
-    return s === "single" ? rows.sort((a, b) => a.latencyMs.mean - b.latencyMs.mean)[0] : rows.sort((a, b) => b.inputsPerS - a.inputsPerS)[0];
+    return s === "single"
+      ? rows.sort((a, b) => a.latencyMs.mean - b.latencyMs.mean)[0]
+      : rows.sort((a, b) => b.inputsPerS - a.inputsPerS)[0];
   };
   const ratio = (a?: number, b?: number) => (a !== undefined && b !== undefined && b > 0 ? Number((a / b).toFixed(2)) : null);
   const ratios = {
-    "embeddings, one request of 256 inputs: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "batch-256")?.inputsPerS, of("llama-server", "batch-256")?.inputsPerS),
-    "embeddings, 16 concurrent single-input requests: inputs/s vs llama-server (target >= 1.2)": ratio(of("switchyard", "c16-single")?.inputsPerS, of("llama-server", "c16-single")?.inputsPerS),
-    "embeddings, one short input: p50 latency vs llama-server (target <= 1)": ratio(of("switchyard", "single")?.latencyMs.p50, of("llama-server", "single")?.latencyMs.p50),
-    "embeddings, this checkout vs --baseline: 256 inputs": ratio(of("switchyard", "batch-256")?.inputsPerS, of("switchyard-baseline", "batch-256")?.inputsPerS),
-    "embeddings, this checkout vs --baseline: 16 concurrent single inputs": ratio(of("switchyard", "c16-single")?.inputsPerS, of("switchyard-baseline", "c16-single")?.inputsPerS),
-    "embeddings, this checkout vs --baseline: one short input, p50 latency": ratio(of("switchyard", "single")?.latencyMs.p50, of("switchyard-baseline", "single")?.latencyMs.p50),
-    "embeddings, one short input: mean latency vs llama-server": ratio(of("switchyard", "single")?.latencyMs.mean, of("llama-server", "single")?.latencyMs.mean),
-    "embeddings, same binaries (llama-server on node-llama-cpp's libraries): 256 inputs": ratio(of("switchyard", "batch-256")?.inputsPerS, of("llama-server-our-binaries", "batch-256")?.inputsPerS),
-    "embeddings, same binaries: 16 concurrent single inputs": ratio(of("switchyard", "c16-single")?.inputsPerS, of("llama-server-our-binaries", "c16-single")?.inputsPerS),
-    "embeddings, same binaries: one short input, mean latency": ratio(of("switchyard", "single")?.latencyMs.mean, of("llama-server-our-binaries", "single")?.latencyMs.mean),
+    "embeddings, one request of 256 inputs: inputs/s vs llama-server (target >= 1.2)": ratio(
+      of("switchyard", "batch-256")?.inputsPerS,
+      of("llama-server", "batch-256")?.inputsPerS,
+    ),
+    "embeddings, 16 concurrent single-input requests: inputs/s vs llama-server (target >= 1.2)": ratio(
+      of("switchyard", "c16-single")?.inputsPerS,
+      of("llama-server", "c16-single")?.inputsPerS,
+    ),
+    "embeddings, one short input: p50 latency vs llama-server (target <= 1)": ratio(
+      of("switchyard", "single")?.latencyMs.p50,
+      of("llama-server", "single")?.latencyMs.p50,
+    ),
+    "embeddings, this checkout vs --baseline: 256 inputs": ratio(
+      of("switchyard", "batch-256")?.inputsPerS,
+      of("switchyard-baseline", "batch-256")?.inputsPerS,
+    ),
+    "embeddings, this checkout vs --baseline: 16 concurrent single inputs": ratio(
+      of("switchyard", "c16-single")?.inputsPerS,
+      of("switchyard-baseline", "c16-single")?.inputsPerS,
+    ),
+    "embeddings, this checkout vs --baseline: one short input, p50 latency": ratio(
+      of("switchyard", "single")?.latencyMs.p50,
+      of("switchyard-baseline", "single")?.latencyMs.p50,
+    ),
+    "embeddings, one short input: mean latency vs llama-server": ratio(
+      of("switchyard", "single")?.latencyMs.mean,
+      of("llama-server", "single")?.latencyMs.mean,
+    ),
+    "embeddings, same binaries (llama-server on node-llama-cpp's libraries): 256 inputs": ratio(
+      of("switchyard", "batch-256")?.inputsPerS,
+      of("llama-server-our-binaries", "batch-256")?.inputsPerS,
+    ),
+    "embeddings, same binaries: 16 concurrent single inputs": ratio(
+      of("switchyard", "c16-single")?.inputsPerS,
+      of("llama-server-our-binaries", "c16-single")?.inputsPerS,
+    ),
+    "embeddings, same binaries: one short input, mean latency": ratio(
+      of("switchyard", "single")?.latencyMs.mean,
+      of("llama-server-our-binaries", "single")?.latencyMs.mean,
+    ),
   };
   return { results, variants, skipped, ratios, modelPath: listed.path };
 }

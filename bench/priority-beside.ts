@@ -23,7 +23,8 @@ export function priorityBesideScenarios(durationS: number): ClientsScenario[] {
 
 /** The issue's ratios, for each priority count: latency beside the others against alone, and what the mix keeps of the lower tiers' throughput. */
 export function priorityBesideRatios(find: (scenario: string) => ScenarioReport | undefined): Record<string, number | null> {
-  const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? Math.round((a / b) * 100) / 100 : null);
+  const ratio = (a: number | undefined, b: number | undefined) =>
+    a !== undefined && b !== undefined && b > 0 ? Math.round((a / b) * 100) / 100 : null;
   const rows: Record<string, number | null> = {};
   for (const n of PRIORITY_COUNTS) {
     const mixed = find(beside(n))?.byTier.priority;
@@ -32,7 +33,10 @@ export function priorityBesideRatios(find: (scenario: string) => ScenarioReport 
     rows[`priority-beside ${n}: priority ITL p99 beside 30 vs alone (target <= 2)`] = ratio(mixed?.itlMs.p99, own?.itlMs.p99);
     rows[`priority-beside ${n}: priority TTFT p99 beside 30, ms (target <= 1000)`] = mixed ? Math.round(mixed.ttftMs.p99) : null;
     rows[`priority-beside ${n}: priority ITL p99 beside 30, ms (target <= 50)`] = mixed ? Math.round(mixed.itlMs.p99) : null;
-    rows[`priority-beside ${n}: mix out tok/s vs lower tiers alone (target >= 0.9)`] = ratio(find(beside(n))?.outputTokensPerS, find(LOWER_ALONE)?.outputTokensPerS);
+    rows[`priority-beside ${n}: mix out tok/s vs lower tiers alone (target >= 0.9)`] = ratio(
+      find(beside(n))?.outputTokensPerS,
+      find(LOWER_ALONE)?.outputTokensPerS,
+    );
   }
   return rows;
 }

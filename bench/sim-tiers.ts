@@ -39,9 +39,20 @@ const COST = [7, 8.4, 7, 1.4];
 /** Two threads on two cores are about 1.4 times as fast as one (measured: 11 ms a token alone, 8.4 ms more per stream in a one-thread batch). */
 const SPEEDUP = [1, 1, 1.4];
 const truth = (shape: StepShape, cores: number) =>
-  (COST[0]! + COST[1]! * shape.decodeTokens + COST[2]! * shape.promptTokens + (COST[3]! * shape.attended) / 1024) / SPEEDUP[Math.min(cores, 2)]!;
+  (COST[0]! + COST[1]! * shape.decodeTokens + COST[2]! * shape.promptTokens + (COST[3]! * shape.attended) / 1024) /
+  SPEEDUP[Math.min(cores, 2)]!;
 
-const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
+const SAMPLER: SamplerSpec = {
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  minP: 0,
+  seed: 1,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  repetitionPenalty: 1,
+  logitBias: [],
+};
 const texts = { pieceBytes: () => new Uint8Array([97]), tokenText: () => "a", isEndOfGeneration: () => false };
 
 interface Timing {
@@ -55,15 +66,23 @@ function simulate(clients: number, total: number, mix: PerTier<number>, seed = 1
   const shardCount = Number(opts.shards);
   const perShard = Math.floor(Number(opts.sequences) / shardCount);
   let random = seed;
-  const next = () => ((random = (random * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const next = () => (random = (random * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   const pickTier = (): ServiceTier => {
     const x = next();
     return x < mix.priority ? "priority" : x < mix.priority + mix.default ? "default" : "flex";
   };
   const shards: Array<{ scheduler: ShardScheduler; freeAt: number; plan?: StepPlan }> = [];
   for (let i = 0; i < shardCount; i++) {
-    const scheduler = new ShardScheduler({ shard: i, sequences: perShard, cellsPerSequence: 2048, stepTokens: 256, prefixCache: false }, tieredPolicy, texts, new StepCostModel({ prior: COST }), () =>
-      shards.filter((s) => s.scheduler !== scheduler).map((s) => s.scheduler.giveAway()).find((r) => r !== undefined),
+    const scheduler = new ShardScheduler(
+      { shard: i, sequences: perShard, cellsPerSequence: 2048, stepTokens: 256, prefixCache: false },
+      tieredPolicy,
+      texts,
+      new StepCostModel({ prior: COST }),
+      () =>
+        shards
+          .filter((s) => s.scheduler !== scheduler)
+          .map((s) => s.scheduler.giveAway())
+          .find((r) => r !== undefined),
     );
     shards.push({ scheduler, freeAt: 0 });
   }
@@ -75,7 +94,10 @@ function simulate(clients: number, total: number, mix: PerTier<number>, seed = 1
     sent++;
     const tier = pickTier();
     const promptTokens = Array.from({ length: Number(opts.prompt) }, (_, i) => 1 + ((i + sent * 7) % 500));
-    const request = new EngineRequest({ promptTokens, maxTokens: Number(opts.output), sampling: { temperature: 0, topP: 1 }, stop: [], tier }, SAMPLER);
+    const request = new EngineRequest(
+      { promptTokens, maxTokens: Number(opts.output), sampling: { temperature: 0, topP: 1 }, stop: [], tier },
+      SAMPLER,
+    );
     timings.set(request, { tier, arrived: now, tokens: [] });
     chooseShard(shards, request).scheduler.enqueue(request);
   };
@@ -86,13 +108,27 @@ function simulate(clients: number, total: number, mix: PerTier<number>, seed = 1
     now = Math.max(now, shard.freeAt);
     const plan = shard.scheduler.schedule();
     if (plan.batchSize === 0) {
-      shard.freeAt = Math.min(...shards.filter((s) => s !== shard).map((s) => s.freeAt).filter((t) => t > now), now + 1);
+      shard.freeAt = Math.min(
+        ...shards
+          .filter((s) => s !== shard)
+          .map((s) => s.freeAt)
+          .filter((t) => t > now),
+        now + 1,
+      );
       continue;
     }
     const busy = shards.filter((s) => s === shard || s.freeAt > now).length;
     const ms = truth(plan.shape, Math.max(1, Math.floor(shardCount / busy)));
     shard.freeAt = now + ms;
-    const reply: StepReply = { type: "step", tokens: Int32Array.from(plan.sampled.map(() => 1)), logprobs: plan.sampled.map(() => null), failedSamplers: [], failedRestores: [], decodeMs: ms, sampleMs: 0 };
+    const reply: StepReply = {
+      type: "step",
+      tokens: Int32Array.from(plan.sampled.map(() => 1)),
+      logprobs: plan.sampled.map(() => null),
+      failedSamplers: [],
+      failedRestores: [],
+      decodeMs: ms,
+      sampleMs: 0,
+    };
     shard.scheduler.cost.observe(plan.shape, ms);
     shard.scheduler.update(plan, reply);
     for (const request of plan.sampled) {
@@ -134,8 +170,20 @@ const alone = summarize(simulate(priorityClients, Math.round(Number(opts.request
 const loaded = summarize(simulate(Number(opts.clients), Number(opts.requests), { priority: p!, default: d!, flex: f!, batch: 0 }));
 const round = (n: number) => Math.round(n);
 console.table(
-  Object.entries({ "priority unloaded": unloaded, [`priority alone, ${priorityClients} clients`]: alone, ...Object.fromEntries(Object.entries(loaded).map(([tier, v]) => [`mix: ${tier}`, { [tier]: v }])) }).flatMap(([name, tiers]) =>
-    Object.values(tiers).map((v) => ({ name, n: v.n, "ttft p50": round(v.ttftP50), "ttft p99": round(v.ttftP99), "itl p50": round(v.itlP50), "itl p99": round(v.itlP99), "all tok/s": round(v.tokensPerS ?? 0) })),
+  Object.entries({
+    "priority unloaded": unloaded,
+    [`priority alone, ${priorityClients} clients`]: alone,
+    ...Object.fromEntries(Object.entries(loaded).map(([tier, v]) => [`mix: ${tier}`, { [tier]: v }])),
+  }).flatMap(([name, tiers]) =>
+    Object.values(tiers).map((v) => ({
+      name,
+      n: v.n,
+      "ttft p50": round(v.ttftP50),
+      "ttft p99": round(v.ttftP99),
+      "itl p50": round(v.itlP50),
+      "itl p99": round(v.itlP99),
+      "all tok/s": round(v.tokensPerS ?? 0),
+    })),
   ),
 );
 const ratios = {

@@ -78,19 +78,21 @@ const views: ClientView[] = [];
 let next = 0;
 let nextKillAt = killEvery;
 const startedAt = performance.now();
-await Promise.all(Array.from({ length: Number(values.concurrency) }, async () => {
-  while (next < total) {
-    await ready;
-    const i = next++;
-    if (i >= nextKillAt) {
-      nextKillAt += killEvery;
-      ready = restart();
+await Promise.all(
+  Array.from({ length: Number(values.concurrency) }, async () => {
+    while (next < total) {
       await ready;
+      const i = next++;
+      if (i >= nextKillAt) {
+        nextKillAt += killEvery;
+        ready = restart();
+        await ready;
+      }
+      views[i] = await oneRequest(i, Math.random() < Number(values.disconnect), Math.random() < Number(values["budget-share"]));
+      if ((i + 1) % 200 === 0) process.stderr.write(`${i + 1}/${total}\n`);
     }
-    views[i] = await oneRequest(i, Math.random() < Number(values.disconnect), Math.random() < Number(values["budget-share"]));
-    if ((i + 1) % 200 === 0) process.stderr.write(`${i + 1}/${total}\n`);
-  }
-}));
+  }),
+);
 const seconds = (performance.now() - startedAt) / 1000;
 await new Promise((r) => setTimeout(r, 1000)); // let the last disconnects settle
 await stopServer(server, "SIGTERM");
@@ -108,12 +110,30 @@ rmSync(dataDir, { recursive: true, force: true });
 process.exit(report.mismatches === 0 ? 0 : 1);
 
 async function reconcile(ledger: pg.Client) {
-  type Row = { request_id: string; key_id: string; status: string; prompt_tokens: number; cached_tokens: number; completion_tokens: number; cost: string };
-  const rows = (await ledger.query("SELECT request_id, key_id, status, prompt_tokens, cached_tokens, completion_tokens, cost_usd::text AS cost FROM usage_records")).rows as Row[];
+  type Row = {
+    request_id: string;
+    key_id: string;
+    status: string;
+    prompt_tokens: number;
+    cached_tokens: number;
+    completion_tokens: number;
+    cost: string;
+  };
+  const rows = (
+    await ledger.query(
+      "SELECT request_id, key_id, status, prompt_tokens, cached_tokens, completion_tokens, cost_usd::text AS cost FROM usage_records",
+    )
+  ).rows as Row[];
   const byId = new Map(rows.map((r) => [r.request_id, r]));
   const known = new Set(views.flatMap((v) => (v.id ? [v.id] : [])));
   const problems: string[] = [];
-  const sums = { completedClientCost: "0", completedLedgerCost: "0", otherTokensReceived: 0, otherTokensBilled: 0, completedAfterClientLeft: 0 };
+  const sums = {
+    completedClientCost: "0",
+    completedLedgerCost: "0",
+    otherTokensReceived: 0,
+    otherTokensBilled: 0,
+    completedAfterClientLeft: 0,
+  };
   for (const view of views.filter((v) => v.id)) {
     const row = byId.get(view.id!);
     if (!row) {
@@ -122,22 +142,34 @@ async function reconcile(ledger: pg.Client) {
     }
     // An interrupted request that had delivered no token is not charged (see README, Crash recovery).
     const charged = row.status !== "interrupted" || row.completion_tokens > 0;
-    const exact = charged ? requestCost(PRICES, { promptTokens: row.prompt_tokens, cachedPromptTokens: row.cached_tokens, completionTokens: row.completion_tokens }) : "0";
+    const exact = charged
+      ? requestCost(PRICES, {
+          promptTokens: row.prompt_tokens,
+          cachedPromptTokens: row.cached_tokens,
+          completionTokens: row.completion_tokens,
+        })
+      : "0";
     if (Number(exact) !== Number(row.cost)) problems.push(`${row.request_id} costs ${row.cost}, its tokens ${exact}`);
     if (view.usage) {
       sums.completedClientCost = addMoney(sums.completedClientCost, view.usage.estimated_cost);
       sums.completedLedgerCost = addMoney(sums.completedLedgerCost, row.cost);
-      if (row.status !== "completed" || row.completion_tokens !== view.usage.completion_tokens || Number(row.cost) !== Number(view.usage.estimated_cost)) {
+      if (
+        row.status !== "completed" ||
+        row.completion_tokens !== view.usage.completion_tokens ||
+        Number(row.cost) !== Number(view.usage.estimated_cost)
+      ) {
         problems.push(`${row.request_id}: completed with ${JSON.stringify(view.usage)}, row ${JSON.stringify(row)}`);
       }
     } else {
       sums.otherTokensReceived += view.tokensReceived;
       sums.otherTokensBilled += row.completion_tokens;
-      if (row.completion_tokens < view.tokensReceived) problems.push(`${row.request_id}: billed ${row.completion_tokens} < received ${view.tokensReceived}`);
+      if (row.completion_tokens < view.tokensReceived)
+        problems.push(`${row.request_id}: billed ${row.completion_tokens} < received ${view.tokensReceived}`);
       // A client that left after the last token but before the usage chunk: the server had
       // finished, and bills the whole completion (at least what the client received, checked above).
       if (row.status === "completed") sums.completedAfterClientLeft++;
-      else if (!["cancelled", "interrupted", "failed"].includes(row.status)) problems.push(`${row.request_id}: unfinished client but row ${row.status}`);
+      else if (!["cancelled", "interrupted", "failed"].includes(row.status))
+        problems.push(`${row.request_id}: unfinished client but row ${row.status}`);
     }
   }
   const refused = views.filter((v) => v.status === 402 || v.status === 429).length;
@@ -146,13 +178,19 @@ async function reconcile(ledger: pg.Client) {
   const orphans = rows.filter((r) => !known.has(r.request_id) && r.status !== "rejected");
   const cutWithoutId = views.filter((v) => v.cut && !v.id).length;
   if (orphans.some((r) => r.status !== "interrupted")) problems.push("a row no client knows is not interrupted");
-  if (orphans.length > cutWithoutId) problems.push(`${orphans.length} unknown rows but only ${cutWithoutId} requests cut before their first chunk`);
-  const doubled = Number((await ledger.query("SELECT count(*) AS n FROM (SELECT request_id FROM usage_records GROUP BY request_id HAVING count(*) > 1) d")).rows[0].n);
+  if (orphans.length > cutWithoutId)
+    problems.push(`${orphans.length} unknown rows but only ${cutWithoutId} requests cut before their first chunk`);
+  const doubled = Number(
+    (await ledger.query("SELECT count(*) AS n FROM (SELECT request_id FROM usage_records GROUP BY request_id HAVING count(*) > 1) d"))
+      .rows[0].n,
+  );
   if (doubled > 0) problems.push(`${doubled} request ids with more than one row`);
   const missing = [...known].filter((id) => !byId.has(id)).length;
   const inFlight = rows.filter((r) => r.status === "in_flight").length;
   const reservations = Number((await ledger.query("SELECT count(*) AS n FROM budget_reservations")).rows[0].n);
-  const keyRow = (await ledger.query("SELECT id, spent_usd::text AS spent, budget_usd::text AS budget FROM api_keys WHERE budget_usd IS NOT NULL")).rows[0] as { id: string; spent: string; budget: string };
+  const keyRow = (
+    await ledger.query("SELECT id, spent_usd::text AS spent, budget_usd::text AS budget FROM api_keys WHERE budget_usd IS NOT NULL")
+  ).rows[0] as { id: string; spent: string; budget: string };
   const budgetRowsCost = rows.filter((r) => r.key_id === keyRow.id).reduce((sum, r) => addMoney(sum, r.cost), "0");
   if (inFlight > 0) problems.push(`${inFlight} rows still in_flight`);
   if (reservations > 0) problems.push(`${reservations} reservations left`);
@@ -177,7 +215,11 @@ async function reconcile(ledger: pg.Client) {
     rows_doubled: doubled,
     statuses: rows.reduce<Record<string, number>>((acc, r) => ((acc[r.status] = (acc[r.status] ?? 0) + 1), acc), {}),
     completed: { client_cost_usd: sums.completedClientCost, ledger_cost_usd: sums.completedLedgerCost },
-    unfinished: { tokens_received: sums.otherTokensReceived, tokens_billed: sums.otherTokensBilled, completed_after_client_left: sums.completedAfterClientLeft },
+    unfinished: {
+      tokens_received: sums.otherTokensReceived,
+      tokens_billed: sums.otherTokensBilled,
+      completed_after_client_left: sums.completedAfterClientLeft,
+    },
     in_flight_rows_left: inFlight,
     reservations_left: reservations,
     budget_key: { budget_usd: keyRow.budget, spent_usd: keyRow.spent, rows_cost_usd: budgetRowsCost },
@@ -238,7 +280,10 @@ async function restart(): Promise<void> {
 }
 
 async function startServer(): Promise<{ process: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", values.model], { env, stdio: ["ignore", "inherit", "inherit"] });
+  const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", values.model], {
+    env,
+    stdio: ["ignore", "inherit", "inherit"],
+  });
   for (let i = 0; i < 1200; i++) {
     const file = join(dataDir, "server.json");
     if (child.exitCode !== null) throw new Error("the server exited while starting");

@@ -33,7 +33,10 @@ const opts = new Command()
   .option("--connections <n>", "connections the attacker key tries to hold (at most 5000)", "2000")
   .option("--fd-limit <n>", "lower the server's open-file limit to this after it starts")
   .option("--before", "lift the connection caps: the behaviour before they existed")
-  .option("--per-key <n>", "SWITCHYARD_MAX_CONNECTIONS_PER_KEY and _PER_ACCOUNT for the server (it clamps them to the total less the reserve)")
+  .option(
+    "--per-key <n>",
+    "SWITCHYARD_MAX_CONNECTIONS_PER_KEY and _PER_ACCOUNT for the server (it clamps them to the total less the reserve)",
+  )
   .option("--samples <n>", "requests of each kind per phase", "20")
   .option("--port <n>", "the server's port", "18620")
   .option("--out <file>", "where the JSON goes", `bench/results/stall-connections-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
@@ -45,7 +48,11 @@ const PORT = Number(opts.port);
 const ATTEMPT_MS = 10_000;
 
 /** Without caps: a total above any descriptor limit, and per-key and per-account caps as large. */
-const UNCAPPED = { SWITCHYARD_MAX_CONNECTIONS: "1000000", SWITCHYARD_MAX_CONNECTIONS_PER_KEY: "1000000", SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT: "1000000" };
+const UNCAPPED = {
+  SWITCHYARD_MAX_CONNECTIONS: "1000000",
+  SWITCHYARD_MAX_CONNECTIONS_PER_KEY: "1000000",
+  SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT: "1000000",
+};
 
 /** The total the server would derive had it started under `fdLimit` (it started under the machine's). */
 function cappedFor(fdLimit: number): NodeJS.ProcessEnv {
@@ -85,7 +92,11 @@ function request(path: string, key?: string): Promise<Reply> {
 }
 
 async function keyFor(account: string): Promise<string> {
-  const response = await fetch(`http://127.0.0.1:${PORT}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ account, name: "bench" }) });
+  const response = await fetch(`http://127.0.0.1:${PORT}/admin/v1/keys`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+    body: JSON.stringify({ account, name: "bench" }),
+  });
   return ((await response.json()) as { key: string }).key;
 }
 
@@ -105,7 +116,10 @@ async function measure(target: Target, pid: number, seed: number): Promise<Phase
   const failed = { models: 0, health: 0, chat: 0 };
   const prompts = randomPrompts(SAMPLES, 32, seed);
   for (let i = 0; i < SAMPLES; i++) {
-    for (const [path, key, into, kind] of [["/v1/models", target.key, models, "models"], ["/health", undefined, health, "health"]] as const) {
+    for (const [path, key, into, kind] of [
+      ["/v1/models", target.key, models, "models"],
+      ["/health", undefined, health, "health"],
+    ] as const) {
       const reply = await request(path, key);
       reply.socket.destroy();
       if (reply.status === 200) into.push(reply.ms);
@@ -159,7 +173,11 @@ class Holder {
 const fdLimit = opts.fdLimit ? Number(opts.fdLimit) : undefined;
 const perKey = opts.perKey ? { SWITCHYARD_MAX_CONNECTIONS_PER_KEY: opts.perKey, SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT: opts.perKey } : {};
 const env = { SWITCHYARD_ADMIN_KEY: ADMIN, ...perKey, ...(opts.before ? UNCAPPED : fdLimit ? cappedFor(fdLimit) : {}) };
-const server = await startSwitchyard({ modelId: MODEL, modelPath: "", threads: 2, parallel: 8, contextPerSequence: 2048, port: PORT }, "switchyard", env);
+const server = await startSwitchyard(
+  { modelId: MODEL, modelPath: "", threads: 2, parallel: 8, contextPerSequence: 2048, port: PORT },
+  "switchyard",
+  env,
+);
 const pid = server.target.pid!;
 let holder: Holder | undefined;
 try {
@@ -190,11 +208,24 @@ try {
     "chat TTFT p50/p99 ms": `${p.chatTtft.p50.toFixed(0)} / ${p.chatTtft.p99.toFixed(0)}`,
     "failed models/health/chat": `${p.failed.models}/${p.failed.health}/${p.failed.chat}`,
   });
-  console.table([row("quiet", quiet), row(`beside ${heldAfterAttack} idle connections of one key`, during), row("after they closed", after)]);
+  console.table([
+    row("quiet", quiet),
+    row(`beside ${heldAfterAttack} idle connections of one key`, during),
+    row("after they closed", after),
+  ]);
   const attack = { tried: CONNECTIONS, statuses: holder.statuses, heldAfterAttack, heldAtEnd, fdsAfterAttack };
-  console.log(`attacker: ${JSON.stringify(attack)}; caps: ${opts.before ? "lifted (--before)" : "on"}; server fd limit: ${fdLimit ?? "the machine's"}`);
+  console.log(
+    `attacker: ${JSON.stringify(attack)}; caps: ${opts.before ? "lifted (--before)" : "on"}; server fd limit: ${fdLimit ?? "the machine's"}`,
+  );
   mkdirSync(dirname(opts.out), { recursive: true });
-  writeFileSync(opts.out, JSON.stringify({ at: new Date().toISOString(), cpu: cpuDescription(), before: Boolean(opts.before), fdLimit: fdLimit ?? null, env, attack, phases }, null, 2));
+  writeFileSync(
+    opts.out,
+    JSON.stringify(
+      { at: new Date().toISOString(), cpu: cpuDescription(), before: Boolean(opts.before), fdLimit: fdLimit ?? null, env, attack, phases },
+      null,
+      2,
+    ),
+  );
   console.log(`wrote ${opts.out}`);
 } finally {
   holder?.close();

@@ -23,7 +23,12 @@ import { cpuDescription, startSwitchyard } from "./peers/targets.js";
  * CPU, which must not show up as the server's stall in the bystander's figures.
  */
 if (process.env.STALL_FILES_ATTACKER) {
-  const { baseURL, key, model, bytes } = JSON.parse(process.env.STALL_FILES_ATTACKER) as { baseURL: string; key: string; model: string; bytes: number };
+  const { baseURL, key, model, bytes } = JSON.parse(process.env.STALL_FILES_ATTACKER) as {
+    baseURL: string;
+    key: string;
+    model: string;
+    bytes: number;
+  };
   const attacker = new OpenAI({ apiKey: key, baseURL, timeout: 900_000, maxRetries: 0 });
   const file = attackFile(`${model}-not-served`, bytes);
   const windows: Array<[string, number, number]> = [];
@@ -34,7 +39,9 @@ if (process.env.STALL_FILES_ATTACKER) {
     return result;
   };
   const uploaded = await timed("upload", async () => attacker.files.create({ file: await toFile(file, "attack.jsonl"), purpose: "batch" }));
-  const batch = await timed("create_batch", () => attacker.batches.create({ input_file_id: uploaded.id, endpoint: "/v1/chat/completions", completion_window: "24h" }));
+  const batch = await timed("create_batch", () =>
+    attacker.batches.create({ input_file_id: uploaded.id, endpoint: "/v1/chat/completions", completion_window: "24h" }),
+  );
   if (batch.status === "failed") throw new Error(`the batch failed: ${JSON.stringify(batch.errors)}`);
   await timed("cancel", () => attacker.batches.cancel(batch.id));
   await timed("until_cancelled", async () => {
@@ -43,11 +50,14 @@ if (process.env.STALL_FILES_ATTACKER) {
   const downloaded = await timed("download", async () => {
     // Read as a stream, as a client saving the file would (arrayBuffer() would make the client hold 200 MB).
     let received = 0;
-    for await (const chunk of (await attacker.files.content(uploaded.id)).body as unknown as AsyncIterable<Uint8Array>) received += chunk.byteLength;
+    for await (const chunk of (await attacker.files.content(uploaded.id)).body as unknown as AsyncIterable<Uint8Array>)
+      received += chunk.byteLength;
     return received;
   });
   if (downloaded !== file.length) throw new Error(`downloaded ${downloaded} bytes of ${file.length}`);
-  process.stdout.write(JSON.stringify({ windows, fileBytes: file.length, lines: (await attacker.batches.retrieve(batch.id)).request_counts?.total ?? 0 }));
+  process.stdout.write(
+    JSON.stringify({ windows, fileBytes: file.length, lines: (await attacker.batches.retrieve(batch.id)).request_counts?.total ?? 0 }),
+  );
   process.exit(0);
 }
 
@@ -61,7 +71,12 @@ function attackFile(model: string, bytes: number): Buffer {
   const filler = "lorem ipsum ".repeat(Math.ceil(lineBytes / 12)).slice(0, lineBytes - 200);
   const lines: string[] = [];
   for (let i = 0, size = 0; size < bytes; i++) {
-    const line = JSON.stringify({ custom_id: `l${i}`, method: "POST", url: "/v1/chat/completions", body: { model, messages: [{ role: "user", content: filler }], max_tokens: 1 } });
+    const line = JSON.stringify({
+      custom_id: `l${i}`,
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: { model, messages: [{ role: "user", content: filler }], max_tokens: 1 },
+    });
     lines.push(line);
     size += line.length + 1;
   }
@@ -78,16 +93,28 @@ const MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct";
 const ADMIN = `sy-admin-stall-files-${"x".repeat(24)}`;
 const bytes = Number(opts.mb) * 1_000_000;
 
-const server = await startSwitchyard({ modelId: MODEL, modelPath: "", threads: 2, parallel: 8, contextPerSequence: 2048, port: 18471 }, "switchyard", {
-  SWITCHYARD_ADMIN_KEY: ADMIN,
-  SWITCHYARD_FILE_MAX_BYTES: String(Math.max(bytes + 1_000_000, 200_000_000)),
-  SWITCHYARD_FILE_BYTES_PER_ACCOUNT: String(4 * bytes + 10_000_000),
-  SWITCHYARD_BATCH_ENQUEUED_TOKENS: String(bytes),
-  SWITCHYARD_REQUEST_TIMEOUT_MS: "600000",
-});
+const server = await startSwitchyard(
+  { modelId: MODEL, modelPath: "", threads: 2, parallel: 8, contextPerSequence: 2048, port: 18471 },
+  "switchyard",
+  {
+    SWITCHYARD_ADMIN_KEY: ADMIN,
+    SWITCHYARD_FILE_MAX_BYTES: String(Math.max(bytes + 1_000_000, 200_000_000)),
+    SWITCHYARD_FILE_BYTES_PER_ACCOUNT: String(4 * bytes + 10_000_000),
+    SWITCHYARD_BATCH_ENQUEUED_TOKENS: String(bytes),
+    SWITCHYARD_REQUEST_TIMEOUT_MS: "600000",
+  },
+);
 const base = server.target.baseURL.replace(/\/v1\/compat$/, "");
 const adminKey = async (account: string) =>
-  ((await (await fetch(`${base}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ account, name: account }) })).json()) as { key: string }).key;
+  (
+    (await (
+      await fetch(`${base}/admin/v1/keys`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+        body: JSON.stringify({ account, name: account }),
+      })
+    ).json()) as { key: string }
+  ).key;
 const bystander: Target = { ...server.target, key: await adminKey("bystander") };
 
 /** Each /health sample's end time, to tell which attack step a stall fell in. */
@@ -129,24 +156,45 @@ const attackerProcess = spawn(process.execPath, [...process.execArgv, process.ar
 let attackerOutput = "";
 attackerProcess.stdout!.on("data", (d: Buffer) => (attackerOutput += d));
 const attack = new Promise<{ windows: Array<[string, number, number]>; fileBytes: number; lines: number }>((resolve, reject) => {
-  attackerProcess.once("exit", (code) => (code === 0 ? resolve(JSON.parse(attackerOutput)) : reject(new Error(`the attacker exited with ${code}`))));
+  attackerProcess.once("exit", (code) =>
+    code === 0 ? resolve(JSON.parse(attackerOutput)) : reject(new Error(`the attacker exited with ${code}`)),
+  );
 });
 phases.attack = await observe(attack, Number(opts.chats));
 const { windows, fileBytes, lines } = await attack;
 const steps = Object.fromEntries(windows.map(([name, from, to]) => [`${name}_ms`, Math.round(to - from)]));
-const stallByStep = Object.fromEntries(windows.map(([name, from, to]) => [name, Math.round(Math.max(0, ...healthAt.filter(([at, ms]) => at - ms <= to && at >= from).map(([, ms]) => ms)))]));
+const stallByStep = Object.fromEntries(
+  windows.map(([name, from, to]) => [
+    name,
+    Math.round(Math.max(0, ...healthAt.filter(([at, ms]) => at - ms <= to && at >= from).map(([, ms]) => ms))),
+  ]),
+);
 await server.stop();
 
-const table = Object.entries(phases).map(([phase, { healthMs, ttftMs }]) => ({ phase, health: { ...summarize(healthMs), max: Math.max(...healthMs) }, ttft: summarize(ttftMs) }));
+const table = Object.entries(phases).map(([phase, { healthMs, ttftMs }]) => ({
+  phase,
+  health: { ...summarize(healthMs), max: Math.max(...healthMs) },
+  ttft: summarize(ttftMs),
+}));
 const quiet = table[0]!;
 const attackRow = table[1]!;
-console.log(`\nstall-files: ${(fileBytes / 1e6).toFixed(1)} MB upload, batch create (${lines} lines), cancel, download; ${cpuDescription().model}`);
+console.log(
+  `\nstall-files: ${(fileBytes / 1e6).toFixed(1)} MB upload, batch create (${lines} lines), cancel, download; ${cpuDescription().model}`,
+);
 console.log("phase   | /health p50 | /health p99 | /health max | chat TTFT p50 | chat TTFT p99 | samples (health / chats)");
 for (const row of table) {
-  console.log(`${row.phase.padEnd(7)} | ${row.health.p50.toFixed(1).padStart(11)} | ${row.health.p99.toFixed(1).padStart(11)} | ${row.health.max.toFixed(1).padStart(11)} | ${row.ttft.p50.toFixed(1).padStart(13)} | ${row.ttft.p99.toFixed(1).padStart(13)} | ${row.health.count} / ${row.ttft.count}`);
+  console.log(
+    `${row.phase.padEnd(7)} | ${row.health.p50.toFixed(1).padStart(11)} | ${row.health.p99.toFixed(1).padStart(11)} | ${row.health.max.toFixed(1).padStart(11)} | ${row.ttft.p50.toFixed(1).padStart(13)} | ${row.ttft.p99.toFixed(1).padStart(13)} | ${row.health.count} / ${row.ttft.count}`,
+  );
 }
-console.log(`attack steps: ${Object.entries(steps).map(([k, v]) => `${k} ${Math.round(v)}`).join(", ")}`);
+console.log(
+  `attack steps: ${Object.entries(steps)
+    .map(([k, v]) => `${k} ${Math.round(v)}`)
+    .join(", ")}`,
+);
 console.log(`longest /health wait by step (ms): ${JSON.stringify(stallByStep)}`);
-console.log(`ratios during/quiet: /health p99 ${(attackRow.health.p99 / quiet.health.p99).toFixed(2)}x, chat TTFT p99 ${(attackRow.ttft.p99 / quiet.ttft.p99).toFixed(2)}x (targets: /health p99 < 50 ms, TTFT p99 <= 1.5x)`);
+console.log(
+  `ratios during/quiet: /health p99 ${(attackRow.health.p99 / quiet.health.p99).toFixed(2)}x, chat TTFT p99 ${(attackRow.ttft.p99 / quiet.ttft.p99).toFixed(2)}x (targets: /health p99 < 50 ms, TTFT p99 <= 1.5x)`,
+);
 mkdirSync(dirname(opts.out), { recursive: true });
 writeFileSync(opts.out, JSON.stringify({ cpu: cpuDescription().model, mb: Number(opts.mb), steps, stallByStep, phases: table }, null, 2));

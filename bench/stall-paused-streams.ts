@@ -26,20 +26,32 @@ const opts = new Command()
   .option("--chats <n>", "the other account's chats in each phase", "20")
   .option("--streams <n>", "unread streams", "12")
   .option("--port <n>", "the server's port", "18610")
-  .option("--out <file>", "where the JSON goes", `bench/results/stall-paused-streams-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
+  .option(
+    "--out <file>",
+    "where the JSON goes",
+    `bench/results/stall-paused-streams-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
+  )
   .parse()
   .opts<{ grace?: string; chats: string; streams: string; port: string; out: string }>();
 const CHATS = Number(opts.chats);
 const STREAMS = Number(opts.streams);
 
-const server = await startSwitchyard({ modelId: MODEL, modelPath: "", threads: 2, parallel: 8, contextPerSequence: 4096, port: Number(opts.port) }, "switchyard", {
-  SWITCHYARD_ADMIN_KEY: ADMIN,
-  ...(opts.grace ? { SWITCHYARD_STREAM_PAUSE_GRACE_MS: opts.grace } : {}),
-});
+const server = await startSwitchyard(
+  { modelId: MODEL, modelPath: "", threads: 2, parallel: 8, contextPerSequence: 4096, port: Number(opts.port) },
+  "switchyard",
+  {
+    SWITCHYARD_ADMIN_KEY: ADMIN,
+    ...(opts.grace ? { SWITCHYARD_STREAM_PAUSE_GRACE_MS: opts.grace } : {}),
+  },
+);
 const base = server.target.baseURL.replace(/\/v1\/compat$/, "");
 
 async function keyFor(account: string): Promise<string> {
-  const response = await fetch(`${base}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ account, name: "bench" }) });
+  const response = await fetch(`${base}/admin/v1/keys`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+    body: JSON.stringify({ account, name: "bench" }),
+  });
   return ((await response.json()) as { key: string }).key;
 }
 
@@ -53,10 +65,19 @@ const health = async () => ((await (await fetch(`${base}/health`)).json()) as { 
 
 /** A streaming request on a socket that is never read: the attack. */
 function unreadStream(key: string): Promise<Socket> {
-  const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Write a very long story about a dragon." }], n: 8, max_tokens: 3000, temperature: 1, stream: true });
+  const body = JSON.stringify({
+    model: MODEL,
+    messages: [{ role: "user", content: "Write a very long story about a dragon." }],
+    n: 8,
+    max_tokens: 3000,
+    temperature: 1,
+    stream: true,
+  });
   return new Promise((resolve, reject) => {
     const socket = connect(Number(opts.port), "127.0.0.1", () => {
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
       socket.pause();
       resolve(socket);
     });
@@ -69,7 +90,9 @@ async function chats(target: Target, seed: number): Promise<RequestResult[]> {
   const results: RequestResult[] = [];
   for (const messages of randomPrompts(CHATS, 32, seed)) {
     const result = await streamChat(target, messages, 8, undefined);
-    process.stderr.write(`chat ${results.length + 1}/${CHATS}: ${result.ok ? `TTFT ${result.ttftMs?.toFixed(0)} ms` : `failed ${result.status}`}\n`);
+    process.stderr.write(
+      `chat ${results.length + 1}/${CHATS}: ${result.ok ? `TTFT ${result.ttftMs?.toFixed(0)} ms` : `failed ${result.status}`}\n`,
+    );
     results.push(result);
   }
   return results;
@@ -96,14 +119,38 @@ try {
     { phase: "quiet", ok: quiet.filter((r) => r.ok).length, ...ttft(quiet) },
     { phase: `beside ${STREAMS} unread n=8 streams`, ok: during.filter((r) => r.ok).length, ...ttft(during) },
   ];
-  console.table(rows.map((r) => ({ phase: r.phase, ok: r.ok, "ttft p50 ms": r.p50.toFixed(0), "ttft p99 ms": r.p99.toFixed(0), "ttft mean ms": r.mean.toFixed(0) })));
+  console.table(
+    rows.map((r) => ({
+      phase: r.phase,
+      ok: r.ok,
+      "ttft p50 ms": r.p50.toFixed(0),
+      "ttft p99 ms": r.p99.toFixed(0),
+      "ttft mean ms": r.mean.toFixed(0),
+    })),
+  );
   const ratio = +(rows[1]!.p99 / rows[0]!.p99).toFixed(2);
   const most = (key: keyof EngineHealth) => Math.max(0, ...samples.map((s) => s[key]));
   const engine = { maxRunning: most("running"), maxPaused: most("paused"), maxWaiting: most("waiting"), preemptions: end.preemptions };
   console.log(`TTFT p99 beside / quiet: ${ratio}x (target: within 2x); engine while the other account ran: ${JSON.stringify(engine)}`);
   const cpu = cpuDescription();
   mkdirSync(dirname(opts.out), { recursive: true });
-  writeFileSync(opts.out, JSON.stringify({ at: new Date().toISOString(), cpu, variant: cpuVariant(server.target.pid), grace: opts.grace ?? "default", streams: STREAMS, rows, ratio, engine }, null, 2));
+  writeFileSync(
+    opts.out,
+    JSON.stringify(
+      {
+        at: new Date().toISOString(),
+        cpu,
+        variant: cpuVariant(server.target.pid),
+        grace: opts.grace ?? "default",
+        streams: STREAMS,
+        rows,
+        ratio,
+        engine,
+      },
+      null,
+      2,
+    ),
+  );
   console.log(`wrote ${opts.out}`);
 } finally {
   await server.stop();

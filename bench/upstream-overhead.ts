@@ -24,9 +24,16 @@ const opts = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
   .option("--threads <n>", "llama-server threads", "2")
   .option("--quick", "a quarter of the requests (a smoke run)")
-  .option("--input-tokens <n>", "prompt length: a short prompt keeps llama-server's prefill, and its noise, small beside what the gateway adds", "128")
+  .option(
+    "--input-tokens <n>",
+    "prompt length: a short prompt keeps llama-server's prefill, and its noise, small beside what the gateway adds",
+    "128",
+  )
   .option("--requests <n>", "c1 requests per target", "32")
-  .option("--pin", "llama-server (use --threads 1) on CPU 0, the gateway and this load generator on CPU 1 (Linux taskset): the gateway then has a core of its own")
+  .option(
+    "--pin",
+    "llama-server (use --threads 1) on CPU 0, the gateway and this load generator on CPU 1 (Linux taskset): the gateway then has a core of its own",
+  )
   .option("--out <file>", "where the JSON goes", `bench/results/upstream-overhead-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
   .parse()
   .opts<{ model: string; threads: string; inputTokens: string; requests: string; quick?: boolean; pin?: boolean; out: string }>();
@@ -36,9 +43,21 @@ const C16_ROUNDS = scale(4);
 const INPUT_TOKENS = Number(opts.inputTokens);
 const OUTPUT_TOKENS = 64;
 
-const listed = (JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{ id: string; published_path: string | null }>).find((m) => m.id === opts.model);
+const listed = (
+  JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{
+    id: string;
+    published_path: string | null;
+  }>
+).find((m) => m.id === opts.model);
 if (!listed?.published_path) throw new Error(`${opts.model} is not pulled: run 'npx switchyard models pull'`);
-const peer: PeerOptions = { modelId: opts.model, modelPath: listed.published_path, threads: Number(opts.threads), parallel: 16, contextPerSequence: 1024, port: 18500 };
+const peer: PeerOptions = {
+  modelId: opts.model,
+  modelPath: listed.published_path,
+  threads: Number(opts.threads),
+  parallel: 16,
+  contextPerSequence: 1024,
+  port: 18500,
+};
 
 const llama = await startLlamaServer(peer);
 if (!llama) throw new Error("llama-server is not built: run 'bash bench/peers/build-llama-server.sh'");
@@ -49,7 +68,8 @@ const gateway = await startSwitchyard({ ...peer, port: 18501 }, "gateway", { SWI
 const targets: Record<"direct" | "gateway", Target> = { direct: llama.target, gateway: gateway.target };
 if (opts.pin) {
   // Every thread of each process (-a), the ones started later included.
-  const pin = (cpus: string, pid: number | undefined) => execFileSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { stdio: "ignore" });
+  const pin = (cpus: string, pid: number | undefined) =>
+    execFileSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { stdio: "ignore" });
   pin("0", llama.target.pid);
   pin("1", gateway.target.pid);
   pin("1", process.pid);
@@ -80,11 +100,16 @@ async function runC1(): Promise<Record<string, RequestResult[]>> {
 
 async function runC16(): Promise<Record<string, { tokens: number; seconds: number; failed: number }>> {
   const prompts = randomPrompts(C16_ROUNDS * 2 * 16, INPUT_TOKENS, 17);
-  const totals: Record<string, { tokens: number; seconds: number; failed: number }> = { direct: { tokens: 0, seconds: 0, failed: 0 }, gateway: { tokens: 0, seconds: 0, failed: 0 } };
+  const totals: Record<string, { tokens: number; seconds: number; failed: number }> = {
+    direct: { tokens: 0, seconds: 0, failed: 0 },
+    gateway: { tokens: 0, seconds: 0, failed: 0 },
+  };
   for (let round = 0; round < C16_ROUNDS * 2; round++) {
     const name = round % 2 === 0 ? "direct" : "gateway";
     const started = performance.now();
-    const results = await Promise.all(Array.from({ length: 16 }, () => streamChat(targets[name], prompts.pop()!, OUTPUT_TOKENS, undefined)));
+    const results = await Promise.all(
+      Array.from({ length: 16 }, () => streamChat(targets[name], prompts.pop()!, OUTPUT_TOKENS, undefined)),
+    );
     totals[name]!.seconds += (performance.now() - started) / 1000;
     totals[name]!.tokens += results.reduce((n, r) => n + r.outputTokens, 0);
     totals[name]!.failed += results.filter((r) => !r.ok).length;
@@ -105,14 +130,34 @@ function report(c1: Record<string, RequestResult[]>, c16: Record<string, { token
   const lines = [
     "| target | c1 TTFT p50 / p99 ms | c1 ITL p50 / p99 ms | c16 out tok/s | failures |",
     "|---|---|---|---|---|",
-    ...rows.map((r) => `| ${r.name === "direct" ? "llama-server direct" : "gateway → llama-server"} | ${ms(r.ttft.p50)} / ${ms(r.ttft.p99)} | ${ms(r.itl.p50)} / ${ms(r.itl.p99)} | ${r.c16TokensPerSecond.toFixed(1)} | ${r.c1Failed + r.c16Failed} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.name === "direct" ? "llama-server direct" : "gateway → llama-server"} | ${ms(r.ttft.p50)} / ${ms(r.ttft.p99)} | ${ms(r.itl.p50)} / ${ms(r.itl.p99)} | ${r.c16TokensPerSecond.toFixed(1)} | ${r.c1Failed + r.c16Failed} |`,
+    ),
     "",
     `added by the gateway: TTFT p50 ${ms(via.ttft.p50 - direct.ttft.p50)} ms, p99 ${ms(via.ttft.p99 - direct.ttft.p99)} ms; ITL p50 ${ms(via.itl.p50 - direct.itl.p50)} ms, p99 ${ms(via.itl.p99 - direct.itl.p99)} ms; ` +
       `c16 throughput ${((via.c16TokensPerSecond / direct.c16TokensPerSecond) * 100).toFixed(1)}% of direct`,
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
   mkdirSync("bench/results", { recursive: true });
-  writeFileSync(opts.out, JSON.stringify({ at: new Date().toISOString(), model: opts.model, threads: peer.threads, pinned: opts.pin ?? false, c1Requests: C1_REQUESTS, c16Rounds: C16_ROUNDS, inputTokens: INPUT_TOKENS, outputTokens: OUTPUT_TOKENS, rows }, null, 2));
+  writeFileSync(
+    opts.out,
+    JSON.stringify(
+      {
+        at: new Date().toISOString(),
+        model: opts.model,
+        threads: peer.threads,
+        pinned: opts.pin ?? false,
+        c1Requests: C1_REQUESTS,
+        c16Rounds: C16_ROUNDS,
+        inputTokens: INPUT_TOKENS,
+        outputTokens: OUTPUT_TOKENS,
+        rows,
+      },
+      null,
+      2,
+    ),
+  );
   process.stdout.write(`wrote ${opts.out}\n`);
 }
 

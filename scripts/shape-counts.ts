@@ -34,16 +34,31 @@ const MAY_IMPORT: Record<string, string[]> = {
   engine: ["errors", "config", "protocol", "catalog"],
   observability: ["errors", "protocol", "catalog", "serving", "backends"],
   backends: ["errors", "protocol", "engine", "catalog", "config"],
-  serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "engine", "observability", "storage", "catalog",
-    "config"],
+  serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "engine", "observability", "storage", "catalog", "config"],
   deployments: ["errors", "protocol", "storage", "billing", "accounts", "catalog", "config", "backends", "limits", "serving"],
   responses: ["errors", "protocol", "storage", "serving"],
   "chat-store": ["errors", "protocol", "storage", "serving"],
   processes: ["errors", "storage"],
   // The Batch API: it runs lines through an executor it is handed (http/batch-lines.ts), never HTTP itself.
   batches: ["errors", "protocol", "storage", "billing", "serving"],
-  http: ["errors", "protocol", "storage", "billing", "accounts", "limits", "catalog", "config", "serving", "backends",
-    "observability", "deployments", "responses", "chat-store", "processes", "batches"],
+  http: [
+    "errors",
+    "protocol",
+    "storage",
+    "billing",
+    "accounts",
+    "limits",
+    "catalog",
+    "config",
+    "serving",
+    "backends",
+    "observability",
+    "deployments",
+    "responses",
+    "chat-store",
+    "processes",
+    "batches",
+  ],
   cli: ["*"],
   // The HTTP layer's name before it became http/, so the counts can be taken on older commits.
   server: [],
@@ -62,19 +77,26 @@ function functionName(node: Node): string {
   if (named.name?.text) return named.name.text;
   if (node.kind === SyntaxKind.Constructor) return "constructor";
   const parent = node.parent as (Node & { name?: Node & { text?: string } }) | undefined;
-  if (parent && (parent.kind === SyntaxKind.VariableDeclaration || parent.kind === SyntaxKind.PropertyAssignment)
-    && parent.name?.text) return parent.name.text;
+  if (parent && (parent.kind === SyntaxKind.VariableDeclaration || parent.kind === SyntaxKind.PropertyAssignment) && parent.name?.text)
+    return parent.name.text;
   return "(anonymous)";
 }
 
-interface LongFunction { file: string; name: string; line: number; lines: number; exempt: boolean }
+interface LongFunction {
+  file: string;
+  name: string;
+  line: number;
+  lines: number;
+  exempt: boolean;
+}
 
 function lineOf(lineStarts: readonly number[], position: number): number {
   let low = 0;
   let high = lineStarts.length - 1;
   while (low < high) {
     const middle = (low + high + 1) >> 1;
-    if (lineStarts[middle]! <= position) low = middle; else high = middle - 1;
+    if (lineStarts[middle]! <= position) low = middle;
+    else high = middle - 1;
   }
   return low;
 }
@@ -118,16 +140,25 @@ function cycles(graph: Map<string, Set<string>>): string[][] {
   const onStack = new Set<string>();
   const components: string[][] = [];
   const connect = (node: string): void => {
-    order.set(node, index); low.set(node, index); index++;
-    stack.push(node); onStack.add(node);
+    order.set(node, index);
+    low.set(node, index);
+    index++;
+    stack.push(node);
+    onStack.add(node);
     for (const next of graph.get(node) ?? []) {
-      if (!order.has(next)) { connect(next); low.set(node, Math.min(low.get(node)!, low.get(next)!)); }
-      else if (onStack.has(next)) low.set(node, Math.min(low.get(node)!, order.get(next)!));
+      if (!order.has(next)) {
+        connect(next);
+        low.set(node, Math.min(low.get(node)!, low.get(next)!));
+      } else if (onStack.has(next)) low.set(node, Math.min(low.get(node)!, order.get(next)!));
     }
     if (low.get(node) !== order.get(node)) return;
     const component: string[] = [];
     let member: string;
-    do { member = stack.pop()!; onStack.delete(member); component.push(member); } while (member !== node);
+    do {
+      member = stack.pop()!;
+      onStack.delete(member);
+      component.push(member);
+    } while (member !== node);
     if (component.length > 1) components.push(component.sort());
   };
   for (const node of graph.keys()) if (!order.has(node)) connect(node);

@@ -102,6 +102,13 @@ export class CapacityUnavailable extends ServiceError {
  */
 export class ServerShuttingDown extends ServiceError {
   constructor() {
-    super(503, "server_error", "The server is shutting down; retry the request (another instance, or this one once it is back).", "server_shutting_down", null, { "retry-after": "5", connection: "close" });
+    super(
+      503,
+      "server_error",
+      "The server is shutting down; retry the request (another instance, or this one once it is back).",
+      "server_shutting_down",
+      null,
+      { "retry-after": "5", connection: "close" },
+    );
   }
 }

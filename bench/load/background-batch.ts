@@ -16,23 +16,39 @@ export interface RunningBatch {
 export async function startBackgroundBatch(target: Target, spec: BackgroundBatch, seed: number): Promise<RunningBatch> {
   const prompts = randomPrompts(spec.lines, 128, seed);
   const jsonl = prompts
-    .map((messages, i) => JSON.stringify({ custom_id: `bg-${i}`, method: "POST", url: "/v1/chat/completions", body: { model: target.model, messages, max_tokens: spec.outputTokens, temperature: 0 } }))
+    .map((messages, i) =>
+      JSON.stringify({
+        custom_id: `bg-${i}`,
+        method: "POST",
+        url: "/v1/chat/completions",
+        body: { model: target.model, messages, max_tokens: spec.outputTokens, temperature: 0 },
+      }),
+    )
     .join("\n");
   const form = new FormData();
   form.append("purpose", "batch");
   form.append("file", new Blob([jsonl]), "background.jsonl");
   const file = await api<{ id: string }>(target, "/files", { method: "POST", body: form });
-  const batch = await api<{ id: string }>(target, "/batches", { method: "POST", body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }), headers: { "content-type": "application/json" } });
+  const batch = await api<{ id: string }>(target, "/batches", {
+    method: "POST",
+    body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }),
+    headers: { "content-type": "application/json" },
+  });
   return {
     async stop() {
-      const cancelled = await api<{ request_counts: { completed: number; total: number } }>(target, `/batches/${batch.id}/cancel`, { method: "POST" }).catch(() => api<{ request_counts: { completed: number; total: number } }>(target, `/batches/${batch.id}`, {}));
+      const cancelled = await api<{ request_counts: { completed: number; total: number } }>(target, `/batches/${batch.id}/cancel`, {
+        method: "POST",
+      }).catch(() => api<{ request_counts: { completed: number; total: number } }>(target, `/batches/${batch.id}`, {}));
       return { id: batch.id, ...cancelled.request_counts };
     },
   };
 }
 
 async function api<T>(target: Target, path: string, init: RequestInit): Promise<T> {
-  const response = await fetch(`${target.baseURL}${path}`, { ...init, headers: { authorization: `Bearer ${target.key}`, ...(init.headers as Record<string, string> | undefined) } });
+  const response = await fetch(`${target.baseURL}${path}`, {
+    ...init,
+    headers: { authorization: `Bearer ${target.key}`, ...(init.headers as Record<string, string> | undefined) },
+  });
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status} ${await response.text()}`);
   return (await response.json()) as T;
 }

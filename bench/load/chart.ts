@@ -32,8 +32,12 @@ export function barChartPng(title: string, panels: BarPanel[]): Buffer {
       const h = (value / max) * plot;
       const x = x0 + 10 + i * (barWidth + 10);
       parts.push(`<rect x="${x}" y="${top + plot - h}" width="${barWidth}" height="${h}" fill="${COLORS[i % COLORS.length]}"/>`);
-      parts.push(`<text x="${x + barWidth / 2}" y="${top + plot - h - 4}" text-anchor="middle">${Number.isFinite(bar.value) ? value.toFixed(value >= 100 ? 0 : 1) : "n/a"}</text>`);
-      parts.push(`<text x="${x + barWidth / 2}" y="${top + plot + 14 + (i % 2) * 12}" text-anchor="middle" font-size="10">${escape(bar.label)}</text>`);
+      parts.push(
+        `<text x="${x + barWidth / 2}" y="${top + plot - h - 4}" text-anchor="middle">${Number.isFinite(bar.value) ? value.toFixed(value >= 100 ? 0 : 1) : "n/a"}</text>`,
+      );
+      parts.push(
+        `<text x="${x + barWidth / 2}" y="${top + plot + 14 + (i % 2) * 12}" text-anchor="middle" font-size="10">${escape(bar.label)}</text>`,
+      );
     });
   });
   parts.push("</svg>");

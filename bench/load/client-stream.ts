@@ -47,7 +47,13 @@ export const SAMPLING = {
 export type SamplingName = keyof typeof SAMPLING;
 
 /** Sends one streamed chat request and times every output chunk as it arrives; a dropped connection is a failure, not a crash. */
-export async function streamChat(target: Target, messages: ChatMessage[], maxTokens: number, tier: string | undefined, sampling: SamplingName = "explicit"): Promise<RequestResult> {
+export async function streamChat(
+  target: Target,
+  messages: ChatMessage[],
+  maxTokens: number,
+  tier: string | undefined,
+  sampling: SamplingName = "explicit",
+): Promise<RequestResult> {
   return streamChatBody(target, { messages, max_tokens: maxTokens, ...SAMPLING[sampling], ...(tier ? { service_tier: tier } : {}) });
 }
 
@@ -59,17 +65,41 @@ export async function streamChatBody(target: Target, fields: Record<string, unkn
     return await timedStream(target, fields, tier, sent);
   } catch (error) {
     const code = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
-    return { ok: false, status: 0, errorCode: `network:${code}`, tier: tier ?? "default", e2eMs: performance.now() - sent, itlMs: [], outputTokens: 0, promptTokens: 0, content: "" };
+    return {
+      ok: false,
+      status: 0,
+      errorCode: `network:${code}`,
+      tier: tier ?? "default",
+      e2eMs: performance.now() - sent,
+      itlMs: [],
+      outputTokens: 0,
+      promptTokens: 0,
+      content: "",
+    };
   }
 }
 
-async function timedStream(target: Target, fields: Record<string, unknown>, tier: string | undefined, sent: number): Promise<RequestResult> {
+async function timedStream(
+  target: Target,
+  fields: Record<string, unknown>,
+  tier: string | undefined,
+  sent: number,
+): Promise<RequestResult> {
   const response = await fetch(`${target.baseURL}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },
     body: JSON.stringify({ model: target.model, ...fields, stream: true, stream_options: { include_usage: true } }),
   });
-  const result: RequestResult = { ok: response.ok, status: response.status, tier: tier ?? "default", e2eMs: 0, itlMs: [], outputTokens: 0, promptTokens: 0, content: "" };
+  const result: RequestResult = {
+    ok: response.ok,
+    status: response.status,
+    tier: tier ?? "default",
+    e2eMs: 0,
+    itlMs: [],
+    outputTokens: 0,
+    promptTokens: 0,
+    content: "",
+  };
   if (!response.ok) {
     const body = (await response.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };
     result.errorCode = body.error?.code ?? String(response.status);

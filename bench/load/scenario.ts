@@ -70,7 +70,16 @@ export interface ScenarioReport {
    * Where our engine's time went during the scenario (from /health's step counters, summed over
    * shards): steps, decode and sampling seconds, and mean tokens per step. Null for other servers.
    */
-  engine: { shards: number; steps: number; decodeS: number; sampleS: number; roundTripS: number; hostS: number; tokensPerStep: number; promptTokensComputed: number } | null;
+  engine: {
+    shards: number;
+    steps: number;
+    decodeS: number;
+    sampleS: number;
+    roundTripS: number;
+    hostS: number;
+    tokensPerStep: number;
+    promptTokensComputed: number;
+  } | null;
   /** backgroundBatch: the lines the batch answered while the scenario ran. */
   batchLinesDone?: number;
   /** multiturn: TTFT of first turns and of later ones. */
@@ -83,17 +92,33 @@ interface Timed extends RequestResult {
 }
 
 /** Each scenario gets prompts of its own (seeded by its name), so no run finds another's prompts cached. */
-export async function runScenario(target: Target, scenario: Scenario, seed = [...scenario.name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7)): Promise<ScenarioReport> {
+export async function runScenario(
+  target: Target,
+  scenario: Scenario,
+  seed = [...scenario.name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7),
+): Promise<ScenarioReport> {
   const started = performance.now();
-  const busy = scenario.kind === "random" && scenario.disturbed ? spawn(process.execPath, ["-e", "for(;;){}"], { stdio: "ignore" }) : undefined;
+  const busy =
+    scenario.kind === "random" && scenario.disturbed ? spawn(process.execPath, ["-e", "for(;;){}"], { stdio: "ignore" }) : undefined;
   const rss = rssSampler(target.pid);
   const before = await engineCounters(target);
-  const batch = scenario.kind === "random" && scenario.backgroundBatch ? await startBackgroundBatch(target, scenario.backgroundBatch, seed) : undefined;
+  const batch =
+    scenario.kind === "random" && scenario.backgroundBatch ? await startBackgroundBatch(target, scenario.backgroundBatch, seed) : undefined;
   try {
-    const results = scenario.kind === "random" ? await runRandom(target, scenario, seed) : scenario.kind === "clients" ? await runClients(target, scenario, seed) : await runMultiturn(target, scenario);
+    const results =
+      scenario.kind === "random"
+        ? await runRandom(target, scenario, seed)
+        : scenario.kind === "clients"
+          ? await runClients(target, scenario, seed)
+          : await runMultiturn(target, scenario);
     const after = await engineCounters(target);
     const batchLinesDone = batch ? (await batch.stop()).completed : undefined;
-    return { ...report(target, scenario, results, (performance.now() - started) / 1000), peakRssMb: rss.peak(), engine: engineDelta(before, after), ...(batch ? { batchLinesDone } : {}) };
+    return {
+      ...report(target, scenario, results, (performance.now() - started) / 1000),
+      peakRssMb: rss.peak(),
+      engine: engineDelta(before, after),
+      ...(batch ? { batchLinesDone } : {}),
+    };
   } finally {
     rss.stop();
     busy?.kill("SIGKILL");
@@ -113,7 +138,9 @@ interface Counters {
 
 /** Our server's step counters for the target's model, or null for a server that has none. */
 async function engineCounters(target: Target): Promise<Counters | null> {
-  const health = await fetch(new URL("/health", target.baseURL)).then((r) => r.json() as Promise<{ models?: Array<{ id: string; engine?: Counters }> }>).catch(() => null);
+  const health = await fetch(new URL("/health", target.baseURL))
+    .then((r) => r.json() as Promise<{ models?: Array<{ id: string; engine?: Counters }> }>)
+    .catch(() => null);
   return health?.models?.find((m) => m.id === target.model)?.engine ?? null;
 }
 
@@ -227,7 +254,12 @@ function report(target: Target, scenario: Scenario, results: Timed[], durationS:
   for (const tier of new Set(results.map((r) => r.tier))) {
     const mine = results.filter((r) => r.tier === tier);
     const done = mine.filter((r) => r.ok);
-    byTier[tier] = { ttftMs: summarize(done.map((r) => r.ttftMs!)), itlMs: summarize(done.flatMap((r) => r.itlMs)), completed: done.length, failed: mine.length - done.length };
+    byTier[tier] = {
+      ttftMs: summarize(done.map((r) => r.ttftMs!)),
+      itlMs: summarize(done.flatMap((r) => r.itlMs)),
+      completed: done.length,
+      failed: mine.length - done.length,
+    };
   }
   return {
     scenario: scenario.name,
@@ -242,10 +274,19 @@ function report(target: Target, scenario: Scenario, results: Timed[], durationS:
     tpotMs: summarize(ok.filter((r) => r.outputTokens > 1).map((r) => (r.e2eMs - r.ttftMs!) / (r.outputTokens - 1))),
     itlMs: summarize(ok.flatMap((r) => r.itlMs)),
     e2eMs: summarize(ok.map((r) => r.e2eMs)),
-    prefixCacheHitRate: reported.length ? reported.reduce((a, r) => a + r.cachedTokens!, 0) / Math.max(1, reported.reduce((a, r) => a + r.promptTokens, 0)) : null,
+    prefixCacheHitRate: reported.length
+      ? reported.reduce((a, r) => a + r.cachedTokens!, 0) /
+        Math.max(
+          1,
+          reported.reduce((a, r) => a + r.promptTokens, 0),
+        )
+      : null,
     byTier,
     ...(scenario.kind === "multiturn"
-      ? { ttftFirstTurnMs: summarize(ok.filter((r) => r.turn === 0).map((r) => r.ttftMs!)), ttftLaterTurnsMs: summarize(ok.filter((r) => (r.turn ?? 0) > 0).map((r) => r.ttftMs!)) }
+      ? {
+          ttftFirstTurnMs: summarize(ok.filter((r) => r.turn === 0).map((r) => r.ttftMs!)),
+          ttftLaterTurnsMs: summarize(ok.filter((r) => (r.turn ?? 0) > 0).map((r) => r.ttftMs!)),
+        }
       : {}),
   };
 }

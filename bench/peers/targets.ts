@@ -48,22 +48,41 @@ export interface PeerOptions {
 const ROOT = resolve(import.meta.dirname, "../..");
 
 /** `root`: the checkout whose built server runs (another, built, for "this change against the last" in one run). */
-export async function startSwitchyard(options: PeerOptions, name = "switchyard", env: NodeJS.ProcessEnv = {}, root = ROOT): Promise<RunningTarget> {
+export async function startSwitchyard(
+  options: PeerOptions,
+  name = "switchyard",
+  env: NodeJS.ProcessEnv = {},
+  root = ROOT,
+): Promise<RunningTarget> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-bench-"));
   let output = "";
   // BENCH_SERVER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof": profiles the server under the load (NODE_OPTIONS refuses --cpu-prof).
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, join(root, "bin/switchyard.js"), "serve", "--port", String(options.port), "--data-dir", dataDir, "--models", options.modelId], {
-    env: {
-      ...process.env,
-      SWITCHYARD_THREADS: String(options.threads),
-      SWITCHYARD_PARALLEL: String(options.parallel),
-      SWITCHYARD_MAX_CONTEXT: String(options.contextPerSequence),
-      SWITCHYARD_LOG_LEVEL: "warn",
-      ...env,
+  const child = spawn(
+    process.execPath,
+    [
+      ...nodeArgs,
+      join(root, "bin/switchyard.js"),
+      "serve",
+      "--port",
+      String(options.port),
+      "--data-dir",
+      dataDir,
+      "--models",
+      options.modelId,
+    ],
+    {
+      env: {
+        ...process.env,
+        SWITCHYARD_THREADS: String(options.threads),
+        SWITCHYARD_PARALLEL: String(options.parallel),
+        SWITCHYARD_MAX_CONTEXT: String(options.contextPerSequence),
+        SWITCHYARD_LOG_LEVEL: "warn",
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
     },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  );
   child.stdout!.on("data", (d: Buffer) => (output += d));
   child.stderr!.on("data", (d: Buffer) => (output += d));
   const url = `http://127.0.0.1:${options.port}`;
@@ -99,13 +118,36 @@ const PEER_FLAGS: string[] = [];
  * llama-server run on node-llama-cpp's prebuilt llama.cpp and ggml libraries, the very files our
  * engine loads (see `onOurBinaries`), so the two servers differ only in what is around the kernels.
  */
-export async function startLlamaServer(options: PeerOptions, name = "llama-server", extraArgs: string[] = [], { ourBinaries = false } = {}): Promise<RunningTarget | null> {
+export async function startLlamaServer(
+  options: PeerOptions,
+  name = "llama-server",
+  extraArgs: string[] = [],
+  { ourBinaries = false } = {},
+): Promise<RunningTarget | null> {
   const built = builtPeer("build-llama-server.sh");
   if (!built) return null;
   const { binary, env } = ourBinaries ? onOurBinaries(built) : { binary: built, env: {} };
   const child = spawn(
     binary,
-    ["-m", options.modelPath, ...PEER_FLAGS, "-t", String(options.threads), "-tb", String(options.threads), "-np", String(options.parallel), "-cb", "-c", String(options.parallel * options.contextPerSequence), "--port", String(options.port), "--host", "127.0.0.1", ...extraArgs],
+    [
+      "-m",
+      options.modelPath,
+      ...PEER_FLAGS,
+      "-t",
+      String(options.threads),
+      "-tb",
+      String(options.threads),
+      "-np",
+      String(options.parallel),
+      "-cb",
+      "-c",
+      String(options.parallel * options.contextPerSequence),
+      "--port",
+      String(options.port),
+      "--host",
+      "127.0.0.1",
+      ...extraArgs,
+    ],
     { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } },
   );
   let output = "";
@@ -132,7 +174,12 @@ function onOurBinaries(peerBinary: string): { binary: string; env: NodeJS.Proces
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   // The server's own code, copied: the loader looks for CPU variants beside the executable.
-  for (const [file, as] of [["llama-server", "llama-server"], ["libllama-server-impl.so", "libllama-server-impl.so"], ["libllama-common.so", "libllama-common.so.0"], ["libmtmd.so", "libmtmd.so.0"]]) {
+  for (const [file, as] of [
+    ["llama-server", "llama-server"],
+    ["libllama-server-impl.so", "libllama-server-impl.so"],
+    ["libllama-common.so", "libllama-common.so.0"],
+    ["libmtmd.so", "libmtmd.so.0"],
+  ]) {
     copyFileSync(join(peerDir, file!), join(dir, as!));
   }
   const link = (file: string, ...names: string[]) => names.forEach((n) => symlinkSync(join(ours, file), join(dir, n)));
@@ -143,24 +190,48 @@ function onOurBinaries(peerBinary: string): { binary: string; env: NodeJS.Proces
   return { binary: join(dir, "llama-server"), env: { LD_LIBRARY_PATH: dir } };
 }
 
-
 /**
  * llama.cpp's own `llama-batched-bench`: `sequences` sequences of `prompt` tokens each, then
  * `generate` tokens each, decoded together with no server around them, one KV stream per sequence
  * (as our engine has). Its S_TG (decode tokens/s) is the ceiling for a step loop on this file and
  * these threads. Null when it is not built.
  */
-export function runBatchedBench(options: PeerOptions, shape = { prompt: 128, generate: 128, sequences: 16 }): { sTg: number; sPp: number; output: string } | null {
+export function runBatchedBench(
+  options: PeerOptions,
+  shape = { prompt: 128, generate: 128, sequences: 16 },
+): { sTg: number; sPp: number; output: string } | null {
   const server = builtPeer("build-llama-server.sh");
   const binary = server && join(server, "..", "llama-batched-bench");
   if (!binary || !existsSync(binary)) return null;
   const context = shape.sequences * (shape.prompt + shape.generate);
-  const args = ["-m", options.modelPath, ...PEER_FLAGS, "-t", String(options.threads), "-tb", String(options.threads), "-c", String(context), "-b", "2048", "-ub", "512"];
+  const args = [
+    "-m",
+    options.modelPath,
+    ...PEER_FLAGS,
+    "-t",
+    String(options.threads),
+    "-tb",
+    String(options.threads),
+    "-c",
+    String(context),
+    "-b",
+    "2048",
+    "-ub",
+    "512",
+  ];
   args.push("-npp", String(shape.prompt), "-ntg", String(shape.generate), "-npl", String(shape.sequences));
   const result = spawnSync(binary, args, { encoding: "utf8" });
   const output = `${result.stdout}${result.stderr}`;
   // | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |
-  const row = output.split("\n").map((line) => line.split("|").map((cell) => cell.trim()).filter(Boolean)).find((cells) => cells.length === 10 && cells[2] === String(shape.sequences));
+  const row = output
+    .split("\n")
+    .map((line) =>
+      line
+        .split("|")
+        .map((cell) => cell.trim())
+        .filter(Boolean),
+    )
+    .find((cells) => cells.length === 10 && cells[2] === String(shape.sequences));
   if (!row) throw new Error(`llama-batched-bench printed no result row:\n${output.slice(-2000)}`);
   return { sPp: Number(row[5]), sTg: Number(row[7]), output };
 }
@@ -171,9 +242,30 @@ export function runBatchedBench(options: PeerOptions, shape = { prompt: 128, gen
 export async function startLlamaCppPython(options: PeerOptions): Promise<RunningTarget | null> {
   const python = builtPeer("install-llama-cpp-python.sh");
   if (!python) return null;
-  const child = spawn(python, ["-m", "llama_cpp.server", "--model", options.modelPath, "--n_threads", String(options.threads), "--n_threads_batch", String(options.threads), "--n_ctx", String(options.contextPerSequence), "--interrupt_requests", "False", "--port", String(options.port), "--host", "127.0.0.1"], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    python,
+    [
+      "-m",
+      "llama_cpp.server",
+      "--model",
+      options.modelPath,
+      "--n_threads",
+      String(options.threads),
+      "--n_threads_batch",
+      String(options.threads),
+      "--n_ctx",
+      String(options.contextPerSequence),
+      "--interrupt_requests",
+      "False",
+      "--port",
+      String(options.port),
+      "--host",
+      "127.0.0.1",
+    ],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let output = "";
   child.stdout!.on("data", (d: Buffer) => (output += d));
   child.stderr!.on("data", (d: Buffer) => (output += d));
@@ -184,7 +276,10 @@ export async function startLlamaCppPython(options: PeerOptions): Promise<Running
 
 /** The peer's path if its script finds it already built or installed (the script exits early then; it never builds here). */
 function builtPeer(script: string): string | null {
-  const result = spawnSync("bash", [join(ROOT, "bench/peers", script)], { encoding: "utf8", env: { ...process.env, SWITCHYARD_PEER_CHECK_ONLY: "1" } });
+  const result = spawnSync("bash", [join(ROOT, "bench/peers", script)], {
+    encoding: "utf8",
+    env: { ...process.env, SWITCHYARD_PEER_CHECK_ONLY: "1" },
+  });
   const path = result.stdout.trim().split("\n").at(-1) ?? "";
   return result.status === 0 && existsSync(path) ? path : null;
 }

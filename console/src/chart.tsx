@@ -25,7 +25,10 @@ export function ChartCanvas({ config, label }: { config: ChartConfiguration; lab
     const styles = getComputedStyle(document.documentElement);
     Chart.defaults.color = styles.getPropertyValue("--muted").trim() || "#888";
     Chart.defaults.borderColor = styles.getPropertyValue("--line").trim() || "#ddd";
-    const chart = new Chart(canvas.current, { ...config, options: { animation: false, responsive: true, maintainAspectRatio: false, ...config.options } });
+    const chart = new Chart(canvas.current, {
+      ...config,
+      options: { animation: false, responsive: true, maintainAspectRatio: false, ...config.options },
+    });
     return () => chart.destroy();
   }, [JSON.stringify(config.data), document.documentElement.dataset.theme]);
   return (

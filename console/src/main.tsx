@@ -38,7 +38,15 @@ function App() {
   }, []);
 
   const open = OPEN_PAGES.some(([id]) => id === route);
-  if (!session && !open) return <SignInPage onSignedIn={(s) => { setSession(s); location.hash = "#/models"; }} />;
+  if (!session && !open)
+    return (
+      <SignInPage
+        onSignedIn={(s) => {
+          setSession(s);
+          location.hash = "#/models";
+        }}
+      />
+    );
 
   const pages = session ? [...ACCOUNT_PAGES, ...OPEN_PAGES] : OPEN_PAGES;
   const page = route || pages[0][0];

@@ -23,7 +23,9 @@ export function parseMetrics(text: string): Sample[] {
 
 /** Sum of a metric's samples whose labels include `match`. */
 export function total(samples: Sample[], name: string, match: Record<string, string> = {}): number {
-  return samples.filter((s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v)).reduce((sum, s) => sum + s.value, 0);
+  return samples
+    .filter((s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0);
 }
 
 /** Cumulative bucket counts by upper bound, summed over every series matching `match`. */

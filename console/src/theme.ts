@@ -4,7 +4,8 @@ const STORE_KEY = "switchyard.console.theme";
 
 export function initialTheme(): Theme {
   const stored = localStorage.getItem(STORE_KEY);
-  const theme: Theme = stored === "light" || stored === "dark" ? stored : matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+  const theme: Theme =
+    stored === "light" || stored === "dark" ? stored : matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
   document.documentElement.dataset.theme = theme;
   return theme;
 }

@@ -7,7 +7,12 @@ import type { LocalServer } from "./local-server.js";
 /** KeyAdmin over a running server's admin API, for when that server holds the database. */
 export function httpKeyAdmin(server: LocalServer): KeyAdmin {
   /** `parse` turns a successful body into the result; plain JSON.parse unless a caller needs exact numbers. */
-  const call = async <T>(method: string, path: string, body?: unknown, parse: (text: string) => T = (text) => parseOrNull(text) as T): Promise<T> => {
+  const call = async <T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    parse: (text: string) => T = (text) => parseOrNull(text) as T,
+  ): Promise<T> => {
     const headers: Record<string, string> = { authorization: `Bearer ${server.adminToken}` };
     if (body !== undefined) headers["content-type"] = "application/json";
     let response: Response;

@@ -76,7 +76,13 @@ export function toWireCreatedKey(created: CreatedKey): WireCreatedKey {
 }
 
 export function toWireAccount(account: Account): WireAccount {
-  return { object: "account", id: account.id, name: account.name, disabled: account.disabled, created_at: toUnixSeconds(account.createdAt) };
+  return {
+    object: "account",
+    id: account.id,
+    name: account.name,
+    disabled: account.disabled,
+    created_at: toUnixSeconds(account.createdAt),
+  };
 }
 
 export function fromWireKey(wire: WireKey): KeyInfo {

@@ -4,13 +4,7 @@ import { openDatabase } from "../storage/open.js";
 import { httpKeyAdmin } from "./admin-client.js";
 import { liveLockHolder } from "../config/data-dir-lock.js";
 import { findLiveServer, type LocalServer } from "./local-server.js";
-import {
-  createKey,
-  findAccount,
-  listKeys,
-  revokeKey,
-  setKeyLimits,
-} from "./store.js";
+import { createKey, findAccount, listKeys, revokeKey, setKeyLimits } from "./store.js";
 import type { KeyAdmin } from "./key-admin-types.js";
 
 export type { AccountUsageQuery, KeyAdmin } from "./key-admin-types.js";
@@ -56,7 +50,10 @@ async function awaitStartingServer(dataDir: string): Promise<LocalServer | null>
   while (liveLockHolder(dataDir)) {
     const server = findLiveServer(dataDir);
     if (server) return server;
-    if (Date.now() > deadline) throw new Error(`The server holding ${dataDir} has not started its admin API in ${STARTING_SERVER_WAIT_MS / 1000} s; try again when it is up.`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `The server holding ${dataDir} has not started its admin API in ${STARTING_SERVER_WAIT_MS / 1000} s; try again when it is up.`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   return null;

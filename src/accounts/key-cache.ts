@@ -37,7 +37,10 @@ export interface KeyCacheOptions {
   now?: () => number;
 }
 
-export function cachedKeyLookup<P>(lookup: (token: string) => Promise<CachedKey<P> | null>, options: KeyCacheOptions): (token: string) => Promise<P | null> {
+export function cachedKeyLookup<P>(
+  lookup: (token: string) => Promise<CachedKey<P> | null>,
+  options: KeyCacheOptions,
+): (token: string) => Promise<P | null> {
   const { ttlMs, maxEntries = 10_000, now = Date.now } = options;
   const entries = new Map<string, Entry<P>>();
   /** Looks the key up and remembers the answer; the generation from before the lookup, so a change that lands while it runs is not papered over. */
@@ -49,7 +52,13 @@ export function cachedKeyLookup<P>(lookup: (token: string) => Promise<CachedKey<
       return null;
     }
     if (entries.size >= maxEntries && !entries.has(id)) entries.clear();
-    entries.set(id, { principal: found.principal, confirmedAt: now(), expiresAt: found.expiresAt ?? Infinity, generation: seenAt, refreshing: false });
+    entries.set(id, {
+      principal: found.principal,
+      confirmedAt: now(),
+      expiresAt: found.expiresAt ?? Infinity,
+      generation: seenAt,
+      refreshing: false,
+    });
     return found.principal;
   };
   return async (token) => {

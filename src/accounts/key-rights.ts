@@ -78,5 +78,7 @@ function limitBeyond(param: string, unit: string, own: number | null, other: num
 function expiryBeyond(own: Date | null, other: Date | null): ExceededRight | null {
   if (own === null) return null;
   if (other === null) return { param: "expires_at", message: `no expiry, where this key expires at ${own.toISOString()}` };
-  return other.getTime() > own.getTime() ? { param: "expires_at", message: `an expiry of ${other.toISOString()}, later than this key's ${own.toISOString()}` } : null;
+  return other.getTime() > own.getTime()
+    ? { param: "expires_at", message: `an expiry of ${other.toISOString()}, later than this key's ${own.toISOString()}` }
+    : null;
 }

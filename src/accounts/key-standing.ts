@@ -71,7 +71,11 @@ export function rightsOf(standing: KeyStanding, defaults: RateDefaults, budget: 
     manageDeployments: standing.manageDeployments,
     allowedModels: standing.allowedModels,
     budgetUsd:
-      standing.budgetUsd === null ? null : budget === "left" ? remainingBudget(standing.budgetUsd, standing.spentUsd, standing.reservedUsd) : standing.budgetUsd,
+      standing.budgetUsd === null
+        ? null
+        : budget === "left"
+          ? remainingBudget(standing.budgetUsd, standing.spentUsd, standing.reservedUsd)
+          : standing.budgetUsd,
     requestsPerMinute: standing.requestsPerMinute ?? defaults.requestsPerMinute,
     tokensPerMinute: standing.tokensPerMinute ?? defaults.tokensPerMinute,
     expiresAt: standing.expiresAt,

@@ -65,7 +65,12 @@ function readServerFile(dataDir: string): ServerFile | null {
   }
   try {
     const parsed = JSON.parse(text) as Partial<ServerFile>;
-    if (Number.isInteger(parsed.pid) && (parsed.pid as number) > 0 && typeof parsed.url === "string" && typeof parsed.adminToken === "string") {
+    if (
+      Number.isInteger(parsed.pid) &&
+      (parsed.pid as number) > 0 &&
+      typeof parsed.url === "string" &&
+      typeof parsed.adminToken === "string"
+    ) {
       return { pid: parsed.pid as number, url: parsed.url, adminToken: parsed.adminToken };
     }
   } catch {

@@ -96,9 +96,12 @@ function toPrincipal(row: PrincipalRow): Principal {
     accountName: row.account_name,
     keyId: row.key_id,
     allowedModels: row.allowed_models,
-    limits: { requestsPerMinute: row.rpm_limit, tokensPerMinute: row.tpm_limit, budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd) },
+    limits: {
+      requestsPerMinute: row.rpm_limit,
+      tokensPerMinute: row.tpm_limit,
+      budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd),
+    },
     manageKeys: row.manage_keys === true,
     manageDeployments: row.manage_deployments === true,
   };
 }
-

@@ -98,7 +98,22 @@ interface KeyRow {
 /** The key columns every KeyInfo is built from, for RETURNING and SELECT lists (table alias optional). */
 function keyColumns(alias = ""): string {
   const p = alias ? `${alias}.` : "";
-  return ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "allowed_models", "rpm_limit", "tpm_limit", "budget_usd", "spent_usd", "manage_keys", "manage_deployments"]
+  return [
+    "id",
+    "name",
+    "prefix",
+    "created_at",
+    "expires_at",
+    "revoked_at",
+    "last_used_at",
+    "allowed_models",
+    "rpm_limit",
+    "tpm_limit",
+    "budget_usd",
+    "spent_usd",
+    "manage_keys",
+    "manage_deployments",
+  ]
     .map((column) => p + column)
     .join(", ");
 }
@@ -110,10 +125,10 @@ const MAX_RATE_LIMIT = 2_147_483_647;
 const BUDGET_PATTERN = /^\d{1,15}(?:\.\d{1,18})?$/;
 
 export async function createAccount(db: Database, name: string): Promise<Account> {
-  const rows = await db.query<AccountRow>(
-    "INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING *",
-    [newId("acct"), validAccountName(name)],
-  );
+  const rows = await db.query<AccountRow>("INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING *", [
+    newId("acct"),
+    validAccountName(name),
+  ]);
   const row = rows[0];
   if (!row) throw new InvalidRequest(`An account named '${name}' already exists.`, "name", "account_exists");
   return toAccount(row);
@@ -122,10 +137,10 @@ export async function createAccount(db: Database, name: string): Promise<Account
 export async function findOrCreateAccount(db: Database, name: string): Promise<Account> {
   const accountName = validAccountName(name);
   // ON CONFLICT DO NOTHING makes a concurrent creator wait for the other insert instead of failing.
-  const inserted = await db.query<AccountRow>(
-    "INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING *",
-    [newId("acct"), accountName],
-  );
+  const inserted = await db.query<AccountRow>("INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING *", [
+    newId("acct"),
+    accountName,
+  ]);
   const row = inserted[0] ?? (await db.query<AccountRow>("SELECT * FROM accounts WHERE name = $1", [accountName]))[0];
   if (!row) throw new Error(`Account '${accountName}' vanished while being created.`);
   return toAccount(row);
@@ -269,7 +284,11 @@ function validAccountName(name: string): string {
   const trimmed = name.trim();
   // Names appear in URLs and CLI tables: printable, no whitespace.
   if (trimmed === "" || trimmed.length > MAX_NAME_LENGTH || /[\s\p{Cc}]/u.test(trimmed)) {
-    throw new InvalidRequest(`Account names must be 1-${MAX_NAME_LENGTH} printable characters without spaces.`, "account", "invalid_account_name");
+    throw new InvalidRequest(
+      `Account names must be 1-${MAX_NAME_LENGTH} printable characters without spaces.`,
+      "account",
+      "invalid_account_name",
+    );
   }
   return trimmed;
 }
@@ -313,7 +332,10 @@ export function optionalBudget(value: string | null | undefined): string | null 
   if (value === undefined || value === null) return value;
   const trimmed = typeof value === "string" ? value.trim() : value;
   if (typeof trimmed !== "string" || !BUDGET_PATTERN.test(trimmed)) {
-    throw new InvalidRequest("budget_usd must be a non-negative decimal amount in US dollars, such as \"25\" or \"0.50\", or null for no budget.", "budget_usd");
+    throw new InvalidRequest(
+      'budget_usd must be a non-negative decimal amount in US dollars, such as "25" or "0.50", or null for no budget.',
+      "budget_usd",
+    );
   }
   return normalDecimal(trimmed);
 }

@@ -1,5 +1,15 @@
 import type { ServiceTier } from "../protocol/tiers.js";
-import type { ChatMessage, EngineEvent, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, SamplingSettings, Token, ToolDefinition } from "../engine/types.js";
+import type {
+  ChatMessage,
+  EngineEvent,
+  ModelHostStats,
+  OutputConstraint,
+  PauseControl,
+  PromptOptions,
+  SamplingSettings,
+  Token,
+  ToolDefinition,
+} from "../engine/types.js";
 
 /** The engine's load figures, as health and metrics read them through a backend's stats. */
 export type { EngineCounters, ShardStepBudget } from "../engine/types.js";

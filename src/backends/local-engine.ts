@@ -1,8 +1,24 @@
 import { PromptTemplateError } from "../engine/chat-template.js";
-import { EmptyPromptError, loadModelHost, QueueFullError, StalledError, WaitExpiredError, type ModelHostOptions } from "../engine/model-host.js";
+import {
+  EmptyPromptError,
+  loadModelHost,
+  QueueFullError,
+  StalledError,
+  WaitExpiredError,
+  type ModelHostOptions,
+} from "../engine/model-host.js";
 import { SchemaError } from "../engine/grammar/index.js";
 import type { EngineEvent, Token } from "../engine/types.js";
-import { BackendBusy, BackendWaitExpired, ConstraintRejected, EmptyPrompt, GenerationStalled, PromptRejected, type Backend, type PreparedPrompt } from "./backend.js";
+import {
+  BackendBusy,
+  BackendWaitExpired,
+  ConstraintRejected,
+  EmptyPrompt,
+  GenerationStalled,
+  PromptRejected,
+  type Backend,
+  type PreparedPrompt,
+} from "./backend.js";
 
 interface LocalPrompt extends PreparedPrompt {
   tokens: Token[];
@@ -35,7 +51,11 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
     minimumTextTokens: (text) => host.minimumTextTokens(text),
     generate(prompt, choices, signal, pause) {
       try {
-        const requests = choices.map(({ prediction, ...params }) => ({ promptTokens: prompt.tokens, ...params, ...(prediction?.tokens ? { prediction: prediction.tokens } : {}) }));
+        const requests = choices.map(({ prediction, ...params }) => ({
+          promptTokens: prompt.tokens,
+          ...params,
+          ...(prediction?.tokens ? { prediction: prediction.tokens } : {}),
+        }));
         return host.generate(requests, signal, pause).map(backendErrors);
       } catch (error) {
         return choices.map(() => failing(error));

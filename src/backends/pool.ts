@@ -1,6 +1,14 @@
 import type { EngineEvent } from "../engine/types.js";
 import { sumPerTier, tierTotal } from "../protocol/tiers.js";
-import { BackendBusy, type Backend, type BackendStats, type GenerationParams, type PauseControl, type PreparedPrediction, type PreparedPrompt } from "./backend.js";
+import {
+  BackendBusy,
+  type Backend,
+  type BackendStats,
+  type GenerationParams,
+  type PauseControl,
+  type PreparedPrediction,
+  type PreparedPrompt,
+} from "./backend.js";
 
 interface Instance {
   backend: Backend;
@@ -59,7 +67,12 @@ export class BackendPool implements Backend {
     return this.any().minimumTextTokens?.(text) ?? 0;
   }
 
-  generate(prompt: PreparedPrompt, choices: readonly GenerationParams[], signal: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[] {
+  generate(
+    prompt: PreparedPrompt,
+    choices: readonly GenerationParams[],
+    signal: AbortSignal,
+    pause?: PauseControl,
+  ): AsyncGenerator<EngineEvent>[] {
     const candidates = this.serving();
     // Only in the moment between a request finding the deployment and its last instance draining.
     if (candidates.length === 0) return choices.map(() => refused(new BackendBusy("The deployment has no running instance right now.")));

@@ -46,7 +46,16 @@ export class ActiveBatch {
     if (this.status !== "in_progress" || this.exhausted || this.queue.length >= READ_AHEAD / 4) return;
     const rows = await pendingLines(db, this.row.id, this.cursor, READ_AHEAD);
     for (const row of rows) {
-      if (!this.inFlight.has(row.line)) this.queue.push({ line: row.line, customId: row.custom_id, body: row.body, model: modelOf(row.body), attempts: 0, tries: 0, notBefore: 0 });
+      if (!this.inFlight.has(row.line))
+        this.queue.push({
+          line: row.line,
+          customId: row.custom_id,
+          body: row.body,
+          model: modelOf(row.body),
+          attempts: 0,
+          tries: 0,
+          notBefore: 0,
+        });
     }
     if (rows.length > 0) this.cursor = rows.at(-1)!.line;
     if (rows.length < READ_AHEAD) this.exhausted = true;
@@ -76,7 +85,9 @@ export class ActiveBatch {
   /** Every line is answered (checked in the database, not only in memory). */
   async finished(db: Database): Promise<boolean> {
     if (this.queue.length > 0 || !this.exhausted || this.inFlight.size > 0) return false;
-    const rows = await db.query<{ n: string | number }>("SELECT count(*) AS n FROM batch_lines WHERE batch_id = $1 AND NOT done", [this.row.id]);
+    const rows = await db.query<{ n: string | number }>("SELECT count(*) AS n FROM batch_lines WHERE batch_id = $1 AND NOT done", [
+      this.row.id,
+    ]);
     if (Number(rows[0]?.n ?? 0) === 0) return true;
     // Lines read earlier and put back by another path: read the file again from its start.
     this.cursor = 0;

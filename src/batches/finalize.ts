@@ -19,12 +19,21 @@ const LINES_PER_PAGE = 64;
  * are swept), and the next run writes the files again from the same lines; never two sets of files.
  * Their bytes were counted against the account's quota as the lines were answered.
  */
-export async function writeResults(db: Database, files: FileStore, batch: FinalizingBatch, from: BatchStatus, to: BatchStatus): Promise<void> {
+export async function writeResults(
+  db: Database,
+  files: FileStore,
+  batch: FinalizingBatch,
+  from: BatchStatus,
+  to: BatchStatus,
+): Promise<void> {
   const writers: Partial<Record<"output" | "errors", FileWriter>> = {};
   const writerFor = async (file: "output" | "errors") =>
-    (writers[file] ??= await files.open(batch.accountId, { purpose: "batch_output", filename: `${batch.id}_${file === "output" ? "output" : "error"}.jsonl` }));
+    (writers[file] ??= await files.open(batch.accountId, {
+      purpose: "batch_output",
+      filename: `${batch.id}_${file === "output" ? "output" : "error"}.jsonl`,
+    }));
   try {
-    for (let after = 0; ; ) {
+    for (let after = 0; ;) {
       await bulkPace();
       const page = await doneLines(db, batch.id, after, LINES_PER_PAGE);
       for (const line of page) {
@@ -45,7 +54,10 @@ export async function writeResults(db: Database, files: FileStore, batch: Finali
     await db.transaction(async (tx) => {
       const outputFile = await writers.output?.commit(tx);
       const errorFile = await writers.errors?.commit(tx);
-      const ended = await setStatus(tx, batch.id, [from], to, { output_file_id: outputFile?.id ?? null, error_file_id: errorFile?.id ?? null });
+      const ended = await setStatus(tx, batch.id, [from], to, {
+        output_file_id: outputFile?.id ?? null,
+        error_file_id: errorFile?.id ?? null,
+      });
       // Someone else ended it first (another process, a cancel): roll the files back.
       if (!ended) throw new BatchMoved();
     });

@@ -20,13 +20,18 @@ export function validationErrorLines(batchId: string, errors: readonly LineError
  * without being held or parsed whole). Answered 200: the output file; any other answer, and lines
  * closed unanswered by expiry, cancellation or the storage quota, the error file.
  */
-export function resultLineText(batchId: string, line: Omit<DoneLine, "answer">): { file: "output" | "errors"; head: string; tail: string; answered: boolean } {
+export function resultLineText(
+  batchId: string,
+  line: Omit<DoneLine, "answer">,
+): { file: "output" | "errors"; head: string; tail: string; answered: boolean } {
   const id = `batch_req_${batchId.slice("batch_".length)}_${line.line}`;
   if (line.status_code !== null && line.error === null) {
     const head = `{"id":${JSON.stringify(id)},"custom_id":${JSON.stringify(line.custom_id)},"response":{"status_code":${line.status_code},"request_id":${JSON.stringify(line.request_id)},"body":`;
     return { file: line.status_code === 200 ? "output" : "errors", head, tail: '},"error":null}\n', answered: true };
   }
-  const error = line.error ? (JSON.parse(line.error) as { code: string; message: string }) : { code: "batch_line_unanswered", message: "The line was not run." };
+  const error = line.error
+    ? (JSON.parse(line.error) as { code: string; message: string })
+    : { code: "batch_line_unanswered", message: "The line was not run." };
   const whole: ResultLine = { id, custom_id: line.custom_id, response: null, error };
   return { file: "errors", head: `${JSON.stringify(whole)}\n`, tail: "", answered: false };
 }

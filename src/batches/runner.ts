@@ -121,7 +121,9 @@ export class BatchRunner {
   private async refresh(): Promise<void> {
     this.lastRefresh = Date.now();
     const { db, ownerId } = this.deps;
-    const rows = await db.query<BatchRow>("SELECT * FROM batches WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling') ORDER BY created_at");
+    const rows = await db.query<BatchRow>(
+      "SELECT * FROM batches WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling') ORDER BY created_at",
+    );
     const seen = new Set<string>();
     for (const row of rows) {
       seen.add(row.id);
@@ -135,7 +137,19 @@ export class BatchRunner {
       if (row.owner_id !== ownerId && !(await this.adopt(row))) continue;
       if (row.status === "validating") {
         // Adopted: the server that owned it stopped while it validated the file, so the batch cannot tell how far it got.
-        await failBatch(db, row.id, [{ code: "validation_interrupted", message: "The server stopped while validating this batch; create it again.", param: null, line: null }], null);
+        await failBatch(
+          db,
+          row.id,
+          [
+            {
+              code: "validation_interrupted",
+              message: "The server stopped while validating this batch; create it again.",
+              param: null,
+              line: null,
+            },
+          ],
+          null,
+        );
         continue;
       }
       this.batches.set(row.id, new ActiveBatch(row));
@@ -148,7 +162,11 @@ export class BatchRunner {
     const { db, ownerId } = this.deps;
     const taken = await db.transaction(async (tx) => {
       if (row.owner_id !== null && !(await this.deps.ownerIsGone(tx, row.owner_id))) return false;
-      const updated = await tx.query("UPDATE batches SET owner_id = $2 WHERE id = $1 AND owner_id IS NOT DISTINCT FROM $3 RETURNING id", [row.id, ownerId, row.owner_id]);
+      const updated = await tx.query("UPDATE batches SET owner_id = $2 WHERE id = $1 AND owner_id IS NOT DISTINCT FROM $3 RETURNING id", [
+        row.id,
+        ownerId,
+        row.owner_id,
+      ]);
       return updated.length > 0;
     });
     if (!taken) return false;
@@ -165,7 +183,9 @@ export class BatchRunner {
     const hasCapacity = (model: string) => (this.runningByModel.get(model) ?? 0) < this.deps.capacity(model);
     const servedAt = (account: string) => this.accountServedAt.get(account) ?? -1;
     while (!this.stopped) {
-      const runnable = [...this.batches.values()].filter((b) => b.runnable()).sort((x, y) => servedAt(x.row.account_id) - servedAt(y.row.account_id) || x.servedAt - y.servedAt);
+      const runnable = [...this.batches.values()]
+        .filter((b) => b.runnable())
+        .sort((x, y) => servedAt(x.row.account_id) - servedAt(y.row.account_id) || x.servedAt - y.servedAt);
       if (!runnable.some((batch) => this.startNext(batch, hasCapacity))) return;
     }
   }
@@ -197,7 +217,13 @@ export class BatchRunner {
     const { db, log } = this.deps;
     let result: LineResult;
     try {
-      result = await this.deps.execute({ accountId: batch.row.account_id, keyId: batch.row.key_id, batchId: batch.row.id, endpoint: batch.row.endpoint, body: line.body });
+      result = await this.deps.execute({
+        accountId: batch.row.account_id,
+        keyId: batch.row.key_id,
+        batchId: batch.row.id,
+        endpoint: batch.row.endpoint,
+        body: line.body,
+      });
     } catch (error) {
       log(`batch ${batch.row.id} line ${line.line}: ${error instanceof Error ? error.message : String(error)}`);
       batch.retry(line, ++line.attempts);
@@ -206,15 +232,28 @@ export class BatchRunner {
     const serverError = result.statusCode >= 500 && result.statusCode !== 503;
     // Busy, rate-limited or stopping: not an answer, the line runs again (after a restart, if stopping).
     // A request larger than the key's whole TPM limit can never pass (429 request_too_large): that is its answer.
-    const retry = (result.statusCode === 429 && result.code !== "request_too_large") || result.statusCode === 503 || (serverError && (this.stopped || ++line.attempts < SERVER_ERROR_ATTEMPTS));
+    const retry =
+      (result.statusCode === 429 && result.code !== "request_too_large") ||
+      result.statusCode === 503 ||
+      (serverError && (this.stopped || ++line.attempts < SERVER_ERROR_ATTEMPTS));
     try {
-      const refusal = retry ? "retry" : await answerLine(db, { id: batch.row.id, accountId: batch.row.account_id }, line, { requestId: result.requestId, statusCode: result.statusCode, body: result.body, error: null }, this.deps.fileBytesPerAccount);
+      const refusal = retry
+        ? "retry"
+        : await answerLine(
+            db,
+            { id: batch.row.id, accountId: batch.row.account_id },
+            line,
+            { requestId: result.requestId, statusCode: result.statusCode, body: result.body, error: null },
+            this.deps.fileBytesPerAccount,
+          );
       if (refusal === null) return;
       if (typeof refusal === "object") return await this.overQuota(batch, line, result, refusal);
       // Answered already (closed by the quota, expiry or cancellation meanwhile): this attempt is not billed, and that stands.
       if (refusal === "answered") return await this.unbill(result);
     } catch (error) {
-      log(`batch ${batch.row.id} line ${line.line}: the answer could not be stored (${error instanceof Error ? error.message : String(error)}); it runs again`);
+      log(
+        `batch ${batch.row.id} line ${line.line}: the answer could not be stored (${error instanceof Error ? error.message : String(error)}); it runs again`,
+      );
     }
     // Not kept: this attempt is not billed, and the line runs again.
     await this.unbill(result);
@@ -222,19 +261,29 @@ export class BatchRunner {
   }
 
   private async unbill(result: LineResult): Promise<void> {
-    if (result.requestId) await discardAttempt(this.deps.db, result.requestId).catch((error: unknown) => this.deps.log(`could not unbill ${result.requestId}: ${String(error)}`));
+    if (result.requestId)
+      await discardAttempt(this.deps.db, result.requestId).catch((error: unknown) =>
+        this.deps.log(`could not unbill ${result.requestId}: ${String(error)}`),
+      );
   }
 
   /**
    * The answer would pass the account's storage quota: it is not kept nor billed, and this line and
    * every line not yet answered end with that error (unbilled); the batch then completes with what it kept.
    */
-  private async overQuota(batch: ActiveBatch, line: QueuedLine, result: LineResult, { quota, used }: { quota: number; used: number }): Promise<void> {
+  private async overQuota(
+    batch: ActiveBatch,
+    line: QueuedLine,
+    result: LineResult,
+    { quota, used }: { quota: number; used: number },
+  ): Promise<void> {
     await this.unbill(result);
     const message = `Not run or not kept: the batch's output would pass this account's storage quota of ${quota} bytes (${used} in use, files and running batches' outputs); delete files or raise SWITCHYARD_FILE_BYTES_PER_ACCOUNT.`;
     await closeOpenLines(this.deps.db, batch.row.id, { code: "file_storage_limit_exceeded", message });
     batch.dropQueued();
-    this.deps.log(`batch ${batch.row.id}: output over the account's storage quota at line ${line.line}; the lines left are closed unbilled`);
+    this.deps.log(
+      `batch ${batch.row.id}: output over the account's storage quota at line ${line.line}; the lines left are closed unbilled`,
+    );
   }
 
   /** A batch with nothing left to run (or past its window, or cancelled) writes its files and ends. */
@@ -249,10 +298,15 @@ export class BatchRunner {
       } else if (batch.status === "finalizing") {
         await writeResults(db, files, target, "finalizing", finalTarget(batch.row));
       } else if (batch.status === "in_progress" && batch.expired()) {
-        await closeOpenLines(db, batch.row.id, { code: "batch_expired", message: "This line was not run within the batch's completion window." });
-        if (await setStatus(db, batch.row.id, ["in_progress"], "finalizing")) await writeResults(db, files, target, "finalizing", "expired");
+        await closeOpenLines(db, batch.row.id, {
+          code: "batch_expired",
+          message: "This line was not run within the batch's completion window.",
+        });
+        if (await setStatus(db, batch.row.id, ["in_progress"], "finalizing"))
+          await writeResults(db, files, target, "finalizing", "expired");
       } else if (batch.status === "in_progress" && (await batch.finished(db))) {
-        if (await setStatus(db, batch.row.id, ["in_progress"], "finalizing")) await writeResults(db, files, target, "finalizing", "completed");
+        if (await setStatus(db, batch.row.id, ["in_progress"], "finalizing"))
+          await writeResults(db, files, target, "finalizing", "completed");
       } else {
         return;
       }

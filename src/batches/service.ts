@@ -4,7 +4,18 @@ import { FileQuotaExceeded, type FileStore, type FileWriter, type StoredFile } f
 import type { Caller } from "../serving/types.js";
 import { CONTROL_CHARS } from "../protocol/identifiers.js";
 import type { BatchLimits } from "./limits.js";
-import { dropLines, enqueuedTokens, failBatch, getBatch, insertBatch, insertLines, listBatches, requestCancel, startBatch, type BatchRow } from "./store.js";
+import {
+  dropLines,
+  enqueuedTokens,
+  failBatch,
+  getBatch,
+  insertBatch,
+  insertLines,
+  listBatches,
+  requestCancel,
+  startBatch,
+  type BatchRow,
+} from "./store.js";
 import { BATCH_ENDPOINTS, checkBatchFile, type BatchEndpoint, type LineError } from "./validate.js";
 import { jsonl, validationErrorLines } from "./output.js";
 
@@ -54,16 +65,44 @@ export function createBatchService(deps: BatchServiceDeps) {
 
     async create(owner: BatchOwner, input: CreateBatchInput): Promise<BatchRow> {
       if (!(BATCH_ENDPOINTS as readonly string[]).includes(input.endpoint)) {
-        throw new InvalidRequest(`Unsupported endpoint '${input.endpoint.slice(0, 60)}'; use one of ${BATCH_ENDPOINTS.join(", ")}.`, "endpoint", "invalid_value");
+        throw new InvalidRequest(
+          `Unsupported endpoint '${input.endpoint.slice(0, 60)}'; use one of ${BATCH_ENDPOINTS.join(", ")}.`,
+          "endpoint",
+          "invalid_value",
+        );
       }
-      if (!(input.completionWindow in WINDOWS)) throw new InvalidRequest("Invalid 'completion_window': only '24h' is supported.", "completion_window", "invalid_value");
+      if (!(input.completionWindow in WINDOWS))
+        throw new InvalidRequest("Invalid 'completion_window': only '24h' is supported.", "completion_window", "invalid_value");
       const found = await files.read(owner.accountId, input.inputFileId);
       const file = found?.file;
-      if (!found || !file) throw new ServiceError(404, "invalid_request_error", `No file with id '${input.inputFileId.slice(0, 64)}' found.`, "not_found", "input_file_id");
-      if (file.purpose !== "batch") throw new InvalidRequest(`The file '${file.id}' has purpose '${file.purpose}'; a batch's input file must have purpose 'batch'.`, "input_file_id", "invalid_value");
+      if (!found || !file)
+        throw new ServiceError(
+          404,
+          "invalid_request_error",
+          `No file with id '${input.inputFileId.slice(0, 64)}' found.`,
+          "not_found",
+          "input_file_id",
+        );
+      if (file.purpose !== "batch")
+        throw new InvalidRequest(
+          `The file '${file.id}' has purpose '${file.purpose}'; a batch's input file must have purpose 'batch'.`,
+          "input_file_id",
+          "invalid_value",
+        );
       await checkActiveBatches(deps, owner.accountId);
       const windowSeconds = deps.windowSeconds?.(input.completionWindow) ?? WINDOWS[input.completionWindow]!;
-      const batch = await insertBatch(db, { ...owner, endpoint: input.endpoint, inputFileId: file.id, completionWindow: input.completionWindow, windowSeconds, metadata: input.metadata }, deps.ownerId);
+      const batch = await insertBatch(
+        db,
+        {
+          ...owner,
+          endpoint: input.endpoint,
+          inputFileId: file.id,
+          completionWindow: input.completionWindow,
+          windowSeconds,
+          metadata: input.metadata,
+        },
+        deps.ownerId,
+      );
       await validateAndStart(deps, batch, found.chunks);
       deps.wake();
       return (await getBatch(db, owner.accountId, batch.id))!;
@@ -86,7 +125,12 @@ export function createBatchService(deps: BatchServiceDeps) {
       const batch = await getBatch(db, owner.accountId, id);
       if (!batch) throw notFound("batch", id);
       if (batch.status === "cancelling" || batch.status === "cancelled") return batch;
-      throw new ServiceError(409, "invalid_request_error", `The batch is ${batch.status}; only a validating or in-progress batch can be cancelled.`, "batch_not_cancellable");
+      throw new ServiceError(
+        409,
+        "invalid_request_error",
+        `The batch is ${batch.status}; only a validating or in-progress batch can be cancelled.`,
+        "batch_not_cancellable",
+      );
     },
   };
 }
@@ -104,7 +148,11 @@ async function storeUpload(deps: BatchServiceDeps, caller: Caller, parts: AsyncI
         continue;
       }
       if (writer) throw new InvalidRequest("Upload one file per request.", "file", "invalid_value");
-      writer = await deps.files.open(caller.accountId, { purpose: purpose ?? "batch", filename: checkFilename(part.filename), room: room.bytes });
+      writer = await deps.files.open(caller.accountId, {
+        purpose: purpose ?? "batch",
+        filename: checkFilename(part.filename),
+        room: room.bytes,
+      });
       for await (const bytes of part.bytes) await writer.append(bytes);
     }
     if (!writer) throw new InvalidRequest("Missing required parameter: 'file'.", "file", "missing_required_parameter");
@@ -119,13 +167,19 @@ async function storeUpload(deps: BatchServiceDeps, caller: Caller, parts: AsyncI
 }
 
 const checkPurpose = (purpose: string) => {
-  if (purpose !== "batch") throw new InvalidRequest(`Unsupported purpose '${purpose.slice(0, 40)}'; this server accepts files with purpose 'batch'.`, "purpose", "invalid_value");
+  if (purpose !== "batch")
+    throw new InvalidRequest(
+      `Unsupported purpose '${purpose.slice(0, 40)}'; this server accepts files with purpose 'batch'.`,
+      "purpose",
+      "invalid_value",
+    );
   return purpose;
 };
 
 /** A file name as stored: at most 256 characters, and none PostgreSQL's text refuses (NUL) or a terminal would act on. */
 function checkFilename(name: string): string {
-  if (CONTROL_CHARS.test(name)) throw new InvalidRequest("The file name contains control characters (NUL, newline, ...); rename the file.", "file", "invalid_value");
+  if (CONTROL_CHARS.test(name))
+    throw new InvalidRequest("The file name contains control characters (NUL, newline, ...); rename the file.", "file", "invalid_value");
   return name.slice(0, 256) || "upload.jsonl";
 }
 
@@ -135,25 +189,52 @@ function checkFilename(name: string): string {
  */
 async function fileRoom({ files, limits }: BatchServiceDeps, accountId: string): Promise<{ bytes: number; refusal(): ServiceError }> {
   const usage = await files.usage(accountId);
-  if (usage.files >= limits.filesPerAccount) throw new ServiceError(429, "rate_limit_error", `This account keeps ${usage.files} files, the most it may; delete some first.`, "too_many_files");
+  if (usage.files >= limits.filesPerAccount)
+    throw new ServiceError(
+      429,
+      "rate_limit_error",
+      `This account keeps ${usage.files} files, the most it may; delete some first.`,
+      "too_many_files",
+    );
   const left = Math.max(0, limits.fileBytesPerAccount - usage.bytes);
   if (left === 0) throw quotaExceeded(limits.fileBytesPerAccount, usage.bytes);
   const bytes = Math.min(limits.maxFileBytes, left);
   const refusal = () =>
     bytes === limits.maxFileBytes
-      ? new ServiceError(413, "invalid_request_error", `The file is larger than the limit of ${limits.maxFileBytes} bytes (SWITCHYARD_FILE_MAX_BYTES).`, "file_too_large", "file")
+      ? new ServiceError(
+          413,
+          "invalid_request_error",
+          `The file is larger than the limit of ${limits.maxFileBytes} bytes (SWITCHYARD_FILE_MAX_BYTES).`,
+          "file_too_large",
+          "file",
+        )
       : quotaExceeded(limits.fileBytesPerAccount, usage.bytes);
   return { bytes, refusal };
 }
 
 /** The account's files (inputs, outputs and files being written) would pass its byte quota. */
 export const quotaExceeded = (quota: number, used: number) =>
-  new ServiceError(429, "rate_limit_error", `This account's files would pass its storage quota of ${quota} bytes (SWITCHYARD_FILE_BYTES_PER_ACCOUNT; ${used} in use, batch outputs included); delete some files first.`, "file_storage_limit_exceeded", "file");
+  new ServiceError(
+    429,
+    "rate_limit_error",
+    `This account's files would pass its storage quota of ${quota} bytes (SWITCHYARD_FILE_BYTES_PER_ACCOUNT; ${used} in use, batch outputs included); delete some files first.`,
+    "file_storage_limit_exceeded",
+    "file",
+  );
 
 async function checkActiveBatches({ db, limits }: BatchServiceDeps, accountId: string): Promise<void> {
-  const rows = await db.query<{ n: string | number }>("SELECT count(*) AS n FROM batches WHERE account_id = $1 AND status IN ('validating', 'in_progress', 'finalizing', 'cancelling')", [accountId]);
+  const rows = await db.query<{ n: string | number }>(
+    "SELECT count(*) AS n FROM batches WHERE account_id = $1 AND status IN ('validating', 'in_progress', 'finalizing', 'cancelling')",
+    [accountId],
+  );
   const active = Number(rows[0]?.n ?? 0);
-  if (active >= limits.activeBatchesPerAccount) throw new ServiceError(429, "rate_limit_error", `This account has ${active} batches running, the most it may; wait for one to finish or cancel one.`, "too_many_batches");
+  if (active >= limits.activeBatchesPerAccount)
+    throw new ServiceError(
+      429,
+      "rate_limit_error",
+      `This account has ${active} batches running, the most it may; wait for one to finish or cancel one.`,
+      "too_many_batches",
+    );
 }
 
 /**
@@ -188,7 +269,14 @@ async function validateAndStart(deps: BatchServiceDeps, batch: BatchRow, chunks:
     if (errors.length === 0) errors = (await enqueue(deps, batch, total, tokens)) ?? [];
   } catch (error) {
     deps.log?.(`batch ${batch.id}: validation failed: ${error instanceof Error ? error.message : String(error)}`);
-    errors = [{ code: "validation_failed", message: "The input file could not be read and validated; create the batch again.", param: null, line: null }];
+    errors = [
+      {
+        code: "validation_failed",
+        message: "The input file could not be read and validated; create the batch again.",
+        param: null,
+        line: null,
+      },
+    ];
   }
   if (errors.length === 0) return;
   await dropLines(db, batch.id);
@@ -218,7 +306,13 @@ async function fail({ db, files, limits }: BatchServiceDeps, batch: BatchRow, er
   const usage = await files.usage(batch.account_id);
   // The error file counts against the account's caps too; without room the errors are still on the batch.
   const room = usage.files < limits.filesPerAccount;
-  const errorFile = room ? await files.create(batch.account_id, { purpose: "batch_output", filename: `${batch.id}_errors.jsonl`, content: jsonl(validationErrorLines(batch.id, errors)) }) : null;
+  const errorFile = room
+    ? await files.create(batch.account_id, {
+        purpose: "batch_output",
+        filename: `${batch.id}_errors.jsonl`,
+        content: jsonl(validationErrorLines(batch.id, errors)),
+      })
+    : null;
   await failBatch(db, batch.id, errors, errorFile?.id ?? null);
 }
 

@@ -75,27 +75,48 @@ export async function insertBatch(db: Database, batch: NewBatch, ownerId: string
   const rows = await db.query<BatchRow>(
     `INSERT INTO batches (id, account_id, key_id, endpoint, input_file_id, completion_window, status, metadata, owner_id, expires_at)
      VALUES ($1, $2, $3, $4, $5, $6, 'validating', $7, $8, now() + make_interval(secs => $9)) RETURNING *`,
-    [newBatchId(), batch.accountId, batch.keyId, batch.endpoint, batch.inputFileId, batch.completionWindow, batch.metadata && JSON.stringify(batch.metadata), ownerId, batch.windowSeconds],
+    [
+      newBatchId(),
+      batch.accountId,
+      batch.keyId,
+      batch.endpoint,
+      batch.inputFileId,
+      batch.completionWindow,
+      batch.metadata && JSON.stringify(batch.metadata),
+      ownerId,
+      batch.windowSeconds,
+    ],
   );
   return rows[0]!;
 }
 
 /** Copies validated lines in, while the batch is `validating` (no runner reads them yet), a short statement at a time. */
 export async function insertLines(db: Database, id: string, lines: readonly BatchLine[]): Promise<void> {
-  for (let start = 0; start < lines.length; ) {
+  for (let start = 0; start < lines.length;) {
     let end = start;
-    for (let bytes = 0; end < lines.length && end - start < INSERT_ROWS && (end === start || bytes + lines[end]!.body.length <= INSERT_BYTES); end++) bytes += lines[end]!.body.length;
+    for (
+      let bytes = 0;
+      end < lines.length && end - start < INSERT_ROWS && (end === start || bytes + lines[end]!.body.length <= INSERT_BYTES);
+      end++
+    )
+      bytes += lines[end]!.body.length;
     const chunk = lines.slice(start, end);
     await bulkPace();
     const values = chunk.map((_, i) => `($1, $${i * 4 + 2}, $${i * 4 + 3}, $${i * 4 + 4}, $${i * 4 + 5})`).join(", ");
-    await db.query(`INSERT INTO batch_lines (batch_id, line, custom_id, body, estimated_tokens) VALUES ${values}`, [id, ...chunk.flatMap((l) => [l.line, l.customId, l.body, l.estimatedTokens])]);
+    await db.query(`INSERT INTO batch_lines (batch_id, line, custom_id, body, estimated_tokens) VALUES ${values}`, [
+      id,
+      ...chunk.flatMap((l) => [l.line, l.customId, l.body, l.estimatedTokens]),
+    ]);
     start = end;
   }
 }
 
 /** Starts a batch whose lines are all in: `validating` becomes `in_progress`. False when it is no longer validating (cancelled meanwhile). */
 export async function startBatch(tx: Database, id: string, total: number, tokens: number): Promise<boolean> {
-  const rows = await tx.query("UPDATE batches SET status = 'in_progress', in_progress_at = now(), total = $2, enqueued_tokens = $3 WHERE id = $1 AND status = 'validating' RETURNING id", [id, total, tokens]);
+  const rows = await tx.query(
+    "UPDATE batches SET status = 'in_progress', in_progress_at = now(), total = $2, enqueued_tokens = $3 WHERE id = $1 AND status = 'validating' RETURNING id",
+    [id, total, tokens],
+  );
   return rows.length > 0;
 }
 
@@ -105,7 +126,11 @@ export async function dropLines(db: Database, id: string): Promise<void> {
 }
 
 export async function failBatch(db: Database, id: string, errors: readonly LineError[], errorFileId: string | null): Promise<void> {
-  await db.query("UPDATE batches SET status = 'failed', failed_at = now(), errors = $2, error_file_id = $3 WHERE id = $1", [id, JSON.stringify(errors), errorFileId]);
+  await db.query("UPDATE batches SET status = 'failed', failed_at = now(), errors = $2, error_file_id = $3 WHERE id = $1", [
+    id,
+    JSON.stringify(errors),
+    errorFileId,
+  ]);
 }
 
 /** Tokens the account's batches still have enqueued: lines not yet answered, in batches still running (but `except`, the one being started). */
@@ -126,7 +151,10 @@ export async function getBatch(db: Database, accountId: string, id: string): Pro
 /** Newest first, OpenAI's cursor pagination: `after` is the last id of the previous page. */
 export async function listBatches(db: Database, accountId: string, limit: number, after?: string): Promise<BatchRow[]> {
   const params: unknown[] = [accountId, limit];
-  const cursor = after === undefined ? "" : `AND (created_at, id) < (SELECT created_at, id FROM batches WHERE id = $${params.push(after)} AND account_id = $1)`;
+  const cursor =
+    after === undefined
+      ? ""
+      : `AND (created_at, id) < (SELECT created_at, id FROM batches WHERE id = $${params.push(after)} AND account_id = $1)`;
   return db.query<BatchRow>(`SELECT * FROM batches WHERE account_id = $1 ${cursor} ORDER BY created_at DESC, id DESC LIMIT $2`, params);
 }
 
@@ -140,7 +168,10 @@ export async function requestCancel(db: Database, accountId: string, id: string)
 }
 
 export async function pendingLines(db: Database, batchId: string, afterLine: number, limit: number): Promise<PendingLine[]> {
-  return db.query<PendingLine>("SELECT line, custom_id, body FROM batch_lines WHERE batch_id = $1 AND NOT done AND line > $2 ORDER BY line LIMIT $3", [batchId, afterLine, limit]);
+  return db.query<PendingLine>(
+    "SELECT line, custom_id, body FROM batch_lines WHERE batch_id = $1 AND NOT done AND line > $2 ORDER BY line LIMIT $3",
+    [batchId, afterLine, limit],
+  );
 }
 
 /** A page of a batch's lines in order, after line `afterLine` (finalizing reads them page by page). */
@@ -157,7 +188,10 @@ export const ANSWER_CHUNK_CHARS = 256 * 1024;
 /** A chunked answer's text, a chunk at a time. */
 export async function* answerChunks(db: Database, batchId: string, line: number, attempt: string): AsyncGenerator<string> {
   for (let seq = 0; ; seq++) {
-    const rows = await db.query<{ content: string }>("SELECT content FROM batch_answer_chunks WHERE batch_id = $1 AND line = $2 AND attempt = $3 AND seq = $4", [batchId, line, attempt, seq]);
+    const rows = await db.query<{ content: string }>(
+      "SELECT content FROM batch_answer_chunks WHERE batch_id = $1 AND line = $2 AND attempt = $3 AND seq = $4",
+      [batchId, line, attempt, seq],
+    );
     if (rows.length === 0) return;
     yield rows[0]!.content;
   }
@@ -192,12 +226,24 @@ export type AnswerRefusal = "answered" | { quota: number; used: number };
  * account's storage quota (`quota`). A large answer is written in chunks first, under an attempt id
  * of its own (an attempt not kept leaves chunks no line names: they go). Null when kept.
  */
-export async function answerLine(db: Database, batch: { id: string; accountId: string }, line: { line: number; customId: string }, answer: LineAnswer, quota = Infinity): Promise<AnswerRefusal | null> {
+export async function answerLine(
+  db: Database,
+  batch: { id: string; accountId: string },
+  line: { line: number; customId: string },
+  answer: LineAnswer,
+  quota = Infinity,
+): Promise<AnswerRefusal | null> {
   const body = answer.body;
   const attempt = body !== null && body.length > ANSWER_CHUNK_CHARS ? randomBytes(12).toString("base64url") : null;
   for (let seq = 0; attempt && body && seq * ANSWER_CHUNK_CHARS < body.length; seq++) {
     const content = body.slice(seq * ANSWER_CHUNK_CHARS, (seq + 1) * ANSWER_CHUNK_CHARS);
-    await db.query("INSERT INTO batch_answer_chunks (batch_id, line, attempt, seq, content) VALUES ($1, $2, $3, $4, $5)", [batch.id, line.line, attempt, seq, content]);
+    await db.query("INSERT INTO batch_answer_chunks (batch_id, line, attempt, seq, content) VALUES ($1, $2, $3, $4, $5)", [
+      batch.id,
+      line.line,
+      attempt,
+      seq,
+      content,
+    ]);
   }
   const bytes = resultBytes(line.customId, body);
   const refusal = await db.transaction(async (tx): Promise<AnswerRefusal | null> => {
@@ -213,14 +259,15 @@ export async function answerLine(db: Database, batch: { id: string; accountId: s
     await tx.query(`UPDATE batches SET ${column} = ${column} + 1, output_bytes = output_bytes + $2 WHERE id = $1`, [batch.id, bytes]);
     return null;
   });
-  if (refusal && attempt) await db.query("DELETE FROM batch_answer_chunks WHERE batch_id = $1 AND line = $2 AND attempt = $3", [batch.id, line.line, attempt]);
+  if (refusal && attempt)
+    await db.query("DELETE FROM batch_answer_chunks WHERE batch_id = $1 AND line = $2 AND attempt = $3", [batch.id, line.line, attempt]);
   return refusal;
 }
 
 /** Every line not answered yet gets this error (expiry, cancellation, the storage quota); none of them is billed. */
 export async function closeOpenLines(db: Database, batchId: string, error: { code: string; message: string }): Promise<void> {
   // A page of lines per transaction: a batch of 50,000 lines is closed in short statements, not one long one.
-  for (let closed = CLOSE_PAGE; closed === CLOSE_PAGE; ) {
+  for (let closed = CLOSE_PAGE; closed === CLOSE_PAGE;) {
     await bulkPace();
     closed = await db.transaction(async (tx) => {
       const rows = await tx.query(
@@ -236,8 +283,20 @@ export async function closeOpenLines(db: Database, batchId: string, error: { cod
 /** Lines closed per statement. */
 const CLOSE_PAGE = 250;
 
-export async function setStatus(db: Database, id: string, from: readonly BatchStatus[], to: BatchStatus, extra: Record<string, unknown> = {}): Promise<boolean> {
-  const stamp = { finalizing: "finalizing_at", completed: "completed_at", expired: "expired_at", cancelled: "cancelled_at", failed: "failed_at" }[to as string];
+export async function setStatus(
+  db: Database,
+  id: string,
+  from: readonly BatchStatus[],
+  to: BatchStatus,
+  extra: Record<string, unknown> = {},
+): Promise<boolean> {
+  const stamp = {
+    finalizing: "finalizing_at",
+    completed: "completed_at",
+    expired: "expired_at",
+    cancelled: "cancelled_at",
+    failed: "failed_at",
+  }[to as string];
   const sets = [`status = '${to}'`, ...(stamp ? [`${stamp} = now()`] : [])];
   const params: unknown[] = [id, [...from]];
   for (const [column, value] of Object.entries(extra)) sets.push(`${column} = $${params.push(value)}`);

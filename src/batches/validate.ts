@@ -61,10 +61,14 @@ export function validateBatchFile(content: Buffer, endpoint: BatchEndpoint, maxL
  * valid lines a slice at a time (to be stored as they come) and returns the errors, if any. It stops
  * reading at the first sign the file is refused whole (too many lines, not UTF-8, enough errors).
  */
-export async function* checkBatchFile(chunks: AsyncIterable<Uint8Array>, endpoint: BatchEndpoint, maxLines: number): AsyncGenerator<BatchLine[], LineError[]> {
+export async function* checkBatchFile(
+  chunks: AsyncIterable<Uint8Array>,
+  endpoint: BatchEndpoint,
+  maxLines: number,
+): AsyncGenerator<BatchLine[], LineError[]> {
   const checker = new LineChecker(endpoint, maxLines);
   for await (const chunk of chunks) {
-    for (let offset = 0; offset < chunk.byteLength && !checker.stopped; ) {
+    for (let offset = 0; offset < chunk.byteLength && !checker.stopped;) {
       // A few KiB at a time: each piece is checked, then the slice's clock is read.
       const piece = chunk.subarray(offset, offset + 16 * 1024);
       offset += piece.byteLength;
@@ -133,10 +137,20 @@ class LineChecker {
   }
 }
 
-const tooManyLines = (maxLines: number): LineError => ({ code: "too_many_requests", message: `The file holds more than ${maxLines} requests; a batch may hold at most ${maxLines}.`, param: null, line: null });
+const tooManyLines = (maxLines: number): LineError => ({
+  code: "too_many_requests",
+  message: `The file holds more than ${maxLines} requests; a batch may hold at most ${maxLines}.`,
+  param: null,
+  line: null,
+});
 
 function checkLine(source: string, line: number, endpoint: BatchEndpoint, seen: Set<string>): BatchLine | LineError {
-  const fail = (code: string, message: string, param: string | null = null): LineError => ({ code, message: `Line ${line}: ${message}`, param, line });
+  const fail = (code: string, message: string, param: string | null = null): LineError => ({
+    code,
+    message: `Line ${line}: ${message}`,
+    param,
+    line,
+  });
   let request: unknown;
   try {
     request = JSON.parse(source);
@@ -148,14 +162,23 @@ function checkLine(source: string, line: number, endpoint: BatchEndpoint, seen: 
   const fault = findBodyFault(request, DEFAULT_MAX_JSON_DEPTH + 1);
   if (fault) return fail(fault.code, fault.message, fault.param || null);
   const { custom_id: customId, method, url, body } = request as Record<string, unknown>;
-  if (typeof customId !== "string" || customId === "") return fail("missing_required_parameter", "'custom_id' must be a non-empty string.", "custom_id");
-  if (customId.length > MAX_IDENTIFIER_CHARS) return fail("invalid_value", `'custom_id' is longer than ${MAX_IDENTIFIER_CHARS} characters.`, "custom_id");
-  if (seen.has(customId)) return fail("duplicate_custom_id", `the custom_id '${customId}' appears on an earlier line; each must be unique in the file.`, "custom_id");
+  if (typeof customId !== "string" || customId === "")
+    return fail("missing_required_parameter", "'custom_id' must be a non-empty string.", "custom_id");
+  if (customId.length > MAX_IDENTIFIER_CHARS)
+    return fail("invalid_value", `'custom_id' is longer than ${MAX_IDENTIFIER_CHARS} characters.`, "custom_id");
+  if (seen.has(customId))
+    return fail(
+      "duplicate_custom_id",
+      `the custom_id '${customId}' appears on an earlier line; each must be unique in the file.`,
+      "custom_id",
+    );
   seen.add(customId);
   if (method !== "POST") return fail("invalid_value", "'method' must be \"POST\".", "method");
   if (url !== endpoint) return fail("mismatched_url", `'url' must be the batch's endpoint, ${endpoint}.`, "url");
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return fail("missing_required_parameter", "'body' must be a JSON object.", "body");
-  if ((body as Record<string, unknown>).stream === true) return fail("invalid_value", "batch requests cannot stream; remove 'body.stream'.", "body.stream");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    return fail("missing_required_parameter", "'body' must be a JSON object.", "body");
+  if ((body as Record<string, unknown>).stream === true)
+    return fail("invalid_value", "batch requests cannot stream; remove 'body.stream'.", "body.stream");
   const parsed = SCHEMAS[endpoint].safeParse(body);
   if (!parsed.success) {
     const issue = innermostIssue(parsed.error.issues[0]!);

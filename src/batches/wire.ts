@@ -6,7 +6,17 @@ const seconds = (date: Date | null) => (date === null ? null : Math.floor(new Da
 
 /** OpenAI's file object. Files here are processed when they are stored and kept until deleted. */
 export function toWireFile(file: StoredFile) {
-  return { id: file.id, object: "file", bytes: file.bytes, created_at: seconds(file.createdAt), expires_at: null, filename: file.filename, purpose: file.purpose, status: "processed", status_details: null };
+  return {
+    id: file.id,
+    object: "file",
+    bytes: file.bytes,
+    created_at: seconds(file.createdAt),
+    expires_at: null,
+    filename: file.filename,
+    purpose: file.purpose,
+    status: "processed",
+    status_details: null,
+  };
 }
 
 /** OpenAI's batch object. */

@@ -12,7 +12,11 @@ export async function discardAttempt(db: Database, requestId: string): Promise<v
 /** Discards every billed attempt of the batch that no answered line keeps (run before the batch resumes). */
 export async function discardUnkeptAttempts(db: Database, batchId: string): Promise<number> {
   return db.transaction((tx) =>
-    discardRows(tx, "u.batch_id = $1 AND NOT EXISTS (SELECT 1 FROM batch_lines l WHERE l.batch_id = $1 AND l.done AND l.request_id = u.request_id)", [batchId]),
+    discardRows(
+      tx,
+      "u.batch_id = $1 AND NOT EXISTS (SELECT 1 FROM batch_lines l WHERE l.batch_id = $1 AND l.done AND l.request_id = u.request_id)",
+      [batchId],
+    ),
   );
 }
 

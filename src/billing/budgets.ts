@@ -26,7 +26,8 @@ export const DEFAULT_RESERVATION_TTL_SECONDS = 60 * 60;
  */
 export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = {}): SpendBudgets {
   const ttlSeconds = options.reservationTtlSeconds ?? DEFAULT_RESERVATION_TTL_SECONDS;
-  if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new RangeError(`reservationTtlSeconds must be a positive integer, got ${ttlSeconds}`);
+  if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1)
+    throw new RangeError(`reservationTtlSeconds must be a positive integer, got ${ttlSeconds}`);
 
   return {
     async reserve({ keyId, requestId, amountUsd }) {
@@ -36,7 +37,10 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
       // to check: one statement inserts its reservation (no transaction, no row lock); a key with one
       // is checked under its row lock.
       const values = [requestId, keyId, toText(amount), ttlSeconds];
-      const unchecked = await db.query(`WITH q (request_id, key_id, reserve_usd) AS (VALUES ($1::text, $2::text, $3::numeric)) ${reservingUnbudgeted("q", "$4")}`, values);
+      const unchecked = await db.query(
+        `WITH q (request_id, key_id, reserve_usd) AS (VALUES ($1::text, $2::text, $3::numeric)) ${reservingUnbudgeted("q", "$4")}`,
+        values,
+      );
       if (unchecked.length === 0) {
         await db.transaction(async (tx) => {
           const keys = await tx.query<{ budget_usd: string | null; spent_usd: string }>(
@@ -59,11 +63,10 @@ export function createSpendBudgets(db: Database, options: SpendBudgetsOptions = 
           // Once only: a second call waits for the first. A failed settle may be retried.
           if (settling) return settling;
           const actual = parseNonNegative(actualUsd, "actualUsd");
-          settling = chargeReservation(db, keyId, requestId, toText(actual))
-            .catch((error: unknown) => {
-              settling = null;
-              throw error;
-            });
+          settling = chargeReservation(db, keyId, requestId, toText(actual)).catch((error: unknown) => {
+            settling = null;
+            throw error;
+          });
           return settling;
         },
       };
@@ -164,6 +167,8 @@ export async function requireBudgetLeft(db: Database, keyId: string): Promise<vo
   if (!key || key.budget_usd === null) return;
   const [budget, spent, held] = [Dec(key.budget_usd), Dec(key.spent_usd), Dec(key.held)];
   if (spent.plus(held).gte(budget)) {
-    throw new InsufficientQuota(`This API key has no spend budget left (budget $${toText(budget)}, spent $${toText(spent)}, $${toText(held)} held by requests in flight). Ask an administrator to raise the key's budget.`);
+    throw new InsufficientQuota(
+      `This API key has no spend budget left (budget $${toText(budget)}, spent $${toText(spent)}, $${toText(held)} held by requests in flight). Ask an administrator to raise the key's budget.`,
+    );
   }
 }

@@ -24,9 +24,7 @@ export function requestCost(prices: TokenPrices, usage: TokenUsage): string {
   const cached = parseCount(usage.cachedPromptTokens, "cachedPromptTokens");
   const completion = parseCount(usage.completionTokens, "completionTokens");
   if (cached.gt(prompt)) {
-    throw new RangeError(
-      `cachedPromptTokens (${usage.cachedPromptTokens}) exceeds promptTokens (${usage.promptTokens})`,
-    );
+    throw new RangeError(`cachedPromptTokens (${usage.cachedPromptTokens}) exceeds promptTokens (${usage.promptTokens})`);
   }
   const total = prompt
     .minus(cached)

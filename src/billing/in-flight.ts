@@ -66,10 +66,19 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
         await writeCounts(db, batch);
         for (const { t, tokens } of batch) {
           t.durable = Math.max(t.durable, tokens);
-          settleWaiters(t, (w) => w.tokens <= t.durable, (w) => w.resolve());
+          settleWaiters(
+            t,
+            (w) => w.tokens <= t.durable,
+            (w) => w.resolve(),
+          );
         }
       } catch (error) {
-        for (const { t } of batch) settleWaiters(t, () => true, (w) => w.reject(error));
+        for (const { t } of batch)
+          settleWaiters(
+            t,
+            () => true,
+            (w) => w.reject(error),
+          );
       }
     }
   };
@@ -84,7 +93,15 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
       // of their own on their way (the next step is written while they stream).
       const ahead = Math.min(start.maxCompletionTokens, step);
       const reserved = await writeRow({ start, ahead });
-      const t: Tracked = { requestId: start.requestId, durable: ahead, wanted: ahead, cached: 0, max: start.maxCompletionTokens, waiters: [], closed: false };
+      const t: Tracked = {
+        requestId: start.requestId,
+        durable: ahead,
+        wanted: ahead,
+        cached: 0,
+        max: start.maxCompletionTokens,
+        waiters: [],
+        closed: false,
+      };
       return { guard: deliveryGuard(t, step, schedule, () => dirty.delete(t)), reserved };
     },
     async drain() {
@@ -108,7 +125,15 @@ const NEW_ROW_TYPES = ["text", "text", "text", "text", "text", "int", "int", "te
 async function writeRows(db: Database, rows: NewRow[], ownerId: string, reservationTtlSeconds: number): Promise<boolean[]> {
   const values = valuesList(
     rows.map(({ start, ahead }) => [
-      start.requestId, start.accountId, start.keyId, start.model, start.serviceTier, start.promptTokens, ahead, JSON.stringify(start.prices), start.batchId ?? null,
+      start.requestId,
+      start.accountId,
+      start.keyId,
+      start.model,
+      start.serviceTier,
+      start.promptTokens,
+      ahead,
+      JSON.stringify(start.prices),
+      start.batchId ?? null,
       start.reserveUsd === undefined ? null : toText(parseNonNegative(start.reserveUsd, "reserveUsd")),
     ]),
     NEW_ROW_TYPES,
@@ -160,13 +185,17 @@ function deliveryGuard(t: Tracked, step: number, schedule: (t: Tracked) => void,
     close() {
       t.closed = true;
       untrack();
-      settleWaiters(t, () => true, (w) => w.resolve());
+      settleWaiters(
+        t,
+        () => true,
+        (w) => w.resolve(),
+      );
     },
   };
 }
 
 function settleWaiters(t: Tracked, which: (w: Waiter) => boolean, act: (w: Waiter) => void): void {
   const keep: Waiter[] = [];
-  for (const w of t.waiters) (which(w) ? act(w) : keep.push(w));
+  for (const w of t.waiters) which(w) ? act(w) : keep.push(w);
   t.waiters = keep;
 }

@@ -18,7 +18,10 @@ interface BudgetState {
 
 /** Locks the key row (as reserve() does), then reads what its budget has left. */
 async function budgetState(tx: Database, keyId: string, excluding: string | null): Promise<BudgetState | null> {
-  const [key] = await tx.query<{ budget_usd: string | null; spent_usd: string }>("SELECT budget_usd, spent_usd FROM api_keys WHERE id = $1 FOR UPDATE", [keyId]);
+  const [key] = await tx.query<{ budget_usd: string | null; spent_usd: string }>(
+    "SELECT budget_usd, spent_usd FROM api_keys WHERE id = $1 FOR UPDATE",
+    [keyId],
+  );
   if (!key) return null;
   const [live] = await tx.query<{ total: string }>(
     "SELECT COALESCE(sum(amount_usd), 0)::text AS total FROM budget_reservations WHERE key_id = $1 AND expires_at > now() AND request_id IS DISTINCT FROM $2",
@@ -62,9 +65,18 @@ export async function holdInstanceTime(db: Database, keyId: string, instanceId: 
  * then holds the next segment (`next`), or drops the hold once the instance has ended. Returns false
  * when the budget cannot cover the next segment (the hold is dropped: the instance must stop).
  */
-export async function settleInstanceTime(tx: Database, keyId: string, instanceId: string, billedUsd: string, next: { amountUsd: string; holdMs: number } | null): Promise<boolean> {
+export async function settleInstanceTime(
+  tx: Database,
+  keyId: string,
+  instanceId: string,
+  billedUsd: string,
+  next: { amountUsd: string; holdMs: number } | null,
+): Promise<boolean> {
   const state = await budgetState(tx, keyId, instanceId);
-  await tx.query("UPDATE api_keys SET spent_usd = spent_usd + $2::numeric WHERE id = $1", [keyId, toText(parseNonNegative(billedUsd, "billedUsd"))]);
+  await tx.query("UPDATE api_keys SET spent_usd = spent_usd + $2::numeric WHERE id = $1", [
+    keyId,
+    toText(parseNonNegative(billedUsd, "billedUsd")),
+  ]);
   await tx.query("DELETE FROM budget_reservations WHERE request_id = $1", [instanceId]);
   if (!state || !next || state.budget === null) return true;
   const after = { ...state, spent: toText(Dec(state.spent).plus(Dec(billedUsd))) };

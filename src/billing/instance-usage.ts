@@ -20,7 +20,12 @@ export async function queryInstanceUsage(db: Database, query: Omit<UsageQuery, "
     [query.accountId, query.start?.toISOString() ?? null, query.end?.toISOString() ?? null],
   );
   const exact = (text: string, what: string) => toText(parseMoney(text, what));
-  const data = rows.map((r) => ({ deployment_id: r.deployment_id, model_id: r.model_id, instance_seconds: exact(r.seconds, "seconds"), cost_usd: exact(r.cost, "cost") }));
+  const data = rows.map((r) => ({
+    deployment_id: r.deployment_id,
+    model_id: r.model_id,
+    instance_seconds: exact(r.seconds, "seconds"),
+    cost_usd: exact(r.cost, "cost"),
+  }));
   const sum = (pick: (d: DeploymentTime) => string) => toText(data.reduce((total, d) => total.plus(parseMoney(pick(d))), parseMoney("0")));
   return { instance_seconds: sum((d) => d.instance_seconds), cost_usd: sum((d) => d.cost_usd), data };
 }

@@ -37,12 +37,35 @@ export function createUsageLedger(db: Database): UsageLedger {
   return {
     record,
     async markUndelivered(requestId: string, errorCode: string): Promise<void> {
-      await db.query("UPDATE usage_records SET status = 'failed', error_code = $2 WHERE request_id = $1 AND status = 'completed'", [requestId, errorCode]);
+      await db.query("UPDATE usage_records SET status = 'failed', error_code = $2 WHERE request_id = $1 AND status = 'completed'", [
+        requestId,
+        errorCode,
+      ]);
     },
   };
 }
 
-const FINAL_ROW_TYPES = ["text", "text", "text", "text", "text", "int", "int", "int", "numeric", "text", "text", "text", "int", "int", "int", "text", "text", "int", "int"] as const;
+const FINAL_ROW_TYPES = [
+  "text",
+  "text",
+  "text",
+  "text",
+  "text",
+  "int",
+  "int",
+  "int",
+  "numeric",
+  "text",
+  "text",
+  "text",
+  "int",
+  "int",
+  "int",
+  "text",
+  "text",
+  "int",
+  "int",
+] as const;
 
 /**
  * Requests' final rows, in one statement (group commit: coalesced.ts), each request's budget
@@ -74,10 +97,32 @@ async function writeFinalRows(db: Database, records: UsageRecord[]): Promise<voi
 
 /** One row's values in FINAL_ROW_TYPES' order, checked; the cost as exact text, never a float. */
 function finalRowValues(r: UsageRecord): unknown[] {
-  const tokens = [count(r.promptTokens, "promptTokens"), count(r.cachedTokens, "cachedTokens"), count(r.completionTokens, "completionTokens")];
+  const tokens = [
+    count(r.promptTokens, "promptTokens"),
+    count(r.cachedTokens, "cachedTokens"),
+    count(r.completionTokens, "completionTokens"),
+  ];
   const times = [optionalMs(r.queueMs, "queueMs"), optionalMs(r.ttftMs, "ttftMs"), ms(r.durationMs, "durationMs")];
-  const prediction = [count(r.acceptedPredictionTokens ?? 0, "acceptedPredictionTokens"), count(r.rejectedPredictionTokens ?? 0, "rejectedPredictionTokens")];
-  return [r.requestId, r.accountId, r.keyId, r.model, r.serviceTier, ...tokens, toText(parseNonNegative(r.costUsd, "costUsd")), r.status, r.finishReason, r.errorCode, ...times, r.api ?? "chat.completions", r.batchId ?? null, ...prediction];
+  const prediction = [
+    count(r.acceptedPredictionTokens ?? 0, "acceptedPredictionTokens"),
+    count(r.rejectedPredictionTokens ?? 0, "rejectedPredictionTokens"),
+  ];
+  return [
+    r.requestId,
+    r.accountId,
+    r.keyId,
+    r.model,
+    r.serviceTier,
+    ...tokens,
+    toText(parseNonNegative(r.costUsd, "costUsd")),
+    r.status,
+    r.finishReason,
+    r.errorCode,
+    ...times,
+    r.api ?? "chat.completions",
+    r.batchId ?? null,
+    ...prediction,
+  ];
 }
 
 const INT4_MAX = 2_147_483_647;
@@ -91,7 +136,8 @@ function count(value: number, what: string): number {
 
 /** Durations are whole milliseconds in the table; a fractional timer reading is rounded. */
 function ms(value: number, what: string): number {
-  if (!Number.isFinite(value) || value < 0) throw new RangeError(`${what} must be a non-negative number of milliseconds, got ${String(value)}`);
+  if (!Number.isFinite(value) || value < 0)
+    throw new RangeError(`${what} must be a non-negative number of milliseconds, got ${String(value)}`);
   return Math.min(Math.round(value), INT4_MAX);
 }
 
@@ -169,7 +215,7 @@ export async function queryUsage(db: Database, query: UsageQuery): Promise<Usage
   for (const row of rows) {
     const wholeGroup = Number(row.no_group) === 1; // grp rolled up: an account-wide row
     const wholeStatus = Number(row.no_status) === 1;
-    const target = wholeGroup ? null : groupBy === undefined ? undefined : row.grp ?? "";
+    const target = wholeGroup ? null : groupBy === undefined ? undefined : (row.grp ?? "");
     if (target === undefined) continue; // grouped by the NULL placeholder: nothing asked for
     if (wholeStatus) {
       const sums = toTotals(row);
@@ -181,16 +227,24 @@ export async function queryUsage(db: Database, query: UsageQuery): Promise<Usage
     }
   }
 
-  const sorted = [...groups.entries()]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([group, values]) => ({ group, ...values }));
+  const sorted = [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([group, values]) => ({ group, ...values }));
   return { totals, groups: sorted };
 }
 
 function emptyTotals(): UsageTotals {
   const by_status: Record<string, number> = {};
   for (const status of USAGE_STATUSES) by_status[status] = 0;
-  return { requests: 0, prompt_tokens: 0, cached_tokens: 0, completion_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0, total_tokens: 0, cost_usd: "0", by_status };
+  return {
+    requests: 0,
+    prompt_tokens: 0,
+    cached_tokens: 0,
+    completion_tokens: 0,
+    accepted_prediction_tokens: 0,
+    rejected_prediction_tokens: 0,
+    total_tokens: 0,
+    cost_usd: "0",
+    by_status,
+  };
 }
 
 function toTotals(row: AggregateRow): UsageTotals {

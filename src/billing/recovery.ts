@@ -14,7 +14,10 @@ import { chargeReservation } from "./budgets.js";
 /** Closes the in-flight rows of every dead owner, and of rows whose owner is unknown. */
 export async function reconcileDeadOwners(db: Database, self: Owner): Promise<DeadOwnersClosed> {
   const result: DeadOwnersClosed = { owners: 0, rows: 0 };
-  const owners = await db.query<{ id: string; lock_key: string }>("SELECT id, lock_key::text AS lock_key FROM server_owners WHERE id <> $1", [self.id]);
+  const owners = await db.query<{ id: string; lock_key: string }>(
+    "SELECT id, lock_key::text AS lock_key FROM server_owners WHERE id <> $1",
+    [self.id],
+  );
   for (const owner of owners) {
     await db.transaction(async (tx) => {
       if (!(await ownerIsDead(tx, self, owner))) return;
@@ -49,7 +52,14 @@ async function closeRows(tx: Database, where: string, params: unknown[]): Promis
   );
   for (const row of rows) {
     // A batch line's attempt cut short is not billed: the line runs again and is billed once, for the answer it keeps.
-    const cost = row.completion_tokens > 0 && row.prices && !row.batch_id ? requestCost(JSON.parse(row.prices) as TokenPrices, { promptTokens: row.prompt_tokens, cachedPromptTokens: row.cached_tokens, completionTokens: row.completion_tokens }) : "0";
+    const cost =
+      row.completion_tokens > 0 && row.prices && !row.batch_id
+        ? requestCost(JSON.parse(row.prices) as TokenPrices, {
+            promptTokens: row.prompt_tokens,
+            cachedPromptTokens: row.cached_tokens,
+            completionTokens: row.completion_tokens,
+          })
+        : "0";
     await chargeReservation(tx, row.key_id, row.request_id, cost);
     await tx.query(
       `UPDATE usage_records

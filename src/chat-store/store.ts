@@ -59,18 +59,18 @@ const fromRow = (row: Row): StoredCompletion => ({
 export function createCompletionStore(db: Database, limits: StoredObjectLimits): CompletionStore {
   return {
     async save(accountId, c) {
-      await db.query(`INSERT INTO chat_completions (id, account_id, model, metadata, messages, body) VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6)`, [
-        c.id,
-        accountId,
-        c.model,
-        JSON.stringify(c.metadata),
-        JSON.stringify(c.messages),
-        c.body,
-      ]);
+      await db.query(
+        `INSERT INTO chat_completions (id, account_id, model, metadata, messages, body) VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6)`,
+        [c.id, accountId, c.model, JSON.stringify(c.metadata), JSON.stringify(c.messages), c.body],
+      );
       await pruneStored(db, "chat_completions", accountId, limits);
     },
     async get(accountId, id) {
-      const rows = await db.query<Row>(`SELECT ${COLUMNS} FROM chat_completions WHERE id = $1 AND account_id = $2 AND ${unexpired(3)}`, [id, accountId, limits.retentionDays]);
+      const rows = await db.query<Row>(`SELECT ${COLUMNS} FROM chat_completions WHERE id = $1 AND account_id = $2 AND ${unexpired(3)}`, [
+        id,
+        accountId,
+        limits.retentionDays,
+      ]);
       return rows[0] ? fromRow(rows[0]) : null;
     },
     async list(accountId, query) {
@@ -82,21 +82,25 @@ export function createCompletionStore(db: Database, limits: StoredObjectLimits):
       }
       const direction = query.order === "asc" ? ">" : "<";
       if (query.after !== undefined) {
-        const cursor = await db.query<{ seq: string }>("SELECT seq FROM chat_completions WHERE id = $1 AND account_id = $2", [query.after, accountId]);
+        const cursor = await db.query<{ seq: string }>("SELECT seq FROM chat_completions WHERE id = $1 AND account_id = $2", [
+          query.after,
+          accountId,
+        ]);
         if (!cursor[0]) return null;
         params.push(cursor[0].seq);
         where += ` AND seq ${direction} $${params.length}`;
       }
-      const rows = await db.query<Row>(`SELECT ${COLUMNS} FROM chat_completions WHERE ${where} ORDER BY seq ${query.order === "asc" ? "ASC" : "DESC"} LIMIT $3`, params);
+      const rows = await db.query<Row>(
+        `SELECT ${COLUMNS} FROM chat_completions WHERE ${where} ORDER BY seq ${query.order === "asc" ? "ASC" : "DESC"} LIMIT $3`,
+        params,
+      );
       return rows.map(fromRow);
     },
     async setMetadata(accountId, id, metadata) {
-      const rows = await db.query<Row>(`UPDATE chat_completions SET metadata = $3::jsonb WHERE id = $1 AND account_id = $2 AND ${unexpired(4)} RETURNING ${COLUMNS}`, [
-        id,
-        accountId,
-        JSON.stringify(metadata),
-        limits.retentionDays,
-      ]);
+      const rows = await db.query<Row>(
+        `UPDATE chat_completions SET metadata = $3::jsonb WHERE id = $1 AND account_id = $2 AND ${unexpired(4)} RETURNING ${COLUMNS}`,
+        [id, accountId, JSON.stringify(metadata), limits.retentionDays],
+      );
       return rows[0] ? fromRow(rows[0]) : null;
     },
     async delete(accountId, id) {

@@ -35,25 +35,62 @@ const UPLOADS = "files:upload";
 const INCOMPLETE_FILE_SECONDS = 6 * 3600;
 
 /** The Files and Batch APIs and the runner of batch lines, wired for `switchyard serve`. */
-export function startBatches({ db, registry, requestLimits, ownerId, ownerIsGone, log, limits, principalOf, windowSeconds }: BatchesWiring) {
+export function startBatches({
+  db,
+  registry,
+  requestLimits,
+  ownerId,
+  ownerIsGone,
+  log,
+  limits,
+  principalOf,
+  windowSeconds,
+}: BatchesWiring) {
   const files = createFileStore(db);
   const lineCallers = new BatchLineCallers(principalOf, createLinePasses(db));
   let runner: BatchRunner | undefined;
   const admitUpload = async (caller: Caller) => {
-    const lease = await requestLimits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: UPLOADS, estimatedTokens: 0, limits: caller.limits });
+    const lease = await requestLimits.admit({
+      accountId: caller.accountId,
+      keyId: caller.keyId,
+      model: UPLOADS,
+      estimatedTokens: 0,
+      limits: caller.limits,
+    });
     await lease.release(0);
     await requireBudgetLeft(db, caller.keyId);
   };
   // Files half-written when a server stopped (an upload cut off, a batch's results) are never listed; they go, before
   // this server takes uploads. On PGlite no other process writes files; on a shared PostgreSQL only long-abandoned ones go.
   const abandonedAfter = db.kind === "pglite" ? 0 : INCOMPLETE_FILE_SECONDS;
-  void files.sweepIncomplete(abandonedAfter).then((n) => n > 0 && log(`removed ${n} file(s) left half-written by a stopped server`), () => {});
-  const service = createBatchService({ db, files, limits, ownerId, wake: () => runner?.wake(), admitUpload, log, windowSeconds: windowSeconds ? () => windowSeconds : undefined });
+  void files.sweepIncomplete(abandonedAfter).then(
+    (n) => n > 0 && log(`removed ${n} file(s) left half-written by a stopped server`),
+    () => {},
+  );
+  const service = createBatchService({
+    db,
+    files,
+    limits,
+    ownerId,
+    wake: () => runner?.wake(),
+    admitUpload,
+    log,
+    windowSeconds: windowSeconds ? () => windowSeconds : undefined,
+  });
   return {
     lineCallers,
     api: { service, files, limits, passFor: (caller: ApiCaller) => lineCallers.passFor(caller) },
     run(app: FastifyInstance) {
-      runner = new BatchRunner({ db, files, execute: lineCallers.executor(app), capacity: batchCapacity(registry), fileBytesPerAccount: limits.fileBytesPerAccount, ownerId, ownerIsGone, log });
+      runner = new BatchRunner({
+        db,
+        files,
+        execute: lineCallers.executor(app),
+        capacity: batchCapacity(registry),
+        fileBytesPerAccount: limits.fileBytesPerAccount,
+        ownerId,
+        ownerIsGone,
+        log,
+      });
       runner.start();
     },
     stop: () => runner?.stop() ?? Promise.resolve(),

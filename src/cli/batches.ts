@@ -38,11 +38,18 @@ export function batchesCommand(options: BatchesCommandOptions = {}): Command {
       print(flags.json ? JSON.stringify(data, null, 2) : table(data));
     });
 
-  withApiOptions(command.command("get").description("One batch: status, counts, output and error files").argument("<id>", "batch id, batch_…")).action(async (id: string, flags: ApiFlags) => {
+  withApiOptions(
+    command.command("get").description("One batch: status, counts, output and error files").argument("<id>", "batch id, batch_…"),
+  ).action(async (id: string, flags: ApiFlags) => {
     show(flags, await apiClient(flags, env)<WireBatch>("GET", `/v1/batches/${encodeURIComponent(id)}`));
   });
 
-  withApiOptions(command.command("cancel").description("Cancel a batch: lines running finish, the rest are not run (nor billed)").argument("<id>", "batch id, batch_…")).action(async (id: string, flags: ApiFlags) => {
+  withApiOptions(
+    command
+      .command("cancel")
+      .description("Cancel a batch: lines running finish, the rest are not run (nor billed)")
+      .argument("<id>", "batch id, batch_…"),
+  ).action(async (id: string, flags: ApiFlags) => {
     show(flags, await apiClient(flags, env)<WireBatch>("POST", `/v1/batches/${encodeURIComponent(id)}/cancel`));
   });
 
@@ -65,6 +72,14 @@ function describe(b: WireBatch): string {
 
 function table(list: WireBatch[]): string {
   if (list.length === 0) return "No batches.";
-  const rows = list.map((b) => [b.id, b.status, b.endpoint, `${b.request_counts.completed}/${b.request_counts.total}`, String(b.request_counts.failed), time(b.created_at), b.output_file_id ?? "-"]);
+  const rows = list.map((b) => [
+    b.id,
+    b.status,
+    b.endpoint,
+    `${b.request_counts.completed}/${b.request_counts.total}`,
+    String(b.request_counts.failed),
+    time(b.created_at),
+    b.output_file_id ?? "-",
+  ]);
   return textTable(["ID", "STATUS", "ENDPOINT", "DONE", "FAILED", "CREATED", "OUTPUT"], rows);
 }

@@ -27,7 +27,12 @@ export async function engineOptions(entry: CatalogEntry, settings: Settings, seq
     stepTokens: settings.stepTokens,
     // The one place the settings' `standard` (SWITCHYARD_STANDARD_*) becomes the default tier; flex and
     // batch have no targets of their own and run at its pace.
-    targets: { priority: settings.targets.priority, default: settings.targets.standard, flex: settings.targets.standard, batch: settings.targets.standard },
+    targets: {
+      priority: settings.targets.priority,
+      default: settings.targets.standard,
+      flex: settings.targets.standard,
+      batch: settings.targets.standard,
+    },
   };
 }
 
@@ -69,6 +74,11 @@ export function localInstanceSizer(settings: Settings): InstanceSizer {
     const file = await findPulledModel(entry, modelsDir);
     if (!file) return 0;
     const shape = await readKvShape(file.path);
-    return instanceBytes({ fileBytes: file.bytes, shape, sequences: deployment.maxBatchSize, cellsPerSequence: contextWindowOf(entry, settings, deployment.contextLength) });
+    return instanceBytes({
+      fileBytes: file.bytes,
+      shape,
+      sequences: deployment.maxBatchSize,
+      cellsPerSequence: contextWindowOf(entry, settings, deployment.contextLength),
+    });
   };
 }

@@ -75,7 +75,11 @@ export function keysCommand(options: KeysCommandOptions = {}): Command {
         throw new Error("Nothing to change: give --rpm, --tpm and/or --budget.");
       }
       const updated = await withKeyAdmin(opts.dataDir, (admin) =>
-        admin.setKeyLimits(id, { requestsPerMinute: cleared(opts.rpm), tokensPerMinute: cleared(opts.tpm), budgetUsd: cleared(opts.budget) }),
+        admin.setKeyLimits(id, {
+          requestsPerMinute: cleared(opts.rpm),
+          tokensPerMinute: cleared(opts.tpm),
+          budgetUsd: cleared(opts.budget),
+        }),
       );
       print(`Updated ${updated.id}: ${describeLimits(updated)}.`);
     });
@@ -127,7 +131,22 @@ function printCreated(print: (line?: string) => void, created: CreatedKey): void
 }
 
 export function formatKeyTable(list: KeyInfo[]): string {
-  const header = ["ID", "ACCOUNT", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED", "RPM", "TPM", "BUDGET USD", "SPENT USD", "MANAGE KEYS", "MANAGE DEPLOYMENTS"];
+  const header = [
+    "ID",
+    "ACCOUNT",
+    "NAME",
+    "PREFIX",
+    "CREATED",
+    "EXPIRES",
+    "REVOKED",
+    "LAST USED",
+    "RPM",
+    "TPM",
+    "BUDGET USD",
+    "SPENT USD",
+    "MANAGE KEYS",
+    "MANAGE DEPLOYMENTS",
+  ];
   const rows = list.map((key) => [
     key.id,
     key.account,
@@ -146,7 +165,14 @@ export function formatKeyTable(list: KeyInfo[]): string {
   ]);
   if (rows.length === 0) return "No API keys.";
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]?.length ?? 0)));
-  return [header, ...rows].map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join("  ").trimEnd()).join("\n");
+  return [header, ...rows]
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }
 
 function describeRights(key: KeyInfo): string {
@@ -199,7 +225,10 @@ function cleared<T>(value: T | None | undefined): T | null | undefined {
 }
 
 function parseModelList(value: string): string[] {
-  const models = value.split(",").map((model) => model.trim()).filter((model) => model !== "");
+  const models = value
+    .split(",")
+    .map((model) => model.trim())
+    .filter((model) => model !== "");
   if (models.length === 0) throw new InvalidArgumentError("Expected at least one model name.");
   return models;
 }

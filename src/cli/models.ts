@@ -18,7 +18,9 @@ export function modelsCommand(): Command {
       const catalog = await loadCatalog({ extraCatalogPath: options.catalog });
       // Without ids: every model but the on-demand ones, which are pulled only when named.
       // Models served by upstream engines have no file to pull.
-      const entries = ids.length ? selectEntries(catalog, ids) : catalog.filter((entry) => entry.pull !== "on_demand" && entry.source !== undefined);
+      const entries = ids.length
+        ? selectEntries(catalog, ids)
+        : catalog.filter((entry) => entry.pull !== "on_demand" && entry.source !== undefined);
       for (const entry of catalog.filter((e) => !ids.length && e.pull === "on_demand")) {
         process.stderr.write(`${entry.id} is pulled on demand: 'switchyard models pull ${entry.id}'\n`);
       }
@@ -70,7 +72,9 @@ function selectEntries(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
   const byId = new Map(catalog.map((entry) => [entry.id, entry]));
   const unknown = ids.filter((id) => !byId.has(id));
   if (unknown.length) {
-    throw new Error(`unknown model${unknown.length > 1 ? "s" : ""} ${unknown.map((id) => `'${id}'`).join(", ")}; the catalog has: ${catalog.map((e) => e.id).join(", ")}`);
+    throw new Error(
+      `unknown model${unknown.length > 1 ? "s" : ""} ${unknown.map((id) => `'${id}'`).join(", ")}; the catalog has: ${catalog.map((e) => e.id).join(", ")}`,
+    );
   }
   return [...new Set(ids)].map((id) => byId.get(id)!);
 }
@@ -79,5 +83,8 @@ function selectEntries(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
 function formatTable(rows: string[][]): string {
   const widths: number[] = [];
   for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n") + (rows.length ? "\n" : "");
+  return (
+    rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n") +
+    (rows.length ? "\n" : "")
+  );
 }

@@ -14,9 +14,14 @@ type LoadModels = (catalog: CatalogEntry[], registry: ModelRegistry, settings: S
  * and a loopback address still lets every local user in.
  */
 export async function runWorker(settings: Settings, catalog: CatalogEntry[], loadModels: LoadModels): Promise<void> {
-  if (!settings.workerKey) throw new Error("serve --worker needs SWITCHYARD_WORKER_KEY (16 characters or more): the key the gateway sends, and the only thing that guards this worker.");
+  if (!settings.workerKey)
+    throw new Error(
+      "serve --worker needs SWITCHYARD_WORKER_KEY (16 characters or more): the key the gateway sends, and the only thing that guards this worker.",
+    );
   const registry = createModelRegistry(catalog);
-  const metrics = createMetrics(() => registry.list().flatMap(({ entry, backend }) => (backend ? [{ model: entry.id, stats: backend.stats() }] : [])));
+  const metrics = createMetrics(() =>
+    registry.list().flatMap(({ entry, backend }) => (backend ? [{ model: entry.id, stats: backend.stats() }] : [])),
+  );
   const app = buildWorkerApp({
     chat: createChatService({ registry, ...UNMETERED, metrics }),
     registry,

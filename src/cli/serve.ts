@@ -74,7 +74,8 @@ async function serve(flags: ServeFlags): Promise<void> {
   if (flags.worker) return runWorker(settings, catalog, loadModels);
   // Files an earlier version (or PGlite) left readable by others become private before anything runs.
   const madePrivate = makePrivate(dataDir);
-  if (madePrivate > 0) process.stderr.write(`switchyard: made ${madePrivate} files and directories in ${dataDir} private to their owner (0700/0600)\n`);
+  if (madePrivate > 0)
+    process.stderr.write(`switchyard: made ${madePrivate} files and directories in ${dataDir} private to their owner (0700/0600)\n`);
   // Before anything else touches the data dir: a second server on it refuses here.
   const lock = lockDataDir(dataDir);
   try {
@@ -86,12 +87,20 @@ async function serve(flags: ServeFlags): Promise<void> {
   }
 }
 
-async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[], lock: DataDirLock, fullCatalog: CatalogEntry[]): Promise<void> {
+async function run(
+  settings: Settings,
+  dataDir: string,
+  catalog: CatalogEntry[],
+  lock: DataDirLock,
+  fullCatalog: CatalogEntry[],
+): Promise<void> {
   const db = await openDatabase({ dataDir, url: settings.databaseUrl });
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   const ownership = await takeOwnership(db, settings.databaseUrl, reconcileDeadOwners, log);
   if (ownership.recovered.rows > 0) {
-    log(`closed ${ownership.recovered.rows} in-flight ledger rows left by ${ownership.recovered.owners || "a"} stopped server process(es): billed what they delivered, budgets released`);
+    log(
+      `closed ${ownership.recovered.rows} in-flight ledger rows left by ${ownership.recovered.owners || "a"} stopped server process(es): billed what they delivered, budgets released`,
+    );
   }
   const inFlight = createInFlightLedger(db, ownership.owner.id);
   await ensureFirstKey(db, dataDir);
@@ -99,7 +108,11 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
   const limits = await openRequestLimits();
   const registry = createModelRegistry(catalog);
   // Deployments' gauges would name their accounts: metrics are public.
-  const metrics = createMetrics(() => registry.list().flatMap(({ entry, backend, dedicated }) => (backend && !dedicated ? [{ model: entry.id, stats: backend.stats() }] : [])));
+  const metrics = createMetrics(() =>
+    registry
+      .list()
+      .flatMap(({ entry, backend, dedicated }) => (backend && !dedicated ? [{ model: entry.id, stats: backend.stats() }] : [])),
+  );
   const deployments = createDeploymentManager({
     db,
     registry,
@@ -113,10 +126,29 @@ async function run(settings: Settings, dataDir: string, catalog: CatalogEntry[],
     ...settings.deployments,
   });
   const drain = createDrain();
-  const batches = startBatches({ db, registry, requestLimits: limits, ownerId: ownership.owner.id, ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId), log, limits: settings.batchLimits, principalOf: (keyId) => principalOfKey(db, keyId), windowSeconds: settings.batchWindowSeconds });
-  const app = buildServerApp(settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }, await connectionCapsAtStart(settings, log));
+  const batches = startBatches({
+    db,
+    registry,
+    requestLimits: limits,
+    ownerId: ownership.owner.id,
+    ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId),
+    log,
+    limits: settings.batchLimits,
+    principalOf: (keyId) => principalOfKey(db, keyId),
+    windowSeconds: settings.batchWindowSeconds,
+  });
+  const app = buildServerApp(
+    settings,
+    { db, registry, limits, inFlight, metrics, deployments, drain, batches },
+    await connectionCapsAtStart(settings, log),
+  );
   const adminToken = settings.adminKey ?? generateAdminToken();
-  await app.register(adminRoutes, { db, adminToken, throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs }, onAccountDisabled: (accountId) => deployments.stopAccount(accountId) });
+  await app.register(adminRoutes, {
+    db,
+    adminToken,
+    throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs },
+    onAccountDisabled: (accountId) => deployments.stopAccount(accountId),
+  });
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
   // Only the address it listens on: gateways sharing the database forward its deployments' requests there.
@@ -154,11 +186,17 @@ async function connectionCapsAtStart(settings: Settings, log: (message: string) 
     : files.raised
       ? `raised the open-file limit from ${files.before} to ${files.soft} (the hard limit)`
       : `open-file limit ${files.soft} (hard limit ${files.hard})`;
-  log(`${found}; connections: ${caps.total} in all (${caps.reserve} kept from keys), ${caps.perKey} per key, ${caps.perAccount} per account, idle ones closed after ${caps.keepAliveTimeoutMs} ms`);
+  log(
+    `${found}; connections: ${caps.total} in all (${caps.reserve} kept from keys), ${caps.perKey} per key, ${caps.perAccount} per account, idle ones closed after ${caps.keepAliveTimeoutMs} ms`,
+  );
   return caps;
 }
 
-function buildServerApp(settings: Settings, { db, registry, limits, inFlight, metrics, deployments, drain, batches }: ServerParts, caps: ConnectionCaps) {
+function buildServerApp(
+  settings: Settings,
+  { db, registry, limits, inFlight, metrics, deployments, drain, batches }: ServerParts,
+  caps: ConnectionCaps,
+) {
   const servingDeps = { registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics };
   return buildApp({
     drain,
@@ -193,7 +231,17 @@ function stopOnSignals(
   settings: Settings,
   dataDir: string,
   lock: DataDirLock,
-  { app, drain, deployments, registry, inFlight, ownership, limits, db, batches }: Omit<ServerParts, "metrics"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
+  {
+    app,
+    drain,
+    deployments,
+    registry,
+    inFlight,
+    ownership,
+    limits,
+    db,
+    batches,
+  }: Omit<ServerParts, "metrics"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
 ): void {
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   let stopping = false;
@@ -266,7 +314,9 @@ const SHUTDOWN_GRACE_MS = 10_000;
 export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
   // An on-demand model is served only once someone has pulled it (`switchyard models pull <id>`).
   const modelsDir = resolveModelsDir();
-  const absent = await Promise.all(catalog.map(async (entry) => entry.pull === "on_demand" && (await findPulledModel(entry, modelsDir)) === null));
+  const absent = await Promise.all(
+    catalog.map(async (entry) => entry.pull === "on_demand" && (await findPulledModel(entry, modelsDir)) === null),
+  );
   const toLoad = catalog.filter((_, i) => !absent[i]);
   catalog.filter((_, i) => absent[i]).forEach((entry) => registry.notPulled(entry.id));
   for (const entry of toLoad) {
@@ -280,7 +330,12 @@ export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistr
       const [file] = await ensureModels([entry], { modelsDir, progress: true });
       if (!file) throw new Error("the model file was not pulled");
       if (entry.tags.includes("Embedding")) {
-        const embedder = await createLocalEmbeddingBackend({ modelPath: file.path, threads: settings.threads || undefined, shards: settings.shards || undefined, giveWay: () => localPriorityWork(registry) });
+        const embedder = await createLocalEmbeddingBackend({
+          modelPath: file.path,
+          threads: settings.threads || undefined,
+          shards: settings.shards || undefined,
+          giveWay: () => localPriorityWork(registry),
+        });
         registry.readyEmbedder(entry.id, embedder);
         continue;
       }

@@ -11,9 +11,15 @@ const DEFAULT_MAX_CONCURRENCY = 8;
  * A catalog entry served by upstream engines. Its key is read from the environment variable the
  * entry names, here at start, so it never sits in the catalog file.
  */
-export function upstreamBackend(entry: CatalogEntry, spec: UpstreamBackendSpec, settings: Settings, env: NodeJS.ProcessEnv = process.env): { backend: Backend; fingerprint: string } {
+export function upstreamBackend(
+  entry: CatalogEntry,
+  spec: UpstreamBackendSpec,
+  settings: Settings,
+  env: NodeJS.ProcessEnv = process.env,
+): { backend: Backend; fingerprint: string } {
   const apiKey = spec.api_key_env ? env[spec.api_key_env] : undefined;
-  if (spec.api_key_env && !apiKey) throw new Error(`The catalog entry '${entry.id}' reads its upstream key from ${spec.api_key_env}, which is not set.`);
+  if (spec.api_key_env && !apiKey)
+    throw new Error(`The catalog entry '${entry.id}' reads its upstream key from ${spec.api_key_env}, which is not set.`);
   const model = spec.model ?? entry.id;
   const backend = createUpstreamBackend({
     replicas: spec.replicas,

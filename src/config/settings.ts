@@ -41,7 +41,10 @@ const settingsSchema = z.object({
   /** How long an accepted key is remembered without a lookup (ms; 0: looked up every request). See accounts/key-cache.ts. */
   keyCacheMs: z.coerce.number().int().min(0).max(60_000),
   /** Unsent bytes a streamed response may buffer before its generation pauses (at least Node's 16 KiB write buffer). */
-  streamBufferBytes: z.coerce.number().int().min(16 * 1024),
+  streamBufferBytes: z.coerce
+    .number()
+    .int()
+    .min(16 * 1024),
   /** How long a streamed response may stay paused on a full buffer before it is ended (ms). */
   streamPauseTimeoutMs: z.coerce.number().int().min(100),
   /** How long a paused stream's generation keeps its sequence before it is preempted, to resume when its client reads (ms). */
@@ -114,7 +117,11 @@ export interface SettingsFlags {
   models?: string;
 }
 
-const list = (value: string | undefined) => (value ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+const list = (value: string | undefined) =>
+  (value ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = process.env): Settings {
   const parsed = settingsSchema.safeParse({

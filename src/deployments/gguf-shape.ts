@@ -55,7 +55,14 @@ export function readMetadata(buffer: Buffer): Map<string, unknown> {
     if (type === STRING) return string();
     const bytes = SCALAR[type];
     if (bytes === undefined) throw new Error(`unknown GGUF value type ${type}`);
-    const value = type === 6 ? buffer.readFloatLE(at) : type === 12 ? buffer.readDoubleLE(at) : bytes === 8 ? Number(buffer.readBigInt64LE(at)) : buffer.readUIntLE(at, bytes);
+    const value =
+      type === 6
+        ? buffer.readFloatLE(at)
+        : type === 12
+          ? buffer.readDoubleLE(at)
+          : bytes === 8
+            ? Number(buffer.readBigInt64LE(at))
+            : buffer.readUIntLE(at, bytes);
     at += bytes;
     return value;
   };
@@ -71,7 +78,11 @@ export function readMetadata(buffer: Buffer): Map<string, unknown> {
     const itemType = buffer.readUInt32LE(at);
     const items = Number(buffer.readBigUInt64LE(at + 4));
     at += 12;
-    if (itemType !== STRING && SCALAR[itemType] !== undefined && items <= 4096) metadata.set(key, Array.from({ length: items }, () => scalar(itemType)));
+    if (itemType !== STRING && SCALAR[itemType] !== undefined && items <= 4096)
+      metadata.set(
+        key,
+        Array.from({ length: items }, () => scalar(itemType)),
+      );
     else if (itemType !== STRING && SCALAR[itemType] !== undefined) at += items * SCALAR[itemType]!;
     else for (let j = 0; j < items; j++) scalar(itemType);
   }

@@ -87,7 +87,9 @@ export class LocalDeployment {
 
   /** Loads or drains instances until `target` run, one change at a time. Never rejects. */
   reconcile(): Promise<void> {
-    this.chain = this.chain.then(() => this.converge()).catch((error: Error) => this.context.log(`deployment ${this.row.id}: ${error.message}`));
+    this.chain = this.chain
+      .then(() => this.converge())
+      .catch((error: Error) => this.context.log(`deployment ${this.row.id}: ${error.message}`));
     return this.chain;
   }
 
@@ -153,7 +155,8 @@ export class LocalDeployment {
       // With instances running it keeps serving at the size it has (autoscale just does not grow); with none it has failed.
       this.target = this.running;
       // A refusal (memory, budget) says why itself; anything else came from loading the model.
-      if (this.running === 0) await this.setStatus("failed", error instanceof ServiceError ? reason : `The model could not be loaded: ${reason}`);
+      if (this.running === 0)
+        await this.setStatus("failed", error instanceof ServiceError ? reason : `The model could not be loaded: ${reason}`);
       return false;
     }
     if (this.deleting) {

@@ -16,8 +16,30 @@ import { LocalDeployment } from "./instances.js";
 import { MemoryGuard } from "./memory.js";
 import { closeDeadIntervals, createInstanceMeter, type InstanceMeter } from "./metering.js";
 import { checkAllowed, checkName, deployableEntry, privateEntry, resolveSettings } from "./settings.js";
-import { claimDeployment, findDeployment, insertDeployment, listDeployments, liveDeployments, markDeleting, ownerUrlOf, setStatus, stopDeployments, updateSettings, type DeploymentRow } from "./store.js";
-import { DEFAULT_DEPLOYMENT_LIMITS, type Deployment, type DeploymentAccount, type DeploymentCaller, type DeploymentLimits, type DeploymentService, type DeploymentSettings, type InstanceFactory, type InstanceSizer } from "./types.js";
+import {
+  claimDeployment,
+  findDeployment,
+  insertDeployment,
+  listDeployments,
+  liveDeployments,
+  markDeleting,
+  ownerUrlOf,
+  setStatus,
+  stopDeployments,
+  updateSettings,
+  type DeploymentRow,
+} from "./store.js";
+import {
+  DEFAULT_DEPLOYMENT_LIMITS,
+  type Deployment,
+  type DeploymentAccount,
+  type DeploymentCaller,
+  type DeploymentLimits,
+  type DeploymentService,
+  type DeploymentSettings,
+  type InstanceFactory,
+  type InstanceSizer,
+} from "./types.js";
 
 export interface DeploymentManagerOptions {
   db: Database;
@@ -104,7 +126,11 @@ class Deployments implements DeploymentManager {
     const settings = resolveSettings(undefined, input.settings, this.limits);
     await this.checkRoom(caller.keyId, base, settings, settings.minInstances);
     const status = settings.minInstances === 0 ? "stopped" : "initializing";
-    const row = await insertDeployment(this.db, { accountId: caller.accountId, keyId: caller.keyId, model: base.id, name, status, settings, ownerId: this.owner.id }, this.limits);
+    const row = await insertDeployment(
+      this.db,
+      { accountId: caller.accountId, keyId: caller.keyId, model: base.id, name, status, settings, ownerId: this.owner.id },
+      this.limits,
+    );
     this.run(row);
     return this.view(row);
   }
@@ -203,7 +229,11 @@ class Deployments implements DeploymentManager {
     const base = this.catalog.find((m) => m.id === row.model);
     if (!base || this.local.has(row.id)) return;
     const modelId = `${row.accountName}/${row.name}`;
-    this.options.registry.putDedicated({ entry: privateEntry(base, modelId, row.createdAt), state: "elsewhere", dedicated: { accountId: row.accountId, deploymentId: row.id, baseModel: base.id } });
+    this.options.registry.putDedicated({
+      entry: privateEntry(base, modelId, row.createdAt),
+      state: "elsewhere",
+      dedicated: { accountId: row.accountId, deploymentId: row.id, baseModel: base.id },
+    });
   }
 
   /** Applies what the database says: deletions and settings changed by other processes, adoptions, the rest's whereabouts. */
@@ -244,7 +274,8 @@ class Deployments implements DeploymentManager {
 
   private async tick(): Promise<void> {
     for (const id of await this.meter.heartbeat()) {
-      const reason = "The budget of the key that pays for this deployment cannot cover another billed segment of instance time; raise it, then scale up again.";
+      const reason =
+        "The budget of the key that pays for this deployment cannot cover another billed segment of instance time; raise it, then scale up again.";
       await stopDeployments(this.db, { id }, "failed", reason);
       await this.local.get(id)?.stopNow("failed", reason);
     }

@@ -61,7 +61,9 @@ export function createInstanceMeter(db: Database, ownerId: string, segmentMs: nu
     },
     async close(instanceId) {
       await db.transaction(async (tx) => {
-        await tx.query(`UPDATE deployment_instances SET ended_at = ${NOW}, heartbeat_at = ${NOW} WHERE id = $1 AND ended_at IS NULL`, [instanceId]);
+        await tx.query(`UPDATE deployment_instances SET ended_at = ${NOW}, heartbeat_at = ${NOW} WHERE id = $1 AND ended_at IS NULL`, [
+          instanceId,
+        ]);
         await billInstance(tx, instanceId, segmentMs);
       });
     },
@@ -84,7 +86,11 @@ interface IntervalRow {
  * Must run in a transaction: the row lock makes a concurrent biller wait, then see the advanced
  * billed_until and bill nothing twice.
  */
-export async function billInstance(tx: Database, instanceId: string, segmentMs: number): Promise<{ segments: number; deploymentId: string; covered: boolean }> {
+export async function billInstance(
+  tx: Database,
+  instanceId: string,
+  segmentMs: number,
+): Promise<{ segments: number; deploymentId: string; covered: boolean }> {
   const [row] = await tx.query<IntervalRow>(
     `SELECT i.deployment_id, i.hourly_usd::text AS hourly, i.billed_until, i.heartbeat_at, i.ended_at, d.account_id, d.key_id, a.name || '/' || d.name AS model_id
        FROM deployment_instances i JOIN deployments d ON d.id = i.deployment_id JOIN accounts a ON a.id = d.account_id
@@ -121,13 +127,24 @@ export async function billInstance(tx: Database, instanceId: string, segmentMs: 
  * Closes every open interval whose owner process is gone, at its last heartbeat, and bills it.
  * `isGone` is asked inside the transaction that closes the owner's rows (see billing/recovery.ts).
  */
-export async function closeDeadIntervals(db: Database, selfId: string, isGone: (tx: Database, ownerId: string) => Promise<boolean>, segmentMs: number): Promise<number> {
-  const owners = await db.query<{ owner_id: string }>("SELECT DISTINCT owner_id FROM deployment_instances WHERE ended_at IS NULL AND owner_id <> $1", [selfId]);
+export async function closeDeadIntervals(
+  db: Database,
+  selfId: string,
+  isGone: (tx: Database, ownerId: string) => Promise<boolean>,
+  segmentMs: number,
+): Promise<number> {
+  const owners = await db.query<{ owner_id: string }>(
+    "SELECT DISTINCT owner_id FROM deployment_instances WHERE ended_at IS NULL AND owner_id <> $1",
+    [selfId],
+  );
   let closed = 0;
   for (const { owner_id: ownerId } of owners) {
     closed += await db.transaction(async (tx) => {
       if (!(await isGone(tx, ownerId))) return 0;
-      const rows = await tx.query<{ id: string }>("UPDATE deployment_instances SET ended_at = heartbeat_at WHERE owner_id = $1 AND ended_at IS NULL RETURNING id", [ownerId]);
+      const rows = await tx.query<{ id: string }>(
+        "UPDATE deployment_instances SET ended_at = heartbeat_at WHERE owner_id = $1 AND ended_at IS NULL RETURNING id",
+        [ownerId],
+      );
       for (const { id } of rows) await billInstance(tx, id, segmentMs);
       return rows.length;
     });

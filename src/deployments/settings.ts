@@ -23,16 +23,24 @@ export function checkAllowed(allowedModels: string[] | null, model: string): voi
 export function deployableEntry(catalog: readonly CatalogEntry[], model: string): CatalogEntry {
   const entry = catalog.find((m) => m.id === model);
   const dedicated = catalog.filter((m) => m.dedicated === true).map((m) => m.id);
-  const which = dedicated.length ? `Models that support them: ${dedicated.join(", ")}.` : "No model in this server's catalog supports them.";
-  if (!entry) throw new InvalidRequest(`The model '${shorten(model)}' is not in this server's catalog. ${which}`, "model", "model_not_found");
-  if (entry.dedicated !== true) throw new InvalidRequest(`The model '${model}' does not support dedicated endpoints. ${which}`, "model", "model_not_deployable");
+  const which = dedicated.length
+    ? `Models that support them: ${dedicated.join(", ")}.`
+    : "No model in this server's catalog supports them.";
+  if (!entry)
+    throw new InvalidRequest(`The model '${shorten(model)}' is not in this server's catalog. ${which}`, "model", "model_not_found");
+  if (entry.dedicated !== true)
+    throw new InvalidRequest(`The model '${model}' does not support dedicated endpoints. ${which}`, "model", "model_not_deployable");
   return entry;
 }
 
 /** The deployment's name; its private id `<account>/<name>` must not be a public model's. */
 export function checkName(name: string, accountName: string, catalog: readonly CatalogEntry[]): string {
   if (!NAME.test(name)) {
-    throw new InvalidRequest("A deployment name is 1-64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit.", "name", "invalid_value");
+    throw new InvalidRequest(
+      "A deployment name is 1-64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit.",
+      "name",
+      "invalid_value",
+    );
   }
   if (catalog.some((m) => m.id === `${accountName}/${name}`)) {
     throw new InvalidRequest(`'${accountName}/${name}' is a public model's id; choose another name.`, "name", "invalid_value");
@@ -53,7 +61,11 @@ export interface SettingsInput {
  * 0 ≤ min ≤ max, 1 ≤ max ≤ the server's limit, 1 ≤ batch ≤ its limit. A max below the new min
  * (or an absent max) follows the min; a min above an explicit max is a 400.
  */
-export function resolveSettings(current: DeploymentSettings | undefined, changes: SettingsInput, limits: DeploymentLimits): DeploymentSettings {
+export function resolveSettings(
+  current: DeploymentSettings | undefined,
+  changes: SettingsInput,
+  limits: DeploymentLimits,
+): DeploymentSettings {
   const min = changes.minInstances ?? current?.minInstances ?? 1;
   const max = changes.maxInstances ?? Math.max(current?.maxInstances ?? 1, min);
   const batch = changes.maxBatchSize ?? current?.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
@@ -63,13 +75,18 @@ export function resolveSettings(current: DeploymentSettings | undefined, changes
   integerIn(batch, 1, limits.maxBatchSize, "max_batch_size");
   const context = changes.contextLength !== undefined ? changes.contextLength : (current?.contextLength ?? null);
   if (context !== null) integerIn(context, MIN_CONTEXT_LENGTH, limits.maxContext, "context_length");
-  if (min > max) throw new InvalidRequest(`min_instances (${min}) must not exceed max_instances (${max}).`, "min_instances", "invalid_value");
+  if (min > max)
+    throw new InvalidRequest(`min_instances (${min}) must not exceed max_instances (${max}).`, "min_instances", "invalid_value");
   return { minInstances: min, maxInstances: max, maxBatchSize: batch, contextLength: context };
 }
 
 function integerIn(value: number, low: number, high: number, param: string): void {
   if (!Number.isSafeInteger(value) || value < low || value > high) {
-    throw new InvalidRequest(`Invalid '${param}': expected an integer from ${low} to ${high}, got ${String(value)}.`, param, "invalid_value");
+    throw new InvalidRequest(
+      `Invalid '${param}': expected an integer from ${low} to ${high}, got ${String(value)}.`,
+      param,
+      "invalid_value",
+    );
   }
 }
 
@@ -83,7 +100,13 @@ export function privateEntry(base: CatalogEntry, modelId: string, createdAt: Dat
     ...rest,
     id: modelId,
     created: Math.floor(createdAt.getTime() / 1000),
-    pricing: { input: "0", output: "0", cached_input: "0", tiers: base.pricing.tiers, dedicated_instance_hour: base.pricing.dedicated_instance_hour },
+    pricing: {
+      input: "0",
+      output: "0",
+      cached_input: "0",
+      tiers: base.pricing.tiers,
+      dedicated_instance_hour: base.pricing.dedicated_instance_hour,
+    },
   };
 }
 

@@ -57,7 +57,15 @@ export function newDeploymentId(): string {
 
 export async function insertDeployment(
   db: Database,
-  input: { accountId: string; keyId: string | null; model: string; name: string; status: DeploymentStatus; settings: DeploymentSettings; ownerId: string },
+  input: {
+    accountId: string;
+    keyId: string | null;
+    model: string;
+    name: string;
+    status: DeploymentStatus;
+    settings: DeploymentSettings;
+    ownerId: string;
+  },
   limits: DeploymentLimits,
 ): Promise<DeploymentRow> {
   const id = newDeploymentId();
@@ -68,10 +76,26 @@ export async function insertDeployment(
       `INSERT INTO deployments (id, account_id, model, name, status, min_instances, max_instances, max_batch_size, owner_id, key_id, context_length)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
        ON CONFLICT (account_id, name) WHERE deleted_at IS NULL DO NOTHING RETURNING id`,
-      [id, input.accountId, input.model, input.name, input.status, input.settings.minInstances, input.settings.maxInstances, input.settings.maxBatchSize, input.ownerId, input.keyId, input.settings.contextLength],
+      [
+        id,
+        input.accountId,
+        input.model,
+        input.name,
+        input.status,
+        input.settings.minInstances,
+        input.settings.maxInstances,
+        input.settings.maxBatchSize,
+        input.ownerId,
+        input.keyId,
+        input.settings.contextLength,
+      ],
     );
     if (inserted.length === 0) {
-      throw new InvalidRequest(`This account already has a deployment named '${input.name}'. Choose another name, or delete that one first.`, "name", "deployment_exists");
+      throw new InvalidRequest(
+        `This account already has a deployment named '${input.name}'. Choose another name, or delete that one first.`,
+        "name",
+        "deployment_exists",
+      );
     }
   });
   return (await findDeployment(db, id))!;
@@ -82,14 +106,24 @@ export async function insertDeployment(
  * counted one at a time: a new deployment (`changing` null) must stay within the deployment count,
  * and every deployment's max_instances together within the instance cap.
  */
-async function checkAccountCaps(tx: Database, accountId: string, changing: string | null, maxInstances: number, limits: DeploymentLimits): Promise<void> {
+async function checkAccountCaps(
+  tx: Database,
+  accountId: string,
+  changing: string | null,
+  maxInstances: number,
+  limits: DeploymentLimits,
+): Promise<void> {
   await tx.query("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", [accountId]);
   const [others] = await tx.query<{ count: string | number; instances: string | number }>(
     "SELECT count(*) AS count, COALESCE(sum(max_instances), 0) AS instances FROM deployments WHERE account_id = $1 AND deleted_at IS NULL AND id IS DISTINCT FROM $2",
     [accountId, changing],
   );
   if (changing === null && Number(others?.count ?? 0) >= limits.deploymentsPerAccount) {
-    throw new InvalidRequest(`This account already has ${limits.deploymentsPerAccount} deployments, the most this server allows one account. Delete one first.`, "name", "too_many_deployments");
+    throw new InvalidRequest(
+      `This account already has ${limits.deploymentsPerAccount} deployments, the most this server allows one account. Delete one first.`,
+      "name",
+      "too_many_deployments",
+    );
   }
   const instances = Number(others?.instances ?? 0) + maxInstances;
   if (instances > limits.instancesPerAccount) {
@@ -132,10 +166,19 @@ export async function setStatus(db: Database, id: string, status: DeploymentStat
   );
 }
 
-export async function updateSettings(db: Database, row: DeploymentRow, settings: DeploymentSettings, limits: DeploymentLimits): Promise<void> {
+export async function updateSettings(
+  db: Database,
+  row: DeploymentRow,
+  settings: DeploymentSettings,
+  limits: DeploymentLimits,
+): Promise<void> {
   await db.transaction(async (tx) => {
     if (settings.maxInstances > row.settings.maxInstances) await checkAccountCaps(tx, row.accountId, row.id, settings.maxInstances, limits);
-    await tx.query("UPDATE deployments SET min_instances = $2, max_instances = $3, updated_at = now() WHERE id = $1", [row.id, settings.minInstances, settings.maxInstances]);
+    await tx.query("UPDATE deployments SET min_instances = $2, max_instances = $3, updated_at = now() WHERE id = $1", [
+      row.id,
+      settings.minInstances,
+      settings.maxInstances,
+    ]);
   });
 }
 
@@ -143,7 +186,12 @@ export async function updateSettings(db: Database, row: DeploymentRow, settings:
  * Stopped from outside its settings (a disabled account, a spent budget): min_instances 0 in the
  * database too, so that no process starts it again until it is scaled up. Returns the ids.
  */
-export async function stopDeployments(db: Database, scope: { accountId: string } | { id: string }, status: "stopped" | "failed", reason: string): Promise<string[]> {
+export async function stopDeployments(
+  db: Database,
+  scope: { accountId: string } | { id: string },
+  status: "stopped" | "failed",
+  reason: string,
+): Promise<string[]> {
   const rows = await db.query<{ id: string }>(
     `UPDATE deployments SET min_instances = 0, status = $3, fail_reason = $4, updated_at = now()
       WHERE ($1::text IS NULL OR account_id = $1) AND ($2::text IS NULL OR id = $2) AND deleted_at IS NULL RETURNING id`,
@@ -159,7 +207,11 @@ export async function markDeleting(db: Database, id: string): Promise<void> {
 
 /** Takes a deployment over from `from` (a dead owner, or none): compare-and-set, so only one process wins. */
 export async function claimDeployment(db: Database, id: string, from: string | null, to: string | null): Promise<boolean> {
-  const rows = await db.query("UPDATE deployments SET owner_id = $3 WHERE id = $1 AND owner_id IS NOT DISTINCT FROM $2 RETURNING id", [id, from, to]);
+  const rows = await db.query("UPDATE deployments SET owner_id = $3 WHERE id = $1 AND owner_id IS NOT DISTINCT FROM $2 RETURNING id", [
+    id,
+    from,
+    to,
+  ]);
   return rows.length > 0;
 }
 
@@ -185,7 +237,12 @@ function toDeployment(row: Row): DeploymentRow {
     name: row.name,
     status: row.status,
     failReason: row.fail_reason,
-    settings: { minInstances: row.min_instances, maxInstances: row.max_instances, maxBatchSize: row.max_batch_size, contextLength: row.context_length },
+    settings: {
+      minInstances: row.min_instances,
+      maxInstances: row.max_instances,
+      maxBatchSize: row.max_batch_size,
+      contextLength: row.context_length,
+    },
     ownerId: row.owner_id,
     keyId: row.key_id,
     openInstances: Number(row.open_instances),

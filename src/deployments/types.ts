@@ -38,7 +38,13 @@ export interface DeploymentLimits {
   instancesPerAccount: number;
 }
 
-export const DEFAULT_DEPLOYMENT_LIMITS: DeploymentLimits = { maxInstances: 4, maxBatchSize: 16, maxContext: 8192, deploymentsPerAccount: 4, instancesPerAccount: 4 };
+export const DEFAULT_DEPLOYMENT_LIMITS: DeploymentLimits = {
+  maxInstances: 4,
+  maxBatchSize: 16,
+  maxContext: 8192,
+  deploymentsPerAccount: 4,
+  instancesPerAccount: 4,
+};
 
 export interface Deployment {
   id: string;
@@ -95,7 +101,10 @@ export interface DeploymentService {
 }
 
 /** Makes one loaded instance of a catalog model, with its own sequences and KV cells. */
-export type InstanceFactory = (entry: CatalogEntry, settings: DeploymentSettings) => Promise<{ backend: Backend; systemFingerprint?: string }>;
+export type InstanceFactory = (
+  entry: CatalogEntry,
+  settings: DeploymentSettings,
+) => Promise<{ backend: Backend; systemFingerprint?: string }>;
 
 /** The memory one instance of `entry` with `settings` takes (deployments/memory.ts); 0 where it takes none here (an upstream model). */
 export type InstanceSizer = (entry: CatalogEntry, settings: DeploymentSettings) => Promise<number>;

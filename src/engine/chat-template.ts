@@ -31,7 +31,10 @@ export interface ChatTemplate {
  * switch). Whether the rendered prompt ends inside an open `<think>` (DeepSeek-R1 and Qwen3.5
  * templates open it themselves) is reported, so the caller knows generation starts in reasoning.
  */
-export function chatTemplateFor(model: Pick<LoadedModel, "chatTemplate" | "bosText" | "eosText" | "tokenize">, fallback?: string): ChatTemplate {
+export function chatTemplateFor(
+  model: Pick<LoadedModel, "chatTemplate" | "bosText" | "eosText" | "tokenize">,
+  fallback?: string,
+): ChatTemplate {
   const embedded = model.chatTemplate;
   const source = embedded !== undefined && embedded.length > 0 ? embedded : fallback;
   if (!source) throw new Error("The GGUF file has no chat template (tokenizer.chat_template) and the catalog names no fallback.");
@@ -108,7 +111,11 @@ export function minimumTextTokens(texts: string | readonly string[], bounds: Pie
 function templateMessage(m: ChatMessage): Record<string, unknown> {
   const out: Record<string, unknown> = { role: m.role, content: m.content };
   if (m.toolCalls?.length) {
-    out.tool_calls = m.toolCalls.map((call) => ({ id: call.id, type: "function", function: { name: call.name, arguments: parseArguments(call.arguments) } }));
+    out.tool_calls = m.toolCalls.map((call) => ({
+      id: call.id,
+      type: "function",
+      function: { name: call.name, arguments: parseArguments(call.arguments) },
+    }));
   }
   if (m.toolCallId !== undefined) out.tool_call_id = m.toolCallId;
   return out;
@@ -144,7 +151,11 @@ export function toolInstructions(tools: readonly ToolDefinition[]): string {
   );
 }
 
-function withToolInstructions(messages: readonly ChatMessage[], tools: readonly ToolDefinition[], knowsToolRole: boolean): Record<string, unknown>[] {
+function withToolInstructions(
+  messages: readonly ChatMessage[],
+  tools: readonly ToolDefinition[],
+  knowsToolRole: boolean,
+): Record<string, unknown>[] {
   const out = messages.map((m): Record<string, unknown> => {
     if (m.role === "assistant" && m.toolCalls?.length) {
       const calls = `<tool_call>[${m.toolCalls.map((c) => toolCallJson(c.name, c.arguments)).join(", ")}]</tool_call>`;

@@ -17,7 +17,18 @@ import { startPromptPool } from "./prompt/prompt-pool.js";
 import { promptTokenizers } from "./prompt/prompt-tokenizers.js";
 import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
-import type { ChatMessage, EngineEvent, GenerationRequest, ModelHostStats, OutputConstraint, PauseControl, PromptOptions, RenderedPrompt, Token, ToolDefinition } from "./types.js";
+import type {
+  ChatMessage,
+  EngineEvent,
+  GenerationRequest,
+  ModelHostStats,
+  OutputConstraint,
+  PauseControl,
+  PromptOptions,
+  RenderedPrompt,
+  Token,
+  ToolDefinition,
+} from "./types.js";
 import { sumPerTier, tierTotal } from "../protocol/tiers.js";
 
 export { EmptyPromptError, QueueFullError, StalledError, WaitExpiredError };
@@ -106,7 +117,10 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
   try {
     const contextWindow = Math.min(options.contextWindow, model.trainContextSize);
     const template = chatTemplateFor(model, options.fallbackChatTemplate);
-    const prompts = await startPromptPool({ libraryDir: model.libraryDir, model: model.handle, templateSource: template.source }, PROMPT_WORKERS);
+    const prompts = await startPromptPool(
+      { libraryDir: model.libraryDir, model: model.handle, templateSource: template.source },
+      PROMPT_WORKERS,
+    );
     started.push(prompts);
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const shardCount = Math.max(1, Math.min(options.shards ?? threads, options.sequences));
@@ -119,10 +133,28 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
       Array.from({ length: shardCount }, async (_, i) => {
         const sequences = Math.floor(options.sequences / shardCount) + (i < options.sequences % shardCount ? 1 : 0);
         const stepTokens = Math.max(options.stepTokens ?? DEFAULT_STEP_TOKENS, sequences + 1);
-        const runner = await startShardRunner({ libraryDir: model.libraryDir, model: model.handle, sequences, cellsPerSequence: contextWindow, batchTokens: stepTokens, threads, draftTokens: DRAFT_TOKENS_PER_STEP });
+        const runner = await startShardRunner({
+          libraryDir: model.libraryDir,
+          model: model.handle,
+          sequences,
+          cellsPerSequence: contextWindow,
+          batchTokens: stepTokens,
+          threads,
+          draftTokens: DRAFT_TOKENS_PER_STEP,
+        });
         started.push(runner);
         const { prefixCache, targets, stallTimeoutMs, pausedPreemptMs, speculation = "auto" } = options;
-        const schedulerOptions = { shard: i, sequences, cellsPerSequence: contextWindow, stepTokens, prefixCache, targets, stallTimeoutMs, pausedPreemptMs, speculation };
+        const schedulerOptions = {
+          shard: i,
+          sequences,
+          cellsPerSequence: contextWindow,
+          stepTokens,
+          prefixCache,
+          targets,
+          stallTimeoutMs,
+          pausedPreemptMs,
+          speculation,
+        };
         const scheduler = new ShardScheduler(schedulerOptions, tieredPolicy, model, new StepCostModel(), () => router.steal(scheduler));
         return new Shard(scheduler, runner, group);
       }),
@@ -171,7 +203,9 @@ class ShardRouter {
   generate(specs: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[] {
     signal?.throwIfAborted();
     // Whatever path a request came by, none with no prompt tokens queues: it would never be scheduled.
-    const requests = specs.map((spec) => ({ ...spec, promptTokens: nonEmptyPrompt(spec.promptTokens, this.bos) })).map((spec) => new EngineRequest(spec, this.samplerSpec(spec)));
+    const requests = specs
+      .map((spec) => ({ ...spec, promptTokens: nonEmptyPrompt(spec.promptTokens, this.bos) }))
+      .map((spec) => new EngineRequest(spec, this.samplerSpec(spec)));
     if (this.waitingCount() >= this.options.maxWaiting && !this.shards.some((s) => s.scheduler.freeSequences > 0)) {
       throw new QueueFullError("The model's request queue is full.");
     }
@@ -183,10 +217,13 @@ class ShardRouter {
       leader!.siblings.push(...siblings);
       this.place(leader!);
     }
-    const timer = requests[0]!.tier === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
+    const timer =
+      requests[0]!.tier === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
     const onAbort = () => requests.forEach((r) => this.abort(r, signal?.reason));
     signal?.addEventListener("abort", onAbort, { once: true });
-    const unsubscribe = pause?.subscribe(() => (pause.expired === undefined ? this.setPaused(requests, pause.paused) : this.endUnread(requests, pause.expired)));
+    const unsubscribe = pause?.subscribe(() =>
+      pause.expired === undefined ? this.setPaused(requests, pause.paused) : this.endUnread(requests, pause.expired),
+    );
     if (pause?.paused) this.setPaused(requests, true);
     let open = requests.length;
     const closed = () => {
@@ -229,10 +266,24 @@ class ShardRouter {
       paused: all.reduce((n, s) => n + s.paused, 0),
       idleSequences: slots - tierTotal(running),
       prioritySaturated: all.some((s) => s.prioritySaturated),
-      kvCacheUsage: all.reduce((n, s) => n + s.usedCells, 0) / Math.max(1, all.reduce((n, s) => n + s.totalCells, 0)),
-      stepBudgets: all.map(({ budget, speculation }, i) => ({ budgetMs: budget.ms, tokens: budget.tokens, plannedMs: budget.plannedMs, speculation, costModel: this.shards[i]!.scheduler.cost.coefficients })),
+      kvCacheUsage:
+        all.reduce((n, s) => n + s.usedCells, 0) /
+        Math.max(
+          1,
+          all.reduce((n, s) => n + s.totalCells, 0),
+        ),
+      stepBudgets: all.map(({ budget, speculation }, i) => ({
+        budgetMs: budget.ms,
+        tokens: budget.tokens,
+        plannedMs: budget.plannedMs,
+        speculation,
+        costModel: this.shards[i]!.scheduler.cost.coefficients,
+      })),
       engine: Object.fromEntries(
-        (Object.keys(this.shards[0]!.counters) as (keyof StepCounters)[]).map((key) => [key, this.shards.reduce((n, shard) => n + shard.counters[key], 0)]),
+        (Object.keys(this.shards[0]!.counters) as (keyof StepCounters)[]).map((key) => [
+          key,
+          this.shards.reduce((n, shard) => n + shard.counters[key], 0),
+        ]),
       ) as unknown as StepCounters,
     };
   }
@@ -277,7 +328,10 @@ class ShardRouter {
 
   /** A flex request still waiting for its first admission when its wait limit ends. */
   private expire(request: EngineRequest): void {
-    this.owner(request)?.scheduler.expire(request, new WaitExpiredError(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`));
+    this.owner(request)?.scheduler.expire(
+      request,
+      new WaitExpiredError(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`),
+    );
   }
 
   private waitingCount(): number {

@@ -59,7 +59,7 @@ export class SpecialTextSplitter {
     const cuts: number[] = [];
     const root = this.children[0]!;
     let matches = 0;
-    for (let at = 0; at < text.length; ) {
+    for (let at = 0; at < text.length;) {
       if (!root.has(text[at]!)) {
         at++;
         continue;

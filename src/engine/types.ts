@@ -81,9 +81,7 @@ export interface SamplingSettings {
  * a (supported) schema, or a call `{"name","arguments"}` of one of the tools.
  */
 export type OutputConstraint =
-  | { type: "json" }
-  | { type: "json_schema"; schema: Record<string, unknown> }
-  | { type: "tool_call"; tools: readonly ToolDefinition[] };
+  { type: "json" } | { type: "json_schema"; schema: Record<string, unknown> } | { type: "tool_call"; tools: readonly ToolDefinition[] };
 
 export interface GenerationRequest {
   promptTokens: readonly Token[];

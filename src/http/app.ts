@@ -80,10 +80,19 @@ export interface AppDeps {
   };
 }
 
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { requestTimeoutMs: 60_000, maxUnauthenticatedPerIp: 64, streamBufferBytes: 64 * 1024, streamPauseTimeoutMs: 60_000 };
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  requestTimeoutMs: 60_000,
+  maxUnauthenticatedPerIp: 64,
+  streamBufferBytes: 64 * 1024,
+  streamPauseTimeoutMs: 60_000,
+};
 
 /** Fastify logs each request's URL; its query string may hold a secret, so only the path is kept. */
-const requestSerializer = (request: { method: string; url: string; ip?: string }) => ({ method: request.method, url: loggableUrl(request.url), remoteAddress: request.ip });
+const requestSerializer = (request: { method: string; url: string; ip?: string }) => ({
+  method: request.method,
+  url: loggableUrl(request.url),
+  remoteAddress: request.ip,
+});
 
 /** What every server shares, the worker too: body and connection limits, request ids, errors, auth, CORS, compression. */
 export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "maxJsonDepth" | "connections" | "corsOrigins" | "logger" | "drain">;
@@ -111,7 +120,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
           void api.register(async (generation) => {
             // A deployment another server process runs is answered by that process.
             const deployments = deps.deployments;
-            if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model), deps.batches?.passFor);
+            if (deployments)
+              installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model), deps.batches?.passFor);
             const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
             chatRoutes(generation, deps.chat, streams, deps.completions);
             completionsRoutes(generation, deps.chat, streams);
@@ -128,7 +138,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
 export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {
   const connections = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
-  const logger = deps.logger && typeof deps.logger === "object" ? { ...deps.logger, serializers: { req: requestSerializer } } : (deps.logger ?? false);
+  const logger =
+    deps.logger && typeof deps.logger === "object" ? { ...deps.logger, serializers: { req: requestSerializer } } : (deps.logger ?? false);
   const app = Fastify({
     bodyLimit: deps.bodyLimit,
     // The request serializer logs method, path and peer, never headers nor the query: keys stay out of logs.
@@ -155,7 +166,15 @@ export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {
   // are compressed synchronously: the plugin's default ceiling on 2 cores is 8 KB, just under one
   // embedding's JSON (8.3 KB), whose trip through zlib's stream and thread pool cost 0.4-1.0 ms of
   // a 7 ms request against a synchronous gzip 1 of tens of microseconds.
-  void app.register(compress, { encodings: ["br", "gzip"], threshold: 1024, syncThreshold: 64 * 1024, zlibOptions: { level: zlibConstants.Z_BEST_SPEED }, brotliOptions: { params: { [zlibConstants.BROTLI_PARAM_MODE]: zlibConstants.BROTLI_MODE_TEXT, [zlibConstants.BROTLI_PARAM_QUALITY]: 1 } } });
+  void app.register(compress, {
+    encodings: ["br", "gzip"],
+    threshold: 1024,
+    syncThreshold: 64 * 1024,
+    zlibOptions: { level: zlibConstants.Z_BEST_SPEED },
+    brotliOptions: {
+      params: { [zlibConstants.BROTLI_PARAM_MODE]: zlibConstants.BROTLI_MODE_TEXT, [zlibConstants.BROTLI_PARAM_QUALITY]: 1 },
+    },
+  });
   return app;
 }
 

@@ -27,7 +27,16 @@ const KEY_PARAMS = /(?:^|[?&])(?:api[_-]?key|key|access[_-]?token|token)=/i;
 
 /** Routes anyone may call; the admin routes check the admin key themselves. */
 function isPublicRoute(route: string | undefined): boolean {
-  return route === undefined || route === "/health" || route === "/metrics" || route === "/openapi.json" || route === "/docs" || route.startsWith("/docs/") || route.startsWith("/console") || route.startsWith("/admin/");
+  return (
+    route === undefined ||
+    route === "/health" ||
+    route === "/metrics" ||
+    route === "/openapi.json" ||
+    route === "/docs" ||
+    route.startsWith("/docs/") ||
+    route.startsWith("/console") ||
+    route.startsWith("/admin/")
+  );
 }
 
 /**
@@ -38,7 +47,12 @@ function isPublicRoute(route: string | undefined): boolean {
 function presentedKey(request: FastifyRequest): string | undefined {
   // Node keeps only the first of repeated Authorization headers; which one a proxy or the client meant is unknown.
   const authorizations = request.raw.rawHeaders.filter((name, i) => i % 2 === 0 && name.toLowerCase() === "authorization").length;
-  if (authorizations > 1) throw new InvalidRequest(`The request has ${authorizations} Authorization headers; send exactly one.`, null, "duplicate_authorization_header");
+  if (authorizations > 1)
+    throw new InvalidRequest(
+      `The request has ${authorizations} Authorization headers; send exactly one.`,
+      null,
+      "duplicate_authorization_header",
+    );
   const bearer = BEARER.exec(request.headers.authorization ?? "");
   if (bearer) return bearer[1]!;
   for (const name of ["api-key", "x-api-key"]) {
@@ -58,12 +72,19 @@ export function installAuth(app: FastifyInstance, authenticate: Authenticate): v
   app.addHook("onRequest", async (request: FastifyRequest) => {
     const query = request.url.indexOf("?");
     if (query !== -1 && KEY_PARAMS.test(request.url.slice(query))) {
-      throw new InvalidRequest("API keys are not accepted in the URL; send 'Authorization: Bearer <API_KEY>' instead (and revoke a key sent in a URL).", null, "api_key_in_url");
+      throw new InvalidRequest(
+        "API keys are not accepted in the URL; send 'Authorization: Bearer <API_KEY>' instead (and revoke a key sent in a URL).",
+        null,
+        "api_key_in_url",
+      );
     }
     // A CORS preflight never carries credentials; it is answered before any route runs.
     if (isPublicRoute(request.routeOptions.url) || request.method === "OPTIONS") return;
     const key = presentedKey(request);
-    if (!key) throw new Unauthorized("Missing or malformed API key. Send 'Authorization: Bearer <API_KEY>' (or an 'api-key' or 'x-api-key' header).");
+    if (!key)
+      throw new Unauthorized(
+        "Missing or malformed API key. Send 'Authorization: Bearer <API_KEY>' (or an 'api-key' or 'x-api-key' header).",
+      );
     const caller = await authenticate(key);
     if (!caller) throw new Unauthorized("Incorrect API key provided.");
     request.caller = caller;

@@ -39,7 +39,9 @@ export class BatchLineCallers {
 
   /** The bearer token that carries a batch line to another server process; null for a client's own request. */
   async passFor(caller: ApiCaller): Promise<string | null> {
-    return caller.batchId === undefined ? null : this.passes.issue({ keyId: caller.keyId, accountId: caller.accountId, batchId: caller.batchId });
+    return caller.batchId === undefined
+      ? null
+      : this.passes.issue({ keyId: caller.keyId, accountId: caller.accountId, batchId: caller.batchId });
   }
 
   /** The executor the batch runner uses. A line whose key is no longer valid is answered 401. */
@@ -47,7 +49,12 @@ export class BatchLineCallers {
     return async (line) => {
       const caller = await this.callerFor(line);
       if (!caller) {
-        const error = { message: "The API key that created this batch is no longer valid (revoked or expired, or its account disabled).", type: "authentication_error", param: null, code: "invalid_api_key" };
+        const error = {
+          message: "The API key that created this batch is no longer valid (revoked or expired, or its account disabled).",
+          type: "authentication_error",
+          param: null,
+          code: "invalid_api_key",
+        };
         return { statusCode: 401, body: JSON.stringify({ error }), requestId: null, code: error.code };
       }
       const token = newLineToken();
@@ -60,7 +67,12 @@ export class BatchLineCallers {
           payload: line.body,
         });
         const requestId = response.headers["x-request-id"];
-        return { statusCode: response.statusCode, body: response.body, requestId: typeof requestId === "string" ? requestId : null, code: errorCode(response.body) };
+        return {
+          statusCode: response.statusCode,
+          body: response.body,
+          requestId: typeof requestId === "string" ? requestId : null,
+          code: errorCode(response.body),
+        };
       } finally {
         this.callers.delete(token);
       }

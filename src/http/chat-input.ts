@@ -50,7 +50,10 @@ function formatPath(path: readonly PropertyKey[]): string {
 
 /** The sampling, stop, tier and `n` fields of chat completions and legacy completions, as the service takes them. */
 export function sharedGenerationFields(
-  body: Pick<ChatRequestBody, "temperature" | "top_p" | "presence_penalty" | "frequency_penalty" | "logit_bias" | "seed" | "stop" | "service_tier" | "n">,
+  body: Pick<
+    ChatRequestBody,
+    "temperature" | "top_p" | "presence_penalty" | "frequency_penalty" | "logit_bias" | "seed" | "stop" | "service_tier" | "n"
+  >,
 ): Pick<ChatInput, "temperature" | "topP" | "presencePenalty" | "frequencyPenalty" | "logitBias" | "seed" | "stop" | "serviceTier" | "n"> {
   return {
     temperature: body.temperature ?? undefined,
@@ -79,7 +82,11 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
     repetitionPenalty: body.repetition_penalty ?? undefined,
     logprobs: body.logprobs ? { top: body.top_logprobs ?? 0 } : undefined,
     responseFormat:
-      format?.type === "json_object" ? { type: "json_object" } : format?.type === "json_schema" ? { type: "json_schema", schema: format.json_schema.schema } : undefined,
+      format?.type === "json_object"
+        ? { type: "json_object" }
+        : format?.type === "json_schema"
+          ? { type: "json_schema", schema: format.json_schema.schema }
+          : undefined,
     tools: body.tools?.map((t) => ({
       name: t.function.name,
       ...(t.function.description !== undefined ? { description: t.function.description } : {}),
@@ -104,7 +111,11 @@ function toChatMessage(message: WireMessage, index: number): ChatMessage {
   const content = message.content ?? "";
   const toolCalls = message.tool_calls?.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));
   if (content === "" && role !== "assistant" && message.content == null) {
-    throw new InvalidRequest(`Missing required parameter: 'messages[${index}].content'.`, `messages[${index}].content`, "missing_required_parameter");
+    throw new InvalidRequest(
+      `Missing required parameter: 'messages[${index}].content'.`,
+      `messages[${index}].content`,
+      "missing_required_parameter",
+    );
   }
   const text = typeof content === "string" ? content : content.map((part) => (part.type === "text" ? part.text : "")).join("");
   return {

@@ -4,7 +4,12 @@ import { toWireUsage } from "./runs.js";
 
 export function toWireLogprobs(tokens: readonly TokenLogprob[]): WireLogprobs {
   return {
-    content: tokens.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes, top_logprobs: t.top.map((a) => ({ token: a.token, logprob: a.logprob, bytes: a.bytes })) })),
+    content: tokens.map((t) => ({
+      token: t.token,
+      logprob: t.logprob,
+      bytes: t.bytes,
+      top_logprobs: t.top.map((a) => ({ token: a.token, logprob: a.logprob, bytes: a.bytes })),
+    })),
     refusal: null,
   };
 }
@@ -18,7 +23,13 @@ function toWireToolCall(call: ToolCall): WireToolCall {
  * and what a stored (`store: true`) streamed one keeps.
  */
 export class CompletionAssembler {
-  private readonly choices: Array<{ reasoning: string; content: string; logprobs: TokenLogprob[]; calls: ToolCall[]; finish: WireFinishReason }>;
+  private readonly choices: Array<{
+    reasoning: string;
+    content: string;
+    logprobs: TokenLogprob[];
+    calls: ToolCall[];
+    finish: WireFinishReason;
+  }>;
 
   constructor(
     private readonly run: ChatRun,

@@ -42,7 +42,12 @@ export async function consoleRoutes(app: FastifyInstance, options: { dir?: strin
   app.get("/console", async (_request, reply) => reply.redirect("/console/", 301));
   if (!existsSync(resolve(dir, "index.html"))) {
     app.get("/console/*", async () => {
-      throw new ServiceError(404, "not_found_error", "The console is not built. Run 'npm install' (or 'npm run build:console') and restart.", "console_not_built");
+      throw new ServiceError(
+        404,
+        "not_found_error",
+        "The console is not built. Run 'npm install' (or 'npm run build:console') and restart.",
+        "console_not_built",
+      );
     });
     return;
   }

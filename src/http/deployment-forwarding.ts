@@ -23,7 +23,18 @@ export type LinePassFor = (caller: ApiCaller) => Promise<string | null>;
 export const FORWARDED_HEADER = "x-switchyard-forwarded";
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and those the hop itself recomputes; never passed on. */
-const HOP_HEADERS = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
+const HOP_HEADERS = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "host",
+  "content-length",
+]);
 
 /**
  * Adds the forwarding to the generation routes of `app` (POSTs whose JSON body names a `model`).
@@ -51,7 +62,12 @@ interface ForwardTarget {
   linePass: string | null;
 }
 
-async function forward(request: FastifyRequest, reply: FastifyReply, { ownerUrl, model, linePass }: ForwardTarget, agent: Agent): Promise<void> {
+async function forward(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  { ownerUrl, model, linePass }: ForwardTarget,
+  agent: Agent,
+): Promise<void> {
   let response: Dispatcher.ResponseData;
   const credential = linePass === null ? {} : { authorization: `Bearer ${linePass}` };
   try {
@@ -68,7 +84,10 @@ async function forward(request: FastifyRequest, reply: FastifyReply, { ownerUrl,
     });
   } catch (error) {
     request.log.warn({ err: error, ownerUrl }, "cannot reach the server process running a deployment");
-    throw new CapacityUnavailable(`The deployment '${model}' runs on another server process, which cannot be reached now; retry shortly.`, 5);
+    throw new CapacityUnavailable(
+      `The deployment '${model}' runs on another server process, which cannot be reached now; retry shortly.`,
+      5,
+    );
   }
   // Headers set by hooks here (CORS) go out too; the owner's own win (its x-request-id names the ledger row).
   const hookHeaders = Object.fromEntries(Object.entries(reply.getHeaders()).filter(([, v]) => v !== undefined));

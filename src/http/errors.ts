@@ -39,7 +39,12 @@ export function frameworkErrors(error: FastifyError, _request: FastifyRequest, r
     error.code === "FST_ERR_BAD_URL"
       ? new ServiceError(400, "invalid_request_error", "The request URL is not valid percent-encoding.", "invalid_url")
       : error.code === "FST_ERR_MAX_PARAM_LENGTH"
-        ? new ServiceError(414, "invalid_request_error", "A path parameter of the request URL is too long (at most 100 characters).", "path_parameter_too_long")
+        ? new ServiceError(
+            414,
+            "invalid_request_error",
+            "A path parameter of the request URL is too long (at most 100 characters).",
+            "path_parameter_too_long",
+          )
         : new ServiceError(error.statusCode ?? 400, "invalid_request_error", "The request could not be routed.", error.code ?? null);
   void reply.status(known.status).type("application/json; charset=utf-8").send(toErrorBody(known));
 }

@@ -11,16 +11,40 @@ import { parse } from "./routes/key-input.js";
 export type WireInputItem = { id: string; type: string } & Record<string, unknown>;
 
 const textParts = (content: string | Array<{ type: string; text: string }>, role: string) =>
-  typeof content === "string" ? [{ type: role === "assistant" ? "output_text" : "input_text", text: content }] : content.map((p) => ({ type: p.type === "text" ? "input_text" : p.type, text: p.text }));
+  typeof content === "string"
+    ? [{ type: role === "assistant" ? "output_text" : "input_text", text: content }]
+    : content.map((p) => ({ type: p.type === "text" ? "input_text" : p.type, text: p.text }));
 
 /** The request's input as OpenAI lists it: a string is one user message; every item gets an id. */
 export function toInputItems(input: string | ResponsesInputItem[]): WireInputItem[] {
-  if (typeof input === "string") return [{ id: itemId("msg"), type: "message", role: "user", status: "completed", content: textParts(input, "user") }];
+  if (typeof input === "string")
+    return [{ id: itemId("msg"), type: "message", role: "user", status: "completed", content: textParts(input, "user") }];
   return input.map((item): WireInputItem => {
-    if (item.type === "function_call") return { id: item.id ?? itemId("fc"), type: "function_call", status: "completed", call_id: item.call_id, name: item.name, arguments: item.arguments };
-    if (item.type === "function_call_output") return { id: item.id ?? itemId("fco"), type: "function_call_output", status: "completed", call_id: item.call_id, output: item.output };
+    if (item.type === "function_call")
+      return {
+        id: item.id ?? itemId("fc"),
+        type: "function_call",
+        status: "completed",
+        call_id: item.call_id,
+        name: item.name,
+        arguments: item.arguments,
+      };
+    if (item.type === "function_call_output")
+      return {
+        id: item.id ?? itemId("fco"),
+        type: "function_call_output",
+        status: "completed",
+        call_id: item.call_id,
+        output: item.output,
+      };
     if (item.type === "reasoning") return { ...item, id: typeof item.id === "string" ? item.id : itemId("rs"), type: "reasoning" };
-    return { id: item.id ?? itemId("msg"), type: "message", role: item.role, status: "completed", content: textParts(item.content, item.role) };
+    return {
+      id: item.id ?? itemId("msg"),
+      type: "message",
+      role: item.role,
+      status: "completed",
+      content: textParts(item.content, item.role),
+    };
   });
 }
 

@@ -16,7 +16,11 @@ export class UploadGate {
   take(accountId: string): () => void {
     const mine = this.byAccount.get(accountId) ?? 0;
     if (mine >= this.limits.uploadsPerAccount) {
-      throw new RateLimited(`This account is already uploading ${mine} files, the most it may at once; retry when one has finished.`, 1, "too_many_uploads");
+      throw new RateLimited(
+        `This account is already uploading ${mine} files, the most it may at once; retry when one has finished.`,
+        1,
+        "too_many_uploads",
+      );
     }
     if (this.total >= this.limits.uploadsInFlight) {
       throw new RateLimited("The server is reading as many uploads as it may at once; retry shortly.", 1, "too_many_uploads");

@@ -73,8 +73,10 @@ class MemoryLimits implements RequestLimits {
     const refuse = (refusal: Omit<Refusal, "nowMs" | "state">): never => {
       throw refusalError({ ...refusal, nowMs, state: state({ requests: 0, tokens: 0 }) }, request);
     };
-    if (requests && requestsUsed + 1 > limits.requestsPerMinute!) refuse({ limit: "requests", max: limits.requestsPerMinute!, used: requestsUsed, requested: 1, buckets: requests.entries() });
-    if (tokens && tokensUsed + estimate > limits.tokensPerMinute!) refuse({ limit: "tokens", max: limits.tokensPerMinute!, used: tokensUsed, requested: estimate, buckets: tokens.entries() });
+    if (requests && requestsUsed + 1 > limits.requestsPerMinute!)
+      refuse({ limit: "requests", max: limits.requestsPerMinute!, used: requestsUsed, requested: 1, buckets: requests.entries() });
+    if (tokens && tokensUsed + estimate > limits.tokensPerMinute!)
+      refuse({ limit: "tokens", max: limits.tokensPerMinute!, used: tokensUsed, requested: estimate, buckets: tokens.entries() });
     const running = this.inFlight.get(slotKey) ?? 0;
     if (running >= limits.concurrent) refuse({ limit: "concurrency", max: limits.concurrent, used: running, requested: 1 });
 

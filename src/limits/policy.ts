@@ -86,11 +86,19 @@ export function retryAfterMs(buckets: WindowBuckets, limit: number, need: number
  */
 export function windowState(limit: number, used: number, newestBucket: number, nowMs: number): WindowState {
   const empty = used <= 0 || newestBucket < oldestLiveBucket(nowMs);
-  return { limit, remaining: Math.max(0, limit - used), resetMs: empty ? 0 : clamp((newestBucket + WINDOW_BUCKETS) * BUCKET_MS - nowMs, 0, WINDOW_MS) };
+  return {
+    limit,
+    remaining: Math.max(0, limit - used),
+    resetMs: empty ? 0 : clamp((newestBucket + WINDOW_BUCKETS) * BUCKET_MS - nowMs, 0, WINDOW_MS),
+  };
 }
 
 /** The state of the windows a key has limits for, from each one's total and newest bucket. */
-export function limitState(limits: EffectiveLimits, windows: { requests: [used: number, newest: number]; tokens: [used: number, newest: number] }, nowMs: number): RateLimitState {
+export function limitState(
+  limits: EffectiveLimits,
+  windows: { requests: [used: number, newest: number]; tokens: [used: number, newest: number] },
+  nowMs: number,
+): RateLimitState {
   return {
     ...(limits.requestsPerMinute !== null ? { requests: windowState(limits.requestsPerMinute, ...windows.requests, nowMs) } : {}),
     ...(limits.tokensPerMinute !== null ? { tokens: windowState(limits.tokensPerMinute, ...windows.tokens, nowMs) } : {}),

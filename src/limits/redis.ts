@@ -218,9 +218,12 @@ function redisLease(
 ): LimitLease {
   const { tpmKey, slotsKey, leaseId, leaseTtlMs, windowArgs } = keys;
   let released = false;
-  const refresher = setInterval(() => {
-    client.switchyardLimitsRefresh(slotsKey, leaseId, String(leaseTtlMs)).catch(() => undefined);
-  }, Math.max(50, Math.floor(leaseTtlMs / 3)));
+  const refresher = setInterval(
+    () => {
+      client.switchyardLimitsRefresh(slotsKey, leaseId, String(leaseTtlMs)).catch(() => undefined);
+    },
+    Math.max(50, Math.floor(leaseTtlMs / 3)),
+  );
   refresher.unref();
   return {
     async release(actualTokens) {
@@ -229,7 +232,16 @@ function redisLease(
       clearInterval(refresher);
       const { chargesTokens, admittedBucket, estimate } = charged;
       const actual = String(releasedTokens(actualTokens, estimate));
-      await client.switchyardLimitsRelease(tpmKey, slotsKey, ...windowArgs, leaseId, chargesTokens ? "1" : "0", String(admittedBucket), String(estimate), actual);
+      await client.switchyardLimitsRelease(
+        tpmKey,
+        slotsKey,
+        ...windowArgs,
+        leaseId,
+        chargesTokens ? "1" : "0",
+        String(admittedBucket),
+        String(estimate),
+        actual,
+      );
     },
   };
 }
@@ -249,7 +261,12 @@ export function createRedisLimits(redisUrl: string, defaults: LimitDefaults, opt
       const limits = effectiveLimits(request.limits, defaults);
       if (limits.requestsPerMinute === null && limits.tokensPerMinute === null) return {};
       const flags = [limits.requestsPerMinute !== null, limits.tokensPerMinute !== null].map((on) => (on ? "1" : "0"));
-      const [nowMs = 0, rpmUsed = 0, rpmNewest = -1, tpmUsed = 0, tpmNewest = -1] = await client.switchyardLimitsPeek(`${prefix}rpm:${request.keyId}`, `${prefix}tpm:${request.keyId}`, ...windowArgs, ...flags);
+      const [nowMs = 0, rpmUsed = 0, rpmNewest = -1, tpmUsed = 0, tpmNewest = -1] = await client.switchyardLimitsPeek(
+        `${prefix}rpm:${request.keyId}`,
+        `${prefix}tpm:${request.keyId}`,
+        ...windowArgs,
+        ...flags,
+      );
       return limitState(limits, { requests: [rpmUsed, rpmNewest], tokens: [tpmUsed, tpmNewest] }, nowMs);
     },
     async admit(request) {

@@ -20,7 +20,6 @@ const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5
 const ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
 const REQUEST_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680];
 
-
 export function createMetrics(load: LoadSource): Metrics {
   const registry = new Registry();
   const instruments = requestInstruments(registry);
@@ -36,8 +35,10 @@ const LABELS = ["model_name", "tier"] as const;
 
 /** The per-request histograms and counters. */
 function requestInstruments(registry: Registry) {
-  const histogram = (name: string, help: string, buckets: number[]) => new Histogram({ name: `vllm:${name}`, help, labelNames: LABELS, buckets, registers: [registry] });
-  const counter = (name: string, help: string, extra: string[] = []) => new Counter({ name: `vllm:${name}`, help, labelNames: [...LABELS, ...extra], registers: [registry] });
+  const histogram = (name: string, help: string, buckets: number[]) =>
+    new Histogram({ name: `vllm:${name}`, help, labelNames: LABELS, buckets, registers: [registry] });
+  const counter = (name: string, help: string, extra: string[] = []) =>
+    new Counter({ name: `vllm:${name}`, help, labelNames: [...LABELS, ...extra], registers: [registry] });
   return {
     ttft: histogram("time_to_first_token_seconds", "Time to first token, from arrival.", TTFT_BUCKETS),
     itl: histogram("inter_token_latency_seconds", "Time between successive outputs of one choice.", ITL_BUCKETS),
@@ -75,8 +76,18 @@ function loadGauges(registry: Registry, load: LoadSource): void {
       for (const tier of SERVICE_TIERS) set({ model_name: model, tier }, pick(stats)[tier]);
     }
   };
-  gauge("num_requests_running", "Requests holding a sequence.", [...LABELS], byTier((s) => s.running));
-  gauge("num_requests_waiting", "Requests waiting for a sequence.", [...LABELS], byTier((s) => s.waiting));
+  gauge(
+    "num_requests_running",
+    "Requests holding a sequence.",
+    [...LABELS],
+    byTier((s) => s.running),
+  );
+  gauge(
+    "num_requests_waiting",
+    "Requests waiting for a sequence.",
+    [...LABELS],
+    byTier((s) => s.waiting),
+  );
   new Gauge({
     name: "switchyard:priority_saturated",
     help: "1 while priority requests wait with no lower-tier sequence left to preempt: priority's own load exceeds the model's sequences.",
@@ -84,7 +95,8 @@ function loadGauges(registry: Registry, load: LoadSource): void {
     registers: [registry],
     collect() {
       this.reset();
-      for (const { model, stats } of load()) if (stats.prioritySaturated !== undefined) this.set({ model_name: model }, stats.prioritySaturated ? 1 : 0);
+      for (const { model, stats } of load())
+        if (stats.prioritySaturated !== undefined) this.set({ model_name: model }, stats.prioritySaturated ? 1 : 0);
     },
   });
   gauge("kv_cache_usage_perc", "Share of KV cells holding tokens (1 = full), idle cached prefixes included.", ["model_name"], (set) => {

@@ -22,7 +22,12 @@ export function newOwner(): Owner {
 }
 
 export async function registerOwner(db: Database, owner: Owner): Promise<void> {
-  await db.query("INSERT INTO server_owners (id, lock_key, pid, host) VALUES ($1, $2, $3, $4)", [owner.id, owner.lockKey, process.pid, hostname()]);
+  await db.query("INSERT INTO server_owners (id, lock_key, pid, host) VALUES ($1, $2, $3, $4)", [
+    owner.id,
+    owner.lockKey,
+    process.pid,
+    hostname(),
+  ]);
 }
 
 export async function unregisterOwner(db: Database, owner: Owner): Promise<void> {
@@ -44,7 +49,9 @@ export async function ownerIsDead(tx: Database, self: Owner, other: { id: string
  */
 export async function ownerIsGone(tx: Database, self: Owner, ownerId: string): Promise<boolean> {
   if (ownerId === self.id) return false;
-  const [row] = await tx.query<{ id: string; lock_key: string }>("SELECT id, lock_key::text AS lock_key FROM server_owners WHERE id = $1", [ownerId]);
+  const [row] = await tx.query<{ id: string; lock_key: string }>("SELECT id, lock_key::text AS lock_key FROM server_owners WHERE id = $1", [
+    ownerId,
+  ]);
   return !row || (await ownerIsDead(tx, self, row));
 }
 
@@ -74,9 +81,17 @@ const RECONCILE_INTERVAL_MS = 60_000;
  * owner left open (`closeDeadOwners`: billing closes their in-flight ledger rows). On PostgreSQL that is repeated every minute, so a replica that dies while the others
  * keep running has its rows closed without waiting for a restart.
  */
-export async function takeOwnership(db: Database, databaseUrl: string | undefined, closeDeadOwners: CloseDeadOwners, log: (message: string) => void): Promise<Ownership> {
+export async function takeOwnership(
+  db: Database,
+  databaseUrl: string | undefined,
+  closeDeadOwners: CloseDeadOwners,
+  log: (message: string) => void,
+): Promise<Ownership> {
   const owner = newOwner();
-  const held = db.kind === "postgres" && databaseUrl ? await holdAdvisoryLock(databaseUrl, owner.lockKey, (e) => log(`owner lock connection: ${e.message}`)) : null;
+  const held =
+    db.kind === "postgres" && databaseUrl
+      ? await holdAdvisoryLock(databaseUrl, owner.lockKey, (e) => log(`owner lock connection: ${e.message}`))
+      : null;
   await registerOwner(db, owner);
   const recovered = await closeDeadOwners(db, owner);
   let timer: NodeJS.Timeout | undefined;

@@ -34,8 +34,18 @@ const named = (path: string) => `'${path || "body"}'`;
 
 /** Why a string is no text PostgreSQL and UTF-8 can both hold (a lone surrogate, a NUL); `what` names it in the message. */
 function textFault(text: string, path: () => string, what: string): BodyFault | null {
-  if (!isWellFormed(text)) return { param: path(), code: "invalid_unicode", message: `Invalid ${named(path())}: ${what} holds a lone UTF-16 surrogate (not valid Unicode).` };
-  if (text.includes("\u0000")) return { param: path(), code: "invalid_value", message: `Invalid ${named(path())}: ${what} holds a NUL character (\\u0000), which no stored text can hold.` };
+  if (!isWellFormed(text))
+    return {
+      param: path(),
+      code: "invalid_unicode",
+      message: `Invalid ${named(path())}: ${what} holds a lone UTF-16 surrogate (not valid Unicode).`,
+    };
+  if (text.includes("\u0000"))
+    return {
+      param: path(),
+      code: "invalid_value",
+      message: `Invalid ${named(path())}: ${what} holds a NUL character (\\u0000), which no stored text can hold.`,
+    };
   return null;
 }
 
@@ -49,8 +59,15 @@ function keyFault(value: object, path: () => string): BodyFault | null {
     const fault = textFault(key, path, "a key");
     if (fault) return fault;
     const member = (value as Record<string, unknown>)[key];
-    const prototypeKey = key === "__proto__" || (key === "constructor" && member !== null && typeof member === "object" && Object.prototype.hasOwnProperty.call(member, "prototype"));
-    if (prototypeKey) return { param: path(), code: "invalid_value", message: `Invalid ${named(path())}: the key '${key}' is not accepted (it names an object's prototype).` };
+    const prototypeKey =
+      key === "__proto__" ||
+      (key === "constructor" && member !== null && typeof member === "object" && Object.prototype.hasOwnProperty.call(member, "prototype"));
+    if (prototypeKey)
+      return {
+        param: path(),
+        code: "invalid_value",
+        message: `Invalid ${named(path())}: the key '${key}' is not accepted (it names an object's prototype).`,
+      };
   }
   return null;
 }
@@ -75,7 +92,11 @@ export function findBodyFault(root: unknown, maxDepth = Infinity): BodyFault | n
     if (value === null || typeof value !== "object") continue;
     if (node.depth >= maxDepth) {
       const param = pathOf(node, 2);
-      return { param, code: "nesting_too_deep", message: `Invalid ${named(param)}: objects and arrays are nested more than ${maxDepth} levels deep.` };
+      return {
+        param,
+        code: "nesting_too_deep",
+        message: `Invalid ${named(param)}: objects and arrays are nested more than ${maxDepth} levels deep.`,
+      };
     }
     if (Array.isArray(value)) {
       for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], parent: node, step: i, depth: node.depth + 1 });
@@ -84,7 +105,8 @@ export function findBodyFault(root: unknown, maxDepth = Infinity): BodyFault | n
     const fault = keyFault(value, () => pathOf(node));
     if (fault) return fault;
     const entries = Object.entries(value);
-    for (let i = entries.length - 1; i >= 0; i--) stack.push({ value: entries[i]![1], parent: node, step: entries[i]![0], depth: node.depth + 1 });
+    for (let i = entries.length - 1; i >= 0; i--)
+      stack.push({ value: entries[i]![1], parent: node, step: entries[i]![0], depth: node.depth + 1 });
   }
   return null;
 }

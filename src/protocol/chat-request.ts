@@ -9,7 +9,10 @@ export { MAX_IDENTIFIER_CHARS, preview } from "./identifiers.js";
  * servers do; known fields are checked for type and range so a mistake names its `param`.
  */
 const textPart = z.object({ type: z.literal("text"), text: text });
-const imagePart = z.object({ type: z.literal("image_url"), image_url: z.union([z.string(), z.object({ url: z.string(), detail: z.string().optional() })]) });
+const imagePart = z.object({
+  type: z.literal("image_url"),
+  image_url: z.union([z.string(), z.object({ url: z.string(), detail: z.string().optional() })]),
+});
 const contentPart = z.discriminatedUnion("type", [textPart, imagePart]);
 const content = z.union([text, z.array(contentPart)]);
 
@@ -101,7 +104,9 @@ export const chatRequestSchema = z
     prediction: prediction.nullish(),
     ...commonRequestFields,
     reasoning_effort: z
-      .enum(REASONING_EFFORTS, { error: (issue) => `Invalid value ${preview(issue.input)}: must be one of ${REASONING_EFFORTS.map((e) => `'${e}'`).join(", ")}.` })
+      .enum(REASONING_EFFORTS, {
+        error: (issue) => `Invalid value ${preview(issue.input)}: must be one of ${REASONING_EFFORTS.map((e) => `'${e}'`).join(", ")}.`,
+      })
       .nullish(),
   })
   .superRefine((body, ctx) => {
@@ -121,7 +126,8 @@ export const chatRequestSchema = z
       }
     }
     body.messages.forEach((m, i) => {
-      if (m.role === "tool" && !m.tool_call_id) ctx.addIssue({ code: "custom", path: ["messages", i, "tool_call_id"], message: "A 'tool' message needs 'tool_call_id'." });
+      if (m.role === "tool" && !m.tool_call_id)
+        ctx.addIssue({ code: "custom", path: ["messages", i, "tool_call_id"], message: "A 'tool' message needs 'tool_call_id'." });
     });
   });
 

@@ -4,7 +4,13 @@ import { REQUESTED_TIERS } from "./tiers.js";
 
 /** OpenAI's metadata: up to 16 string pairs, keys up to 64 characters, values up to 512. */
 export const metadataSchema = z
-  .record(identifier(64), z.string().max(512, "values must be at most 512 characters.").refine((value) => !value.includes("\u0000"), "must not contain NUL bytes."))
+  .record(
+    identifier(64),
+    z
+      .string()
+      .max(512, "values must be at most 512 characters.")
+      .refine((value) => !value.includes("\u0000"), "must not contain NUL bytes."),
+  )
   .refine((m) => Object.keys(m).length <= 16, "must have at most 16 pairs.");
 
 /**
@@ -13,7 +19,9 @@ export const metadataSchema = z
  */
 export const commonRequestFields = {
   service_tier: z
-    .enum(REQUESTED_TIERS, { error: (issue) => `Invalid value ${preview(issue.input)}: must be one of ${REQUESTED_TIERS.map((t) => `'${t}'`).join(", ")}.` })
+    .enum(REQUESTED_TIERS, {
+      error: (issue) => `Invalid value ${preview(issue.input)}: must be one of ${REQUESTED_TIERS.map((t) => `'${t}'`).join(", ")}.`,
+    })
     .nullish(),
   prompt_cache_key: identifier(1024).nullish(),
   safety_identifier: identifier(1024).nullish(),

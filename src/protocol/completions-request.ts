@@ -38,10 +38,18 @@ export const completionsRequestSchema = z
       ctx.addIssue({ code: "custom", path: ["suffix"], message: "'suffix' (insertion) is not supported by the models served here." });
     }
     if (body.best_of != null && body.best_of !== (body.n ?? 1)) {
-      ctx.addIssue({ code: "custom", path: ["best_of"], message: "'best_of' other than 'n' is not supported; every generated choice is returned." });
+      ctx.addIssue({
+        code: "custom",
+        path: ["best_of"],
+        message: "'best_of' other than 'n' is not supported; every generated choice is returned.",
+      });
     }
     if (body.echo && body.logprobs != null) {
-      ctx.addIssue({ code: "custom", path: ["echo"], message: "'echo' with 'logprobs' is not supported: prompt tokens get no log probabilities here." });
+      ctx.addIssue({
+        code: "custom",
+        path: ["echo"],
+        message: "'echo' with 'logprobs' is not supported: prompt tokens get no log probabilities here.",
+      });
     }
   });
 

@@ -14,7 +14,8 @@ const tokenIds = z.array(z.number().int().min(0), { error: "must be an array of 
  */
 function inputProblem(input: unknown): string {
   if (Array.isArray(input) && input.length === 0) return "must hold at least one input (an empty list embeds nothing).";
-  if (Array.isArray(input) && input.length > MAX_EMBEDDING_INPUTS) return `holds ${input.length} inputs; the limit is ${MAX_EMBEDDING_INPUTS} inputs a request.`;
+  if (Array.isArray(input) && input.length > MAX_EMBEDDING_INPUTS)
+    return `holds ${input.length} inputs; the limit is ${MAX_EMBEDDING_INPUTS} inputs a request.`;
   return "must be a string, an array of strings, an array of token ids, or an array of token-id arrays.";
 }
 
@@ -25,12 +26,21 @@ function inputProblem(input: unknown): string {
  */
 export const embeddingsRequestSchema = z.object({
   model: identifier().min(1),
-  input: z.union([
-    nonEmptyText,
-    z.array(nonEmptyText).min(1, "'input' must hold at least one input.").max(MAX_EMBEDDING_INPUTS, `at most ${MAX_EMBEDDING_INPUTS} inputs a request.`),
-    tokenIds,
-    z.array(tokenIds).min(1, "'input' must hold at least one input.").max(MAX_EMBEDDING_INPUTS, `at most ${MAX_EMBEDDING_INPUTS} inputs a request.`),
-  ], { error: (issue) => inputProblem(issue.input) }),
+  input: z.union(
+    [
+      nonEmptyText,
+      z
+        .array(nonEmptyText)
+        .min(1, "'input' must hold at least one input.")
+        .max(MAX_EMBEDDING_INPUTS, `at most ${MAX_EMBEDDING_INPUTS} inputs a request.`),
+      tokenIds,
+      z
+        .array(tokenIds)
+        .min(1, "'input' must hold at least one input.")
+        .max(MAX_EMBEDDING_INPUTS, `at most ${MAX_EMBEDDING_INPUTS} inputs a request.`),
+    ],
+    { error: (issue) => inputProblem(issue.input) },
+  ),
   encoding_format: z.enum(["float", "base64"]).nullish(),
   /** Only the model's native size is served (no Matryoshka truncation): checked against the model. */
   dimensions: z.number().int().min(1).nullish(),

@@ -27,4 +27,3 @@ export function preview(value: unknown, max = 40): string {
   }
   return json.length <= max ? json : `${json.slice(0, max)}...`;
 }
-

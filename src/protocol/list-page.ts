@@ -46,5 +46,9 @@ export function pageOf<T extends { id: string }>(items: readonly T[], query: Lis
  * every list alike: a silently empty page would read as the end of the list.
  */
 export function unknownCursor(what: string, after: string): InvalidRequest {
-  return new InvalidRequest(`No ${what} with id '${after.length > 64 ? `${after.slice(0, 64)}...` : after}' to list after.`, "after", "invalid_value");
+  return new InvalidRequest(
+    `No ${what} with id '${after.length > 64 ? `${after.slice(0, 64)}...` : after}' to list after.`,
+    "after",
+    "invalid_value",
+  );
 }

@@ -15,7 +15,9 @@ export interface RateLimitState {
   tokens?: WindowState;
 }
 
-export const RATE_LIMIT_HEADER_NAMES = ["requests", "tokens"].flatMap((kind) => ["limit", "remaining", "reset"].map((part) => `x-ratelimit-${part}-${kind}`));
+export const RATE_LIMIT_HEADER_NAMES = ["requests", "tokens"].flatMap((kind) =>
+  ["limit", "remaining", "reset"].map((part) => `x-ratelimit-${part}-${kind}`),
+);
 
 export function rateLimitHeaders(state: RateLimitState | undefined): Record<string, string> {
   const headers: Record<string, string> = {};

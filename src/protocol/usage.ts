@@ -16,7 +16,15 @@ export type UsageGroupBy = "model" | "day" | "key";
 export const USAGE_GROUP_BY: readonly UsageGroupBy[] = ["model", "day", "key"];
 
 /** Every status a ledger row can have; `by_status` always lists all of them (zero when absent). */
-export const USAGE_STATUSES: readonly UsageStatus[] = ["completed", "cancelled", "failed", "rejected", "expired", "in_flight", "interrupted"];
+export const USAGE_STATUSES: readonly UsageStatus[] = [
+  "completed",
+  "cancelled",
+  "failed",
+  "rejected",
+  "expired",
+  "in_flight",
+  "interrupted",
+];
 
 export interface UsageTotals {
   /** Every recorded request, whatever its status. */
@@ -106,12 +114,20 @@ export interface WireUsageReport {
   totals: WireUsageTotals;
   data: Array<{ group: string } & WireUsageTotals>;
   /** Dedicated instance time: seconds and cost as exact JSON numbers, in total and per deployment. */
-  deployments?: { instance_seconds: ExactDecimal; cost_usd: ExactDecimal; data: Array<{ deployment_id: string; model_id: string; instance_seconds: ExactDecimal; cost_usd: ExactDecimal }> };
+  deployments?: {
+    instance_seconds: ExactDecimal;
+    cost_usd: ExactDecimal;
+    data: Array<{ deployment_id: string; model_id: string; instance_seconds: ExactDecimal; cost_usd: ExactDecimal }>;
+  };
 }
 
 /** A usage report as the API sends it; serialise with stringifyJson so costs are exact numbers. */
 export function toWireUsageReport(report: UsageReport, params: ReportRange & { account?: string }): WireUsageReport {
-  const wireTotals = (totals: UsageTotals): WireUsageTotals => ({ ...totals, by_status: { ...totals.by_status }, cost_usd: ExactDecimal.of(totals.cost_usd) });
+  const wireTotals = (totals: UsageTotals): WireUsageTotals => ({
+    ...totals,
+    by_status: { ...totals.by_status },
+    cost_usd: ExactDecimal.of(totals.cost_usd),
+  });
   return {
     object: "usage",
     ...(params.account === undefined ? {} : { account: params.account }),
@@ -125,7 +141,10 @@ export function toWireUsageReport(report: UsageReport, params: ReportRange & { a
 }
 
 function wireDeployments(usage: InstanceUsage): NonNullable<WireUsageReport["deployments"]> {
-  const exact = (d: { instance_seconds: string; cost_usd: string }) => ({ instance_seconds: ExactDecimal.of(d.instance_seconds), cost_usd: ExactDecimal.of(d.cost_usd) });
+  const exact = (d: { instance_seconds: string; cost_usd: string }) => ({
+    instance_seconds: ExactDecimal.of(d.instance_seconds),
+    cost_usd: ExactDecimal.of(d.cost_usd),
+  });
   return { ...exact(usage), data: usage.data.map((d) => ({ deployment_id: d.deployment_id, model_id: d.model_id, ...exact(d) })) };
 }
 
@@ -152,7 +171,8 @@ function totalsFromWire(value: unknown): UsageTotals {
   if (!value || typeof value !== "object") throw new Error("The usage response is malformed: totals are missing.");
   const v = value as Record<string, unknown>;
   const byStatus: Record<string, number> = {};
-  for (const [status, n] of Object.entries((v.by_status ?? {}) as Record<string, unknown>)) byStatus[status] = toSafeInteger(n, `by_status.${status}`);
+  for (const [status, n] of Object.entries((v.by_status ?? {}) as Record<string, unknown>))
+    byStatus[status] = toSafeInteger(n, `by_status.${status}`);
   return {
     requests: toSafeInteger(v.requests, "requests"),
     prompt_tokens: toSafeInteger(v.prompt_tokens, "prompt_tokens"),

@@ -3,7 +3,8 @@ import type { ChatMessage } from "../serving/types.js";
 import type { ResponsesInputItem, ResponsesRequestBody } from "../protocol/responses-request.js";
 import type { ChatInput } from "../serving/types.js";
 
-const partsText = (content: string | Array<{ text: string }>) => (typeof content === "string" ? content : content.map((p) => p.text).join(""));
+const partsText = (content: string | Array<{ text: string }>) =>
+  typeof content === "string" ? content : content.map((p) => p.text).join("");
 
 /**
  * Input items as chat messages: message items become turns (`developer` is `system`), consecutive
@@ -37,7 +38,10 @@ export function itemsToMessages(input: string | ResponsesInputItem[]): ChatMessa
 /** Chat's parameters as the Responses API calls them, so its errors name what the caller sent. */
 const RESPONSES_PARAMS = { messages: "input", response_format: "text.format", "response_format.json_schema.schema": "text.format.schema" };
 
-export function toResponsesChatInput(body: ResponsesRequestBody, earlier: readonly ChatMessage[]): { input: ChatInput; conversation: ChatMessage[] } {
+export function toResponsesChatInput(
+  body: ResponsesRequestBody,
+  earlier: readonly ChatMessage[],
+): { input: ChatInput; conversation: ChatMessage[] } {
   checkCallOutputs(body.input, earlier);
   const conversation = [...earlier, ...itemsToMessages(body.input)];
   const messages: ChatMessage[] = body.instructions ? [{ role: "system", content: body.instructions }, ...conversation] : conversation;
@@ -52,7 +56,12 @@ export function toResponsesChatInput(body: ResponsesRequestBody, earlier: readon
     stop: [],
     n: 1,
     serviceTier: body.service_tier ?? undefined,
-    responseFormat: format?.type === "json_object" ? { type: "json_object" } : format?.type === "json_schema" ? { type: "json_schema", schema: format.schema } : undefined,
+    responseFormat:
+      format?.type === "json_object"
+        ? { type: "json_object" }
+        : format?.type === "json_schema"
+          ? { type: "json_schema", schema: format.schema }
+          : undefined,
     tools: body.tools?.map((t) => ({
       name: t.name,
       ...(t.description != null ? { description: t.description } : {}),
@@ -78,7 +87,11 @@ function checkCallOutputs(input: string | ResponsesInputItem[], earlier: readonl
     if (item.type === "function_call") calls.add(item.call_id);
     if (item.type === "function_call_output" && !calls.has(item.call_id)) {
       const shown = item.call_id.length > 64 ? `${item.call_id.slice(0, 64)}...` : item.call_id;
-      throw new InvalidRequest(`No tool call found for function call output with call_id '${shown}'.`, `input[${index}].call_id`, "invalid_value");
+      throw new InvalidRequest(
+        `No tool call found for function call output with call_id '${shown}'.`,
+        `input[${index}].call_id`,
+        "invalid_value",
+      );
     }
   });
 }

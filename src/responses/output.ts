@@ -9,7 +9,13 @@ export const itemId = (prefix: string) => `${prefix}_${randomBytes(16).toString(
 type ItemStatus = "in_progress" | "completed" | "incomplete";
 type OutputItem =
   | { type: "reasoning"; id: string; status: ItemStatus; summary: []; content: Array<{ type: "reasoning_text"; text: string }> }
-  | { type: "message"; id: string; status: ItemStatus; role: "assistant"; content: Array<{ type: "output_text"; text: string; annotations: []; logprobs: [] }> }
+  | {
+      type: "message";
+      id: string;
+      status: ItemStatus;
+      role: "assistant";
+      content: Array<{ type: "output_text"; text: string; annotations: []; logprobs: [] }>;
+    }
   | { type: "function_call"; id: string; status: ItemStatus; call_id: string; name: string; arguments: string };
 
 /** Sends one typed stream event; the builder numbers them. */
@@ -71,7 +77,13 @@ export class ResponseBuilder {
       temperature: b.temperature ?? 1,
       text: { format: b.text?.format ?? { type: "text" }, verbosity: b.text?.verbosity ?? b.verbosity ?? "medium" },
       tool_choice: b.tool_choice ?? (b.tools?.length ? "auto" : "none"),
-      tools: (b.tools ?? []).map((t) => ({ type: "function", name: t.name, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? null })),
+      tools: (b.tools ?? []).map((t) => ({
+        type: "function",
+        name: t.name,
+        description: t.description ?? null,
+        parameters: t.parameters ?? null,
+        strict: t.strict ?? null,
+      })),
       top_p: b.top_p ?? 1,
       truncation: "disabled",
       usage: usage ? wireUsage(usage) : null,
@@ -109,9 +121,16 @@ export class ResponseBuilder {
   private delta(kind: "reasoning" | "message", text: string): void {
     if (this.open?.type !== kind) {
       this.close("completed");
-      this.open = kind === "reasoning"
-        ? { type: "reasoning", id: itemId("rs"), status: "in_progress", summary: [], content: [{ type: "reasoning_text", text: "" }] }
-        : { type: "message", id: itemId("msg"), status: "in_progress", role: "assistant", content: [{ type: "output_text", text: "", annotations: [], logprobs: [] }] };
+      this.open =
+        kind === "reasoning"
+          ? { type: "reasoning", id: itemId("rs"), status: "in_progress", summary: [], content: [{ type: "reasoning_text", text: "" }] }
+          : {
+              type: "message",
+              id: itemId("msg"),
+              status: "in_progress",
+              role: "assistant",
+              content: [{ type: "output_text", text: "", annotations: [], logprobs: [] }],
+            };
       this.output.push(this.open);
       const at = { output_index: this.output.length - 1 };
       this.emit("response.output_item.added", { ...at, item: { ...this.open, content: [] } });
@@ -121,13 +140,26 @@ export class ResponseBuilder {
     item.content[0]!.text += text;
     if (kind === "message") this.text += text;
     const type = kind === "reasoning" ? "response.reasoning_text.delta" : "response.output_text.delta";
-    this.emit(type, { item_id: item.id, output_index: this.output.length - 1, content_index: 0, delta: text, ...(kind === "message" ? { logprobs: [] } : {}) });
+    this.emit(type, {
+      item_id: item.id,
+      output_index: this.output.length - 1,
+      content_index: 0,
+      delta: text,
+      ...(kind === "message" ? { logprobs: [] } : {}),
+    });
   }
 
   private toolCalls(calls: readonly ToolCall[]): void {
     this.close("completed");
     for (const call of calls) {
-      const item: OutputItem = { type: "function_call", id: itemId("fc"), status: "in_progress", call_id: call.id, name: call.name, arguments: "" };
+      const item: OutputItem = {
+        type: "function_call",
+        id: itemId("fc"),
+        status: "in_progress",
+        call_id: call.id,
+        name: call.name,
+        arguments: "",
+      };
       this.output.push(item);
       const at = { output_index: this.output.length - 1, item_id: item.id };
       this.emit("response.output_item.added", { output_index: at.output_index, item: { ...item } });

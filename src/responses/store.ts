@@ -26,7 +26,13 @@ export interface ResponseStore {
 export function createResponseStore(db: Database, limits: StoredObjectLimits): ResponseStore {
   return {
     async save(accountId, id, { conversation, body, inputItems }) {
-      await db.query("INSERT INTO responses (id, account_id, conversation, body, input_items) VALUES ($1, $2, $3::jsonb, $4, $5::jsonb)", [id, accountId, JSON.stringify(conversation), body, JSON.stringify(inputItems)]);
+      await db.query("INSERT INTO responses (id, account_id, conversation, body, input_items) VALUES ($1, $2, $3::jsonb, $4, $5::jsonb)", [
+        id,
+        accountId,
+        JSON.stringify(conversation),
+        body,
+        JSON.stringify(inputItems),
+      ]);
       await pruneStored(db, "responses", accountId, limits);
     },
     async get(accountId, id) {
@@ -37,7 +43,11 @@ export function createResponseStore(db: Database, limits: StoredObjectLimits): R
       const row = rows[0];
       if (!row) return null;
       // Rows stored before input items were kept list none.
-      return { conversation: fromJsonb(row.conversation) as ChatMessage[], body: row.body, inputItems: (fromJsonb(row.input_items) ?? []) as StoredResponse["inputItems"] };
+      return {
+        conversation: fromJsonb(row.conversation) as ChatMessage[],
+        body: row.body,
+        inputItems: (fromJsonb(row.input_items) ?? []) as StoredResponse["inputItems"],
+      };
     },
     async delete(accountId, id) {
       const rows = await db.query("DELETE FROM responses WHERE id = $1 AND account_id = $2 RETURNING id", [id, accountId]);

@@ -15,7 +15,15 @@ import { requireServedModel } from "./served-model.js";
 import type { InFlightLedger, SpendBudgets } from "../billing/ports.js";
 import type { LimitLease, RequestLimits } from "../limits/ports.js";
 import type { RequestMeter } from "./request-meter.js";
-import { checkCapabilities, checkCheapContextBound, checkChoiceCount, checkPredictionLength, completionBudget, outputConstraint, promptParam } from "./request-checks.js";
+import {
+  checkCapabilities,
+  checkCheapContextBound,
+  checkChoiceCount,
+  checkPredictionLength,
+  completionBudget,
+  outputConstraint,
+  promptParam,
+} from "./request-checks.js";
 import { checkSchemas } from "./schema-check.js";
 import type { ToolShaping } from "./choice-shaping.js";
 import type { ToolChoice } from "./tool-calls.js";
@@ -75,7 +83,13 @@ export interface Admission {
   durable: Promise<void>;
 }
 
-export async function admit(deps: AdmissionDeps, caller: Caller, input: ChatInput, meter: RequestMeter, held: Holdings): Promise<Admission> {
+export async function admit(
+  deps: AdmissionDeps,
+  caller: Caller,
+  input: ChatInput,
+  meter: RequestMeter,
+  held: Holdings,
+): Promise<Admission> {
   const model = readyModel(deps.registry, caller, input.model);
   const { entry, backend } = model;
   checkCapabilities(entry, backend, input);
@@ -94,7 +108,18 @@ export async function admit(deps: AdmissionDeps, caller: Caller, input: ChatInpu
   // Rejected prediction tokens are billed as completion tokens: each choice may reject up to the whole prediction.
   const maxCompletionTokens = (maxTokens + (prediction?.tokenCount ?? 0)) * choiceCount;
   const { durable } = await reserve(deps, caller, meter, held, { model: entry.id, prices, maxCompletionTokens });
-  return { model, tier: held.tier, prices, output, prompts, ...(prediction ? { prediction } : {}), choicesPerPrompt, maxTokens, lease: held.lease!, durable };
+  return {
+    model,
+    tier: held.tier,
+    prices,
+    output,
+    prompts,
+    ...(prediction ? { prediction } : {}),
+    choicesPerPrompt,
+    maxTokens,
+    lease: held.lease!,
+    durable,
+  };
 }
 
 interface Reserving {
@@ -110,10 +135,22 @@ interface Reserving {
  * the database's commits (a WAL flush each on PostgreSQL) overlap the prompt's evaluation instead
  * of preceding it (`beside`). Every choice may use max_tokens. Chat and embeddings both admit here.
  */
-export async function reserve(deps: Pick<AdmissionDeps, "limits" | "budgets" | "inFlight">, caller: Caller, meter: RequestMeter, held: Holdings, request: Reserving): Promise<{ durable: Promise<void> }> {
+export async function reserve(
+  deps: Pick<AdmissionDeps, "limits" | "budgets" | "inFlight">,
+  caller: Caller,
+  meter: RequestMeter,
+  held: Holdings,
+  request: Reserving,
+): Promise<{ durable: Promise<void> }> {
   const estimatedTokens = held.promptTokens + request.maxCompletionTokens;
   const takeLimits = async () => {
-    held.lease = await deps.limits.admit({ accountId: caller.accountId, keyId: caller.keyId, model: request.model, estimatedTokens, limits: caller.limits });
+    held.lease = await deps.limits.admit({
+      accountId: caller.accountId,
+      keyId: caller.keyId,
+      model: request.model,
+      estimatedTokens,
+      limits: caller.limits,
+    });
   };
   if (caller.limits.budgetUsd === null) {
     await takeLimits();
@@ -145,11 +182,26 @@ export async function beside<T>(durable: Promise<void>, start: () => Promise<T>,
  * reservation. A key without a budget reserves in the row's own write (nothing to check); one with
  * a budget (or given one since its key was read) is checked by the budgets.
  */
-async function holdBudget(deps: Pick<AdmissionDeps, "budgets" | "inFlight">, caller: Caller, meter: RequestMeter, held: Holdings, request: Reserving): Promise<void> {
+async function holdBudget(
+  deps: Pick<AdmissionDeps, "budgets" | "inFlight">,
+  caller: Caller,
+  meter: RequestMeter,
+  held: Holdings,
+  request: Reserving,
+): Promise<void> {
   const { promptTokens, tier } = held;
   const worstCase = requestCost(request.prices, { promptTokens, cachedPromptTokens: 0, completionTokens: request.maxCompletionTokens });
   const reserveUsd = caller.limits.budgetUsd === null ? worstCase : undefined;
-  if (await meter.begin(deps.inFlight, { serviceTier: tier, promptTokens, prices: request.prices, maxCompletionTokens: request.maxCompletionTokens, reserveUsd })) return;
+  if (
+    await meter.begin(deps.inFlight, {
+      serviceTier: tier,
+      promptTokens,
+      prices: request.prices,
+      maxCompletionTokens: request.maxCompletionTokens,
+      reserveUsd,
+    })
+  )
+    return;
   await deps.budgets.reserve({ keyId: caller.keyId, requestId: meter.context.requestId, amountUsd: worstCase });
 }
 
@@ -157,10 +209,12 @@ async function holdBudget(deps: Pick<AdmissionDeps, "budgets" | "inFlight">, cal
 export function planOutput(input: ChatInput): OutputPlan {
   const toolChoice: ToolChoice = input.tools?.length ? (input.toolChoice ?? "auto") : "none";
   const offered = toolChoice === "none" ? [] : (input.tools ?? []);
-  const forced = toolChoice === "required" ? offered : typeof toolChoice === "object" ? offered.filter((t) => t.name === toolChoice.name) : [];
+  const forced =
+    toolChoice === "required" ? offered : typeof toolChoice === "object" ? offered.filter((t) => t.name === toolChoice.name) : [];
   checkSchemas(input, forced);
   const { constraint, constraintParam } = outputConstraint(input, forced);
-  const shaping: ToolShaping = forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
+  const shaping: ToolShaping =
+    forced.length > 0 ? { mode: "forced", tools: forced } : toolChoice === "auto" ? { mode: "auto", tools: offered } : { mode: "none" };
   // Grammar-bound output cannot hold a think block, so the model is asked not to think.
   const thinking = input.reasoningEffort === "none" || constraint ? false : undefined;
   return { constraint, constraintParam, shaping, offered, thinking };
@@ -183,7 +237,13 @@ async function preparePrompts(backend: Backend, input: ChatInput, output: Output
  * first by a lower bound of its tokens (tokenizing a huge one costs time), then by its tokens.
  * An empty prediction drafts nothing and is none.
  */
-async function preparePrediction(entry: CatalogEntry, backend: Backend, input: ChatInput, prompts: readonly PreparedPrompt[], fairnessKey: string): Promise<PreparedPrediction | undefined> {
+async function preparePrediction(
+  entry: CatalogEntry,
+  backend: Backend,
+  input: ChatInput,
+  prompts: readonly PreparedPrompt[],
+  fairnessKey: string,
+): Promise<PreparedPrediction | undefined> {
   const text = input.prediction;
   const prompt = prompts[0];
   if (!text || !backend.preparePrediction || input.prompt.kind !== "chat" || !prompt) return undefined;
@@ -196,5 +256,10 @@ async function preparePrediction(entry: CatalogEntry, backend: Backend, input: C
 export function readyModel(registry: ModelRegistry, caller: Caller, id: string): ReadyModel {
   const served = requireServedModel(registry, caller, id, "chat");
   if (!served.backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
-  return { entry: served.entry, backend: served.backend, systemFingerprint: served.systemFingerprint ?? "fp_unknown", metricsModel: served.dedicated && `${served.dedicated.baseModel} (dedicated)` };
+  return {
+    entry: served.entry,
+    backend: served.backend,
+    systemFingerprint: served.systemFingerprint ?? "fp_unknown",
+    metricsModel: served.dedicated && `${served.dedicated.baseModel} (dedicated)`,
+  };
 }

@@ -3,7 +3,14 @@
  * budget and limits) → `launch` (the backend's generations, and the wait for each to be admitted)
  * → the event pipeline (reasoning split, tool-call shaping, metering and settlement).
  */
-import { BackendBusy, BackendUnavailable, BackendWaitExpired, ConstraintRejected, EmptyPrompt, UpstreamRejected } from "../backends/backend.js";
+import {
+  BackendBusy,
+  BackendUnavailable,
+  BackendWaitExpired,
+  ConstraintRejected,
+  EmptyPrompt,
+  UpstreamRejected,
+} from "../backends/backend.js";
 import type { EngineEvent, PauseControl } from "../engine/types.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
@@ -43,7 +50,14 @@ export function createChatService(deps: ChatServiceDeps): ChatService {
     async start(caller, input, signal, context = {}) {
       const api = context.api ?? "chat.completions";
       const requestId = context.requestId ?? newRequestId(api);
-      const meter = new RequestMeter(deps.ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api, batchId: caller.batchId });
+      const meter = new RequestMeter(deps.ledger, {
+        requestId,
+        accountId: caller.accountId,
+        keyId: caller.keyId,
+        model: input.model,
+        api,
+        batchId: caller.batchId,
+      });
       const held: Holdings = { tier: "default", promptTokens: 0 };
       try {
         const admission = await admit(deps, caller, input, meter, held);
@@ -60,7 +74,13 @@ export function createChatService(deps: ChatServiceDeps): ChatService {
  * Starts every choice's generation (each prompt's n choices together: the backend computes the
  * prompt once for them) and waits until the backend has admitted all of them.
  */
-async function launch(admission: Admission, caller: Caller, input: ChatInput, signal: AbortSignal, output: PauseControl | undefined): Promise<Launch> {
+async function launch(
+  admission: Admission,
+  caller: Caller,
+  input: ChatInput,
+  signal: AbortSignal,
+  output: PauseControl | undefined,
+): Promise<Launch> {
   const { prompts, choicesPerPrompt: n, model } = admission;
   const choices = choiceSettings(admission, caller, input);
   const generations = prompts.flatMap((prompt) => model.backend.generate(prompt, choices, signal, output));
@@ -94,12 +114,26 @@ function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) 
       seed: input.seed === undefined ? undefined : input.seed + index,
     };
     const { maxTokens, tier, output, prediction } = admission;
-    return { maxTokens, sampling, stop: input.stop, logprobs: input.logprobs, constraint: output.constraint, tier, cacheNamespace: cacheNamespace(caller, input), account: caller.accountId, ...(prediction ? { prediction } : {}) };
+    return {
+      maxTokens,
+      sampling,
+      stop: input.stop,
+      logprobs: input.logprobs,
+      constraint: output.constraint,
+      tier,
+      cacheNamespace: cacheNamespace(caller, input),
+      account: caller.accountId,
+      ...(prediction ? { prediction } : {}),
+    };
   });
 }
 
 /** The launched generations as the run's events: reasoning split, tool calls shaped, metered and settled. */
-function eventPipeline(admission: Admission, launched: Launch, run: { input: ChatInput; meter: RequestMeter; held: Holdings; signal: AbortSignal; metrics?: ServingMetrics }): ChatRun {
+function eventPipeline(
+  admission: Admission,
+  launched: Launch,
+  run: { input: ChatInput; meter: RequestMeter; held: Holdings; signal: AbortSignal; metrics?: ServingMetrics },
+): ChatRun {
   const { model, tier, prompts, choicesPerPrompt: n, output } = admission;
   const { meter, signal } = run;
   const cachedPromptTokens = launched.cachedByPrompt.reduce((a, b) => a + b, 0);
@@ -125,7 +159,14 @@ function eventPipeline(admission: Admission, launched: Launch, run: { input: Cha
     serviceTier: tier,
     systemFingerprint: model.systemFingerprint,
     rateLimits: admission.lease.state,
-    events: meteredEvents(choices, { meter, settle, observer, cover, interruptedBy: () => serverAbort(signal), predictionTokens: admission.prediction?.tokenCount ?? 0 }),
+    events: meteredEvents(choices, {
+      meter,
+      settle,
+      observer,
+      cover,
+      interruptedBy: () => serverAbort(signal),
+      predictionTokens: admission.prediction?.tokenCount ?? 0,
+    }),
     undelivered: (errorCode) => meter.undelivered(errorCode),
   };
 }
@@ -154,22 +195,28 @@ function cacheNamespace(caller: Caller, input: ChatInput): string {
   return input.promptCacheKey === undefined ? caller.accountId : JSON.stringify([caller.accountId, input.promptCacheKey]);
 }
 
-
 /**
  * Waits for admission (the `started` event). A full queue is a 429 `queue_full`; a flex request that
  * found no spare capacity in time a 429 `resource_unavailable`, not billed.
  */
-async function admitted(generation: AsyncGenerator<EngineEvent>, constraintParam: string | null, promptParam: string): Promise<{ queuedMs: number; cachedTokens: number }> {
+async function admitted(
+  generation: AsyncGenerator<EngineEvent>,
+  constraintParam: string | null,
+  promptParam: string,
+): Promise<{ queuedMs: number; cachedTokens: number }> {
   try {
     const first = await generation.next();
     if (first.done || first.value.type !== "started") throw new Error("The backend did not start the generation.");
     return first.value;
   } catch (error) {
     if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
-    if (error instanceof BackendWaitExpired) throw new RateLimited(`${error.message} Retry later, or use the default tier.`, 60, "resource_unavailable");
-    if (error instanceof ConstraintRejected) throw new InvalidRequest(`Unsupported schema: ${error.message}`, constraintParam, "invalid_schema");
+    if (error instanceof BackendWaitExpired)
+      throw new RateLimited(`${error.message} Retry later, or use the default tier.`, 60, "resource_unavailable");
+    if (error instanceof ConstraintRejected)
+      throw new InvalidRequest(`Unsupported schema: ${error.message}`, constraintParam, "invalid_schema");
     if (error instanceof EmptyPrompt) throw new InvalidRequest(error.message, promptParam, "empty_prompt");
-    if (error instanceof UpstreamRejected) throw new InvalidRequest(error.message, error.param === "messages" ? promptParam : error.param, error.code);
+    if (error instanceof UpstreamRejected)
+      throw new InvalidRequest(error.message, error.param === "messages" ? promptParam : error.param, error.code);
     if (error instanceof BackendUnavailable) throw new CapacityUnavailable(`${error.message} Retry shortly.`, 5);
     throw error;
   }

@@ -2,7 +2,8 @@ import type { TokenLogprob, ToolDefinition } from "../engine/types.js";
 import type { ChoiceEvent } from "./types.js";
 import { mayBeToolCall, parseToolCalls, partialToolCall } from "./tool-calls.js";
 
-export type ToolShaping = { mode: "none" } | { mode: "forced"; tools: readonly ToolDefinition[] } | { mode: "auto"; tools: readonly ToolDefinition[] };
+export type ToolShaping =
+  { mode: "none" } | { mode: "forced"; tools: readonly ToolDefinition[] } | { mode: "auto"; tools: readonly ToolDefinition[] };
 
 /**
  * Turns one generation into choice events. With tools offered, text that may be a call is held
@@ -19,7 +20,11 @@ export async function* shapeChoice(generation: AsyncGenerator<ChoiceEvent>, shap
   let upstreamCalls = false;
   for await (const event of generation) {
     const { index } = event;
-    const counts = { completionTokens: event.completionTokens, reasoningTokens: event.reasoningTokens, ...(event.prediction ? { prediction: event.prediction } : {}) };
+    const counts = {
+      completionTokens: event.completionTokens,
+      reasoningTokens: event.reasoningTokens,
+      ...(event.prediction ? { prediction: event.prediction } : {}),
+    };
     if (event.type === "reasoning" || event.type === "preempted") {
       yield event;
       continue;
@@ -45,9 +50,13 @@ export async function* shapeChoice(generation: AsyncGenerator<ChoiceEvent>, shap
       yield event;
       continue;
     }
-    const reported = { ...(event.reported ? { reported: event.reported } : {}), ...(event.speculation ? { speculation: event.speculation } : {}) };
+    const reported = {
+      ...(event.reported ? { reported: event.reported } : {}),
+      ...(event.speculation ? { speculation: event.speculation } : {}),
+    };
     if (upstreamCalls) {
-      if (held && event.reason !== "cancelled") yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
+      if (held && event.reason !== "cancelled")
+        yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
       yield { type: "finish", index, reason: event.reason === "stop" ? "tool_calls" : event.reason, ...counts, ...reported };
       return;
     }
@@ -65,4 +74,3 @@ export async function* shapeChoice(generation: AsyncGenerator<ChoiceEvent>, shap
     yield event;
   }
 }
-

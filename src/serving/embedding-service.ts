@@ -43,7 +43,14 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
   return {
     async embed(caller, input, signal, context = {}) {
       const requestId = context.requestId ?? newRequestId("embeddings");
-      const meter = new RequestMeter(ledger, { requestId, accountId: caller.accountId, keyId: caller.keyId, model: input.model, api: "embeddings", batchId: caller.batchId });
+      const meter = new RequestMeter(ledger, {
+        requestId,
+        accountId: caller.accountId,
+        keyId: caller.keyId,
+        model: input.model,
+        api: "embeddings",
+        batchId: caller.batchId,
+      });
       const held: Holdings = { tier: "default", promptTokens: 0 };
       try {
         const served = requireServedModel(registry, caller, input.model, "embeddings");
@@ -55,8 +62,16 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         const tier = (held.tier = caller.batchId ? "batch" : resolveTier(served.entry.pricing, input.serviceTier));
         const prices = effectivePrices(served.entry.pricing, tier);
         const cost = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: 0 });
-        const { durable } = await reserve({ inFlight, budgets, limits }, caller, meter, held, { model: served.entry.id, prices, maxCompletionTokens: 0 });
-        const vectors = await beside(durable, () => runEmbedding(embedder, tokens, tier, signal), async () => {});
+        const { durable } = await reserve({ inFlight, budgets, limits }, caller, meter, held, {
+          model: served.entry.id,
+          prices,
+          maxCompletionTokens: 0,
+        });
+        const vectors = await beside(
+          durable,
+          () => runEmbedding(embedder, tokens, tier, signal),
+          async () => {},
+        );
         const observer = metrics?.request(served.entry.id, tier);
         observer?.admitted(0, promptTokens, 0);
         observer?.finished("stop", 0);
@@ -64,14 +79,32 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         held.lease = undefined; // released here, never again on an error below
         await lease.release(promptTokens);
         // The row settles the budget reservation in the same statement.
-        await meter.record({ status: "completed", serviceTier: tier, promptTokens, cachedTokens: 0, completionTokens: 0, costUsd: cost, finishReason: "stop", errorCode: null });
+        await meter.record({
+          status: "completed",
+          serviceTier: tier,
+          promptTokens,
+          cachedTokens: 0,
+          completionTokens: 0,
+          costUsd: cost,
+          finishReason: "stop",
+          errorCode: null,
+        });
         return { model: served.entry.id, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {
         const { tier, promptTokens } = held;
         await Promise.allSettled([held.lease?.release(promptTokens)]);
         const status = signal.aborted ? "cancelled" : held.lease ? "failed" : "rejected";
         const errorCode = error instanceof ServiceError ? (error.code ?? error.type) : signal.aborted ? "cancelled" : "internal_error";
-        await meter.record({ status, serviceTier: tier, promptTokens, cachedTokens: 0, completionTokens: 0, costUsd: "0", finishReason: null, errorCode });
+        await meter.record({
+          status,
+          serviceTier: tier,
+          promptTokens,
+          cachedTokens: 0,
+          completionTokens: 0,
+          costUsd: "0",
+          finishReason: null,
+          errorCode,
+        });
         throw error;
       }
     },
@@ -92,7 +125,12 @@ function tokenizeInputs(embedder: EmbeddingBackend, inputs: Array<string | numbe
   return inputs.map((input, index) => {
     if (typeof input !== "string") {
       const outside = input.find((id) => id >= embedder.vocabularySize);
-      if (outside !== undefined) throw new InvalidRequest(`Invalid 'input[${index}]': token id ${outside} is outside the model's vocabulary of ${embedder.vocabularySize} tokens.`, `input[${index}]`, "invalid_value");
+      if (outside !== undefined)
+        throw new InvalidRequest(
+          `Invalid 'input[${index}]': token id ${outside} is outside the model's vocabulary of ${embedder.vocabularySize} tokens.`,
+          `input[${index}]`,
+          "invalid_value",
+        );
     }
     const tokens = typeof input === "string" ? embedder.tokenize(input) : embedder.wrapTokens(input);
     if (tokens.length > embedder.maxInputTokens) {
@@ -106,7 +144,12 @@ function tokenizeInputs(embedder: EmbeddingBackend, inputs: Array<string | numbe
   });
 }
 
-async function runEmbedding(embedder: EmbeddingBackend, tokens: Int32Array[], tier: ServiceTier, signal: AbortSignal): Promise<Float32Array[]> {
+async function runEmbedding(
+  embedder: EmbeddingBackend,
+  tokens: Int32Array[],
+  tier: ServiceTier,
+  signal: AbortSignal,
+): Promise<Float32Array[]> {
   try {
     return await embedder.embed(tokens, tier, signal);
   } catch (error) {

@@ -17,19 +17,25 @@ export interface RunTokens {
   rejectedPredictionTokens: number;
 }
 
-export type Settle = (outcome: RunTokens & {
-  status: "completed" | "cancelled" | "failed" | "interrupted";
-  finishReason: string | null;
-  errorCode: string | null;
-  /** Per choice, the prompt size its upstream engine reported, if it did. */
-  reported: ReadonlyArray<ReportedPrompt | undefined>;
-}) => Promise<Usage>;
+export type Settle = (
+  outcome: RunTokens & {
+    status: "completed" | "cancelled" | "failed" | "interrupted";
+    finishReason: string | null;
+    errorCode: string | null;
+    /** Per choice, the prompt size its upstream engine reported, if it did. */
+    reported: ReadonlyArray<ReportedPrompt | undefined>;
+  },
+) => Promise<Usage>;
 
 /**
  * Each prompt is billed once: as its engine reported it when every one of its choices got a report
  * (an upstream's usage), else as counted here (`estimates`: exact for the embedded engine).
  */
-function billedPrompt(estimates: readonly ReportedPrompt[], choicesPerPrompt: number, reported: ReadonlyArray<ReportedPrompt | undefined>): { promptTokens: number; cachedPromptTokens: number } {
+function billedPrompt(
+  estimates: readonly ReportedPrompt[],
+  choicesPerPrompt: number,
+  reported: ReadonlyArray<ReportedPrompt | undefined>,
+): { promptTokens: number; cachedPromptTokens: number } {
   let promptTokens = 0;
   let cachedPromptTokens = 0;
   estimates.forEach((estimate, p) => {
@@ -51,7 +57,16 @@ export function settlement(
   meter: RequestMeter,
   request: { tier: ServiceTier; estimates: ReportedPrompt[]; choicesPerPrompt: number; prices: TokenPrices; lease: LimitLease },
 ): Settle {
-  return async ({ completionTokens: generated, reasoningTokens, acceptedPredictionTokens, rejectedPredictionTokens, status, finishReason, errorCode, reported }) => {
+  return async ({
+    completionTokens: generated,
+    reasoningTokens,
+    acceptedPredictionTokens,
+    rejectedPredictionTokens,
+    status,
+    finishReason,
+    errorCode,
+    reported,
+  }) => {
     const { promptTokens, cachedPromptTokens } = billedPrompt(request.estimates, request.choicesPerPrompt, reported);
     // Rejected prediction tokens were computed like any other: billed as completion tokens, at the output price.
     const completionTokens = generated + rejectedPredictionTokens;
@@ -60,17 +75,30 @@ export function settlement(
     const [freed] = await Promise.allSettled([request.lease.release(promptTokens + completionTokens)]);
     // The ledger row is written even if freeing a limit failed; then that failure surfaces.
     const prediction = { acceptedPredictionTokens, rejectedPredictionTokens };
-    await meter.record({ status, serviceTier: request.tier, promptTokens, cachedTokens: cachedPromptTokens, completionTokens, ...prediction, costUsd: cost, finishReason, errorCode });
+    await meter.record({
+      status,
+      serviceTier: request.tier,
+      promptTokens,
+      cachedTokens: cachedPromptTokens,
+      completionTokens,
+      ...prediction,
+      costUsd: cost,
+      finishReason,
+      errorCode,
+    });
     if (freed.status === "rejected") throw freed.reason;
     return { ...tokens, reasoningTokens, ...prediction, cost };
   };
 }
 
-
 /** Interleaves several generators, yielding each value as soon as it is ready. */
 async function* merge<T>(sources: AsyncGenerator<T>[]): AsyncGenerator<T> {
   const pending = new Map<number, Promise<{ i: number; result: IteratorResult<T> }>>();
-  const pull = (i: number) => pending.set(i, sources[i]!.next().then((result) => ({ i, result })));
+  const pull = (i: number) =>
+    pending.set(
+      i,
+      sources[i]!.next().then((result) => ({ i, result })),
+    );
   sources.forEach((_, i) => pull(i));
   try {
     while (pending.size > 0) {
@@ -133,7 +161,12 @@ class Tally {
 
   total(): RunTokens {
     const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
-    return { completionTokens: sum(this.delivered), reasoningTokens: sum(this.reasoning), acceptedPredictionTokens: sum(this.accepted), rejectedPredictionTokens: sum(this.rejected) };
+    return {
+      completionTokens: sum(this.delivered),
+      reasoningTokens: sum(this.reasoning),
+      acceptedPredictionTokens: sum(this.accepted),
+      rejectedPredictionTokens: sum(this.rejected),
+    };
   }
 
   /** The completion tokens a bill would count now: generated and rejected prediction tokens. */
@@ -192,7 +225,13 @@ async function settled(metering: Metering, tally: Tally, finishReason: string | 
   const interruption = finishReason === null ? metering.interruptedBy() : null;
   if (interruption) throw interruption;
   const status = finishReason === null ? "cancelled" : "completed";
-  const usage = await metering.settle({ ...tally.total(), status, finishReason: finishReason ?? "cancelled", errorCode: null, reported: tally.reported });
+  const usage = await metering.settle({
+    ...tally.total(),
+    status,
+    finishReason: finishReason ?? "cancelled",
+    errorCode: null,
+    reported: tally.reported,
+  });
   metering.observer.finished(finishReason ?? "abort", tally.total().completionTokens);
   return { type: "done", finishReason: finishReason === null ? "cancelled" : "stop", usage };
 }
@@ -202,7 +241,13 @@ async function failed(metering: Metering, tally: Tally, failure: unknown): Promi
   const error = midStreamError(failure);
   const interrupted = error !== null && error === metering.interruptedBy();
   const errorCode = error instanceof ServiceError ? error.code : "engine_error";
-  await metering.settle({ ...tally.total(), status: interrupted ? "interrupted" : "failed", finishReason: null, errorCode, reported: tally.reported });
+  await metering.settle({
+    ...tally.total(),
+    status: interrupted ? "interrupted" : "failed",
+    finishReason: null,
+    errorCode,
+    reported: tally.reported,
+  });
   return error;
 }
 

@@ -10,14 +10,22 @@ import type { ChoiceEvent } from "./types.js";
  * for the tokens generated as any failure after the start is; nothing that breaks the schema is
  * passed on as if it held.
  */
-export function checkedChoice(choice: AsyncGenerator<ChoiceEvent>, schema: Record<string, unknown> | undefined, tools: readonly ToolDefinition[]): AsyncGenerator<ChoiceEvent> {
+export function checkedChoice(
+  choice: AsyncGenerator<ChoiceEvent>,
+  schema: Record<string, unknown> | undefined,
+  tools: readonly ToolDefinition[],
+): AsyncGenerator<ChoiceEvent> {
   const checkText = schema !== undefined && needsOutputCheck(schema);
   const checkTools = tools.filter((tool) => needsOutputCheck(tool.parameters));
   if (!checkText && checkTools.length === 0) return choice;
   return checking(choice, checkText ? schema : undefined, checkTools);
 }
 
-async function* checking(choice: AsyncGenerator<ChoiceEvent>, schema: Record<string, unknown> | undefined, tools: readonly ToolDefinition[]): AsyncGenerator<ChoiceEvent> {
+async function* checking(
+  choice: AsyncGenerator<ChoiceEvent>,
+  schema: Record<string, unknown> | undefined,
+  tools: readonly ToolDefinition[],
+): AsyncGenerator<ChoiceEvent> {
   let text = "";
   for await (const event of choice) {
     if (event.type === "text") text += event.text;
@@ -40,5 +48,11 @@ function refuse(schema: Record<string, unknown>, text: string, what: string): vo
     return; // Not a complete value (cut short): nothing to check.
   }
   const found = violation(schema, value);
-  if (found) throw new ServiceError(500, "server_error", `The model's ${what} broke a number keyword of the schema, which is checked after generation: ${found}`, "schema_violation");
+  if (found)
+    throw new ServiceError(
+      500,
+      "server_error",
+      `The model's ${what} broke a number keyword of the schema, which is checked after generation: ${found}`,
+      "schema_violation",
+    );
 }

@@ -64,7 +64,7 @@ export class ReasoningSplitter {
     this.pendingTokens += tokens;
     this.held += text;
     let sawReasoning = this.phase === "reasoning";
-    for (let progressed = true; progressed; ) {
+    for (let progressed = true; progressed;) {
       progressed = false;
       if (this.phase === "opening") {
         const rest = this.held.trimStart();

@@ -9,12 +9,21 @@ import type { ChoiceEvent } from "./types.js";
  * those of reasoning tokens are dropped (OpenAI reports logprobs for the answer only); they wait
  * while the splitter has not settled their tokens.
  */
-export async function* splitReasoning(index: number, events: AsyncIterable<EngineEvent>, splitter: ReasoningSplitter): AsyncGenerator<ChoiceEvent> {
+export async function* splitReasoning(
+  index: number,
+  events: AsyncIterable<EngineEvent>,
+  splitter: ReasoningSplitter,
+): AsyncGenerator<ChoiceEvent> {
   let tokensSeen = 0;
   let pendingLogprobs: TokenLogprob[] | undefined;
   // The prediction's counts so far (cumulative in the engine's events), carried by every event after them.
   let prediction: PredictionCounts | undefined;
-  const counts = (completionTokens: number) => ({ index, completionTokens, reasoningTokens: splitter.reasoningTokens, ...(prediction ? { prediction } : {}) });
+  const counts = (completionTokens: number) => ({
+    index,
+    completionTokens,
+    reasoningTokens: splitter.reasoningTokens,
+    ...(prediction ? { prediction } : {}),
+  });
   function* release(delta: SplitDelta, completionTokens: number): Generator<ChoiceEvent> {
     if (delta.reasoningTokens > 0 && pendingLogprobs) pendingLogprobs = [];
     if (delta.reasoning) yield { type: "reasoning", text: delta.reasoning, ...counts(completionTokens) };
@@ -40,7 +49,8 @@ export async function* splitReasoning(index: number, events: AsyncIterable<Engin
       prediction = event.prediction ?? prediction;
       // A cancelled generation has nobody left to read its held text; only the count matters.
       if (event.reason !== "cancelled") yield* release(splitter.finish(event.completionTokens - tokensSeen), event.completionTokens);
-      const reported = event.promptTokens === undefined ? undefined : { promptTokens: event.promptTokens, cachedTokens: event.cachedTokens ?? 0 };
+      const reported =
+        event.promptTokens === undefined ? undefined : { promptTokens: event.promptTokens, cachedTokens: event.cachedTokens ?? 0 };
       const speculation = event.speculation ? { speculation: event.speculation } : {};
       yield { type: "finish", reason: event.reason, ...counts(event.completionTokens), ...(reported ? { reported } : {}), ...speculation };
     }

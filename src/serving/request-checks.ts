@@ -42,19 +42,25 @@ export function checkCheapContextBound(entry: CatalogEntry, backend: Backend, in
   const window = Math.min(backend.contextWindow, entry.context_length);
   const completion = input.maxTokens ?? 1;
   const prompt = input.prompt;
-  const atLeast = prompt.kind === "text"
-    ? Math.max(0, ...prompt.texts.map((text) => backend.minimumTextTokens?.(text) ?? 0))
-    : Math.max(prompt.messages.length, backend.minimumPromptTokens?.(prompt.messages) ?? 0);
+  const atLeast =
+    prompt.kind === "text"
+      ? Math.max(0, ...prompt.texts.map((text) => backend.minimumTextTokens?.(text) ?? 0))
+      : Math.max(prompt.messages.length, backend.minimumPromptTokens?.(prompt.messages) ?? 0);
   if (atLeast + completion > window) throw new ContextLengthExceeded(window, atLeast, completion, true, promptParam(input));
 }
-
 
 /**
  * A prediction's tokens must fit in the context window beside the prompt's, or it is a 400 naming
  * `prediction`. `atLeast`: the count is a lower bound, found before tokenizing. A count that is only
  * an upper bound (an upstream engine tokenizes, and checks) cannot refuse it.
  */
-export function checkPredictionLength(entry: CatalogEntry, backend: Backend, prompt: PreparedPrompt, prediction: Pick<PreparedPrediction, "tokenCount" | "tokenCountIsUpperBound">, atLeast = false): void {
+export function checkPredictionLength(
+  entry: CatalogEntry,
+  backend: Backend,
+  prompt: PreparedPrompt,
+  prediction: Pick<PreparedPrediction, "tokenCount" | "tokenCountIsUpperBound">,
+  atLeast = false,
+): void {
   if (prompt.tokenCountIsUpperBound || prediction.tokenCountIsUpperBound) return;
   const window = Math.min(backend.contextWindow, entry.context_length);
   const room = Math.max(0, window - prompt.tokenCount);
@@ -76,7 +82,11 @@ export function checkChoiceCount(backend: Backend, choices: number, input: ChatI
   if (choices <= slots) return;
   const prompt = input.prompt;
   const asked = prompt.kind === "text" ? `${prompt.texts.length} prompts × n=${input.n ?? 1}` : `n=${input.n ?? 1}`;
-  throw new InvalidRequest(`This request asks for ${choices} choices (${asked}), more than the ${slots} this model generates at once.`, prompt.kind === "text" ? "prompt" : "n", "too_many_choices");
+  throw new InvalidRequest(
+    `This request asks for ${choices} choices (${asked}), more than the ${slots} this model generates at once.`,
+    prompt.kind === "text" ? "prompt" : "n",
+    "too_many_choices",
+  );
 }
 
 /** The model's catalog tags say what it can do; asking for more is a 400 naming what is missing. */
@@ -90,21 +100,35 @@ export function checkCapabilities(entry: CatalogEntry, backend: Backend, input: 
     throw new InvalidRequest(`The model '${entry.id}' does not support function calling (tools).`, "tools", "unsupported_capability");
   }
   if (input.hasImages && !has("Multimodal")) {
-    throw new InvalidRequest(`The model '${entry.id}' does not support image input (Multimodal).`, promptParam(input), "unsupported_capability");
+    throw new InvalidRequest(
+      `The model '${entry.id}' does not support image input (Multimodal).`,
+      promptParam(input),
+      "unsupported_capability",
+    );
   }
   for (const token of input.logitBias?.keys() ?? []) {
     if (backend.vocabularySize > 0 && token >= backend.vocabularySize) {
-      throw new InvalidRequest(`Invalid 'logit_bias': token id ${token} is outside the model's vocabulary of ${backend.vocabularySize} tokens.`, "logit_bias", "invalid_value");
+      throw new InvalidRequest(
+        `Invalid 'logit_bias': token id ${token} is outside the model's vocabulary of ${backend.vocabularySize} tokens.`,
+        "logit_bias",
+        "invalid_value",
+      );
     }
   }
 }
 
 /** A forced tool call's grammar wins over response_format (OpenAI applies response_format to content only). */
-export function outputConstraint(input: ChatInput, forced: readonly ToolDefinition[]): { constraint: OutputConstraint | undefined; constraintParam: string | null } {
+export function outputConstraint(
+  input: ChatInput,
+  forced: readonly ToolDefinition[],
+): { constraint: OutputConstraint | undefined; constraintParam: string | null } {
   if (forced.length > 0) return { constraint: toolCallConstraint(forced), constraintParam: "tools" };
   const format = input.responseFormat;
   if (format?.type === "json_object") return { constraint: { type: "json" }, constraintParam: paramName(input, "response_format") };
-  if (format?.type === "json_schema") return { constraint: { type: "json_schema", schema: format.schema }, constraintParam: paramName(input, "response_format.json_schema.schema") };
+  if (format?.type === "json_schema")
+    return {
+      constraint: { type: "json_schema", schema: format.schema },
+      constraintParam: paramName(input, "response_format.json_schema.schema"),
+    };
   return { constraint: undefined, constraintParam: null };
 }
-

@@ -10,18 +10,27 @@ import type { ChatInput } from "./types.js";
  * will compile them; the parameters of tools that no grammar binds (they only reach the prompt) are
  * checked for depth, so that rendering them cannot overflow the stack.
  */
-export function checkSchemas(
-  request: Pick<ChatInput, "responseFormat" | "tools" | "paramNames">,
-  forced: readonly ToolDefinition[],
-): void {
+export function checkSchemas(request: Pick<ChatInput, "responseFormat" | "tools" | "paramNames">, forced: readonly ToolDefinition[]): void {
   const tools = request.tools ?? [];
   const toolParam = (index: number) => `tools[${index}].function.parameters`;
   tools.forEach((tool, index) => {
-    if (!forced.includes(tool)) refuse(() => checkSchemaDepth(tool.parameters), () => toolParam(index));
+    if (!forced.includes(tool))
+      refuse(
+        () => checkSchemaDepth(tool.parameters),
+        () => toolParam(index),
+      );
   });
-  if (forced.length > 0) refuse(() => toolCallGbnf(forced), (error) => toolParam(tools.indexOf(forced[error.tool ?? 0]!)));
+  if (forced.length > 0)
+    refuse(
+      () => toolCallGbnf(forced),
+      (error) => toolParam(tools.indexOf(forced[error.tool ?? 0]!)),
+    );
   const format = request.responseFormat;
-  if (format?.type === "json_schema") refuse(() => jsonSchemaToGbnf(format.schema), () => paramName(request, "response_format.json_schema.schema"));
+  if (format?.type === "json_schema")
+    refuse(
+      () => jsonSchemaToGbnf(format.schema),
+      () => paramName(request, "response_format.json_schema.schema"),
+    );
 }
 
 function refuse(check: () => unknown, param: (error: SchemaError) => string): void {

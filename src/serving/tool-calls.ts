@@ -24,7 +24,10 @@ export function toolCallId(): string {
 export function parseToolCalls(text: string, tools: readonly ToolDefinition[]): ToolCall[] | null {
   let body = text.trim();
   body = body.replace(/^<tool_call>\s*/u, "").replace(/\s*<\/tool_call>$/u, "");
-  body = body.replace(/^```(?:json)?\s*/u, "").replace(/\s*```$/u, "").trim();
+  body = body
+    .replace(/^```(?:json)?\s*/u, "")
+    .replace(/\s*```$/u, "")
+    .trim();
   let value: unknown;
   try {
     value = JSON.parse(body);

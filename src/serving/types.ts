@@ -5,7 +5,15 @@
 import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import type { RequestedTier } from "../billing/prices.js";
 import type { ServiceTier } from "../protocol/tiers.js";
-import type { ChatMessage, PauseControl, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition } from "../engine/types.js";
+import type {
+  ChatMessage,
+  PauseControl,
+  PredictionCounts,
+  SpeculationCounts,
+  TokenLogprob,
+  ToolCall,
+  ToolDefinition,
+} from "../engine/types.js";
 
 /** The conversation's vocabulary, as the layers above serving see it (they import nothing of the engine). */
 export type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition };
@@ -128,9 +136,14 @@ export interface ReportedPrompt {
 export type ChoiceEvent =
   | OutputEvent
   | (ChoiceCounts & { index: number } & (
-      | { type: "preempted" }
-      | { type: "finish"; reason: "stop" | "length" | "cancelled" | "tool_calls"; reported?: ReportedPrompt; speculation?: SpeculationCounts }
-    ));
+        | { type: "preempted" }
+        | {
+            type: "finish";
+            reason: "stop" | "length" | "cancelled" | "tool_calls";
+            reported?: ReportedPrompt;
+            speculation?: SpeculationCounts;
+          }
+      ));
 
 /**
  * Per choice (`index`): reasoning deltas and text deltas (with the log probabilities of the tokens

@@ -52,12 +52,27 @@ export interface FileRow {
 
 export const FILE_COLUMNS = "id, purpose, filename, bytes, created_at";
 
-export const toStoredFile = (row: FileRow): StoredFile => ({ id: row.id, purpose: row.purpose, filename: row.filename, bytes: Number(row.bytes), createdAt: new Date(row.created_at) });
+export const toStoredFile = (row: FileRow): StoredFile => ({
+  id: row.id,
+  purpose: row.purpose,
+  filename: row.filename,
+  bytes: Number(row.bytes),
+  createdAt: new Date(row.created_at),
+});
 
 /** Opens a file row (incomplete) and returns its writer. `room`: the bytes the file may reach. */
-export async function openFileWriter(db: Database, accountId: string, file: { purpose: string; filename: string; room?: number }): Promise<FileWriter> {
+export async function openFileWriter(
+  db: Database,
+  accountId: string,
+  file: { purpose: string; filename: string; room?: number },
+): Promise<FileWriter> {
   const id = newFileId();
-  await db.query("INSERT INTO files (id, account_id, purpose, filename, bytes, sha256, complete) VALUES ($1, $2, $3, $4, 0, '', false)", [id, accountId, file.purpose, file.filename]);
+  await db.query("INSERT INTO files (id, account_id, purpose, filename, bytes, sha256, complete) VALUES ($1, $2, $3, $4, 0, '', false)", [
+    id,
+    accountId,
+    file.purpose,
+    file.filename,
+  ]);
   const hash = createHash("sha256");
   const room = file.room ?? Number.MAX_SAFE_INTEGER;
   let pending: Buffer[] = [];
@@ -98,7 +113,10 @@ export async function openFileWriter(db: Database, accountId: string, file: { pu
     },
     flush: () => drain(true),
     async commit(tx = db) {
-      const rows = await tx.query<FileRow>(`UPDATE files SET complete = true, bytes = $2, sha256 = $3 WHERE id = $1 RETURNING ${FILE_COLUMNS}`, [id, bytes, hash.copy().digest("hex")]);
+      const rows = await tx.query<FileRow>(
+        `UPDATE files SET complete = true, bytes = $2, sha256 = $3 WHERE id = $1 RETURNING ${FILE_COLUMNS}`,
+        [id, bytes, hash.copy().digest("hex")],
+      );
       return toStoredFile(rows[0]!);
     },
     async abort() {

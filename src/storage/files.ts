@@ -76,9 +76,14 @@ export function createFileStore(db: Database): FileStore {
       const direction = order === "asc" ? "ASC" : "DESC";
       if (after !== undefined) {
         const comparison = order === "asc" ? ">" : "<";
-        where.push(`(created_at, id) ${comparison} (SELECT created_at, id FROM files WHERE id = $${params.push(after)} AND account_id = $1)`);
+        where.push(
+          `(created_at, id) ${comparison} (SELECT created_at, id FROM files WHERE id = $${params.push(after)} AND account_id = $1)`,
+        );
       }
-      const rows = await db.query<FileRow>(`SELECT ${COLUMNS} FROM files WHERE ${where.join(" AND ")} ORDER BY created_at ${direction}, id ${direction} LIMIT $2`, params);
+      const rows = await db.query<FileRow>(
+        `SELECT ${COLUMNS} FROM files WHERE ${where.join(" AND ")} ORDER BY created_at ${direction}, id ${direction} LIMIT $2`,
+        params,
+      );
       return rows.map(toStoredFile);
     },
     async delete(accountId, id) {
@@ -86,11 +91,16 @@ export function createFileStore(db: Database): FileStore {
       return rows.length > 0;
     },
     async usage(accountId) {
-      const rows = await db.query<{ files: string | number; bytes: string | number }>("SELECT count(*) AS files, COALESCE(sum(bytes), 0) AS bytes FROM files WHERE account_id = $1", [accountId]);
+      const rows = await db.query<{ files: string | number; bytes: string | number }>(
+        "SELECT count(*) AS files, COALESCE(sum(bytes), 0) AS bytes FROM files WHERE account_id = $1",
+        [accountId],
+      );
       return { files: Number(rows[0]?.files ?? 0), bytes: Number(rows[0]?.bytes ?? 0) };
     },
     async sweepIncomplete(olderThanSeconds) {
-      const rows = await db.query("DELETE FROM files WHERE NOT complete AND created_at < now() - make_interval(secs => $1) RETURNING id", [olderThanSeconds]);
+      const rows = await db.query("DELETE FROM files WHERE NOT complete AND created_at < now() - make_interval(secs => $1) RETURNING id", [
+        olderThanSeconds,
+      ]);
       return rows.length;
     },
   };
@@ -116,7 +126,10 @@ async function* readChunks(db: Database, id: string): AsyncGenerator<Buffer> {
   for (let seq = 0; ; seq++) {
     await bulkPace();
     // One chunk per statement, by its key: a plan that cannot turn into a scan of the file's other chunks.
-    const rows = await db.query<{ sha256: string; data: string }>("SELECT sha256, encode(content, 'base64') AS data FROM file_chunks WHERE file_id = $1 AND seq = $2", [id, seq]);
+    const rows = await db.query<{ sha256: string; data: string }>(
+      "SELECT sha256, encode(content, 'base64') AS data FROM file_chunks WHERE file_id = $1 AND seq = $2",
+      [id, seq],
+    );
     const row = rows[0];
     if (!row) break;
     const chunk = Buffer.from(row.data, "base64");

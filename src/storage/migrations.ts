@@ -424,7 +424,9 @@ function assertOrdered(list: readonly Migration[]): void {
   list.forEach((migration, index) => {
     const previous = list[index - 1];
     if (!Number.isInteger(migration.id) || migration.id < 1 || (previous && migration.id <= previous.id)) {
-      throw new Error(`Migration ids must be positive integers in strictly increasing order; check migration ${migration.id} (${migration.name}).`);
+      throw new Error(
+        `Migration ids must be positive integers in strictly increasing order; check migration ${migration.id} (${migration.name}).`,
+      );
     }
   });
 }

@@ -29,7 +29,13 @@ export function preparedStatements(pglite: PGlite): PreparedStatements {
 
   const prepare = async (sql: string): Promise<Prepared> => {
     const name = `switchyard_${++counter}`;
-    const { messages } = await pglite.execProtocol(frame([protocol.serialize.parse({ name, text: sql, types: [] }), protocol.serialize.describe({ type: "S", name }), protocol.serialize.sync()]));
+    const { messages } = await pglite.execProtocol(
+      frame([
+        protocol.serialize.parse({ name, text: sql, types: [] }),
+        protocol.serialize.describe({ type: "S", name }),
+        protocol.serialize.sync(),
+      ]),
+    );
     const prepared = { name, paramTypes: parse.parseDescribeStatementResults(messages) };
     if (bySql.size >= MAX_STATEMENTS) await closeOldest();
     bySql.set(sql, prepared);
@@ -52,7 +58,12 @@ export function preparedStatements(pglite: PGlite): PreparedStatements {
       }
       const values = params.map((value, i) => serialize(pglite, value, prepared.paramTypes[i]));
       const { messages } = await pglite.execProtocol(
-        frame([protocol.serialize.bind({ statement: prepared.name, values }), protocol.serialize.describe({ type: "P" }), protocol.serialize.execute({}), protocol.serialize.sync()]),
+        frame([
+          protocol.serialize.bind({ statement: prepared.name, values }),
+          protocol.serialize.describe({ type: "P" }),
+          protocol.serialize.execute({}),
+          protocol.serialize.sync(),
+        ]),
       );
       return (parse.parseResults(messages, pglite.parsers)[0]?.rows ?? []) as Record<string, unknown>[];
     },

@@ -91,7 +91,12 @@ async function shareTheLoop(): Promise<void> {
 }
 
 /** `target` runs the simple protocol's statements; prepared ones share the connection, in or out of a transaction. */
-async function runStatement(target: PGlite | Transaction, statements: PreparedStatements, sql: string, params?: unknown[]): Promise<Record<string, unknown>[]> {
+async function runStatement(
+  target: PGlite | Transaction,
+  statements: PreparedStatements,
+  sql: string,
+  params?: unknown[],
+): Promise<Record<string, unknown>[]> {
   await shareTheLoop();
   try {
     if (params && params.length > 0) return await statements.run(sql, params);

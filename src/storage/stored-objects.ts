@@ -16,7 +16,12 @@ export const unexpired = (daysParam: number) => `created_at > now() - make_inter
  * After a save: the account's expired objects go, and past its cap the oldest go, so one account
  * can neither grow its table without bound nor keep objects past the retention period.
  */
-export async function pruneStored(db: Database, table: keyof typeof AGE_ORDER, accountId: string, limits: StoredObjectLimits): Promise<void> {
+export async function pruneStored(
+  db: Database,
+  table: keyof typeof AGE_ORDER,
+  accountId: string,
+  limits: StoredObjectLimits,
+): Promise<void> {
   const order = AGE_ORDER[table];
   await db.query(
     `DELETE FROM ${table} WHERE account_id = $1 AND (NOT (${unexpired(2)})

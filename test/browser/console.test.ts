@@ -30,7 +30,9 @@ describe("web console (/console) in Chromium", () => {
   let catalogDir: string;
 
   before(async () => {
-    const catalog = JSON.parse(readFileSync(join(ROOT, "catalog/models.json"), "utf8")) as { models: Array<{ id: string; pricing: Record<string, unknown> }> };
+    const catalog = JSON.parse(readFileSync(join(ROOT, "catalog/models.json"), "utf8")) as {
+      models: Array<{ id: string; pricing: Record<string, unknown> }>;
+    };
     const entry = catalog.models.find((m) => m.id === SMOLLM2)!;
     catalogDir = mkdtempSync(join(tmpdir(), "switchyard-console-"));
     const discounted = join(catalogDir, "catalog.json");
@@ -73,7 +75,7 @@ describe("web console (/console) in Chromium", () => {
   test("a wrong key shows the API's own message", async () => {
     await signIn("sk-sy-not-a-real-key");
     await page.waitForSelector(".error-box");
-    assert.match(await page.textContent(".error-box") ?? "", /Incorrect API key provided/);
+    assert.match((await page.textContent(".error-box")) ?? "", /Incorrect API key provided/);
   });
 
   test("sign in, see the models with their tier prices, list price struck through", async () => {
@@ -81,7 +83,7 @@ describe("web console (/console) in Chromium", () => {
     await page.waitForSelector(`article.model[data-model="${SMOLLM2}"]`);
     const card = page.locator(`article.model[data-model="${SMOLLM2}"]`);
     assert.equal(await card.locator("[data-testid=model-status]").textContent(), "ready");
-    const api = (await (await fetch(`${server.baseURL}/models`, { headers: { authorization: `Bearer ${managerKey}` } })).text());
+    const api = await (await fetch(`${server.baseURL}/models`, { headers: { authorization: `Bearer ${managerKey}` } })).text();
     for (const tier of ["default", "priority", "flex"]) {
       const row = card.locator(`tr[data-tier=${tier}]`);
       const prices = await row.locator(".price").allTextContents();
@@ -92,8 +94,8 @@ describe("web console (/console) in Chromium", () => {
       for (let i = 0; i < 3; i++) assert.equal(Number(prices[i]!.slice(1)) * 2, Number(struck[i]!.slice(1)));
       for (const price of prices) assert.ok(api.includes(price.slice(1)), `${price} is in the API's model list`);
     }
-    assert.match(await card.textContent() ?? "", /50% off/);
-    assert.match(await card.textContent() ?? "", /8,192/);
+    assert.match((await card.textContent()) ?? "", /50% off/);
+    assert.match((await card.textContent()) ?? "", /8,192/);
     // The key lives in sessionStorage, never a cookie, never the URL.
     assert.deepEqual(await context.cookies(), []);
     assert.ok(!page.url().includes(managerKey));
@@ -131,20 +133,26 @@ describe("web console (/console) in Chromium", () => {
     const firstCompletion = await number("li.message-assistant [data-stat=completion]");
     await page.fill("textarea[aria-label=Message]", "And two more?");
     await page.click("form.composer button[type=submit]");
-    await page.waitForFunction(() => document.querySelectorAll("li.message-assistant [data-testid=answer-stats]").length === 2, null, { timeout: ANSWER_TIMEOUT_MS });
+    await page.waitForFunction(() => document.querySelectorAll("li.message-assistant [data-testid=answer-stats]").length === 2, null, {
+      timeout: ANSWER_TIMEOUT_MS,
+    });
     assert.ok((await number("li.message-assistant [data-stat=prompt]")) > firstPrompt + firstCompletion - 1);
     assert.ok((await number("li.message-assistant [data-stat=cached]")) > 0, "the first turn's tokens came from the prefix cache");
     await screenshot(page, "playground");
 
     // Regenerate replaces the last answer; editing the first question drops everything after it.
     await page.locator("li.message-assistant button:has-text('Regenerate')").last().click();
-    await page.waitForFunction(() => document.querySelectorAll("li.message-assistant [data-testid=answer-stats]").length === 2, null, { timeout: ANSWER_TIMEOUT_MS });
+    await page.waitForFunction(() => document.querySelectorAll("li.message-assistant [data-testid=answer-stats]").length === 2, null, {
+      timeout: ANSWER_TIMEOUT_MS,
+    });
     assert.equal(await page.locator("li.message").count(), 4);
     await page.locator("li.message-user button:has-text('Edit')").first().click();
     await page.fill("li.message-user .edit textarea", "Name one colour.");
     await page.click("button:has-text('Save & resend')");
     await page.waitForFunction(
-      () => document.querySelectorAll("li.message").length === 2 && document.querySelector("li.message-assistant [data-testid=answer-stats]") !== null,
+      () =>
+        document.querySelectorAll("li.message").length === 2 &&
+        document.querySelector("li.message-assistant [data-testid=answer-stats]") !== null,
       null,
       { timeout: ANSWER_TIMEOUT_MS },
     );
@@ -176,7 +184,11 @@ describe("web console (/console) in Chromium", () => {
     const answer = (await page.locator("li.message-assistant .message-text").last().textContent()) ?? "";
     await page.fill("textarea[name=prediction]", answer);
     await regenerate();
-    assert.equal((await page.locator("li.message-assistant .message-text").last().textContent()) ?? "", answer, "a prediction never changes the answer");
+    assert.equal(
+      (await page.locator("li.message-assistant .message-text").last().textContent()) ?? "",
+      answer,
+      "a prediction never changes the answer",
+    );
     const stat = (await page.locator("li.message-assistant [data-stat=prediction]").last().textContent()) ?? "";
     const accepted = Number(/^(\d+) accepted, (\d+) rejected$/.exec(stat)?.[1]);
     assert.ok(accepted > 0, `the prediction was accepted: ${stat}`);
@@ -189,7 +201,9 @@ describe("web console (/console) in Chromium", () => {
     const today = new Date().toISOString().slice(0, 10);
     const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10);
     const weekAgo = new Date(Date.now() - 6 * 86_400_000).toISOString().slice(0, 10);
-    const response = await fetch(`${server.url}/v1/usage?start=${weekAgo}&end=${tomorrow}`, { headers: { authorization: `Bearer ${managerKey}` } });
+    const response = await fetch(`${server.url}/v1/usage?start=${weekAgo}&end=${tomorrow}`, {
+      headers: { authorization: `Bearer ${managerKey}` },
+    });
     const report = parseWireUsage(await response.text());
     assert.ok(report.totals.requests >= 1);
     assert.equal(await page.textContent("[data-testid=usage-table-total]"), report.totals.cost_usd);
@@ -228,7 +242,11 @@ describe("web console (/console) in Chromium", () => {
     const models = (k: string) => fetch(`${server.baseURL}/models`, { headers: { authorization: `Bearer ${k}` } });
     assert.equal((await models(key)).status, 200);
     // The toggle granted the right: an empty deployment body gets past the 403 to the 400 of its missing fields.
-    const deploy = await fetch(`${server.url}/v1/deployments`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: "{}" });
+    const deploy = await fetch(`${server.url}/v1/deployments`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: "{}",
+    });
     assert.equal(deploy.status, 400);
     await page.waitForSelector("tr:has-text('browser-made'):has-text('manage deployments')");
 
@@ -268,17 +286,28 @@ describe("web console (/console) in Chromium", () => {
     assert.deepEqual(await card.locator("tbody tr td:first-child").allTextContents(), ["priority", "default", "flex"]);
 
     // A request made while the page watches shows up in its TTFT and tokens/s, from /metrics.
-    await page.waitForFunction(() => document.querySelector("[data-testid=engines-window]")?.textContent?.includes("over the last"), null, { timeout: 60_000 });
+    await page.waitForFunction(() => document.querySelector("[data-testid=engines-window]")?.textContent?.includes("over the last"), null, {
+      timeout: 60_000,
+    });
     const answered = await fetch(`${server.baseURL}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${managerKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: SMOLLM2, messages: [{ role: "user", content: "Count to five." }], max_tokens: 8, service_tier: "priority" }),
+      body: JSON.stringify({
+        model: SMOLLM2,
+        messages: [{ role: "user", content: "Count to five." }],
+        max_tokens: 8,
+        service_tier: "priority",
+      }),
     });
     assert.equal(answered.status, 200);
-    await page.waitForFunction(() => !/^–/.test(document.querySelector("[data-testid=engine-ttft]")?.textContent ?? "–"), null, { timeout: 60_000 });
+    await page.waitForFunction(() => !/^–/.test(document.querySelector("[data-testid=engine-ttft]")?.textContent ?? "–"), null, {
+      timeout: 60_000,
+    });
     assert.match((await card.locator("[data-testid=engine-ttft]").textContent()) ?? "", /^\d+(\.\d+)? m?s \/ \d+(\.\d+)? m?s$/);
     // Generated tokens are counted when the request ends, which may be a scrape after its first token.
-    await page.waitForFunction(() => Number(document.querySelector("[data-testid=engine-tps]")?.textContent) > 0, null, { timeout: 60_000 });
+    await page.waitForFunction(() => Number(document.querySelector("[data-testid=engine-tps]")?.textContent) > 0, null, {
+      timeout: 60_000,
+    });
     assert.equal(await page.locator("input[name=api-key]").count(), 0, "no key prompt on the Engines page");
     assert.equal(await page.evaluate(() => sessionStorage.length), 0, "no key was needed or stored");
     await screenshot(page, "engines");
@@ -295,13 +324,19 @@ describe("web console (/console) in Chromium", () => {
   test("the Batches page lists a batch with its status and counts, and downloads its output", async () => {
     const client = new OpenAI({ apiKey: managerKey, baseURL: server.baseURL, timeout: ANSWER_TIMEOUT_MS, maxRetries: 0 });
     const input = await upload(client, [chatLine("page-1", "Say hi."), chatLine("page-2", "Say bye.")]);
-    const batch = await settled(client, (await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })).id);
+    const batch = await settled(
+      client,
+      (await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })).id,
+    );
     await page.click("a[href='#/batches']");
     const row = page.locator(`tr[data-batch="${batch.id}"]`);
     await row.waitFor();
     assert.match((await row.textContent()) ?? "", /completed.*2 \/ 2/);
     const [download] = await Promise.all([page.waitForEvent("download"), row.locator("button:has-text('Output')").click()]);
-    const lines = readFileSync((await download.path())!, "utf8").trim().split("\n").map((line) => JSON.parse(line) as { custom_id: string });
+    const lines = readFileSync((await download.path())!, "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { custom_id: string });
     assert.deepEqual(lines.map((l) => l.custom_id).sort(), ["page-1", "page-2"]);
     await screenshot(page, "batches");
   });
@@ -313,7 +348,12 @@ describe("web console (/console) in Chromium", () => {
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), "dark");
     await screenshot(page, "models-dark");
     await page.setViewportSize({ width: 400, height: 800 });
-    for (const [name, ready] of [["playground", "form.composer"], ["usage", "[data-testid=usage-table]"], ["keys", "[data-testid=keys-table]"], ["models", "article.model"]]) {
+    for (const [name, ready] of [
+      ["playground", "form.composer"],
+      ["usage", "[data-testid=usage-table]"],
+      ["keys", "[data-testid=keys-table]"],
+      ["models", "article.model"],
+    ]) {
       await page.click(`a[href='#/${name}']`);
       await page.waitForSelector(ready!);
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);

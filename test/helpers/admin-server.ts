@@ -7,7 +7,10 @@ import type { Database } from "../../src/storage/database.js";
  * A real Fastify server with the admin routes on 127.0.0.1 and a random port. The error handler is
  * a stand-in for the service's own: ServiceError to its status and the OpenAI error body.
  */
-export async function startAdminServer(db: Database, adminToken: string): Promise<{ app: FastifyInstance; url: string; requests: string[] }> {
+export async function startAdminServer(
+  db: Database,
+  adminToken: string,
+): Promise<{ app: FastifyInstance; url: string; requests: string[] }> {
   const app = Fastify();
   /** "METHOD /path" of every request served, so tests can tell a call went over HTTP. */
   const requests: string[] = [];
@@ -20,7 +23,9 @@ export async function startAdminServer(db: Database, adminToken: string): Promis
     }
     const status = (error as { statusCode?: number }).statusCode ?? 500;
     const message = error instanceof Error ? error.message : String(error);
-    return reply.code(status).send({ error: { message, type: status < 500 ? "invalid_request_error" : "server_error", param: null, code: null } });
+    return reply
+      .code(status)
+      .send({ error: { message, type: status < 500 ? "invalid_request_error" : "server_error", param: null, code: null } });
   });
   await app.register(adminRoutes, { db, adminToken });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });

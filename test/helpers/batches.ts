@@ -13,7 +13,12 @@ export interface ResultLine {
 }
 
 export const chatLine = (customId: string, content: string, maxTokens = 8) =>
-  JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/chat/completions", body: { model: SMOLLM2, messages: [{ role: "user", content }], max_tokens: maxTokens, temperature: 0 } });
+  JSON.stringify({
+    custom_id: customId,
+    method: "POST",
+    url: "/v1/chat/completions",
+    body: { model: SMOLLM2, messages: [{ role: "user", content }], max_tokens: maxTokens, temperature: 0 },
+  });
 
 export async function upload(client: OpenAI, lines: string[], name = "input.jsonl") {
   return client.files.create({ file: await toFile(Buffer.from(`${lines.join("\n")}\n`), name), purpose: "batch" });
@@ -31,6 +36,9 @@ export async function settled(client: OpenAI, id: string, timeoutMs = 240_000) {
 export async function resultLines(client: OpenAI, fileId: string | null | undefined): Promise<ResultLine[]> {
   if (!fileId) return [];
   const text = await (await client.files.content(fileId)).text();
-  return text.trim().split("\n").filter(Boolean).map((line) => JSON.parse(line) as ResultLine);
+  return text
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as ResultLine);
 }
-

@@ -60,7 +60,11 @@ export interface DatabaseSuiteContext {
  * Defines the suite once per backend, as `describe("<name> [pglite]")` and `[postgres]`, each with
  * its own fresh database shared by the tests inside it.
  */
-export function forEachDatabase(name: string, defineTests: (context: DatabaseSuiteContext) => void, options: CreateTestDatabaseOptions = {}): void {
+export function forEachDatabase(
+  name: string,
+  defineTests: (context: DatabaseSuiteContext) => void,
+  options: CreateTestDatabaseOptions = {},
+): void {
   for (const kind of DATABASE_KINDS) {
     describe(`${name} [${kind}]`, () => {
       let opened: TestDatabase | undefined;

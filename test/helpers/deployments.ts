@@ -21,4 +21,3 @@ export function waitForDeployment(server: RunningServer, key: string, id: string
     return done(body) ? body : undefined;
   }, 120_000);
 }
-

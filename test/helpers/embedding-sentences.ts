@@ -74,10 +74,22 @@ const SHORT = [
 
 const LONG = [
   repeat(18, (i) => `Sentence ${i} of a long paragraph talks about retrieval, ranking and vectors.`),
-  repeat(12, (i) => `In chapter ${i}, the travellers crossed another river, counted their supplies, argued about the map and slept under a sky full of unfamiliar stars.`),
-  repeat(10, (i) => `Step ${i}: open the settings panel, choose the network tab, enable the proxy, enter host 10.0.${i}.1 and port 80${i}, then save and restart the client.`),
+  repeat(
+    12,
+    (i) =>
+      `In chapter ${i}, the travellers crossed another river, counted their supplies, argued about the map and slept under a sky full of unfamiliar stars.`,
+  ),
+  repeat(
+    10,
+    (i) =>
+      `Step ${i}: open the settings panel, choose the network tab, enable the proxy, enter host 10.0.${i}.1 and port 80${i}, then save and restart the client.`,
+  ),
   repeat(10, (i) => `for (let i${i} = 0; i${i} < items.length; i${i}++) { total += items[i${i}].price * items[i${i}].quantity; }`),
-  repeat(9, (i) => `Clause ${i}. The supplier shall deliver the goods described in Schedule ${i} within thirty days, failing which the buyer may terminate this agreement without penalty.`),
+  repeat(
+    9,
+    (i) =>
+      `Clause ${i}. The supplier shall deliver the goods described in Schedule ${i} within thirty days, failing which the buyer may terminate this agreement without penalty.`,
+  ),
   repeat(16, (i) => `Note ${i}: café, naïve, jalapeño, Zürich, São Paulo and Kraków all carry marks that the tokenizer strips.`),
   repeat(20, (i) => `Measurement ${i} read ${(i * 1.75).toFixed(2)} volts at ${20 + i} degrees.`),
 ];
@@ -105,7 +117,7 @@ export function spearman(a: number[], b: number[]): number {
 function ranks(values: number[]): number[] {
   const order = values.map((value, index) => ({ value, index })).sort((x, y) => x.value - y.value);
   const out = new Array<number>(values.length);
-  for (let start = 0; start < order.length; ) {
+  for (let start = 0; start < order.length;) {
     let end = start;
     while (end + 1 < order.length && order[end + 1]!.value === order[start]!.value) end++;
     for (let k = start; k <= end; k++) out[order[k]!.index] = (start + end) / 2 + 1;

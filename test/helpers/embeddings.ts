@@ -19,8 +19,15 @@ export function referencePython(): string | null {
 }
 
 /** Hugging Face tokenizer ids and a numpy BERT forward of the same safetensors: no llama.cpp. */
-export function referenceEmbeddings(python: string, sentences: string[], zip = join(minilmDir(), "model.zip")): { ids: number[][]; embeddings: number[][] } {
-  const output = execFileSync(python, [join(ROOT, "test/fixtures/bert_reference.py"), zip], { input: JSON.stringify(sentences), maxBuffer: 1 << 28 });
+export function referenceEmbeddings(
+  python: string,
+  sentences: string[],
+  zip = join(minilmDir(), "model.zip"),
+): { ids: number[][]; embeddings: number[][] } {
+  const output = execFileSync(python, [join(ROOT, "test/fixtures/bert_reference.py"), zip], {
+    input: JSON.stringify(sentences),
+    maxBuffer: 1 << 28,
+  });
   return JSON.parse(output.toString("utf8"));
 }
 

@@ -29,7 +29,12 @@ export async function rawExchange(url: string, request: string | ((socket: Socke
 }
 
 /** `complete`: the reply is whole once this holds (a kept-alive socket stays open after it). */
-export function readReply(socket: Socket, waitMs: number, start: () => void = () => {}, complete: (text: string) => boolean = () => false): Promise<RawReply> {
+export function readReply(
+  socket: Socket,
+  waitMs: number,
+  start: () => void = () => {},
+  complete: (text: string) => boolean = () => false,
+): Promise<RawReply> {
   return new Promise((resolve) => {
     let text = "";
     let closed = false;
@@ -65,7 +70,13 @@ function parse(text: string, closed: boolean): RawReply {
     const colon = line.indexOf(":");
     if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
   }
-  return { status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0), headers, body: split === -1 ? "" : text.slice(split + 4), closed, empty: text === "" };
+  return {
+    status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0),
+    headers,
+    body: split === -1 ? "" : text.slice(split + 4),
+    closed,
+    empty: text === "",
+  };
 }
 
 /** Asserts-friendly: the parsed OpenAI error body, or null when the body is not one. */

@@ -35,7 +35,9 @@ export function cli(args: string[], env: NodeJS.ProcessEnv = {}): string {
 
 /** Creates a key for `account` through the CLI and returns it (the last line of output). */
 export function createKey(dataDir: string, account: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): string {
-  const lines = cli(["keys", "create", "--account", account, "--data-dir", dataDir, ...extra], env).trim().split("\n");
+  const lines = cli(["keys", "create", "--account", account, "--data-dir", dataDir, ...extra], env)
+    .trim()
+    .split("\n");
   return lines[lines.length - 1]!.trim();
 }
 
@@ -96,10 +98,14 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const dataDir = fresh?.dataDir ?? options.dataDir!;
   const key = fresh?.key ?? options.key ?? createKey(dataDir, "tester", options.keyArgs ?? [], options.env);
   let output = "";
-  const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")], {
-    env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...options.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")],
+    {
+      env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...options.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
@@ -140,20 +146,32 @@ export async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs:
 }
 
 /** POSTs a chat request with the given key (raw fetch, to see statuses and headers exactly). */
-export function postChat(server: RunningServer, body: unknown, init: { key?: string | null; headers?: Record<string, string>; signal?: AbortSignal } = {}) {
+export function postChat(
+  server: RunningServer,
+  body: unknown,
+  init: { key?: string | null; headers?: Record<string, string>; signal?: AbortSignal } = {},
+) {
   const headers: Record<string, string> = { "content-type": "application/json", ...init.headers };
   const key = init.key === undefined ? server.key : init.key;
   if (key !== null) headers.authorization = `Bearer ${key}`;
-  return fetch(`${server.baseURL}/chat/completions`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body), signal: init.signal });
+  return fetch(`${server.baseURL}/chat/completions`, {
+    method: "POST",
+    headers,
+    body: typeof body === "string" ? body : JSON.stringify(body),
+    signal: init.signal,
+  });
 }
 
 /** Reads an SSE response into its `data:` payloads, in order. */
 export async function readSse(response: Response): Promise<string[]> {
   const text = await response.text();
-  return text.split("\n\n").filter((e) => e.trim().length > 0).map((e) => {
-    if (!e.startsWith("data: ")) throw new Error(`not a data event: ${JSON.stringify(e)}`);
-    return e.slice("data: ".length);
-  });
+  return text
+    .split("\n\n")
+    .filter((e) => e.trim().length > 0)
+    .map((e) => {
+      if (!e.startsWith("data: ")) throw new Error(`not a data event: ${JSON.stringify(e)}`);
+      return e.slice("data: ".length);
+    });
 }
 
 export interface TimedEvent {

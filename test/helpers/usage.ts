@@ -27,7 +27,11 @@ export function usage(accountId: string, keyId: string, overrides: Partial<Usage
  * A SmolLM2 response's cost at the standard tier, in units of 1e-8 USD: 2 per uncached prompt
  * token, 1 per cached one (the prefix cache), 6 per completion token.
  */
-export function smolStandardUnits(usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } }): number {
+export function smolStandardUnits(usage: {
+  prompt_tokens: number;
+  completion_tokens: number;
+  prompt_tokens_details?: { cached_tokens?: number };
+}): number {
   const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
   return (usage.prompt_tokens - cached) * 2 + cached + usage.completion_tokens * 6;
 }

@@ -6,7 +6,12 @@ import OpenAI from "openai";
 import { openDatabase } from "../../src/storage/open.js";
 import { postChat, readSse, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
 
-const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], max_tokens: 8, ...extra });
+const ask = (content: string, extra: Record<string, unknown> = {}) => ({
+  model: SMOLLM2,
+  messages: [{ role: "user", content }],
+  max_tokens: 8,
+  ...extra,
+});
 
 /** A raw HTTP request, so compression is seen as sent (fetch would undo it). */
 function raw(url: string, init: { method?: string; headers?: Record<string, string>; body?: string }) {
@@ -35,8 +40,13 @@ describe("where clients look for the API, and the headers and fields they read",
     for (const base of [`${server.url}/v1/openai`, `${server.url}/v1`]) {
       const client = new OpenAI({ apiKey: server.key, baseURL: base, timeout: 120_000 });
       const models = await client.models.list();
-      assert.ok(models.data.some((m) => m.id === SMOLLM2), base);
-      const reply = await client.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }).withResponse();
+      assert.ok(
+        models.data.some((m) => m.id === SMOLLM2),
+        base,
+      );
+      const reply = await client.chat.completions
+        .create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 })
+        .withResponse();
       assert.equal(reply.data.object, "chat.completion");
       assert.equal(reply.response.headers.get("x-request-id"), reply.data.id, "the request id is the completion id");
       requestIds.push(reply.data.id);
@@ -54,7 +64,12 @@ describe("where clients look for the API, and the headers and fields they read",
       assert.equal(wrong.status, 401);
       assert.equal((await wrong.json()).error.code, "invalid_api_key");
     }
-    const azure = new OpenAI({ apiKey: "unused", baseURL: `${server.url}/v1`, defaultHeaders: { authorization: null as unknown as string, "api-key": server.key }, timeout: 120_000 });
+    const azure = new OpenAI({
+      apiKey: "unused",
+      baseURL: `${server.url}/v1`,
+      defaultHeaders: { authorization: null as unknown as string, "api-key": server.key },
+      timeout: 120_000,
+    });
     const list = await azure.models.list();
     assert.ok(list.data.length > 0);
   });
@@ -62,7 +77,11 @@ describe("where clients look for the API, and the headers and fields they read",
   test("CORS: API routes answer preflights and carry Access-Control headers; admin routes never do", async () => {
     const preflight = await fetch(`${server.url}/v1/chat/completions`, {
       method: "OPTIONS",
-      headers: { origin: "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type" },
+      headers: {
+        origin: "https://app.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization,content-type",
+      },
     });
     assert.equal(preflight.status, 204);
     assert.equal(preflight.headers.get("access-control-allow-origin"), "*");
@@ -75,7 +94,10 @@ describe("where clients look for the API, and the headers and fields they read",
     assert.match(simple.headers.get("access-control-expose-headers") ?? "", /x-request-id/);
     requestIds.push((await simple.json()).id);
 
-    const adminPreflight = await fetch(`${server.url}/admin/v1/keys`, { method: "OPTIONS", headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
+    const adminPreflight = await fetch(`${server.url}/admin/v1/keys`, {
+      method: "OPTIONS",
+      headers: { origin: "https://app.example", "access-control-request-method": "POST" },
+    });
     assert.equal(adminPreflight.status, 404);
     assert.equal(adminPreflight.headers.get("access-control-allow-origin"), null);
     const admin = await fetch(`${server.url}/admin/v1/keys`, { headers: { origin: "https://app.example" } });
@@ -88,7 +110,9 @@ describe("where clients look for the API, and the headers and fields they read",
     assert.ok(bad instanceof OpenAI.APIError);
     assert.equal(bad.status, 400);
     assert.match(bad.requestID ?? "", /^chatcmpl-/);
-    const unknown = await client.chat.completions.create({ model: "no/such-model", messages: [{ role: "user", content: "Hi" }] }).catch((e: unknown) => e);
+    const unknown = await client.chat.completions
+      .create({ model: "no/such-model", messages: [{ role: "user", content: "Hi" }] })
+      .catch((e: unknown) => e);
     assert.ok(unknown instanceof OpenAI.NotFoundError);
     requestIds.push(unknown.requestID!);
 
@@ -120,7 +144,13 @@ describe("where clients look for the API, and the headers and fields they read",
     assert.equal(noStream.status, 400);
     assert.equal((await noStream.json()).error.param, "stream_options");
 
-    const fields = { prompt_cache_key: "my-app", safety_identifier: "user-123", metadata: { team: "a", purpose: "test" }, store: false, verbosity: "low" };
+    const fields = {
+      prompt_cache_key: "my-app",
+      safety_identifier: "user-123",
+      metadata: { team: "a", purpose: "test" },
+      store: false,
+      verbosity: "low",
+    };
     const accepted = await postChat(server, ask("Hi", fields));
     assert.equal(accepted.status, 200);
     const tooMany = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"]));
@@ -146,8 +176,12 @@ describe("where clients look for the API, and the headers and fields they read",
   });
 
   test("prompt_cache_key narrows prefix reuse within the account", async () => {
-    const messages = [{ role: "system", content: "You are a careful assistant who answers briefly. ".repeat(6) }, { role: "user", content: "Name a fruit." }];
-    const send = async (key: string) => (await (await postChat(server, { model: SMOLLM2, messages, max_tokens: 4, temperature: 0, prompt_cache_key: key })).json()).usage;
+    const messages = [
+      { role: "system", content: "You are a careful assistant who answers briefly. ".repeat(6) },
+      { role: "user", content: "Name a fruit." },
+    ];
+    const send = async (key: string) =>
+      (await (await postChat(server, { model: SMOLLM2, messages, max_tokens: 4, temperature: 0, prompt_cache_key: key })).json()).usage;
     const first = await send("alpha");
     const again = await send("alpha");
     assert.equal(first.prompt_tokens_details.cached_tokens, 0);
@@ -159,8 +193,15 @@ describe("where clients look for the API, and the headers and fields they read",
   test("JSON bodies are compressed when asked (gzip, br); streams never are", async () => {
     const body = JSON.stringify(ask("Name three colours.", { max_tokens: 16, logprobs: true, top_logprobs: 5 }));
     const headers = { "content-type": "application/json", authorization: `Bearer ${server.key}` };
-    for (const [encoding, decode] of [["gzip", gunzipSync], ["br", brotliDecompressSync]] as const) {
-      const res = await raw(`${server.url}/v1/chat/completions`, { method: "POST", headers: { ...headers, "accept-encoding": encoding }, body });
+    for (const [encoding, decode] of [
+      ["gzip", gunzipSync],
+      ["br", brotliDecompressSync],
+    ] as const) {
+      const res = await raw(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { ...headers, "accept-encoding": encoding },
+        body,
+      });
       assert.equal(res.status, 200);
       assert.equal(res.headers["content-encoding"], encoding);
       const parsed = JSON.parse(decode(res.body).toString("utf8"));
@@ -168,15 +209,37 @@ describe("where clients look for the API, and the headers and fields they read",
       assert.equal(res.headers["x-request-id"], parsed.id);
       requestIds.push(parsed.id);
     }
-    const sse = await raw(`${server.url}/v1/chat/completions`, { method: "POST", headers: { ...headers, "accept-encoding": "gzip, br" }, body: JSON.stringify(ask("Hi", { stream: true })) });
+    const sse = await raw(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { ...headers, "accept-encoding": "gzip, br" },
+      body: JSON.stringify(ask("Hi", { stream: true })),
+    });
     assert.equal(sse.headers["content-encoding"], undefined);
     assert.match(sse.body.toString("utf8"), /^data: /);
   });
 
   test("a forced tool call cut by max_tokens returns tool_calls with the partial arguments and finish_reason length", async () => {
     const client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 120_000 });
-    const tools = [{ type: "function" as const, function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" }, unit: { type: "string", enum: ["celsius", "fahrenheit"] } }, required: ["city", "unit"] } } }];
-    const base = { model: SMOLLM2, messages: [{ role: "user" as const, content: "What's the weather in Paris?" }], tools, tool_choice: "required" as const, temperature: 0 };
+    const tools = [
+      {
+        type: "function" as const,
+        function: {
+          name: "get_weather",
+          parameters: {
+            type: "object",
+            properties: { city: { type: "string" }, unit: { type: "string", enum: ["celsius", "fahrenheit"] } },
+            required: ["city", "unit"],
+          },
+        },
+      },
+    ];
+    const base = {
+      model: SMOLLM2,
+      messages: [{ role: "user" as const, content: "What's the weather in Paris?" }],
+      tools,
+      tool_choice: "required" as const,
+      temperature: 0,
+    };
     // Greedy: the whole call first, then the same output cut three tokens before its end.
     const whole = await client.chat.completions.create({ ...base, max_tokens: 200 });
     assert.equal(whole.choices[0]!.finish_reason, "tool_calls");
@@ -192,7 +255,11 @@ describe("where clients look for the API, and the headers and fields they read",
     assert.equal(call.function.name, "get_weather");
     assert.ok(call.function.arguments.trim().length > 1, `partial arguments: ${call.function.arguments}`);
     assert.throws(() => JSON.parse(call.function.arguments), "the arguments are cut, so they do not parse");
-    assert.deepEqual(call.function.arguments.replace(/\s/g, ""), full.function.arguments.replace(/\s/g, "").slice(0, call.function.arguments.replace(/\s/g, "").length), "a prefix of the whole call's arguments");
+    assert.deepEqual(
+      call.function.arguments.replace(/\s/g, ""),
+      full.function.arguments.replace(/\s/g, "").slice(0, call.function.arguments.replace(/\s/g, "").length),
+      "a prefix of the whole call's arguments",
+    );
 
     const stream = await client.chat.completions.create({ ...request, stream: true });
     let streamed = "";
@@ -210,7 +277,10 @@ describe("where clients look for the API, and the headers and fields they read",
     await new Promise((resolve) => server.process.once("exit", resolve));
     const db = await openDatabase({ dataDir: server.dataDir });
     try {
-      const rows = await db.query<{ request_id: string; api: string }>("SELECT request_id, api FROM usage_records WHERE request_id = ANY($1)", [requestIds]);
+      const rows = await db.query<{ request_id: string; api: string }>(
+        "SELECT request_id, api FROM usage_records WHERE request_id = ANY($1)",
+        [requestIds],
+      );
       assert.deepEqual(rows.map((r) => r.request_id).sort(), [...new Set(requestIds)].sort());
       assert.ok(rows.every((r) => r.api === "chat.completions"));
     } finally {

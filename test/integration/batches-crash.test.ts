@@ -34,7 +34,10 @@ describe("batches across kill -9 and a restart, on PostgreSQL", () => {
   let key = "";
   const client = () => new OpenAI({ apiKey: key, baseURL: server!.baseURL, timeout: 180_000, maxRetries: 0 });
   const ledger = (batchId: string) =>
-    database.db.query<LedgerRow>("SELECT request_id, status, cost_usd::text AS cost_usd, prompt_tokens, cached_tokens, completion_tokens FROM usage_records WHERE batch_id = $1", [batchId]);
+    database.db.query<LedgerRow>(
+      "SELECT request_id, status, cost_usd::text AS cost_usd, prompt_tokens, cached_tokens, completion_tokens FROM usage_records WHERE batch_id = $1",
+      [batchId],
+    );
 
   before(async () => {
     database = await createTestDatabase("postgres");
@@ -49,7 +52,10 @@ describe("batches across kill -9 and a restart, on PostgreSQL", () => {
   });
 
   test("killed mid-batch and restarted: every line answered once, the ledger is the output file", async () => {
-    const input = await upload(client(), Array.from({ length: LINES }, (_, i) => chatLine(`line-${i}`, `Tell a short story about a fox named ${i}.`, 40)));
+    const input = await upload(
+      client(),
+      Array.from({ length: LINES }, (_, i) => chatLine(`line-${i}`, `Tell a short story about a fox named ${i}.`, 40)),
+    );
     const created = await client().batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     await waitFor(async () => {
       const batch = await client().batches.retrieve(created.id);
@@ -59,25 +65,46 @@ describe("batches across kill -9 and a restart, on PostgreSQL", () => {
     server!.process.kill("SIGKILL");
     await killed;
     const beforeRestart = await ledger(created.id);
-    assert.ok(beforeRestart.some((r) => r.status === "in_flight"), "the kill cut lines short mid-generation");
+    assert.ok(
+      beforeRestart.some((r) => r.status === "in_flight"),
+      "the kill cut lines short mid-generation",
+    );
 
     server = await startServer({ dataDir, key, env });
     const batch = await settled(client(), created.id);
     assert.equal(batch.status, "completed");
     assert.deepEqual(batch.request_counts, { total: LINES, completed: LINES, failed: 0 });
     const output = await resultLines(client(), batch.output_file_id);
-    assert.deepEqual(output.map((l) => l.custom_id).sort(), Array.from({ length: LINES }, (_, i) => `line-${i}`).sort(), "each line answered exactly once");
+    assert.deepEqual(
+      output.map((l) => l.custom_id).sort(),
+      Array.from({ length: LINES }, (_, i) => `line-${i}`).sort(),
+      "each line answered exactly once",
+    );
     assert.equal(batch.error_file_id, null);
 
     const rows = await ledger(created.id);
     assert.ok(!rows.some((r) => r.status === "in_flight"), "no row is left in flight");
     const billed = rows.filter((r) => Number(r.cost_usd) > 0);
-    assert.deepEqual(billed.map((r) => r.request_id).sort(), output.map((l) => l.response!.request_id).sort(), "billed rows are exactly the delivered answers");
+    assert.deepEqual(
+      billed.map((r) => r.request_id).sort(),
+      output.map((l) => l.response!.request_id).sort(),
+      "billed rows are exactly the delivered answers",
+    );
     for (const row of billed) {
       assert.equal(row.status, "completed");
-      assert.equal(Number(row.cost_usd), Number(requestCost(BATCH_PRICES, { promptTokens: row.prompt_tokens, cachedPromptTokens: row.cached_tokens, completionTokens: row.completion_tokens })));
+      assert.equal(
+        Number(row.cost_usd),
+        Number(
+          requestCost(BATCH_PRICES, {
+            promptTokens: row.prompt_tokens,
+            cachedPromptTokens: row.cached_tokens,
+            completionTokens: row.completion_tokens,
+          }),
+        ),
+      );
     }
-    for (const row of rows.filter((r) => r.status === "interrupted")) assert.equal(Number(row.cost_usd), 0, "an attempt the crash cut short is not billed");
+    for (const row of rows.filter((r) => r.status === "interrupted"))
+      assert.equal(Number(row.cost_usd), 0, "an attempt the crash cut short is not billed");
     const [spent] = await database.db.query<{ spent: string; reservations: string }>(
       "SELECT k.spent_usd::text AS spent, (SELECT count(*) FROM budget_reservations r WHERE r.key_id = k.id)::text AS reservations FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE a.name = 'batcher'",
     );
@@ -89,7 +116,10 @@ describe("batches across kill -9 and a restart, on PostgreSQL", () => {
   test("past its window a batch expires: the done lines, and the rest as batch_expired errors, unbilled", async () => {
     await server!.stop();
     server = await startServer({ dataDir, key, env: { ...env, SWITCHYARD_BATCH_WINDOW_SECONDS: "3" } });
-    const input = await upload(client(), Array.from({ length: 40 }, (_, i) => chatLine(`late-${i}`, `Write a long poem about the sea, number ${i}.`, 64)));
+    const input = await upload(
+      client(),
+      Array.from({ length: 40 }, (_, i) => chatLine(`late-${i}`, `Write a long poem about the sea, number ${i}.`, 64)),
+    );
     const created = await client().batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     const batch = await settled(client(), created.id);
     assert.equal(batch.status, "expired");
@@ -100,6 +130,10 @@ describe("batches across kill -9 and a restart, on PostgreSQL", () => {
     assert.equal(output.length + errors.length, 40, "each line once");
     assert.deepEqual(batch.request_counts, { total: 40, completed: output.length, failed: errors.length });
     const billed = (await ledger(created.id)).filter((r) => Number(r.cost_usd) > 0);
-    assert.deepEqual(billed.map((r) => r.request_id).sort(), output.map((l) => l.response!.request_id).sort(), "only the done lines are billed");
+    assert.deepEqual(
+      billed.map((r) => r.request_id).sort(),
+      output.map((l) => l.response!.request_id).sort(),
+      "only the done lines are billed",
+    );
   });
 });

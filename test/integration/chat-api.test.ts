@@ -81,13 +81,18 @@ describe("chat completions against the real SmolLM2 model", () => {
   });
 
   test("stream_options.include_usage adds a usage chunk with no choices before [DONE]", async () => {
-    const events = await readSse(await postChat(server, ask("Say hi.", { stream: true, max_tokens: 10, stream_options: { include_usage: true } })));
+    const events = await readSse(
+      await postChat(server, ask("Say hi.", { stream: true, max_tokens: 10, stream_options: { include_usage: true } })),
+    );
     assert.equal(events.at(-1), "[DONE]");
     const usageChunk = JSON.parse(events.at(-2)!);
     assert.deepEqual(usageChunk.choices, []);
     assert.equal(usageChunk.usage.total_tokens, usageChunk.usage.prompt_tokens + usageChunk.usage.completion_tokens);
     assert.equal(typeof usageChunk.usage.estimated_cost, "number");
-    const streamedText = events.slice(0, -3).map((e) => JSON.parse(e).choices[0].delta.content).join("");
+    const streamedText = events
+      .slice(0, -3)
+      .map((e) => JSON.parse(e).choices[0].delta.content)
+      .join("");
     assert.ok(usageChunk.usage.completion_tokens >= 1 && streamedText.length > 0);
   });
 
@@ -125,11 +130,18 @@ describe("chat completions against the real SmolLM2 model", () => {
     const base = await (await postChat(server, ask("Count from 1 to 20 separated by commas.", { max_tokens: 60, temperature: 0 }))).json();
     const full: string = base.choices[0].message.content;
     const stop = full.includes("5") ? "5" : full.slice(4, 6);
-    const cut = await (await postChat(server, ask("Count from 1 to 20 separated by commas.", { max_tokens: 60, temperature: 0, stop: [stop, "zzzz"] }))).json();
+    const cut = await (
+      await postChat(server, ask("Count from 1 to 20 separated by commas.", { max_tokens: 60, temperature: 0, stop: [stop, "zzzz"] }))
+    ).json();
     assert.equal(cut.choices[0].finish_reason, "stop");
     assert.equal(cut.choices[0].message.content, full.slice(0, full.indexOf(stop)));
-    const streamed = await readSse(await postChat(server, ask("Count from 1 to 20 separated by commas.", { max_tokens: 60, temperature: 0, stop, stream: true })));
-    const text = streamed.slice(0, -1).map((e) => JSON.parse(e).choices[0].delta.content ?? "").join("");
+    const streamed = await readSse(
+      await postChat(server, ask("Count from 1 to 20 separated by commas.", { max_tokens: 60, temperature: 0, stop, stream: true })),
+    );
+    const text = streamed
+      .slice(0, -1)
+      .map((e) => JSON.parse(e).choices[0].delta.content ?? "")
+      .join("");
     assert.equal(text, full.slice(0, full.indexOf(stop)));
   });
 
@@ -144,7 +156,10 @@ describe("chat completions against the real SmolLM2 model", () => {
     const spans = await Promise.all(
       Array.from({ length: 8 }, async (_, i) => {
         const start = performance.now();
-        const response = await postChat(server, ask(`Tell me a fact about the number ${i}.`, { max_tokens: 24, temperature: 0.5, seed: i, stream: true }));
+        const response = await postChat(
+          server,
+          ask(`Tell me a fact about the number ${i}.`, { max_tokens: 24, temperature: 0.5, seed: i, stream: true }),
+        );
         const events = await readSse(response);
         const firstTokenAt = start; // request issued
         assert.equal(events.at(-1), "[DONE]");

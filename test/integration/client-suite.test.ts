@@ -12,7 +12,12 @@ import { SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
  * (zod v4 writes `.int()` with the safe-integer bounds), tools, streaming and the Responses API,
  * and the Vercel AI SDK over both the chat and the Responses API.
  */
-const Person = z.object({ name: z.string().max(20), age: z.int(), rating: z.int().min(1).max(5), tags: z.array(z.string().max(10)).max(2) });
+const Person = z.object({
+  name: z.string().max(20),
+  age: z.int(),
+  rating: z.int().min(1).max(5),
+  tags: z.array(z.string().max(10)).max(2),
+});
 const Weather = z.object({ city: z.string().max(20), days: z.int().min(1).max(7) });
 
 describe("the client suite: openai-node and the AI SDK against the real SmolLM2", () => {
@@ -46,16 +51,38 @@ describe("the client suite: openai-node and the AI SDK against the real SmolLM2"
   });
 
   test("responses.parse with zodTextFormat, then input_items paginated, retrieve with stream is a 400", async () => {
-    const response = await client.responses.parse({ model: SMOLLM2, input: "Describe a person.", text: { format: zodTextFormat(Person, "person") }, max_output_tokens: 120, temperature: 0.7 });
+    const response = await client.responses.parse({
+      model: SMOLLM2,
+      input: "Describe a person.",
+      text: { format: zodTextFormat(Person, "person") },
+      max_output_tokens: 120,
+      temperature: 0.7,
+    });
     checkPerson(response.output_parsed);
-    const next = await client.responses.create({ model: SMOLLM2, previous_response_id: response.id, input: [{ role: "user", content: "And another one?" }], max_output_tokens: 8 });
+    const next = await client.responses.create({
+      model: SMOLLM2,
+      previous_response_id: response.id,
+      input: [{ role: "user", content: "And another one?" }],
+      max_output_tokens: 8,
+    });
     const items = await client.responses.inputItems.list(next.id, { order: "asc" });
-    assert.deepEqual(items.data.map((i) => i.type), ["message", "message", "message"], "the earlier input, its output, this input");
-    const [earlierInput, earlierOutput, thisInput] = items.data as Array<{ id: string; role: string; content: Array<{ type: string; text: string }> }>;
+    assert.deepEqual(
+      items.data.map((i) => i.type),
+      ["message", "message", "message"],
+      "the earlier input, its output, this input",
+    );
+    const [earlierInput, earlierOutput, thisInput] = items.data as Array<{
+      id: string;
+      role: string;
+      content: Array<{ type: string; text: string }>;
+    }>;
     assert.equal(earlierInput!.content[0]!.text, "Describe a person.");
     assert.equal(earlierOutput!.role, "assistant");
     assert.equal(earlierOutput!.id, response.output.find((o) => o.type === "message")!.id);
-    assert.deepEqual([thisInput!.role, thisInput!.content[0]!.type, thisInput!.content[0]!.text], ["user", "input_text", "And another one?"]);
+    assert.deepEqual(
+      [thisInput!.role, thisInput!.content[0]!.type, thisInput!.content[0]!.text],
+      ["user", "input_text", "And another one?"],
+    );
     const newestFirst = await client.responses.inputItems.list(next.id, { limit: 1 });
     assert.deepEqual([newestFirst.data[0]!.id, newestFirst.has_more], [thisInput!.id, true]);
     const all: string[] = [];
@@ -71,7 +98,13 @@ describe("the client suite: openai-node and the AI SDK against the real SmolLM2"
   });
 
   test("a bad text.format schema names text.format.schema in param and message", async () => {
-    const error = await client.responses.create({ model: SMOLLM2, input: "x", text: { format: { type: "json_schema", name: "bad", schema: { type: "string", pattern: "^a" } } } }).catch((e: unknown) => e);
+    const error = await client.responses
+      .create({
+        model: SMOLLM2,
+        input: "x",
+        text: { format: { type: "json_schema", name: "bad", schema: { type: "string", pattern: "^a" } } },
+      })
+      .catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.BadRequestError);
     assert.equal(error.param, "text.format.schema");
     assert.match(error.message, /'text\.format\.schema'/);
@@ -80,9 +113,19 @@ describe("the client suite: openai-node and the AI SDK against the real SmolLM2"
 
   test("a number keyword checked after generation: an output that breaks it is a 500 schema_violation, billed as generated", async () => {
     // Only 0.5 is in range, and it is no multiple of 0.3: every output breaks the schema.
-    const schema = { type: "object", properties: { x: { type: "number", minimum: 0.5, maximum: 0.5, multipleOf: 0.3 } }, required: ["x"], additionalProperties: false };
+    const schema = {
+      type: "object",
+      properties: { x: { type: "number", minimum: 0.5, maximum: 0.5, multipleOf: 0.3 } },
+      required: ["x"],
+      additionalProperties: false,
+    };
     const error = await client.chat.completions
-      .create({ model: SMOLLM2, messages: [{ role: "user", content: "x?" }], response_format: { type: "json_schema", json_schema: { name: "x", schema, strict: true } }, max_tokens: 40 })
+      .create({
+        model: SMOLLM2,
+        messages: [{ role: "user", content: "x?" }],
+        response_format: { type: "json_schema", json_schema: { name: "x", schema, strict: true } },
+        max_tokens: 40,
+      })
       .catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.InternalServerError, String(error));
     assert.equal(error.code, "schema_violation");
@@ -116,7 +159,12 @@ describe("the client suite: openai-node and the AI SDK against the real SmolLM2"
   });
 
   test("streaming: chat deltas and Responses events through the SDK's stream helpers", async () => {
-    const chat = client.chat.completions.stream({ model: SMOLLM2, messages: [{ role: "user", content: "Name a fruit." }], max_tokens: 12, stream_options: { include_usage: true } });
+    const chat = client.chat.completions.stream({
+      model: SMOLLM2,
+      messages: [{ role: "user", content: "Name a fruit." }],
+      max_tokens: 12,
+      stream_options: { include_usage: true },
+    });
     let deltas = "";
     chat.on("content", (delta) => (deltas += delta));
     const done = await chat.finalChatCompletion();

@@ -23,7 +23,9 @@ describe("legacy text completions on the real base model", () => {
   });
 
   test("Gemma 3 270M (base) continues a raw prompt through client.completions.create", async () => {
-    const { data, response } = await client.completions.create({ model: GEMMA, prompt: "The capital of France is", max_tokens: 8, temperature: 0 }).withResponse();
+    const { data, response } = await client.completions
+      .create({ model: GEMMA, prompt: "The capital of France is", max_tokens: 8, temperature: 0 })
+      .withResponse();
     assert.match(data.id, /^cmpl-/);
     assert.equal(response.headers.get("x-request-id"), data.id);
     ids.push(data.id);
@@ -57,7 +59,12 @@ describe("legacy text completions on the real base model", () => {
     const full = story.choices[0]!.text;
     const word = full.trim().split(/\s+/)[1];
     assert.ok(word, `greedy continuation has a second word: ${JSON.stringify(full)}`);
-    const stopped = await client.completions.create({ model: GEMMA, prompt: "Once upon a time, in a small village,", temperature: 0, stop: [word] });
+    const stopped = await client.completions.create({
+      model: GEMMA,
+      prompt: "Once upon a time, in a small village,",
+      temperature: 0,
+      stop: [word],
+    });
     assert.equal(stopped.choices[0]!.finish_reason, "stop");
     assert.equal(stopped.choices[0]!.text, full.slice(0, full.indexOf(word)), "the text up to the stop string, without it");
   });
@@ -65,8 +72,19 @@ describe("legacy text completions on the real base model", () => {
   test("a prompt array with n: each prompt gets n choices, indexed prompt × n + i; echo prepends the prompt; usage counts every prompt", async () => {
     const prompts = ["Roses are red,", "One, two, three,"];
     const singles = await Promise.all(prompts.map((prompt) => client.completions.create({ model: GEMMA, prompt, max_tokens: 1 })));
-    const batch = await client.completions.create({ model: GEMMA, prompt: prompts, n: 2, max_tokens: 6, echo: true, temperature: 0.8, seed: 7 });
-    assert.deepEqual(batch.choices.map((c) => c.index), [0, 1, 2, 3]);
+    const batch = await client.completions.create({
+      model: GEMMA,
+      prompt: prompts,
+      n: 2,
+      max_tokens: 6,
+      echo: true,
+      temperature: 0.8,
+      seed: 7,
+    });
+    assert.deepEqual(
+      batch.choices.map((c) => c.index),
+      [0, 1, 2, 3],
+    );
     batch.choices.forEach((c, i) => assert.ok(c.text.startsWith(prompts[Math.floor(i / 2)]!), `choice ${i}: ${JSON.stringify(c.text)}`));
     assert.equal(batch.usage!.prompt_tokens, singles[0]!.usage!.prompt_tokens + singles[1]!.usage!.prompt_tokens);
     assert.ok(batch.usage!.completion_tokens >= 4 && batch.usage!.completion_tokens <= 24);
@@ -81,7 +99,10 @@ describe("legacy text completions on the real base model", () => {
     assert.equal(lp.token_logprobs!.length, lp.tokens!.length);
     assert.ok(lp.token_logprobs!.every((x) => x <= 0));
     lp.top_logprobs!.forEach((top) => assert.ok(Object.keys(top).length >= 1 && Object.keys(top).length <= 3));
-    assert.deepEqual(lp.text_offset, lp.tokens!.map((_, i) => lp.tokens!.slice(0, i).join("").length));
+    assert.deepEqual(
+      lp.text_offset,
+      lp.tokens!.map((_, i) => lp.tokens!.slice(0, i).join("").length),
+    );
   });
 
   test("a stream sends text pieces, a finish chunk and the usage, then [DONE]; greedy, it matches the whole answer", async () => {
@@ -127,7 +148,9 @@ describe("legacy text completions on the real base model", () => {
       [{ prompt: ["a", "b", "c", "d", "e"], n: 2 }, "prompt"],
     ];
     for (const [extra, param] of cases) {
-      const error = await client.completions.create({ model: GEMMA, prompt: "Hi", max_tokens: 2, ...extra } as never).catch((e: unknown) => e);
+      const error = await client.completions
+        .create({ model: GEMMA, prompt: "Hi", max_tokens: 2, ...extra } as never)
+        .catch((e: unknown) => e);
       assert.ok(error instanceof OpenAI.BadRequestError, JSON.stringify(extra));
       assert.equal((error.error as { param: string }).param, param);
       assert.match(error.requestID ?? "", /^cmpl-/);
@@ -139,7 +162,10 @@ describe("legacy text completions on the real base model", () => {
     await new Promise((resolve) => server.process.once("exit", resolve));
     const db = await openDatabase({ dataDir: server.dataDir });
     try {
-      const rows = await db.query<{ request_id: string; api: string; status: string }>("SELECT request_id, api, status FROM usage_records WHERE request_id = ANY($1)", [ids]);
+      const rows = await db.query<{ request_id: string; api: string; status: string }>(
+        "SELECT request_id, api, status FROM usage_records WHERE request_id = ANY($1)",
+        [ids],
+      );
       assert.equal(rows.length, ids.length);
       assert.ok(rows.every((r) => r.api === "completions" && r.status === "completed"));
     } finally {

@@ -75,7 +75,9 @@ describe("connection caps per key and per account (issue 30 item 3)", () => {
   let otherKey = "";
   const held: Socket[] = [];
   before(async () => {
-    server = await startServer({ env: { SWITCHYARD_MAX_CONNECTIONS_PER_KEY: String(PER_KEY), SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT: String(PER_ACCOUNT) } });
+    server = await startServer({
+      env: { SWITCHYARD_MAX_CONNECTIONS_PER_KEY: String(PER_KEY), SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT: String(PER_ACCOUNT) },
+    });
     sameAccountKey = createKey(server.dataDir, "tester");
     otherKey = createKey(server.dataDir, "other");
   });
@@ -142,49 +144,59 @@ describe("idle kept-alive connections (issue 30 item 3)", () => {
 /** Descriptors the process holds now. */
 const openDescriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 
-describe("the total connection cap, below the descriptors (issue 30 item 3)", { skip: process.platform === "linux" ? false : "reads /proc and sets the server's limit with prlimit" }, () => {
-  const TOTAL = 40;
-  const RESERVE = 8;
-  let server: RunningServer;
-  let keys: string[] = [];
-  const held: Socket[] = [];
-  before(async () => {
-    server = await startServer({ env: { SWITCHYARD_MAX_CONNECTIONS: String(TOTAL), SWITCHYARD_CONNECTION_RESERVE: String(RESERVE) } });
-    keys = [server.key, createKey(server.dataDir, "second"), createKey(server.dataDir, "newcomer")];
-    // The descriptors it holds now, the total and some room: without a total cap, idle connections
-    // would run the process out of descriptors, as the probe did with 20,000.
-    const pid = server.process.pid!;
-    const limit = openDescriptors(pid) + TOTAL + 30;
-    execFileSync("prlimit", ["--pid", String(pid), `--nofile=${limit}:${limit}`]);
-  });
-  after(async () => {
-    for (const socket of held) socket.destroy();
-    await server?.stop();
-  });
+describe(
+  "the total connection cap, below the descriptors (issue 30 item 3)",
+  { skip: process.platform === "linux" ? false : "reads /proc and sets the server's limit with prlimit" },
+  () => {
+    const TOTAL = 40;
+    const RESERVE = 8;
+    let server: RunningServer;
+    let keys: string[] = [];
+    const held: Socket[] = [];
+    before(async () => {
+      server = await startServer({ env: { SWITCHYARD_MAX_CONNECTIONS: String(TOTAL), SWITCHYARD_CONNECTION_RESERVE: String(RESERVE) } });
+      keys = [server.key, createKey(server.dataDir, "second"), createKey(server.dataDir, "newcomer")];
+      // The descriptors it holds now, the total and some room: without a total cap, idle connections
+      // would run the process out of descriptors, as the probe did with 20,000.
+      const pid = server.process.pid!;
+      const limit = openDescriptors(pid) + TOTAL + 30;
+      execFileSync("prlimit", ["--pid", String(pid), `--nofile=${limit}:${limit}`]);
+    });
+    after(async () => {
+      for (const socket of held) socket.destroy();
+      await server?.stop();
+    });
 
-  test("full of idle connections, the oldest idle ones are closed: a new tenant and /health are served, a busy stream is not cut", async () => {
-    // A stream that is running while the connections fill up: it is busy, so never the one closed.
-    const stream = await postChat(server, { model: SMOLLM2, messages: [{ role: "user", content: "Count." }], stream: true, max_tokens: 200, logit_bias: SMOLLM2_NO_END });
-    assert.equal(stream.status, 200);
-    let firstEvent!: () => void;
-    const started = new Promise<void>((resolve) => (firstEvent = resolve));
-    const events = readSseTimed(stream, () => firstEvent());
-    await started;
-    // Two tenants open idle connections, far more than the descriptors left allow.
-    for (let i = 0; i < 2 * TOTAL; i++) {
-      const { socket, reply } = await idleConnection(server, keys[i % 2]!);
-      assert.ok(reply.status === 200 || reply.status === 429, `${reply.status} ${reply.body}`);
-      held.push(socket);
-    }
-    const stillOpen = () => held.filter(isOpen);
-    // Once the open connections reach the total less the reserve, each new one closes the longest idle.
-    await waitFor(async () => (stillOpen().length <= TOTAL - RESERVE ? true : undefined), 30_000);
-    // The longest idle went first: the first connections opened are gone, the last ones held.
-    assert.ok(!isOpen(held[0]!), "the longest-idle connection was closed");
-    assert.ok(isOpen(held.at(-1)!) || isOpen(held.at(-2)!), "the newest idle connections stay");
-    for (let i = 0; i < 5; i++) await othersServed(server, keys[2]!);
-    const streamed = await events;
-    assert.equal(streamed.at(-1)?.data, "[DONE]", "the busy stream ran to its end");
-    assert.match(server.logs(), /open-file limit \d+.*connections: 40 in all \(8 kept from keys\)/);
-  });
-});
+    test("full of idle connections, the oldest idle ones are closed: a new tenant and /health are served, a busy stream is not cut", async () => {
+      // A stream that is running while the connections fill up: it is busy, so never the one closed.
+      const stream = await postChat(server, {
+        model: SMOLLM2,
+        messages: [{ role: "user", content: "Count." }],
+        stream: true,
+        max_tokens: 200,
+        logit_bias: SMOLLM2_NO_END,
+      });
+      assert.equal(stream.status, 200);
+      let firstEvent!: () => void;
+      const started = new Promise<void>((resolve) => (firstEvent = resolve));
+      const events = readSseTimed(stream, () => firstEvent());
+      await started;
+      // Two tenants open idle connections, far more than the descriptors left allow.
+      for (let i = 0; i < 2 * TOTAL; i++) {
+        const { socket, reply } = await idleConnection(server, keys[i % 2]!);
+        assert.ok(reply.status === 200 || reply.status === 429, `${reply.status} ${reply.body}`);
+        held.push(socket);
+      }
+      const stillOpen = () => held.filter(isOpen);
+      // Once the open connections reach the total less the reserve, each new one closes the longest idle.
+      await waitFor(async () => (stillOpen().length <= TOTAL - RESERVE ? true : undefined), 30_000);
+      // The longest idle went first: the first connections opened are gone, the last ones held.
+      assert.ok(!isOpen(held[0]!), "the longest-idle connection was closed");
+      assert.ok(isOpen(held.at(-1)!) || isOpen(held.at(-2)!), "the newest idle connections stay");
+      for (let i = 0; i < 5; i++) await othersServed(server, keys[2]!);
+      const streamed = await events;
+      assert.equal(streamed.at(-1)?.data, "[DONE]", "the busy stream ran to its end");
+      assert.match(server.logs(), /open-file limit \d+.*connections: 40 in all \(8 kept from keys\)/);
+    });
+  },
+);

@@ -36,7 +36,13 @@ async function streamUntil(server: RunningServer, atLeast: number, maxTokens = 5
     signal: controller.signal,
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     // End-of-generation tokens banned (<|endoftext|> 0, <|im_end|> 2): the stream runs until cut off.
-    body: JSON.stringify({ model: SMOLLM2, messages: [{ role: "user", content: "Write a very long story about a lighthouse keeper." }], max_tokens: maxTokens, stream: true, logit_bias: SMOLLM2_NO_END }),
+    body: JSON.stringify({
+      model: SMOLLM2,
+      messages: [{ role: "user", content: "Write a very long story about a lighthouse keeper." }],
+      max_tokens: maxTokens,
+      stream: true,
+      logit_bias: SMOLLM2_NO_END,
+    }),
   });
   assert.equal(response.status, 200);
   const reader = response.body!.getReader();
@@ -78,7 +84,10 @@ interface Row {
 }
 
 const rowsOf = (db: Database, ids: string[]) =>
-  db.query<Row>("SELECT request_id, status, prompt_tokens, cached_tokens, completion_tokens, cost_usd::text AS cost FROM usage_records WHERE request_id = ANY($1::text[])", [ids]);
+  db.query<Row>(
+    "SELECT request_id, status, prompt_tokens, cached_tokens, completion_tokens, cost_usd::text AS cost FROM usage_records WHERE request_id = ANY($1::text[])",
+    [ids],
+  );
 
 async function killHard(server: RunningServer): Promise<void> {
   const exited = new Promise((resolve) => server.process.once("exit", resolve));
@@ -114,7 +123,10 @@ for (const kind of ["pglite", "postgres"] as const) {
     });
 
     test("a second server on the same data dir refuses, naming the running one", async () => {
-      const second = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", SMOLLM2], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+      const second = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", SMOLLM2], {
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       let output = "";
       second.stdout!.on("data", (d: Buffer) => (output += d.toString()));
       second.stderr!.on("data", (d: Buffer) => (output += d.toString()));
@@ -131,14 +143,30 @@ for (const kind of ["pglite", "postgres"] as const) {
 
     test("every admitted request has a durable in_flight row covering what it delivered, before any crash", async () => {
       streams = await Promise.all(Array.from({ length: STREAMS }, () => streamUntil(server!, 4)));
-      const live = kind === "postgres" ? await rowsOf(database!.db, streams.map((s) => s.id)) : null;
+      const live =
+        kind === "postgres"
+          ? await rowsOf(
+              database!.db,
+              streams.map((s) => s.id),
+            )
+          : null;
       await killHard(server!);
-      const rows = live ?? (await withDb((db) => rowsOf(db, streams.map((s) => s.id))));
+      const rows =
+        live ??
+        (await withDb((db) =>
+          rowsOf(
+            db,
+            streams.map((s) => s.id),
+          ),
+        ));
       assert.equal(rows.length, STREAMS);
       for (const row of rows) {
         assert.equal(row.status, "in_flight");
         const stream = streams.find((s) => s.id === row.request_id)!;
-        assert.ok(row.completion_tokens >= stream.chunks, `row bills ${row.completion_tokens} tokens, the client had ${stream.chunks} chunks`);
+        assert.ok(
+          row.completion_tokens >= stream.chunks,
+          `row bills ${row.completion_tokens} tokens, the client had ${stream.chunks} chunks`,
+        );
       }
     });
 
@@ -151,7 +179,11 @@ for (const kind of ["pglite", "postgres"] as const) {
         const stream = streams.find((s) => s.id === row.request_id)!;
         assert.equal(row.status, "interrupted");
         assert.ok(row.completion_tokens >= stream.chunks, `billed ${row.completion_tokens} tokens >= ${stream.chunks} received`);
-        const exact = requestCost(PRICES, { promptTokens: row.prompt_tokens, cachedPromptTokens: row.cached_tokens, completionTokens: row.completion_tokens });
+        const exact = requestCost(PRICES, {
+          promptTokens: row.prompt_tokens,
+          cachedPromptTokens: row.cached_tokens,
+          completionTokens: row.completion_tokens,
+        });
         assert.equal(Number(row.cost), Number(exact));
         assert.ok(Number(row.cost) > 0);
       }
@@ -190,7 +222,12 @@ for (const kind of ["pglite", "postgres"] as const) {
 }
 
 /** PostgreSQL is read while the restarted server runs; PGlite only once it has stopped again. */
-async function readAfterRestart(database: TestDatabase | undefined, stop: () => Promise<void>, withDb: <T>(work: (db: Database) => Promise<T>) => Promise<T>, ids: string[]) {
+async function readAfterRestart(
+  database: TestDatabase | undefined,
+  stop: () => Promise<void>,
+  withDb: <T>(work: (db: Database) => Promise<T>) => Promise<T>,
+  ids: string[],
+) {
   if (!database) await stop();
   return withDb(async (db) => ({
     rows: await rowsOf(db, ids),
@@ -201,7 +238,9 @@ async function readAfterRestart(database: TestDatabase | undefined, stop: () => 
 describe("the first key is shown only on a terminal", () => {
   test("with stdout redirected it goes to an owner-only file, and the output says where", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "switchyard-firstkey-"));
-    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", SMOLLM2], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", SMOLLM2], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let output = "";
     child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
@@ -230,7 +269,10 @@ describe("a model that cannot be pulled or verified", () => {
     writeFileSync(join(dir, "catalog.json"), JSON.stringify({ models: [broken] }));
     const env = { SWITCHYARD_CATALOG: join(dir, "catalog.json"), SWITCHYARD_PYPI_URL: "http://127.0.0.1:9" };
     const key = createKey(dir, "tester", [], env);
-    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dir, "--models", `acme/broken,${SMOLLM2}`], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dir, "--models", `acme/broken,${SMOLLM2}`], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let output = "";
     child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));

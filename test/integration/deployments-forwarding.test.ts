@@ -20,16 +20,27 @@ describe("a deployment called through another server sharing the database", () =
   let b: RunningServer | undefined;
   let modelId = "";
 
-  const client = (server: RunningServer, key: string) => new OpenAI({ baseURL: server.baseURL, apiKey: key, timeout: 180_000, maxRetries: 0 });
+  const client = (server: RunningServer, key: string) =>
+    new OpenAI({ baseURL: server.baseURL, apiKey: key, timeout: 180_000, maxRetries: 0 });
   /** The request's ledger rows once it has settled (a stream's row is closed as it ends). */
   const ledgerRows = (requestId: string) =>
     waitFor(async () => {
-      const rows = await database.db.query<{ model: string; status: string }>("SELECT model, status FROM usage_records WHERE request_id = $1", [requestId]);
+      const rows = await database.db.query<{ model: string; status: string }>(
+        "SELECT model, status FROM usage_records WHERE request_id = $1",
+        [requestId],
+      );
       return rows.some((r) => r.status === "in_flight") ? undefined : rows;
     }, 30_000);
   /** Every ledger row of the deployment's own account, whichever server wrote it. */
   const ownRows = async () =>
-    Number((await database.db.query<{ n: string }>("SELECT count(*) AS n FROM usage_records u JOIN accounts a ON a.id = u.account_id WHERE a.name = 'tester' AND u.model = $1", [modelId]))[0]!.n);
+    Number(
+      (
+        await database.db.query<{ n: string }>(
+          "SELECT count(*) AS n FROM usage_records u JOIN accounts a ON a.id = u.account_id WHERE a.name = 'tester' AND u.model = $1",
+          [modelId],
+        )
+      )[0]!.n,
+    );
 
   before(async () => {
     database = await createTestDatabase("postgres");
@@ -54,12 +65,22 @@ describe("a deployment called through another server sharing the database", () =
     assert.equal(completion.model, modelId);
     assert.equal(typeof completion.choices[0]!.message.content, "string");
     assert.ok(completion.usage!.completion_tokens > 0);
-    assert.equal((completion.usage as unknown as { estimated_cost: number }).estimated_cost, 0, "a deployment bills instance time, not tokens");
+    assert.equal(
+      (completion.usage as unknown as { estimated_cost: number }).estimated_cost,
+      0,
+      "a deployment bills instance time, not tokens",
+    );
     assert.deepEqual(await ledgerRows(completion.id), [{ model: modelId, status: "completed" }]);
   });
 
   test("a streamed request through B streams A's chunks and is billed once", async () => {
-    const stream = await client(b!, b!.key).chat.completions.create({ model: modelId, messages: MESSAGES, max_tokens: 8, stream: true, stream_options: { include_usage: true } });
+    const stream = await client(b!, b!.key).chat.completions.create({
+      model: modelId,
+      messages: MESSAGES,
+      max_tokens: 8,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
     for await (const chunk of stream) chunks.push(chunk);
     assert.ok(chunks.length >= 3, "role, content and finish arrive as separate chunks");
@@ -77,22 +98,50 @@ describe("a deployment called through another server sharing the database", () =
   });
 
   test("a batch run by B whose lines name the deployment is answered by A, each line once, billed as a batch line", async () => {
-    const lines = ["first", "second"].map((customId) => JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/chat/completions", body: { model: modelId, messages: MESSAGES, max_tokens: 4 } }));
+    const lines = ["first", "second"].map((customId) =>
+      JSON.stringify({
+        custom_id: customId,
+        method: "POST",
+        url: "/v1/chat/completions",
+        body: { model: modelId, messages: MESSAGES, max_tokens: 4 },
+      }),
+    );
     const input = await upload(client(b!, b!.key), lines);
-    const created = await client(b!, b!.key).batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const created = await client(b!, b!.key).batches.create({
+      input_file_id: input.id,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+    });
     const batch = await settled(client(b!, b!.key), created.id);
     const results = await resultLines(client(b!, b!.key), batch.output_file_id);
     assert.equal(batch.status, "completed", JSON.stringify({ errors: batch.errors, results }));
-    assert.deepEqual(results.map((r) => [r.custom_id, r.response?.status_code]).sort(), [["first", 200], ["second", 200]], JSON.stringify(results));
-    const rows = await database.db.query<{ model: string; service_tier: string; status: string }>("SELECT model, service_tier, status FROM usage_records WHERE batch_id = $1", [created.id]);
-    assert.deepEqual(rows, lines.map(() => ({ model: modelId, service_tier: "batch", status: "completed" })));
+    assert.deepEqual(
+      results.map((r) => [r.custom_id, r.response?.status_code]).sort(),
+      [
+        ["first", 200],
+        ["second", 200],
+      ],
+      JSON.stringify(results),
+    );
+    const rows = await database.db.query<{ model: string; service_tier: string; status: string }>(
+      "SELECT model, service_tier, status FROM usage_records WHERE batch_id = $1",
+      [created.id],
+    );
+    assert.deepEqual(
+      rows,
+      lines.map(() => ({ model: modelId, service_tier: "batch", status: "completed" })),
+    );
     const passes = await database.db.query("SELECT 1 FROM batch_line_passes WHERE batch_id = $1", [created.id]);
     assert.equal(passes.length, 0, "each line's pass was spent by the request it carried");
   });
 
   test("a forged or spent batch-line token is refused by the owner", async () => {
     for (const token of ["sy-batch-" + "A".repeat(32), "sy-batch-short"]) {
-      const reply = await postChat(a!, { model: modelId, messages: MESSAGES, max_tokens: 4 }, { key: token, headers: { "x-switchyard-forwarded": "1" } });
+      const reply = await postChat(
+        a!,
+        { model: modelId, messages: MESSAGES, max_tokens: 4 },
+        { key: token, headers: { "x-switchyard-forwarded": "1" } },
+      );
       assert.equal(reply.status, 401);
     }
   });
@@ -107,7 +156,10 @@ describe("a deployment called through another server sharing the database", () =
     assert.equal(missing.status, 404);
     assert.equal(body.error.code, "model_not_found");
     assert.deepEqual({ ...body.error, message: "" }, { ...missingBody.error, message: "" });
-    await assert.rejects(client(b!, other).chat.completions.create({ model: modelId, messages: MESSAGES, max_tokens: 4 }), (e: { status?: number; code?: string }) => e.status === 404 && e.code === "model_not_found");
+    await assert.rejects(
+      client(b!, other).chat.completions.create({ model: modelId, messages: MESSAGES, max_tokens: 4 }),
+      (e: { status?: number; code?: string }) => e.status === 404 && e.code === "model_not_found",
+    );
   });
 
   test("a request already forwarded is never forwarded again", async () => {

@@ -13,7 +13,12 @@ import { api, waitForDeployment } from "../helpers/deployments.js";
  * across it, even when the server was killed with SIGKILL: the killed process's interval ends at
  * its last heartbeat, every interval is billed to its end, and no millisecond twice.
  */
-const ENV = { SWITCHYARD_DEPLOYMENT_TICK_MS: "300", SWITCHYARD_DEPLOYMENT_SEGMENT_S: "1", SWITCHYARD_MAX_CONTEXT: "1024", SWITCHYARD_PARALLEL: "2" };
+const ENV = {
+  SWITCHYARD_DEPLOYMENT_TICK_MS: "300",
+  SWITCHYARD_DEPLOYMENT_SEGMENT_S: "1",
+  SWITCHYARD_MAX_CONTEXT: "1024",
+  SWITCHYARD_PARALLEL: "2",
+};
 
 for (const kind of ["pglite", "postgres"] as const) {
   describe(`deployments across kill -9 and a restart on ${kind}`, () => {
@@ -59,7 +64,15 @@ for (const kind of ["pglite", "postgres"] as const) {
       server = undefined;
 
       await withDb(async (db) => {
-        const intervals = await db.query<{ id: string; ended: boolean; billed: boolean; ms: string; started: Date; ended_at: Date; heartbeat_at: Date }>(
+        const intervals = await db.query<{
+          id: string;
+          ended: boolean;
+          billed: boolean;
+          ms: string;
+          started: Date;
+          ended_at: Date;
+          heartbeat_at: Date;
+        }>(
           `SELECT id, ended_at IS NOT NULL AS ended, billed_until = ended_at AS billed, started_at AS started, ended_at, heartbeat_at,
                   (extract(epoch FROM ended_at - started_at) * 1000)::bigint::text AS ms
              FROM deployment_instances WHERE deployment_id = $1 ORDER BY started_at`,

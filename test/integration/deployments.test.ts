@@ -13,7 +13,12 @@ import { cli, createKey, SMOLLM2, startServer, type RunningServer, SMOLLM2_NO_EN
  * create, call it by its private id with the openai client, scale, stop, delete while a stream
  * runs (it drains), its isolation from other accounts, and its instance time billed exactly.
  */
-const TICK = { SWITCHYARD_DEPLOYMENT_TICK_MS: "300", SWITCHYARD_DEPLOYMENT_SEGMENT_S: "2", SWITCHYARD_MAX_CONTEXT: "1024", SWITCHYARD_PARALLEL: "2" };
+const TICK = {
+  SWITCHYARD_DEPLOYMENT_TICK_MS: "300",
+  SWITCHYARD_DEPLOYMENT_SEGMENT_S: "2",
+  SWITCHYARD_MAX_CONTEXT: "1024",
+  SWITCHYARD_PARALLEL: "2",
+};
 const PER_SECOND = new Big("0.36").div(3600); // SmolLM2's dedicated_instance_hour, per second: 0.0001 exactly
 
 /** Exact instance time and its cost, from the caller's own /v1/usage (numbers kept as their text). */
@@ -31,9 +36,21 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
   let catalogDir = "";
   before(async () => {
     catalogDir = mkdtempSync(join(tmpdir(), "switchyard-dep-catalog-"));
-    const broken = { id: "test/broken-dedicated", source: "file:/nonexistent/broken.gguf", context_length: 2048, precision: "q4_1", tags: [], pricing: { input: "1", output: "1", cached_input: "1", dedicated_instance_hour: "1" }, created: 0, dedicated: true };
+    const broken = {
+      id: "test/broken-dedicated",
+      source: "file:/nonexistent/broken.gguf",
+      context_length: 2048,
+      precision: "q4_1",
+      tags: [],
+      pricing: { input: "1", output: "1", cached_input: "1", dedicated_instance_hour: "1" },
+      created: 0,
+      dedicated: true,
+    };
     writeFileSync(join(catalogDir, "catalog.json"), JSON.stringify({ models: [broken] }));
-    server = await startServer({ env: { ...TICK, SWITCHYARD_CATALOG: join(catalogDir, "catalog.json") }, keyArgs: ["--manage-deployments"] });
+    server = await startServer({
+      env: { ...TICK, SWITCHYARD_CATALOG: join(catalogDir, "catalog.json") },
+      keyArgs: ["--manage-deployments"],
+    });
     // With the right too, so that its 404s show isolation, not the missing right.
     other = createKey(server.dataDir, "someone-else", ["--manage-deployments"]);
   });
@@ -74,7 +91,13 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
   });
 
   test("create → running → called by its private id → scaled → stopped → deleted while a stream drains", async () => {
-    const created = await api(server, server.key, "POST", "/v1/deployments", { model: SMOLLM2, name: "bot", min_instances: 1, max_instances: 2, max_batch_size: 2 });
+    const created = await api(server, server.key, "POST", "/v1/deployments", {
+      model: SMOLLM2,
+      name: "bot",
+      min_instances: 1,
+      max_instances: 2,
+      max_batch_size: 2,
+    });
     assert.equal(created.status, 200);
     const d = created.body;
     assert.match(d.id, /^dep_/);
@@ -89,24 +112,37 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
     assert.deepEqual(running.instances, { running: 1, pending: 0 });
 
     const client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 120_000 });
-    const reply = await client.chat.completions.create({ model: "tester/bot", messages: [{ role: "user", content: "Hi!" }], max_tokens: 8 });
+    const reply = await client.chat.completions.create({
+      model: "tester/bot",
+      messages: [{ role: "user", content: "Hi!" }],
+      max_tokens: 8,
+    });
     assert.equal(reply.model, "tester/bot");
     assert.ok((reply.choices[0]!.message.content ?? "").length > 0);
     assert.equal((reply.usage as unknown as { estimated_cost: number }).estimated_cost, 0, "instance time is what is billed");
     const models = await client.models.list();
-    assert.ok(models.data.some((m) => m.id === "tester/bot"), "the owner sees its deployment in the models list");
+    assert.ok(
+      models.data.some((m) => m.id === "tester/bot"),
+      "the owner sees its deployment in the models list",
+    );
 
     // Scaled up: two instances, both billed; the requests still answer.
     const scaled = await api(server, server.key, "PATCH", `/v1/deployments/${d.id}`, { min_instances: 2 });
     assert.equal(scaled.status, 200);
     await waitForDeployment(server, server.key, d.id, (x) => x.status === "running" && x.instances.running === 2);
-    const both = await Promise.all([0, 1].map(() => client.chat.completions.create({ model: "tester/bot", messages: [{ role: "user", content: "Count to three." }], max_tokens: 8 })));
+    const both = await Promise.all(
+      [0, 1].map(() =>
+        client.chat.completions.create({ model: "tester/bot", messages: [{ role: "user", content: "Count to three." }], max_tokens: 8 }),
+      ),
+    );
     assert.equal(both.length, 2);
 
     // Scaled to zero: stopped, a clear 503, and no more instance time.
     await api(server, server.key, "PATCH", `/v1/deployments/${d.id}`, { min_instances: 0 });
     await waitForDeployment(server, server.key, d.id, (x) => x.status === "stopped" && x.instances.running === 0);
-    const stopped = await client.chat.completions.create({ model: "tester/bot", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }).catch((e) => e);
+    const stopped = await client.chat.completions
+      .create({ model: "tester/bot", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 })
+      .catch((e) => e);
     assert.equal(stopped.status, 503);
     assert.equal(stopped.code, "deployment_stopped");
     const first = await instanceTime(server, server.key);
@@ -119,17 +155,26 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
     // Deleted while a stream runs: the stream finishes, then it is gone.
     await api(server, server.key, "PATCH", `/v1/deployments/${d.id}`, { min_instances: 1 });
     await waitForDeployment(server, server.key, d.id, (x) => x.status === "running" && x.instances.running === 1);
-    const stream = await client.chat.completions.create({ model: "tester/bot", messages: [{ role: "user", content: "Tell a long story." }], max_tokens: 48, stream: true, logit_bias: SMOLLM2_NO_END });
+    const stream = await client.chat.completions.create({
+      model: "tester/bot",
+      messages: [{ role: "user", content: "Tell a long story." }],
+      max_tokens: 48,
+      stream: true,
+      logit_bias: SMOLLM2_NO_END,
+    });
     const iterator = stream[Symbol.asyncIterator]();
     await iterator.next();
     const deleting = api(server, server.key, "DELETE", `/v1/deployments/${d.id}`);
     let finish: string | null | undefined;
-    for (let chunk = await iterator.next(); !chunk.done; chunk = await iterator.next()) finish = chunk.value.choices[0]?.finish_reason ?? finish;
+    for (let chunk = await iterator.next(); !chunk.done; chunk = await iterator.next())
+      finish = chunk.value.choices[0]?.finish_reason ?? finish;
     assert.equal(finish, "length", "the stream in flight ran to its end");
     const deleted = await deleting;
     assert.equal(deleted.status, 200);
     assert.equal(deleted.body.status, "deleted");
-    const gone = await client.chat.completions.create({ model: "tester/bot", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }).catch((e) => e);
+    const gone = await client.chat.completions
+      .create({ model: "tester/bot", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 })
+      .catch((e) => e);
     assert.equal(gone.status, 404);
     const list = await api(server, server.key, "GET", "/v1/deployments");
     assert.ok(!list.body.data.some((x: { id: string }) => x.id === d.id));
@@ -141,7 +186,8 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
   test("another account cannot see or call it: the same 404 as for nothing at all", async () => {
     const created = await api(server, server.key, "POST", "/v1/deployments", { model: SMOLLM2, name: "private", max_batch_size: 1 });
     await waitForDeployment(server, server.key, created.body.id, (x) => x.status === "running");
-    const chat = (model: string) => api(server, other, "POST", "/v1/compat/chat/completions", { model, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 });
+    const chat = (model: string) =>
+      api(server, other, "POST", "/v1/compat/chat/completions", { model, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 });
     const theirs = await chat("tester/private");
     const nothing = await chat("tester/nothing");
     assert.equal(theirs.status, 404);
@@ -154,7 +200,10 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
     const none = await api(server, other, "GET", "/v1/deployments/dep_doesnotexist");
     assert.equal(get.status, 404);
     assert.deepEqual(get.body, JSON.parse(JSON.stringify(none.body).replaceAll("dep_doesnotexist", created.body.id)));
-    for (const [method, body] of [["PATCH", { min_instances: 0 }], ["DELETE", undefined]] as const) {
+    for (const [method, body] of [
+      ["PATCH", { min_instances: 0 }],
+      ["DELETE", undefined],
+    ] as const) {
       assert.equal((await api(server, other, method, `/v1/deployments/${created.body.id}`, body)).status, 404);
     }
     assert.equal((await api(server, other, "GET", "/v1/deployments")).body.data.length, 0);
@@ -162,7 +211,16 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
     assert.doesNotMatch(await (await fetch(`${server.url}/health`)).text(), /tester\/private/);
     assert.doesNotMatch(await (await fetch(`${server.url}/metrics`)).text(), /tester\/private/);
     // Its own account still can.
-    assert.equal((await api(server, server.key, "POST", "/v1/compat/chat/completions", { model: "tester/private", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 })).status, 200);
+    assert.equal(
+      (
+        await api(server, server.key, "POST", "/v1/compat/chat/completions", {
+          model: "tester/private",
+          messages: [{ role: "user", content: "Hi" }],
+          max_tokens: 4,
+        })
+      ).status,
+      200,
+    );
     await api(server, server.key, "DELETE", `/v1/deployments/${created.body.id}`);
   });
 

@@ -5,7 +5,11 @@ import { MINILM } from "../helpers/embeddings.js";
 import { createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 const post = (server: RunningServer, body: unknown, key = server.key, prefix = "/v1/compat") =>
-  fetch(`${server.url}${prefix}/embeddings`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
+  fetch(`${server.url}${prefix}/embeddings`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+    body: JSON.stringify(body),
+  });
 
 async function expectError(response: Response, status: number, code: string, param?: string): Promise<string> {
   const body = await response.json();
@@ -34,11 +38,17 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
     raw.data.forEach((item, i) => {
       const bytes = Buffer.from(item.embedding, "base64");
       const decoded = Array.from({ length: bytes.length / 4 }, (_, k) => bytes.readFloatLE(k * 4));
-      assert.deepEqual(decoded, floats.data[i]!.embedding.map((v) => Math.fround(v)));
+      assert.deepEqual(
+        decoded,
+        floats.data[i]!.embedding.map((v) => Math.fround(v)),
+      );
     });
     // Without encoding_format the SDK asks for base64 and decodes it itself.
     const viaSdk = await client.embeddings.create({ model: MINILM, input });
-    assert.deepEqual(viaSdk.data.map((d) => d.embedding), floats.data.map((d) => d.embedding.map((v) => Math.fround(v))));
+    assert.deepEqual(
+      viaSdk.data.map((d) => d.embedding),
+      floats.data.map((d) => d.embedding.map((v) => Math.fround(v))),
+    );
     const tokens = floats.usage.prompt_tokens;
     assert.equal(floats.usage.total_tokens, tokens);
     // 0.005 USD per 1M input tokens at the standard tier: 5e-9 a token, written exactly.
@@ -48,7 +58,12 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
   });
 
   test("every input form: a string, strings, token ids, arrays of token ids; under every prefix", async () => {
-    for (const [input, count] of [["one", 1], [["a", "b", "c"], 3], [[7592, 2088], 1], [[[7592], [2088, 999]], 2]] as const) {
+    for (const [input, count] of [
+      ["one", 1],
+      [["a", "b", "c"], 3],
+      [[7592, 2088], 1],
+      [[[7592], [2088, 999]], 2],
+    ] as const) {
       for (const prefix of ["/v1/compat", "/v1/openai", "/v1"]) {
         const response = await post(server, { model: MINILM, input }, server.key, prefix);
         const body = await response.json();
@@ -66,16 +81,33 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
     await expectError(await post(server, { model: MINILM, input: "" }), 400, "invalid_value", "input");
     await expectError(await post(server, { model: MINILM, input: ["fine", ""] }), 400, "invalid_value", "input[1]");
     await expectError(await post(server, { model: MINILM, input: Array(2049).fill("x") }), 400, "invalid_type", "input");
-    assert.match(await expectError(await post(server, { model: MINILM, input: "x", dimensions: 128 }), 400, "invalid_value", "dimensions"), /384/);
+    assert.match(
+      await expectError(await post(server, { model: MINILM, input: "x", dimensions: 128 }), 400, "invalid_value", "dimensions"),
+      /384/,
+    );
     await expectError(await post(server, { model: MINILM, input: "x", encoding_format: "int8" }), 400, "invalid_value", "encoding_format");
     await expectError(await post(server, { model: MINILM, input: [[1, 99999]] }), 400, "invalid_value", "input[0]");
     const long = "word ".repeat(600);
-    assert.match(await expectError(await post(server, { model: MINILM, input: ["short", long] }), 400, "context_length_exceeded", "input[1]"), /input 1 has 602 tokens/);
+    assert.match(
+      await expectError(await post(server, { model: MINILM, input: ["short", long] }), 400, "context_length_exceeded", "input[1]"),
+      /input 1 has 602 tokens/,
+    );
   });
 
   test("a chat request to the embedding model, and an embeddings request to a chat model, are clear 400s", async () => {
-    assert.match(await expectError(await postChat(server, { model: MINILM, messages: [{ role: "user", content: "hi" }] }), 400, "model_not_supported", "model"), /embedding model/);
-    assert.match(await expectError(await post(server, { model: SMOLLM2, input: "hi" }), 400, "model_not_supported", "model"), /not an embedding model/);
+    assert.match(
+      await expectError(
+        await postChat(server, { model: MINILM, messages: [{ role: "user", content: "hi" }] }),
+        400,
+        "model_not_supported",
+        "model",
+      ),
+      /embedding model/,
+    );
+    assert.match(
+      await expectError(await post(server, { model: SMOLLM2, input: "hi" }), 400, "model_not_supported", "model"),
+      /not an embedding model/,
+    );
   });
 
   test("/models tags it Embedding with its price; /metrics counts its input tokens; OpenAPI documents the route", async () => {
@@ -101,26 +133,40 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
   });
 
   test("one ledger row per request, api embeddings, in /v1/usage", async () => {
-    const before = await (await fetch(`${server.url}/v1/usage?group_by=model`, { headers: { authorization: `Bearer ${server.key}` } })).json();
+    const before = await (
+      await fetch(`${server.url}/v1/usage?group_by=model`, { headers: { authorization: `Bearer ${server.key}` } })
+    ).json();
     const reply = await client.embeddings.create({ model: MINILM, input: ["ledger one", "ledger two"] });
     await post(server, { model: MINILM, input: "" }); // rejected by validation: no row, nothing admitted
     await post(server, { model: MINILM, input: "x", dimensions: 3 }); // refused by the service: a rejected row
-    const usage = await (await fetch(`${server.url}/v1/usage?group_by=model`, { headers: { authorization: `Bearer ${server.key}` } })).json();
-    const group = (u: { data: Array<{ group: string; requests: number; prompt_tokens: number }> }) => u.data.find((g) => g.group === MINILM);
+    const usage = await (
+      await fetch(`${server.url}/v1/usage?group_by=model`, { headers: { authorization: `Bearer ${server.key}` } })
+    ).json();
+    const group = (u: { data: Array<{ group: string; requests: number; prompt_tokens: number }> }) =>
+      u.data.find((g) => g.group === MINILM);
     assert.equal(group(usage)!.requests - (group(before)?.requests ?? 0), 2);
     assert.equal(group(usage)!.prompt_tokens - (group(before)?.prompt_tokens ?? 0), reply.usage.prompt_tokens);
   });
 
   test("many requests at once are all answered and billed, one completed row each (their rows share statements); the server warns of nothing", async () => {
-    const usageOf = async () => (await (await fetch(`${server.url}/v1/usage?group_by=model`, { headers: { authorization: `Bearer ${server.key}` } })).json()).data.find((g: { group: string }) => g.group === MINILM);
+    const usageOf = async () =>
+      (
+        await (await fetch(`${server.url}/v1/usage?group_by=model`, { headers: { authorization: `Bearer ${server.key}` } })).json()
+      ).data.find((g: { group: string }) => g.group === MINILM);
     const before = await usageOf();
     const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => post(server, { model: MINILM, input: `concurrent ${i}` })));
-    assert.deepEqual(replies.map((r) => r.status), replies.map(() => 200));
+    assert.deepEqual(
+      replies.map((r) => r.status),
+      replies.map(() => 200),
+    );
     const bodies = (await Promise.all(replies.map((r) => r.json()))) as Array<{ usage: { prompt_tokens: number } }>;
     const after = await usageOf();
     assert.equal(after.requests - (before?.requests ?? 0), 24);
     assert.equal(after.by_status.completed - (before?.by_status.completed ?? 0), 24);
-    assert.equal(after.prompt_tokens - (before?.prompt_tokens ?? 0), bodies.reduce((sum, b) => sum + b.usage.prompt_tokens, 0));
+    assert.equal(
+      after.prompt_tokens - (before?.prompt_tokens ?? 0),
+      bodies.reduce((sum, b) => sum + b.usage.prompt_tokens, 0),
+    );
     // Each request listens on the server's shutdown signal while it runs: 24 at once are no leak to warn of.
     assert.doesNotMatch(server.logs(), /Warning/);
   });

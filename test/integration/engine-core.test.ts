@@ -22,10 +22,16 @@ const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: 
 /** A standard stream of up to 2,000 tokens that counts its chunks; `stop()` hangs up. */
 async function stream(server: RunningServer, key: string, content: string) {
   const controller = new AbortController();
-  const response = await postChat(server, ask(content, { stream: true, max_tokens: 2000, temperature: 0 }), { key, signal: controller.signal });
+  const response = await postChat(server, ask(content, { stream: true, max_tokens: 2000, temperature: 0 }), {
+    key,
+    signal: controller.signal,
+  });
   assert.equal(response.status, 200);
   let chunks = 0;
-  const done = readSseTimed(response, () => chunks++).then((events) => events, (error: unknown) => (controller.signal.aborted ? [] : Promise.reject(error)));
+  const done = readSseTimed(response, () => chunks++).then(
+    (events) => events,
+    (error: unknown) => (controller.signal.aborted ? [] : Promise.reject(error)),
+  );
   return {
     chunks: () => chunks,
     done,
@@ -50,7 +56,10 @@ describe("the engine's step loop on the real model", () => {
     const before = (await health(server)).engine.prompt_tokens_computed;
     const response = await postChat(server, ask(prompt, { n: 4, max_tokens: 4, seed: 7 }), { key });
     assert.equal(response.status, 200);
-    const body = (await response.json()) as { choices: unknown[]; usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } } };
+    const body = (await response.json()) as {
+      choices: unknown[];
+      usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } };
+    };
     assert.equal(body.choices.length, 4);
     const promptTokens = body.usage.prompt_tokens;
     assert.ok(promptTokens > 150, `a long prompt (${promptTokens} tokens)`);
@@ -61,9 +70,14 @@ describe("the engine's step loop on the real model", () => {
 
   test("a priority request arriving while 16 streams run gets its first token within a few steps, and the stream it displaced resumes", async () => {
     const key = createKey(server.dataDir, "streams");
-    const streams = await Promise.all(Array.from({ length: 16 }, (_, i) => stream(server, key, `Tell story number ${i} about a lighthouse keeper.`)));
+    const streams = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => stream(server, key, `Tell story number ${i} about a lighthouse keeper.`)),
+    );
     try {
-      await waitFor(async () => ((await health(server)).running === 16 && streams.every((s) => s.chunks() > 1) ? true : undefined), 120_000);
+      await waitFor(
+        async () => ((await health(server)).running === 16 && streams.every((s) => s.chunks() > 1) ? true : undefined),
+        120_000,
+      );
       const chunksBefore = streams.map((s) => s.chunks());
       const priority = await postChat(server, ask("Say hello.", { stream: true, max_tokens: 5, service_tier: "priority" }), { key });
       assert.equal(priority.status, 200);
@@ -101,7 +115,10 @@ describe("the engine's step loop on the real model", () => {
     assert.equal(waiting.running, 16, "no more than one request per sequence");
     for (const s of streams.slice(0, 3)) s.stop();
     const answers = await Promise.all(extra);
-    assert.deepEqual(answers.map((r) => r.status), [200, 200, 200]);
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      [200, 200, 200],
+    );
     for (const s of streams.slice(3)) s.stop();
     await Promise.all(streams.map((s) => s.done));
   });

@@ -16,7 +16,12 @@ async function expectError(response: Response, status: number, expected: { param
   return body.error;
 }
 
-const ok = (extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content: "hi" }], max_tokens: 4, ...extra });
+const ok = (extra: Record<string, unknown> = {}) => ({
+  model: SMOLLM2,
+  messages: [{ role: "user", content: "hi" }],
+  max_tokens: 4,
+  ...extra,
+});
 
 describe("bad requests get clear errors and lose nothing", () => {
   let server: RunningServer;
@@ -34,7 +39,10 @@ describe("bad requests get clear errors and lose nothing", () => {
     await expectError(await postChat(server, "[1,2]"), 400, { param: null });
   });
   test("a missing model names the param", async () => {
-    await expectError(await postChat(server, { messages: [{ role: "user", content: "hi" }] }), 400, { param: "model", code: "missing_required_parameter" });
+    await expectError(await postChat(server, { messages: [{ role: "user", content: "hi" }] }), 400, {
+      param: "model",
+      code: "missing_required_parameter",
+    });
   });
   test("a field of the wrong type names the param", async () => {
     await expectError(await postChat(server, ok({ temperature: "hot" })), 400, { param: "temperature" });
@@ -51,20 +59,29 @@ describe("bad requests get clear errors and lose nothing", () => {
     await expectError(await postChat(server, ok({ messages: [] })), 400, { param: "messages" });
   });
   test("an unknown role is a 400 naming the message", async () => {
-    const error = await expectError(await postChat(server, ok({ messages: [{ role: "wizard", content: "hi" }] })), 400, { param: "messages[0].role" });
+    const error = await expectError(await postChat(server, ok({ messages: [{ role: "wizard", content: "hi" }] })), 400, {
+      param: "messages[0].role",
+    });
     assert.match(error.message, /wizard/);
   });
   test("an unknown model is a 404 model_not_found", async () => {
     await expectError(await postChat(server, ok({ model: "nobody/nothing" })), 404, { param: "model", code: "model_not_found" });
   });
   test("prompt plus max_tokens over the context is context_length_exceeded", async () => {
-    const error = await expectError(await postChat(server, ok({ max_tokens: 8190 })), 400, { param: "messages", code: "context_length_exceeded" });
+    const error = await expectError(await postChat(server, ok({ max_tokens: 8190 })), 400, {
+      param: "messages",
+      code: "context_length_exceeded",
+    });
     assert.match(error.message, /8192/);
     const long = "word ".repeat(9000);
-    await expectError(await postChat(server, ok({ messages: [{ role: "user", content: long }], max_tokens: undefined })), 400, { code: "context_length_exceeded" });
+    await expectError(await postChat(server, ok({ messages: [{ role: "user", content: long }], max_tokens: undefined })), 400, {
+      code: "context_length_exceeded",
+    });
   });
   test("a body over the configured size is a 413", async () => {
-    await expectError(await postChat(server, ok({ messages: [{ role: "user", content: "x".repeat(70_000) }] })), 413, { code: "request_too_large" });
+    await expectError(await postChat(server, ok({ messages: [{ role: "user", content: "x".repeat(70_000) }] })), 413, {
+      code: "request_too_large",
+    });
   });
   test("an unknown URL is a 404 in the same shape", async () => {
     const response = await fetch(`${server.url}/v1/compat/nothing`, { headers: { authorization: `Bearer ${server.key}` } });

@@ -31,7 +31,11 @@ describe("schema fuzzing's findings (issue 11)", () => {
 
   test("a NUL byte in completions' or responses' model or text is a 400 naming it, not a storage error (500)", async () => {
     const post = (path: string, body: unknown) =>
-      fetch(`${server.baseURL}${path}`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${server.key}` }, body: JSON.stringify(body) });
+      fetch(`${server.baseURL}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${server.key}` },
+        body: JSON.stringify(body),
+      });
     const cases: Array<[string, unknown, string]> = [
       ["/completions", { model: `${SMOLLM2}\u0000`, prompt: "hi", max_tokens: 2 }, "model"],
       ["/completions", { model: "\u0000", prompt: "hi", max_tokens: 2 }, "model"],
@@ -54,7 +58,10 @@ describe("schema fuzzing's findings (issue 11)", () => {
       assert.ok(response.status < 400 || openAiError(text), `${path}: ${response.status} ${text}`);
     }
     // A real preflight still gets its CORS answer.
-    const preflight = await fetch(`${server.url}/v1/chat/completions`, { method: "OPTIONS", headers: { origin: "https://example.com", "access-control-request-method": "POST" } });
+    const preflight = await fetch(`${server.url}/v1/chat/completions`, {
+      method: "OPTIONS",
+      headers: { origin: "https://example.com", "access-control-request-method": "POST" },
+    });
     assert.equal(preflight.status, 204);
     assert.equal(preflight.headers.get("access-control-allow-origin"), "*");
   });

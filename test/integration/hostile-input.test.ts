@@ -12,7 +12,12 @@ import { openAiError, openSocket, rawExchange, readReply } from "../helpers/raw-
  */
 const REQUEST_TIMEOUT_MS = 3000;
 const UNAUTH_CAP = 6;
-const ok = (extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content: "hi" }], max_tokens: 2, ...extra });
+const ok = (extra: Record<string, unknown> = {}) => ({
+  model: SMOLLM2,
+  messages: [{ role: "user", content: "hi" }],
+  max_tokens: 2,
+  ...extra,
+});
 
 async function expectError(response: Response, status: number, expected: { param?: string | null; code?: string | null }) {
   const text = await response.text();
@@ -29,7 +34,11 @@ describe("hostile and careless clients (issue 11)", () => {
   let host: string;
   before(async () => {
     server = await startServer({
-      env: { SWITCHYARD_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), SWITCHYARD_MAX_UNAUTH_CONNECTIONS_PER_IP: String(UNAUTH_CAP), SWITCHYARD_LOG_LEVEL: "info" },
+      env: {
+        SWITCHYARD_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+        SWITCHYARD_MAX_UNAUTH_CONNECTIONS_PER_IP: String(UNAUTH_CAP),
+        SWITCHYARD_LOG_LEVEL: "info",
+      },
     });
     host = new URL(server.url).host;
   });
@@ -38,7 +47,13 @@ describe("hostile and careless clients (issue 11)", () => {
   });
 
   test("a value of the wrong type is invalid_type naming it, never 'missing'", async () => {
-    for (const [param, value] of [["max_tokens", "2"], ["stream", "true"], ["model", 5], ["seed", 1.5], ["temperature", "hot"]] as const) {
+    for (const [param, value] of [
+      ["max_tokens", "2"],
+      ["stream", "true"],
+      ["model", 5],
+      ["seed", 1.5],
+      ["temperature", "hot"],
+    ] as const) {
       const { error } = await expectError(await postChat(server, ok({ [param]: value })), 400, { param });
       assert.notEqual(error.code, "missing_required_parameter", `${param}: ${JSON.stringify(value)}`);
       assert.ok(["invalid_type", "invalid_value"].includes(error.code!), `${param}: ${error.code}`);
@@ -47,7 +62,10 @@ describe("hostile and careless clients (issue 11)", () => {
     const raw = JSON.stringify(ok()).replace('"max_tokens":2', '"max_tokens":1e400');
     const { error } = await expectError(await postChat(server, raw), 400, { param: "max_tokens" });
     assert.notEqual(error.code, "missing_required_parameter");
-    await expectError(await postChat(server, { messages: [{ role: "user", content: "hi" }] }), 400, { param: "model", code: "missing_required_parameter" });
+    await expectError(await postChat(server, { messages: [{ role: "user", content: "hi" }] }), 400, {
+      param: "model",
+      code: "missing_required_parameter",
+    });
   });
 
   test("identifiers have a length cap, and an error echoes only a short prefix", async () => {
@@ -58,9 +76,14 @@ describe("hostile and careless clients (issue 11)", () => {
     const metadata = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"]));
     await expectError(await postChat(server, ok({ metadata })), 400, { param: "metadata" });
     await expectError(await postChat(server, ok({ metadata: { k: "v".repeat(600) } })), 400, { param: "metadata.k" });
-    const unknown = await expectError(await postChat(server, ok({ model: `nobody/${"x".repeat(240)}` })), 404, { param: "model", code: "model_not_found" });
+    const unknown = await expectError(await postChat(server, ok({ model: `nobody/${"x".repeat(240)}` })), 404, {
+      param: "model",
+      code: "model_not_found",
+    });
     assert.ok(unknown.error.message.length < 200, unknown.error.message);
-    const role = await expectError(await postChat(server, ok({ messages: [{ role: "r".repeat(100_000), content: "hi" }] })), 400, { param: "messages[0].role" });
+    const role = await expectError(await postChat(server, ok({ messages: [{ role: "r".repeat(100_000), content: "hi" }] })), 400, {
+      param: "messages[0].role",
+    });
     assert.ok(role.text.length < 1000, `the error body is ${role.text.length} bytes`);
   });
 
@@ -72,7 +95,10 @@ describe("hostile and careless clients (issue 11)", () => {
 
   test("a conversation with more messages than the context window is refused before it is rendered", async () => {
     const messages = Array.from({ length: 20_000 }, () => ({ role: "user", content: "a" }));
-    const { error } = await expectError(await postChat(server, { model: SMOLLM2, messages, max_tokens: 2 }), 400, { param: "messages", code: "context_length_exceeded" });
+    const { error } = await expectError(await postChat(server, { model: SMOLLM2, messages, max_tokens: 2 }), 400, {
+      param: "messages",
+      code: "context_length_exceeded",
+    });
     assert.match(error.message, /at least 20002 tokens/);
   });
 
@@ -98,7 +124,11 @@ describe("hostile and careless clients (issue 11)", () => {
   });
 
   test("errors from below the routes are in the OpenAI shape: bad Content-Length, missing Host", async () => {
-    const badLength = await rawExchange(server.url, `POST /v1/compat/chat/completions HTTP/1.1\r\nHost: ${host}\r\nContent-Length: abc\r\n\r\n`, 30_000);
+    const badLength = await rawExchange(
+      server.url,
+      `POST /v1/compat/chat/completions HTTP/1.1\r\nHost: ${host}\r\nContent-Length: abc\r\n\r\n`,
+      30_000,
+    );
     assert.equal(badLength.status, 400);
     assert.ok(openAiError(badLength.body), badLength.body);
     const noHost = await rawExchange(server.url, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", 30_000);
@@ -108,7 +138,9 @@ describe("hostile and careless clients (issue 11)", () => {
 
   test("a body sent a byte at a time is cut off with a 408 in the OpenAI shape", async () => {
     const socket = await openSocket(server.url);
-    socket.write(`POST /v1/compat/chat/completions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${server.key}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{`);
+    socket.write(
+      `POST /v1/compat/chat/completions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${server.key}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{`,
+    );
     const drip = setInterval(() => socket.writable && socket.write(" "), 200);
     const started = Date.now();
     // Generous for a slow machine; without a request timeout the socket stays open for minutes.
@@ -154,14 +186,16 @@ describe("hostile and careless clients (issue 11)", () => {
   });
 
   test("a compressed body is held to the body limit once inflated: a gzip bomb is a 413, a small gzip body is served", async () => {
-    const post = (body: Buffer, encoding: string) =>
+    const post = (body: Uint8Array<ArrayBuffer>, encoding: string) =>
       fetch(`${server.url}/v1/compat/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json", "content-encoding": encoding },
-        body,
+        body: new Blob([body]),
       });
     // 64 MB of JSON whitespace inflates from about 64 KB on the wire, far under the limit (4 MB).
-    const bomb = gzipSync(Buffer.concat([Buffer.from('{"model":"x","messages":['), Buffer.alloc(64 * 1024 * 1024, " "), Buffer.from("]}")]));
+    const bomb = gzipSync(
+      Buffer.concat([Buffer.from('{"model":"x","messages":['), Buffer.alloc(64 * 1024 * 1024, " "), Buffer.from("]}")]),
+    );
     assert.ok(bomb.length < 1024 * 1024, `${bomb.length} bytes on the wire`);
     const refused = await post(bomb, "gzip");
     await expectError(refused, 413, {});

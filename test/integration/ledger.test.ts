@@ -30,7 +30,9 @@ describe("every request leaves exactly one ledger row, and the bill matches what
       received.units += smolStandardUnits(reply.usage);
       received.requests++;
     }
-    const events = await readSse(await postChat(server, ask("Count to five.", { max_tokens: 20, stream: true, stream_options: { include_usage: true } })));
+    const events = await readSse(
+      await postChat(server, ask("Count to five.", { max_tokens: 20, stream: true, stream_options: { include_usage: true } })),
+    );
     const streamed = JSON.parse(events.at(-2)!).usage;
     received.prompt += streamed.prompt_tokens;
     received.completion += streamed.completion_tokens;
@@ -69,7 +71,9 @@ describe("every request leaves exactly one ledger row, and the bill matches what
     }
     controller.abort();
     let cancelled = 0;
-    let body: { totals: { by_status: Record<string, number>; completion_tokens: number; requests: number } } = { totals: { by_status: {}, completion_tokens: 0, requests: 0 } };
+    let body: { totals: { by_status: Record<string, number>; completion_tokens: number; requests: number } } = {
+      totals: { by_status: {}, completion_tokens: 0, requests: 0 },
+    };
     for (let i = 0; i < 50 && cancelled === 0; i++) {
       await new Promise((r) => setTimeout(r, 100));
       body = (await usage()).body;

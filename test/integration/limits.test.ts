@@ -4,7 +4,13 @@ import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
 import { createKey, postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 
-const ask = (extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content: "Say one word." }], max_tokens: 8, temperature: 0, ...extra });
+const ask = (extra: Record<string, unknown> = {}) => ({
+  model: SMOLLM2,
+  messages: [{ role: "user", content: "Say one word." }],
+  max_tokens: 8,
+  temperature: 0,
+  ...extra,
+});
 const asKey = (server: RunningServer, key: string) => ({ ...server, key });
 
 /** Both servers of a shared-limits test use one PostgreSQL database, so a key works on either. */
@@ -15,7 +21,12 @@ describe("limits and budgets, on PostgreSQL and Redis shared by two server proce
   before(async () => {
     database = await createTestDatabase("postgres");
     // Two servers on one machine: one llama.cpp thread each, or their workers fight over the cores.
-    const env = { SWITCHYARD_THREADS: "1", SWITCHYARD_DATABASE_URL: database.url!, SWITCHYARD_REDIS_URL: "redis://127.0.0.1:6379", SWITCHYARD_MAX_CONCURRENT_PER_MODEL: "6" };
+    const env = {
+      SWITCHYARD_THREADS: "1",
+      SWITCHYARD_DATABASE_URL: database.url!,
+      SWITCHYARD_REDIS_URL: "redis://127.0.0.1:6379",
+      SWITCHYARD_MAX_CONCURRENT_PER_MODEL: "6",
+    };
     [a, b] = await Promise.all([startServer({ env }), startServer({ env })]);
   });
   after(async () => {

@@ -41,7 +41,12 @@ describe("both default models served at once, with their prices and tiers", () =
   test("Gemma generates through its fallback chat template while SmolLM2 is loaded too", async () => {
     const client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL });
     const [gemma, smol] = await Promise.all([
-      client.chat.completions.create({ model: GEMMA, messages: [{ role: "user", content: "The capital of France is" }], max_tokens: 16, temperature: 0 }),
+      client.chat.completions.create({
+        model: GEMMA,
+        messages: [{ role: "user", content: "The capital of France is" }],
+        max_tokens: 16,
+        temperature: 0,
+      }),
       client.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi!" }], max_tokens: 16, temperature: 0 }),
     ]);
     assert.equal(gemma.model, GEMMA);
@@ -51,7 +56,13 @@ describe("both default models served at once, with their prices and tiers", () =
   });
 
   test("service_tier is applied, echoed and priced: priority 1.5x, flex 0.8x, auto is default", async () => {
-    const body = (tier: string) => ({ model: SMOLLM2, messages: [{ role: "user", content: "Say yes." }], max_tokens: 5, temperature: 0, service_tier: tier });
+    const body = (tier: string) => ({
+      model: SMOLLM2,
+      messages: [{ role: "user", content: "Say yes." }],
+      max_tokens: 5,
+      temperature: 0,
+      service_tier: tier,
+    });
     const standard = await (await postChat(server, body("default"))).json();
     const priority = await (await postChat(server, body("priority"))).json();
     const flex = await (await postChat(server, body("flex"))).json();
@@ -65,6 +76,7 @@ describe("both default models served at once, with their prices and tiers", () =
     assert.ok(Math.abs(priority.usage.estimated_cost - (units(priority.usage) * 1.5) / 1e8) < 1e-15);
     assert.ok(Math.abs(flex.usage.estimated_cost - (units(flex.usage) * 0.8) / 1e8) < 1e-15);
     const chunks = await (await postChat(server, { ...body("priority"), stream: true })).text();
-    for (const line of chunks.split("\n\n").filter((l) => l.startsWith("data: {"))) assert.equal(JSON.parse(line.slice(6)).service_tier, "priority");
+    for (const line of chunks.split("\n\n").filter((l) => l.startsWith("data: {")))
+      assert.equal(JSON.parse(line.slice(6)).service_tier, "priority");
   });
 });

@@ -43,10 +43,16 @@ const streamBody = (extra: Record<string, unknown>) => ({
 });
 
 /** Sends a streaming request on a raw socket that is not read until `drain` is called; `drain` returns the SSE text. */
-async function unreadStream(server: RunningServer, key: string, body: Record<string, unknown>): Promise<{ socket: Socket; drain: () => Promise<string> }> {
+async function unreadStream(
+  server: RunningServer,
+  key: string,
+  body: Record<string, unknown>,
+): Promise<{ socket: Socket; drain: () => Promise<string> }> {
   const json = JSON.stringify(body);
   const socket = await openSocket(server.url);
-  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`);
+  socket.write(
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`,
+  );
   socket.pause();
   return { socket, drain: async () => dechunk((await readReply(socket, 600_000, () => socket.resume(), chunkedEnd)).body) };
 }
@@ -136,13 +142,18 @@ describe("a paused stream gives its sequence back", () => {
   test("resumed at temperature 0, its output is exactly an unpaused run's", async () => {
     // Some 130 tokens fill the buffers (the first test sees it); 400 leave the rest to generate after it resumes.
     const body = streamBody({ temperature: 0, max_tokens: 400 });
-    const reference = await client.chat.completions.create({ ...(body as object), stream: false } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const reference = await client.chat.completions.create({
+      ...(body as object),
+      stream: false,
+    } as OpenAI.ChatCompletionCreateParamsNonStreaming);
     const start = await health(server);
     const { drain } = await unreadStream(server, server.key, body);
     const paused = await preempted(server, 1);
     assert.ok(paused.preemptions > start.preemptions, "it was preempted while paused");
     // Both sequences used by another account meanwhile: the stream's cells survive only where they were saved.
-    await Promise.all([1, 2].map(() => client.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hello" }], max_tokens: 8 })));
+    await Promise.all(
+      [1, 2].map(() => client.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hello" }], max_tokens: 8 })),
+    );
     const text = await drain();
     assert.match(text, /data: \[DONE\]\n\n$/);
     assert.equal(openAiError(text), null);

@@ -13,7 +13,12 @@ import { smolStandardUnits } from "../helpers/usage.js";
  */
 const TEXT = "The quick brown fox jumps over the lazy dog near the river bank, and the dog does not wake up.";
 /** At temperature 0 SmolLM2 answers this with 48 tokens of prose: room for the engine to draft. */
-const rivers = { model: SMOLLM2, messages: [{ role: "user" as const, content: "Write a short paragraph about rivers." }], temperature: 0, max_tokens: 48 };
+const rivers = {
+  model: SMOLLM2,
+  messages: [{ role: "user" as const, content: "Write a short paragraph about rivers." }],
+  temperature: 0,
+  max_tokens: 48,
+};
 
 interface Details {
   reasoning_tokens: number;
@@ -40,7 +45,11 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
   });
 
   const post = (prefix: string, body: unknown) =>
-    fetch(`${server.url}${prefix}/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+    fetch(`${server.url}${prefix}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
   const totals = async (): Promise<Totals> => {
     const response = await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${server.key}` } });
     assert.equal(response.status, 200);
@@ -66,13 +75,17 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
         assert.equal(error.param, param, `${prefix} ${JSON.stringify(prediction)}`);
       }
     }
-    const viaClient = await client.chat.completions.create({ ...rivers, prediction: { type: "content", content: [{ type: "image" }] } } as never).catch((e: unknown) => e);
+    const viaClient = await client.chat.completions
+      .create({ ...rivers, prediction: { type: "content", content: [{ type: "image" }] } } as never)
+      .catch((e: unknown) => e);
     assert.ok(viaClient instanceof OpenAI.BadRequestError);
     assert.equal(viaClient.param, "prediction.content[0].type");
   });
 
   test("a prediction longer than the context allows beside the prompt is a 400 naming it", async () => {
-    const error = await client.chat.completions.create({ ...rivers, prediction: { type: "content", content: "word ".repeat(9000) } }).catch((e: unknown) => e);
+    const error = await client.chat.completions
+      .create({ ...rivers, prediction: { type: "content", content: "word ".repeat(9000) } })
+      .catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.BadRequestError);
     assert.equal(error.param, "prediction");
     assert.equal(error.code, "context_length_exceeded");
@@ -85,7 +98,10 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
     const answer = plain.choices[0]!.message.content!;
     assert.ok(answer.length > 0);
     const before = await totals();
-    const asParts = [{ type: "text" as const, text: answer.slice(0, 10) }, { type: "text" as const, text: answer.slice(10) }];
+    const asParts = [
+      { type: "text" as const, text: answer.slice(0, 10) },
+      { type: "text" as const, text: answer.slice(10) },
+    ];
     const predicted: OpenAI.ChatCompletion[] = [];
     for (const content of [answer, asParts, `${answer.slice(0, 20)} an edit in the middle ${answer.slice(20)}`, ""]) {
       predicted.push(await client.chat.completions.create({ ...rivers, prediction: { type: "content", content } }));
@@ -106,10 +122,22 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
     const after = await totals();
     const sum = (pick: (usage: OpenAI.CompletionUsage) => number) => predicted.reduce((n, reply) => n + pick(reply.usage!), 0);
     assert.equal(after.requests - before.requests, predicted.length);
-    assert.equal(after.completion_tokens - before.completion_tokens, sum((u) => u.completion_tokens));
-    assert.equal(after.accepted_prediction_tokens - before.accepted_prediction_tokens, sum((u) => details(u).accepted_prediction_tokens));
-    assert.equal(after.rejected_prediction_tokens - before.rejected_prediction_tokens, sum((u) => details(u).rejected_prediction_tokens));
-    assert.equal(Math.round((after.cost_usd - before.cost_usd) * 1e8), sum((u) => smolStandardUnits(u)));
+    assert.equal(
+      after.completion_tokens - before.completion_tokens,
+      sum((u) => u.completion_tokens),
+    );
+    assert.equal(
+      after.accepted_prediction_tokens - before.accepted_prediction_tokens,
+      sum((u) => details(u).accepted_prediction_tokens),
+    );
+    assert.equal(
+      after.rejected_prediction_tokens - before.rejected_prediction_tokens,
+      sum((u) => details(u).rejected_prediction_tokens),
+    );
+    assert.equal(
+      Math.round((after.cost_usd - before.cost_usd) * 1e8),
+      sum((u) => smolStandardUnits(u)),
+    );
   });
 
   test("a prediction that is the model's own temperature-0 answer is accepted: accepted_prediction_tokens > 0 (needs the engine's speculative decoding)", async () => {
@@ -125,7 +153,12 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
   test("a stream's usage chunk carries the prediction counts, and its content is the answer", async () => {
     const plain = await client.chat.completions.create(rivers);
     const answer = plain.choices[0]!.message.content!;
-    const stream = await client.chat.completions.create({ ...rivers, prediction: { type: "content", content: answer }, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      ...rivers,
+      prediction: { type: "content", content: answer },
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let content = "";
     let usage: OpenAI.CompletionUsage | null | undefined;
     for await (const chunk of stream) {
@@ -160,8 +193,12 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
   });
 
   test("a Batch API line with a prediction runs like a request, billed at the batch price; a malformed one fails the batch naming it", async () => {
-    const line = (customId: string, prediction: unknown) => JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/chat/completions", body: { ...rivers, prediction } });
-    const input = await upload(client, [line("edit", { type: "content", content: TEXT }), line("parts", { type: "content", content: [{ type: "text", text: TEXT }] })]);
+    const line = (customId: string, prediction: unknown) =>
+      JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/chat/completions", body: { ...rivers, prediction } });
+    const input = await upload(client, [
+      line("edit", { type: "content", content: TEXT }),
+      line("parts", { type: "content", content: [{ type: "text", text: TEXT }] }),
+    ]);
     const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     const batch = await settled(client, created.id);
     assert.equal(batch.status, "completed", JSON.stringify({ errors: batch.errors, counts: batch.request_counts }));
@@ -174,7 +211,11 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
       assert.ok(Number.isInteger(accepted) && Number.isInteger(rejected));
       assert.ok(usage.completion_tokens >= rejected);
       const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
-      const cost = requestCost(BATCH_PRICES, { promptTokens: usage.prompt_tokens, cachedPromptTokens: cached, completionTokens: usage.completion_tokens });
+      const cost = requestCost(BATCH_PRICES, {
+        promptTokens: usage.prompt_tokens,
+        cachedPromptTokens: cached,
+        completionTokens: usage.completion_tokens,
+      });
       assert.equal(usage.estimated_cost, Number(cost));
     }
 

@@ -75,7 +75,10 @@ describe("a large prompt never stalls the server (issue 11)", () => {
     const manyMessages = Array.from({ length: 20_000 }, () => ({ role: "user", content: "a" }));
     const huge = "hello world ".repeat(325_000);
     await expectContextExceeded(await postChat(server, { model: SMOLLM2, messages: manyMessages, max_tokens: 2 }), "messages");
-    await expectContextExceeded(await postChat(server, { model: SMOLLM2, messages: [{ role: "user", content: huge }], max_tokens: 2 }), "messages");
+    await expectContextExceeded(
+      await postChat(server, { model: SMOLLM2, messages: [{ role: "user", content: huge }], max_tokens: 2 }),
+      "messages",
+    );
     const completions = await fetch(`${server.baseURL}/completions`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${server.key}` },
@@ -94,7 +97,11 @@ describe("a large prompt never stalls the server (issue 11)", () => {
       const sent = performance.now();
       const big =
         api === "chat"
-          ? postChat(server, { model: SMOLLM2, messages: [{ role: "user", content: BIG_FITTING }], max_tokens: 1, stream: true }, { signal: abort.signal })
+          ? postChat(
+              server,
+              { model: SMOLLM2, messages: [{ role: "user", content: BIG_FITTING }], max_tokens: 1, stream: true },
+              { signal: abort.signal },
+            )
           : fetch(`${server.baseURL}/completions`, {
               method: "POST",
               headers: { "content-type": "application/json", authorization: `Bearer ${server.key}` },
@@ -104,13 +111,15 @@ describe("a large prompt never stalls the server (issue 11)", () => {
       // A small prompt that is rendered and tokenized too, then refused without reaching the
       // decoder (its max_tokens leave no room), so its answer waits on nothing but the prompt path.
       let smallDone = Infinity;
-      const small = postChat(server, { model: SMOLLM2, messages: [{ role: "user", content: "hi" }], max_tokens: 8190 }).then(async (response) => {
-        const text = await response.text();
-        assert.equal(response.status, 400, text);
-        assert.equal(openAiError(text)?.code, "context_length_exceeded");
-        assert.doesNotMatch(text, /at least/, "refused after tokenizing, not from its size");
-        smallDone = performance.now();
-      });
+      const small = postChat(server, { model: SMOLLM2, messages: [{ role: "user", content: "hi" }], max_tokens: 8190 }).then(
+        async (response) => {
+          const text = await response.text();
+          assert.equal(response.status, 400, text);
+          assert.equal(openAiError(text)?.code, "context_length_exceeded");
+          assert.doesNotMatch(text, /at least/, "refused after tokenizing, not from its size");
+          smallDone = performance.now();
+        },
+      );
       const response = await big;
       const answered = performance.now();
       // Admitted (its stream started): the whole prompt was rendered and tokenized, and fit.
@@ -120,8 +129,14 @@ describe("a large prompt never stalls the server (issue 11)", () => {
       await watch.stop();
 
       const silence = longestSilence(watch.answers, sent, answered);
-      assert.ok(silence < (answered - sent) / 2, `/health was silent for ${silence.toFixed(0)} of the ${(answered - sent).toFixed(0)} ms the big prompt took`);
-      assert.ok(smallDone < answered, `the small request (${(smallDone - sent).toFixed(0)} ms) answered before the big one (${(answered - sent).toFixed(0)} ms)`);
+      assert.ok(
+        silence < (answered - sent) / 2,
+        `/health was silent for ${silence.toFixed(0)} of the ${(answered - sent).toFixed(0)} ms the big prompt took`,
+      );
+      assert.ok(
+        smallDone < answered,
+        `the small request (${(smallDone - sent).toFixed(0)} ms) answered before the big one (${(answered - sent).toFixed(0)} ms)`,
+      );
     });
   }
 });

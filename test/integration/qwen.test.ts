@@ -55,9 +55,16 @@ describe("Qwen2.5-Coder-0.5B-Instruct, pulled on demand, where a capable model m
   });
 
   test("follows an instruction", async () => {
-    const reply = await client.chat.completions.create({ model: QWEN, messages: [{ role: "user", content: "Name three colours. Answer with just the three words." }], temperature: 0, max_tokens: 30 });
+    const reply = await client.chat.completions.create({
+      model: QWEN,
+      messages: [{ role: "user", content: "Name three colours. Answer with just the three words." }],
+      temperature: 0,
+      max_tokens: 30,
+    });
     const text = reply.choices[0]!.message.content!.toLowerCase();
-    const colours = ["red", "green", "blue", "yellow", "orange", "purple", "black", "white", "pink", "brown"].filter((c) => text.includes(c));
+    const colours = ["red", "green", "blue", "yellow", "orange", "purple", "black", "white", "pink", "brown"].filter((c) =>
+      text.includes(c),
+    );
     assert.ok(colours.length >= 3, `three colours in ${JSON.stringify(text)}`);
   });
 
@@ -79,7 +86,13 @@ describe("Qwen2.5-Coder-0.5B-Instruct, pulled on demand, where a capable model m
 
   test("a Responses API function-call round trip in auto mode", async () => {
     const tools = [{ type: "function" as const, ...weather, strict: false }];
-    const first = await client.responses.create({ model: QWEN, input: "What's the weather like in Paris right now?", tools, temperature: 0, max_output_tokens: 80 });
+    const first = await client.responses.create({
+      model: QWEN,
+      input: "What's the weather like in Paris right now?",
+      tools,
+      temperature: 0,
+      max_output_tokens: 80,
+    });
     const call = first.output.find((item) => item.type === "function_call");
     assert.ok(call && call.type === "function_call", JSON.stringify(first.output));
     assert.equal(call.name, "get_weather");

@@ -5,7 +5,11 @@ import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/
 
 /** The six headers, as the official client exposes them. */
 const limitsOf = (headers: Headers) =>
-  Object.fromEntries(["limit", "remaining", "reset"].flatMap((part) => ["requests", "tokens"].map((kind) => [`${part}-${kind}`, headers.get(`x-ratelimit-${part}-${kind}`)])));
+  Object.fromEntries(
+    ["limit", "remaining", "reset"].flatMap((part) =>
+      ["requests", "tokens"].map((kind) => [`${part}-${kind}`, headers.get(`x-ratelimit-${part}-${kind}`)]),
+    ),
+  );
 
 describe("x-ratelimit headers on every response to a key with a limit, through the official client", () => {
   let server: RunningServer;
@@ -13,7 +17,12 @@ describe("x-ratelimit headers on every response to a key with a limit, through t
   let unlimited: OpenAI;
   before(async () => {
     server = await startServer();
-    limited = new OpenAI({ apiKey: createKey(server.dataDir, "paced", ["--rpm", "3", "--tpm", "100000"]), baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
+    limited = new OpenAI({
+      apiKey: createKey(server.dataDir, "paced", ["--rpm", "3", "--tpm", "100000"]),
+      baseURL: server.baseURL,
+      timeout: 180_000,
+      maxRetries: 0,
+    });
     unlimited = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
   });
   after(async () => {
@@ -21,7 +30,9 @@ describe("x-ratelimit headers on every response to a key with a limit, through t
   });
 
   test("a completion, a stream, a list, and the 429 once the minute's requests are spent", async () => {
-    const { response: first } = await limited.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }).withResponse();
+    const { response: first } = await limited.chat.completions
+      .create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 })
+      .withResponse();
     const firstLimits = limitsOf(first.headers);
     assert.equal(firstLimits["limit-requests"], "3");
     assert.equal(firstLimits["remaining-requests"], "2");
@@ -29,7 +40,9 @@ describe("x-ratelimit headers on every response to a key with a limit, through t
     assert.equal(firstLimits["limit-tokens"], "100000");
     assert.ok(Number(firstLimits["remaining-tokens"]) < 100_000, "the request's tokens are counted");
 
-    const { data: stream, response: streamed } = await limited.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 4, stream: true }).withResponse();
+    const { data: stream, response: streamed } = await limited.chat.completions
+      .create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 4, stream: true })
+      .withResponse();
     for await (const _chunk of stream) void _chunk;
     assert.equal(streamed.headers.get("content-type"), "text/event-stream; charset=utf-8");
     assert.equal(limitsOf(streamed.headers)["remaining-requests"], "1", "a stream carries them in its head");
@@ -38,10 +51,12 @@ describe("x-ratelimit headers on every response to a key with a limit, through t
     assert.equal(limitsOf(listed.headers)["remaining-requests"], "1", "other routes read the window, taking nothing");
 
     await limited.responses.create({ model: SMOLLM2, input: "Hi", max_output_tokens: 4 });
-    const refusal = await limited.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }).then(
-      () => assert.fail("expected a 429"),
-      (error: unknown) => error,
-    );
+    const refusal = await limited.chat.completions
+      .create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 })
+      .then(
+        () => assert.fail("expected a 429"),
+        (error: unknown) => error,
+      );
     assert.ok(refusal instanceof OpenAI.RateLimitError);
     const refused = limitsOf(refusal.headers!);
     assert.equal(refused["limit-requests"], "3");
@@ -55,7 +70,9 @@ describe("x-ratelimit headers on every response to a key with a limit, through t
   });
 
   test("a key without limits gets none", async () => {
-    const { response } = await unlimited.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 2 }).withResponse();
+    const { response } = await unlimited.chat.completions
+      .create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 2 })
+      .withResponse();
     assert.deepEqual(Object.values(limitsOf(response.headers)), [null, null, null, null, null, null]);
   });
 });

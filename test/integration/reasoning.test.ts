@@ -41,7 +41,13 @@ async function testCatalog(dir: string): Promise<string> {
   const pulled = await findPulledModel(gemma, resolveModelsDir());
   assert.ok(pulled, "Gemma is pulled (npm test pulls it first)");
   const file = join(dir, "catalog.json");
-  const entry = { ...gemma, id: THINKER, source: `file:${pulled.path}`, tags: ["JSON"], fallback_chat_template: join(ROOT, "test/fixtures/gemma-thinking.jinja") };
+  const entry = {
+    ...gemma,
+    id: THINKER,
+    source: `file:${pulled.path}`,
+    tags: ["JSON"],
+    fallback_chat_template: join(ROOT, "test/fixtures/gemma-thinking.jinja"),
+  };
   writeFileSync(file, JSON.stringify({ models: [entry] }));
   return file;
 }
@@ -84,7 +90,10 @@ describe("reasoning: reasoning_content, reasoning_tokens and reasoning_effort", 
     assert.equal(reasoning, whole.choices[0]!.message.reasoning_content);
     assert.equal(content, whole.choices[0]!.message.content);
     const firstContent = deltas.findIndex((d) => d.content);
-    assert.ok(firstContent > 0 && deltas.slice(firstContent).every((d) => !d.reasoning_content), "all reasoning deltas come before the answer");
+    assert.ok(
+      firstContent > 0 && deltas.slice(firstContent).every((d) => !d.reasoning_content),
+      "all reasoning deltas come before the answer",
+    );
     assert.deepEqual(chunks.at(-1).usage.completion_tokens_details, whole.usage.completion_tokens_details);
     assert.equal(chunks.at(-1).usage.completion_tokens, whole.usage.completion_tokens);
   });
@@ -128,10 +137,20 @@ describe("reasoning: reasoning_content, reasoning_tokens and reasoning_effort", 
     const body = (await (await postChat(server, plain)).json()) as Completion;
     assert.equal(body.choices[0]!.message.reasoning_content, undefined);
     assert.equal(typeof body.choices[0]!.message.content, "string");
-    assert.deepEqual(body.usage.completion_tokens_details, { reasoning_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 });
-    const chunks = (await readSse(await postChat(server, { ...plain, stream: true, stream_options: { include_usage: true } }))).filter((d) => d !== "[DONE]").map((d) => JSON.parse(d));
+    assert.deepEqual(body.usage.completion_tokens_details, {
+      reasoning_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    });
+    const chunks = (await readSse(await postChat(server, { ...plain, stream: true, stream_options: { include_usage: true } })))
+      .filter((d) => d !== "[DONE]")
+      .map((d) => JSON.parse(d));
     assert.ok(chunks.every((c) => c.choices.every((ch: { delta: object }) => !("reasoning_content" in ch.delta))));
-    assert.deepEqual(chunks.at(-1).usage.completion_tokens_details, { reasoning_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 });
+    assert.deepEqual(chunks.at(-1).usage.completion_tokens_details, {
+      reasoning_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    });
   });
 
   test("an unknown reasoning_effort is a 400 naming the parameter", async () => {

@@ -27,7 +27,9 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
   });
 
   test("responses.create: a message item with output_text, status, usage with details and estimated_cost", async () => {
-    const { data, response } = await client.responses.create({ model: SMOLLM2, instructions: "Answer briefly.", input: "Name three colours.", max_output_tokens: 30 }).withResponse();
+    const { data, response } = await client.responses
+      .create({ model: SMOLLM2, instructions: "Answer briefly.", input: "Name three colours.", max_output_tokens: 30 })
+      .withResponse();
     ids.push(data.id);
     assert.match(data.id, /^resp_/);
     assert.equal(response.headers.get("x-request-id"), data.id);
@@ -58,14 +60,28 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
   });
 
   test("streaming sends the typed events in order, ending with response.completed", async () => {
-    const stream = await client.responses.create({ model: SMOLLM2, input: "Say hello.", max_output_tokens: 20, temperature: 0, stream: true });
+    const stream = await client.responses.create({
+      model: SMOLLM2,
+      input: "Say hello.",
+      max_output_tokens: 20,
+      temperature: 0,
+      stream: true,
+    });
     const events: OpenAI.Responses.ResponseStreamEvent[] = [];
     for await (const event of stream) events.push(event);
     const types = events.map((e) => e.type);
-    assert.deepEqual(types.slice(0, 4), ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]);
+    assert.deepEqual(types.slice(0, 4), [
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+    ]);
     assert.ok(["response.completed", "response.incomplete"].includes(types.at(-1)!));
     assert.deepEqual(types.slice(-4, -1), ["response.output_text.done", "response.content_part.done", "response.output_item.done"]);
-    assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
+    assert.deepEqual(
+      events.map((e) => e.sequence_number),
+      events.map((_, i) => i),
+    );
     const deltas = events.filter((e) => e.type === "response.output_text.delta");
     assert.ok(deltas.length >= 1);
     const final = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent;
@@ -79,7 +95,13 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
   });
 
   test("a function call round trip: function_call item out, function_call_output in, through previous_response_id and as plain items", async () => {
-    const first = await client.responses.create({ model: SMOLLM2, input: "What's the weather in Paris?", tools: [weatherTool], tool_choice: "required", temperature: 0 });
+    const first = await client.responses.create({
+      model: SMOLLM2,
+      input: "What's the weather in Paris?",
+      tools: [weatherTool],
+      tool_choice: "required",
+      temperature: 0,
+    });
     ids.push(first.id);
     const call = first.output.find((i) => i.type === "function_call");
     assert.ok(call && call.type === "function_call", JSON.stringify(first.output));
@@ -87,18 +109,40 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
     assert.match(call.call_id, /^call_/);
     assert.equal(typeof JSON.parse(call.arguments).city, "string");
 
-    const output = { type: "function_call_output" as const, call_id: call.call_id, output: JSON.stringify({ temperature_c: 21, sky: "clear" }) };
-    const second = await client.responses.create({ model: SMOLLM2, previous_response_id: first.id, input: [output], tools: [weatherTool], tool_choice: "none", max_output_tokens: 30 });
+    const output = {
+      type: "function_call_output" as const,
+      call_id: call.call_id,
+      output: JSON.stringify({ temperature_c: 21, sky: "clear" }),
+    };
+    const second = await client.responses.create({
+      model: SMOLLM2,
+      previous_response_id: first.id,
+      input: [output],
+      tools: [weatherTool],
+      tool_choice: "none",
+      max_output_tokens: 30,
+    });
     ids.push(second.id);
     assert.equal(second.previous_response_id, first.id);
     assert.ok(second.output_text.trim().length > 0);
-    const bare = await client.responses.create({ model: SMOLLM2, input: "What's the weather in Paris?", tools: [weatherTool], tool_choice: "none", max_output_tokens: 1, store: false });
+    const bare = await client.responses.create({
+      model: SMOLLM2,
+      input: "What's the weather in Paris?",
+      tools: [weatherTool],
+      tool_choice: "none",
+      max_output_tokens: 1,
+      store: false,
+    });
     ids.push(bare.id);
     assert.ok(second.usage!.input_tokens > bare.usage!.input_tokens + 10, "the call and its output are in the prompt");
 
     const replay = await client.responses.create({
       model: SMOLLM2,
-      input: [{ role: "user", content: "What's the weather in Paris?" }, { type: "function_call", call_id: call.call_id, name: call.name, arguments: call.arguments }, output],
+      input: [
+        { role: "user", content: "What's the weather in Paris?" },
+        { type: "function_call", call_id: call.call_id, name: call.name, arguments: call.arguments },
+        output,
+      ],
       tools: [weatherTool],
       tool_choice: "none",
       max_output_tokens: 30,
@@ -109,14 +153,26 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
   });
 
   test("a streamed function call: the item is added, its arguments come as delta and done, then the item is done", async () => {
-    const stream = await client.responses.create({ model: SMOLLM2, input: "What's the weather in Rome?", tools: [weatherTool], tool_choice: { type: "function", name: "get_weather" }, temperature: 0, stream: true });
+    const stream = await client.responses.create({
+      model: SMOLLM2,
+      input: "What's the weather in Rome?",
+      tools: [weatherTool],
+      tool_choice: { type: "function", name: "get_weather" },
+      temperature: 0,
+      stream: true,
+    });
     const events: OpenAI.Responses.ResponseStreamEvent[] = [];
     for await (const event of stream) events.push(event);
     const types = events.map((e) => e.type);
     const added = events.find((e) => e.type === "response.output_item.added");
     assert.ok(added?.type === "response.output_item.added" && added.item.type === "function_call");
     const start = types.indexOf("response.output_item.added");
-    assert.deepEqual(types.slice(start, start + 4), ["response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done"]);
+    assert.deepEqual(types.slice(start, start + 4), [
+      "response.output_item.added",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.done",
+      "response.output_item.done",
+    ]);
     const done = events[start + 2] as OpenAI.Responses.ResponseFunctionCallArgumentsDoneEvent;
     assert.equal(done.name, "get_weather");
     assert.equal(typeof JSON.parse(done.arguments).city, "string");
@@ -128,13 +184,26 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
   });
 
   test("previous_response_id continues a stored conversation; the instructions do not carry over", async () => {
-    const first = await client.responses.create({ model: SMOLLM2, instructions: "You are a pirate. ".repeat(10), input: "My name is Ada.", max_output_tokens: 10 });
-    const second = await client.responses.create({ model: SMOLLM2, previous_response_id: first.id, input: "What is my name?", max_output_tokens: 10 });
+    const first = await client.responses.create({
+      model: SMOLLM2,
+      instructions: "You are a pirate. ".repeat(10),
+      input: "My name is Ada.",
+      max_output_tokens: 10,
+    });
+    const second = await client.responses.create({
+      model: SMOLLM2,
+      previous_response_id: first.id,
+      input: "What is my name?",
+      max_output_tokens: 10,
+    });
     const fresh = await client.responses.create({ model: SMOLLM2, input: "What is my name?", max_output_tokens: 10 });
     ids.push(first.id, second.id, fresh.id);
     const earlierTurn = first.usage!.output_tokens + 5;
     assert.ok(second.usage!.input_tokens >= fresh.usage!.input_tokens + earlierTurn, "the earlier turn is in the prompt");
-    assert.ok(second.usage!.input_tokens < first.usage!.input_tokens + first.usage!.output_tokens + fresh.usage!.input_tokens, "the pirate instructions are not");
+    assert.ok(
+      second.usage!.input_tokens < first.usage!.input_tokens + first.usage!.output_tokens + fresh.usage!.input_tokens,
+      "the pirate instructions are not",
+    );
   });
 
   test("stored responses: retrieve and delete, scoped to the account; store: false keeps nothing", async () => {
@@ -150,7 +219,9 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
       const error = await attempt().catch((e: unknown) => e);
       assert.ok(error instanceof OpenAI.NotFoundError, "another account sees nothing");
     }
-    const continued = await stranger.responses.create({ model: SMOLLM2, previous_response_id: made.id, input: "Hi", max_output_tokens: 2 }).catch((e: unknown) => e);
+    const continued = await stranger.responses
+      .create({ model: SMOLLM2, previous_response_id: made.id, input: "Hi", max_output_tokens: 2 })
+      .catch((e: unknown) => e);
     assert.ok(continued instanceof OpenAI.NotFoundError);
     assert.equal((continued.error as { param: string }).param, "previous_response_id");
 
@@ -165,7 +236,12 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
   });
 
   test("text.format json_schema binds the output; reasoning.effort and service_tier are applied", async () => {
-    const schema = { type: "object", properties: { colour: { type: "string", enum: ["red", "green", "blue"] } }, required: ["colour"], additionalProperties: false };
+    const schema = {
+      type: "object",
+      properties: { colour: { type: "string", enum: ["red", "green", "blue"] } },
+      required: ["colour"],
+      additionalProperties: false,
+    };
     const data = await client.responses.create({
       model: SMOLLM2,
       input: "Pick a colour.",
@@ -181,11 +257,21 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
   });
 
   test("the key's budget and rate limit apply as for chat, and a rejection leaves a ledger row", async () => {
-    const poor = new OpenAI({ apiKey: createKey(server.dataDir, "poor", ["--budget", "0.00000001"]), baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
+    const poor = new OpenAI({
+      apiKey: createKey(server.dataDir, "poor", ["--budget", "0.00000001"]),
+      baseURL: server.baseURL,
+      timeout: 180_000,
+      maxRetries: 0,
+    });
     const broke = await poor.responses.create({ model: SMOLLM2, input: "Hi", max_output_tokens: 50 }).catch((e: unknown) => e);
     assert.ok(broke instanceof OpenAI.APIError && broke.status === 402, String(broke));
     ids.push(broke.requestID!);
-    const limited = new OpenAI({ apiKey: createKey(server.dataDir, "limited", ["--rpm", "1"]), baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
+    const limited = new OpenAI({
+      apiKey: createKey(server.dataDir, "limited", ["--rpm", "1"]),
+      baseURL: server.baseURL,
+      timeout: 180_000,
+      maxRetries: 0,
+    });
     ids.push((await limited.responses.create({ model: SMOLLM2, input: "Hi", max_output_tokens: 2 })).id);
     const second = await limited.responses.create({ model: SMOLLM2, input: "Hi", max_output_tokens: 2 }).catch((e: unknown) => e);
     assert.ok(second instanceof OpenAI.RateLimitError);
@@ -213,7 +299,10 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
     await new Promise((resolve) => server.process.once("exit", resolve));
     const db = await openDatabase({ dataDir: server.dataDir });
     try {
-      const rows = await db.query<{ request_id: string; api: string }>("SELECT request_id, api FROM usage_records WHERE request_id = ANY($1)", [ids]);
+      const rows = await db.query<{ request_id: string; api: string }>(
+        "SELECT request_id, api FROM usage_records WHERE request_id = ANY($1)",
+        [ids],
+      );
       assert.equal(rows.length, new Set(ids).size);
       assert.ok(rows.every((r) => r.api === "responses"));
     } finally {

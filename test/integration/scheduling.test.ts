@@ -1,6 +1,17 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { createKey, postChat, readSseTimed, startServer, streamedContent, waitFor, SMOLLM2, type RunningServer, type TimedEvent, SMOLLM2_NO_END } from "../helpers/server.js";
+import {
+  createKey,
+  postChat,
+  readSseTimed,
+  startServer,
+  streamedContent,
+  waitFor,
+  SMOLLM2,
+  type RunningServer,
+  type TimedEvent,
+  SMOLLM2_NO_END,
+} from "../helpers/server.js";
 
 const LONG = "Write a very long story about a dragon who learns to sail, with many chapters.";
 const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
@@ -18,7 +29,8 @@ async function health(server: RunningServer): Promise<Health> {
   return body.models[0]!;
 }
 
-const until = (server: RunningServer, done: (h: Health) => boolean) => waitFor(async () => ((h) => (done(h) ? h : undefined))(await health(server)), 30_000);
+const until = (server: RunningServer, done: (h: Health) => boolean) =>
+  waitFor(async () => ((h) => (done(h) ? h : undefined))(await health(server)), 30_000);
 
 /**
  * A stream that holds a sequence: resolves once it is admitted (its first event); `stop()` hangs up.
@@ -64,7 +76,9 @@ const FLEX_WAIT_MS = 20_000;
 describe("one sequence, three tiers: admission order, flex expiry, preemption, bounded queue", () => {
   let server: RunningServer;
   before(async () => {
-    server = await startServer({ env: { SWITCHYARD_PARALLEL: "1", SWITCHYARD_MAX_WAITING: "3", SWITCHYARD_FLEX_MAX_WAIT_MS: String(FLEX_WAIT_MS) } });
+    server = await startServer({
+      env: { SWITCHYARD_PARALLEL: "1", SWITCHYARD_MAX_WAITING: "3", SWITCHYARD_FLEX_MAX_WAIT_MS: String(FLEX_WAIT_MS) },
+    });
   });
   after(async () => {
     await server?.stop();
@@ -84,7 +98,10 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
     await Promise.all(waiters);
     assert.deepEqual(finished, ["priority", "default", "flex"]);
     // /health splits the counts under the tiers' wire names (OpenAI's "default", not "standard").
-    assert.deepEqual(queued.by_tier, { running: { priority: 1, default: 0, flex: 0, batch: 0 }, waiting: { priority: 1, default: 1, flex: 1, batch: 0 } });
+    assert.deepEqual(queued.by_tier, {
+      running: { priority: 1, default: 0, flex: 0, batch: 0 },
+      waiting: { priority: 1, default: 1, flex: 1, batch: 0 },
+    });
     assert.equal(queued.priority_saturated, true, "a priority request waits behind priority alone: priority's own load fills the model");
     assert.equal((await health(server)).priority_saturated, false, "and no longer once it ran");
   });
@@ -132,7 +149,10 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
     assert.equal(await metric(server, "vllm:num_preemptions_total", { tier: "flex" }), 1);
     const payloads = events.map((e) => e.data);
     assert.equal(payloads.at(-1), "[DONE]");
-    assert.ok(payloads.every((p) => p === "[DONE]" || !("error" in JSON.parse(p))), "no error reached the client");
+    assert.ok(
+      payloads.every((p) => p === "[DONE]" || !("error" in JSON.parse(p))),
+      "no error reached the client",
+    );
     const finish = JSON.parse(payloads.at(-2)!).choices[0];
     assert.equal(finish.finish_reason, "length");
     assert.equal(streamedContent(events), reference, "the same text as without preemption: nothing lost, nothing repeated");
@@ -142,19 +162,35 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
     const body = ask(LONG, { stream: true, max_tokens: 48, temperature: 0 });
     const reference = streamedContent(await readSseTimed(await postChat(server, body)));
     const preemptionsBefore = (await health(server)).preemptions;
-    const restoredBefore = ((await (await fetch(`${server.url}/health`)).json()) as { models: Array<{ engine: { restored_cells: number } }> }).models[0]!.engine.restored_cells;
+    const restoredBefore = (
+      (await (await fetch(`${server.url}/health`)).json()) as { models: Array<{ engine: { restored_cells: number } }> }
+    ).models[0]!.engine.restored_cells;
 
     const { events, priority } = await streamWithPriorityMidway(body);
     assert.equal(priority.status, 200);
-    assert.equal((await health(server)).preemptions, preemptionsBefore + 1, "the standard stream gave way rather than make priority wait for it");
+    assert.equal(
+      (await health(server)).preemptions,
+      preemptionsBefore + 1,
+      "the standard stream gave way rather than make priority wait for it",
+    );
     const payloads = events.map((e) => e.data);
-    assert.ok(payloads.every((p) => p === "[DONE]" || !("error" in JSON.parse(p))), "no error reached the client");
+    assert.ok(
+      payloads.every((p) => p === "[DONE]" || !("error" in JSON.parse(p))),
+      "no error reached the client",
+    );
     assert.equal(JSON.parse(payloads.at(-2)!).choices[0].finish_reason, "length");
     assert.equal(streamedContent(events), reference, "the same text as without preemption: nothing lost, nothing repeated");
-    const engine = ((await (await fetch(`${server.url}/health`)).json()) as { models: Array<{ engine: { restored_cells: number; shards: Array<Record<string, unknown>> } }> }).models[0]!.engine;
+    const engine = (
+      (await (await fetch(`${server.url}/health`)).json()) as {
+        models: Array<{ engine: { restored_cells: number; shards: Array<Record<string, unknown>> } }>;
+      }
+    ).models[0]!.engine;
     assert.ok(engine.restored_cells > restoredBefore, "it resumed from its saved cells, not by computing them again");
     const shards = engine.shards;
-    assert.ok(shards.length >= 1 && shards.every((s) => "step_budget_ms" in s && typeof s.step_budget_tokens === "number"), "/health shows each shard's step budget");
+    assert.ok(
+      shards.length >= 1 && shards.every((s) => "step_budget_ms" in s && typeof s.step_budget_tokens === "number"),
+      "/health shows each shard's step budget",
+    );
   });
 
   test("beyond the bounded wait queue: 429 queue_full with Retry-After", async () => {
@@ -205,19 +241,26 @@ describe("prefix cache and chunked prefill", () => {
     // $ per 1M: input 0.02, cached input 0.01, output 0.06.
     assert.equal(second.usage.estimated_cost, ((prompt_tokens - cached) * 2 + cached * 1 + completion_tokens * 6) / 1e8);
 
-    const stranger = await (await postChat(server, { model: SMOLLM2, messages: turn2, max_tokens: 16, temperature: 0 }, { key: otherAccountKey })).json();
+    const stranger = await (
+      await postChat(server, { model: SMOLLM2, messages: turn2, max_tokens: 16, temperature: 0 }, { key: otherAccountKey })
+    ).json();
     assert.equal(stranger.usage.prompt_tokens, second.usage.prompt_tokens);
     assert.equal(stranger.usage.prompt_tokens_details.cached_tokens, 0, "another account's cached prompt is never reused");
 
     const again = await (await postChat(server, { model: SMOLLM2, messages: turn2, max_tokens: 16, temperature: 0 })).json();
-    assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens - 1, "the same prompt again: all but the last token reused");
+    assert.equal(
+      again.usage.prompt_tokens_details.cached_tokens,
+      again.usage.prompt_tokens - 1,
+      "the same prompt again: all but the last token reused",
+    );
     assert.equal(again.choices[0].message.content, second.choices[0].message.content, "reused cells give the same greedy answer");
 
     const hits = await metric(server, "vllm:prefix_cache_hits_total", { tier: "default" });
     const queries = await metric(server, "vllm:prefix_cache_queries_total", { tier: "default" });
     assert.equal(hits, cached + again.usage.prompt_tokens_details.cached_tokens, "/metrics counts the reused tokens");
     assert.ok(queries! >= first.usage.prompt_tokens + second.usage.prompt_tokens * 3);
-    const finished = async (reason: string) => (await metric(server, "vllm:request_success_total", { tier: "default", finished_reason: reason })) ?? 0;
+    const finished = async (reason: string) =>
+      (await metric(server, "vllm:request_success_total", { tier: "default", finished_reason: reason })) ?? 0;
     assert.equal((await finished("stop")) + (await finished("length")), 4, "four requests finished");
     assert.equal(await metric(server, "vllm:time_to_first_token_seconds_count", { tier: "default" }), 4);
     assert.ok((await metric(server, "vllm:kv_cache_usage_perc"))! > 0, "idle cached prefixes hold cells");
@@ -233,14 +276,18 @@ describe("prefix cache and chunked prefill", () => {
     const key = createKey(server.dataDir, "system-prompt-sharer");
     // Longer than a copy is worth at SmolLM2's 8,192 cells a sequence (32 tokens: copyMinTokens).
     const system = { role: "system", content: "You answer questions about geography in one short sentence, never more. ".repeat(3) };
-    const ask = async (messages: unknown[]) => (await (await postChat(server, { model: SMOLLM2, messages, max_tokens: 8, temperature: 0 }, { key })).json()).usage;
+    const ask = async (messages: unknown[]) =>
+      (await (await postChat(server, { model: SMOLLM2, messages, max_tokens: 8, temperature: 0 }, { key })).json()).usage;
     const conversation = [system, { role: "user", content: `Tell me about rivers: ${"the river runs past the mill. ".repeat(12)}` }];
     const first = await ask(conversation);
     assert.equal(first.prompt_tokens_details.cached_tokens, 0);
     // Another user question after the same system prompt: the shared start is copied, not computed again.
     const other = await ask([system, { role: "user", content: "What is the capital of Peru?" }]);
     const shared = other.prompt_tokens_details.cached_tokens;
-    assert.ok(shared >= 32 && shared < other.prompt_tokens - 5, `the system prompt's tokens were reused (${shared} of ${other.prompt_tokens})`);
+    assert.ok(
+      shared >= 32 && shared < other.prompt_tokens - 5,
+      `the system prompt's tokens were reused (${shared} of ${other.prompt_tokens})`,
+    );
     // The first conversation is still cached whole.
     const again = await ask(conversation);
     assert.equal(again.prompt_tokens_details.cached_tokens, again.prompt_tokens - 1);

@@ -32,7 +32,11 @@ const PASSAGE = [
 
 const weather = {
   type: "function" as const,
-  function: { name: "get_weather", description: "Get the current weather in a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } },
+  function: {
+    name: "get_weather",
+    description: "Get the current weather in a city",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
 };
 const person = {
   type: "object",
@@ -53,13 +57,30 @@ const CASES: Array<{ name: string; body: Body; predictions: Array<(answer: strin
     body: { messages: [{ role: "user", content: `Copy this text exactly:\n\n${PASSAGE}` }], max_tokens: 120 },
     predictions: [(answer) => answer, (answer) => answer.replace(/\b(\w{5,})\b/, "$1 indeed").replace(/night/, "fog")],
   },
-  { name: "story", body: { messages: [{ role: "user", content: "Tell a very short story about a cat." }], max_tokens: 60 }, predictions: [() => PASSAGE] },
+  {
+    name: "story",
+    body: { messages: [{ role: "user", content: "Tell a very short story about a cat." }], max_tokens: 60 },
+    predictions: [() => PASSAGE],
+  },
   {
     name: "json_schema",
-    body: { messages: [{ role: "user", content: "Describe a fictional person as JSON." }], max_tokens: 80, response_format: { type: "json_schema", json_schema: { name: "person", schema: person } } },
+    body: {
+      messages: [{ role: "user", content: "Describe a fictional person as JSON." }],
+      max_tokens: 80,
+      response_format: { type: "json_schema", json_schema: { name: "person", schema: person } },
+    },
     predictions: [(answer) => answer.replace(/"name"\s*:\s*"[^"]*"/, '"name": "Alex"')],
   },
-  { name: "tools", body: { messages: [{ role: "user", content: "What is the weather in Paris?" }], max_tokens: 60, tools: [weather], tool_choice: "required" }, predictions: [] },
+  {
+    name: "tools",
+    body: {
+      messages: [{ role: "user", content: "What is the weather in Paris?" }],
+      max_tokens: 60,
+      tools: [weather],
+      tool_choice: "required",
+    },
+    predictions: [],
+  },
 ];
 
 /**
@@ -79,22 +100,37 @@ function agreeUpToTies(actual: OpenAI.ChatCompletion, expected: OpenAI.ChatCompl
   const want = expected.choices[0]!.logprobs?.content ?? [];
   const got = actual.choices[0]!.logprobs?.content ?? [];
   const at = want.findIndex((token, i) => got[i]?.token !== token.token);
-  assert.ok(at >= 0 && got[at], `${label}: the outputs differ, but not in their tokens:\n${JSON.stringify(outcome(actual))}\n${JSON.stringify(outcome(expected))}`);
+  assert.ok(
+    at >= 0 && got[at],
+    `${label}: the outputs differ, but not in their tokens:\n${JSON.stringify(outcome(actual))}\n${JSON.stringify(outcome(expected))}`,
+  );
   const alternative = want[at]!.top_logprobs.find((t) => t.token === got[at]!.token);
-  assert.ok(alternative && want[at]!.logprob - alternative.logprob <= TIE, `${label}: token ${at} is ${JSON.stringify(got[at]!.token)} instead of ${JSON.stringify(want[at]!.token)}, which was not a tie (${JSON.stringify(want[at]!.top_logprobs)})`);
+  assert.ok(
+    alternative && want[at]!.logprob - alternative.logprob <= TIE,
+    `${label}: token ${at} is ${JSON.stringify(got[at]!.token)} instead of ${JSON.stringify(want[at]!.token)}, which was not a tie (${JSON.stringify(want[at]!.top_logprobs)})`,
+  );
   return false;
 }
 
 /** What an answer is made of, for comparison: text, tool calls, finish reason. */
 function outcome(reply: OpenAI.ChatCompletion) {
   const choice = reply.choices[0]!;
-  return { content: choice.message.content, tool_calls: choice.message.tool_calls?.map((c) => (c.type === "function" ? c.function : c)), finish_reason: choice.finish_reason };
+  return {
+    content: choice.message.content,
+    tool_calls: choice.message.tool_calls?.map((c) => (c.type === "function" ? c.function : c)),
+    finish_reason: choice.finish_reason,
+  };
 }
 
 async function speculation(server: RunningServer): Promise<{ draft: number; accepted: number }> {
-  const body = (await (await fetch(`${server.url}/health`)).json()) as { models: Array<{ engine?: { shards?: Array<{ speculation: { draft_tokens: number; accepted_tokens: number } }> } }> };
+  const body = (await (await fetch(`${server.url}/health`)).json()) as {
+    models: Array<{ engine?: { shards?: Array<{ speculation: { draft_tokens: number; accepted_tokens: number } }> } }>;
+  };
   const shards = body.models.flatMap((m) => m.engine?.shards ?? []);
-  return { draft: shards.reduce((n, s) => n + s.speculation.draft_tokens, 0), accepted: shards.reduce((n, s) => n + s.speculation.accepted_tokens, 0) };
+  return {
+    draft: shards.reduce((n, s) => n + s.speculation.draft_tokens, 0),
+    accepted: shards.reduce((n, s) => n + s.speculation.accepted_tokens, 0),
+  };
 }
 
 const DRAW_GROUPS = 400;
@@ -114,7 +150,16 @@ async function draws(mode: "auto" | "off"): Promise<{ texts: string[]; drafted: 
   // The built engine: its workers are compiled files (a worker thread does not load TypeScript).
   const built = new URL("../../dist/engine/model-host.js", import.meta.url).href;
   const { loadModelHost } = (await import(built)) as typeof import("../../src/engine/model-host.js");
-  const host = await loadModelHost({ modelPath: pulled.path, sequences: 16, contextWindow: 256, maxWaiting: 64, flexMaxWaitMs: 60_000, prefixCache: true, stallTimeoutMs: 120_000, speculation: mode });
+  const host = await loadModelHost({
+    modelPath: pulled.path,
+    sequences: 16,
+    contextWindow: 256,
+    maxWaiting: 64,
+    flexMaxWaitMs: 60_000,
+    prefixCache: true,
+    stallTimeoutMs: 120_000,
+    speculation: mode,
+  });
   try {
     const { tokens } = await host.tokenizeChat([{ role: "user", content: "Repeat exactly: The quick brown fox jumps over the lazy dog." }]);
     const prediction = await host.tokenizePrediction("The quick brown fox jumps over the lazy dog.");
@@ -123,16 +168,36 @@ async function draws(mode: "auto" | "off"): Promise<{ texts: string[]; drafted: 
     // A fresh engine prices a draft token at its prior (a decode token's cost), and at 8 streams a
     // shard then drafts nothing; a lone request first lets it measure what drafts cost on this
     // machine, as a serving engine does with its first requests.
-    const warmUp = host.generate([{ promptTokens: tokens, maxTokens: 48, sampling: { temperature: 0, topP: 1 }, stop: [], prediction: [...prediction, ...prediction, ...prediction, ...prediction], cacheNamespace: "warm-up" }])[0]!;
+    const warmUp = host.generate([
+      {
+        promptTokens: tokens,
+        maxTokens: 48,
+        sampling: { temperature: 0, topP: 1 },
+        stop: [],
+        prediction: [...prediction, ...prediction, ...prediction, ...prediction],
+        cacheNamespace: "warm-up",
+      },
+    ])[0]!;
     for await (const _event of warmUp);
     const group = async (g: number) => {
-      const choices = Array.from({ length: DRAW_CHOICES }, (_, i) => ({ promptTokens: tokens, maxTokens: 6, sampling: { temperature: 1, topP: 1, seed: g * DRAW_CHOICES + i }, stop: [], prediction, cacheNamespace: "draws" }));
+      const choices = Array.from({ length: DRAW_CHOICES }, (_, i) => ({
+        promptTokens: tokens,
+        maxTokens: 6,
+        sampling: { temperature: 1, topP: 1, seed: g * DRAW_CHOICES + i },
+        stop: [],
+        prediction,
+        cacheNamespace: "draws",
+      }));
       await Promise.all(
         host.generate(choices).map(async (events, i) => {
           let text = "";
           for await (const event of events) {
             if (event.type === "text") text += event.text;
-            if (event.type === "finish") [counts.drafted, counts.accepted] = [counts.drafted + (event.speculation?.draftTokens ?? 0), counts.accepted + (event.speculation?.acceptedTokens ?? 0)];
+            if (event.type === "finish")
+              [counts.drafted, counts.accepted] = [
+                counts.drafted + (event.speculation?.draftTokens ?? 0),
+                counts.accepted + (event.speculation?.acceptedTokens ?? 0),
+              ];
           }
           texts[g * DRAW_CHOICES + i] = text;
         }),
@@ -206,7 +271,14 @@ describe("speculative decoding on the real models", () => {
   const off = new Map<string, OpenAI.ChatCompletion>();
   let server: RunningServer;
   let client: OpenAI;
-  const ask = (c: OpenAI, model: string, body: Body) => c.chat.completions.create({ model, temperature: 0, logprobs: true, top_logprobs: 3, ...body } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+  const ask = (c: OpenAI, model: string, body: Body) =>
+    c.chat.completions.create({
+      model,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 3,
+      ...body,
+    } as OpenAI.ChatCompletionCreateParamsNonStreaming);
 
   before(async () => {
     const baseline = await startServer({ models: MODELS, env: { SWITCHYARD_SPECULATION: "off" } });
@@ -231,14 +303,21 @@ describe("speculative decoding on the real models", () => {
       for (const c of CASES) {
         const expected = off.get(`${model} ${c.name}`)!;
         const answer = expected.choices[0]!.message.content ?? "";
-        const bodies = [c.body, ...c.predictions.map((predict) => ({ ...c.body, prediction: { type: "content" as const, content: predict(answer) } }))];
+        const bodies = [
+          c.body,
+          ...c.predictions.map((predict) => ({ ...c.body, prediction: { type: "content" as const, content: predict(answer) } })),
+        ];
         for (const [i, body] of bodies.entries()) {
           compared++;
-          if (agreeUpToTies(await ask(client, model, body), expected, `${model}, ${c.name}${i > 0 ? `, prediction ${i}` : ""}`)) identical++;
+          if (agreeUpToTies(await ask(client, model, body), expected, `${model}, ${c.name}${i > 0 ? `, prediction ${i}` : ""}`))
+            identical++;
         }
       }
       const after = await speculation(server);
-      assert.ok(after.accepted > before.accepted, `drafts were verified and accepted (${after.draft - before.draft} drafted, ${after.accepted - before.accepted} accepted)`);
+      assert.ok(
+        after.accepted > before.accepted,
+        `drafts were verified and accepted (${after.draft - before.draft} drafted, ${after.accepted - before.accepted} accepted)`,
+      );
       t.diagnostic(`${identical} of ${compared} answers identical, the others apart from a tie`);
     });
   }

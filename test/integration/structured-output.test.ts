@@ -38,8 +38,18 @@ const weather = {
   required: ["city", "days", "unit"],
   additionalProperties: false,
 };
-const weatherTool = { type: "function", function: { name: "get_weather", description: "Get the weather forecast for a city", parameters: weather } };
-const otherTool = { type: "function", function: { name: "get_time", description: "Get the time in a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } };
+const weatherTool = {
+  type: "function",
+  function: { name: "get_weather", description: "Get the weather forecast for a city", parameters: weather },
+};
+const otherTool = {
+  type: "function",
+  function: {
+    name: "get_time",
+    description: "Get the time in a city",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+};
 
 describe("structured output: compact, ends where it should, bad schemas are 400s", () => {
   let server: RunningServer;
@@ -60,12 +70,21 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
   test("json_schema output parses, validates, and has at most single spaces (after ':' or ','), no newline", async () => {
     const schema = {
       type: "object",
-      properties: { name: { type: "string", maxLength: 16 }, hobbies: { type: "array", items: { type: "string", maxLength: 16 }, maxItems: 3 }, age: { type: "integer" } },
+      properties: {
+        name: { type: "string", maxLength: 16 },
+        hobbies: { type: "array", items: { type: "string", maxLength: 16 }, maxItems: 3 },
+        age: { type: "integer" },
+      },
       required: ["name", "hobbies", "age"],
       additionalProperties: false,
     };
     for (const seed of [1, 2, 3]) {
-      const { choices } = await complete({ messages: messages("Describe a person as JSON."), response_format: { type: "json_schema", json_schema: { name: "person", schema } }, max_tokens: 120, seed });
+      const { choices } = await complete({
+        messages: messages("Describe a person as JSON."),
+        response_format: { type: "json_schema", json_schema: { name: "person", schema } },
+        max_tokens: 120,
+        seed,
+      });
       const choice = choices[0]!;
       assert.equal(choice.finish_reason, "stop", `seed ${seed}: ${JSON.stringify(choice)}`);
       const content = choice.message.content!;
@@ -80,21 +99,38 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
   });
 
   test("json_object output has at most single spaces, no newline", async () => {
-    const { choices } = await complete({ messages: messages("Describe a cat as a JSON object with three fields."), response_format: { type: "json_object" }, max_tokens: 80, seed: 4 });
+    const { choices } = await complete({
+      messages: messages("Describe a cat as a JSON object with three fields."),
+      response_format: { type: "json_object" },
+      max_tokens: 80,
+      seed: 4,
+    });
     const content = choices[0]!.message.content!;
     if (choices[0]!.finish_reason === "stop") assert.equal(typeof JSON.parse(content), "object");
     for (const space of whitespaceOutsideStrings(content)) assert.match(space, /^[:,] $/, JSON.stringify(content));
   });
 
   test("a forced tool call has no whitespace outside strings, complete or cut by max_tokens", async () => {
-    const { choices } = await complete({ messages: messages("What's the weather in Paris for the next 3 days?"), tools: [weatherTool, otherTool], tool_choice: "required", max_tokens: 80, seed: 5 });
+    const { choices } = await complete({
+      messages: messages("What's the weather in Paris for the next 3 days?"),
+      tools: [weatherTool, otherTool],
+      tool_choice: "required",
+      max_tokens: 80,
+      seed: 5,
+    });
     const choice = choices[0]!;
     assert.equal(choice.finish_reason, "tool_calls", JSON.stringify(choice));
     const args = choice.message.tool_calls![0]!.function.arguments;
     assert.deepEqual(whitespaceOutsideStrings(args), []);
     // Cut short, the text the grammar let through is returned as it was generated (as content or
     // as the partial arguments), so its whitespace is the grammar's.
-    const cut = await complete({ messages: messages("What's the weather in Paris for the next 3 days?"), tools: [weatherTool], tool_choice: { type: "function", function: { name: "get_weather" } }, max_tokens: 12, seed: 5 });
+    const cut = await complete({
+      messages: messages("What's the weather in Paris for the next 3 days?"),
+      tools: [weatherTool],
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      max_tokens: 12,
+      seed: 5,
+    });
     const cutChoice = cut.choices[0]!;
     assert.equal(cutChoice.finish_reason, "length");
     const raw = cutChoice.message.content ?? cutChoice.message.tool_calls?.[0]?.function.arguments ?? "";
@@ -110,7 +146,12 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
       [{ enum: ["red", "green", "blue"] }, "Name a colour.", (v) => ["red", "green", "blue"].includes(v as string)],
     ];
     for (const [schema, question, valid] of cases) {
-      const { choices, usage } = await complete({ messages: messages(question), response_format: { type: "json_schema", json_schema: { name: "answer", schema } }, max_tokens: 200, seed: 6 });
+      const { choices, usage } = await complete({
+        messages: messages(question),
+        response_format: { type: "json_schema", json_schema: { name: "answer", schema } },
+        max_tokens: 200,
+        seed: 6,
+      });
       const choice = choices[0]!;
       assert.equal(choice.finish_reason, "stop", `${JSON.stringify(schema)}: ${JSON.stringify(choice)}`);
       assert.ok(valid(JSON.parse(choice.message.content!)), `${JSON.stringify(schema)}: ${choice.message.content}`);
@@ -122,13 +163,18 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
   test("every schema the grammar cannot hold is a 400 naming the parameter, and the server keeps serving", async () => {
     const deep = (levels: number) => '{"type":"object","properties":{"a":'.repeat(levels) + '{"type":"string"}' + "}}".repeat(levels);
     const format = (schema: string) => `"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":${schema}}}`;
-    const tools = (parameters: string, choice = '"auto"') => `"tools":[${JSON.stringify(otherTool)},{"type":"function","function":{"name":"f","parameters":${parameters}}}],"tool_choice":${choice}`;
+    const tools = (parameters: string, choice = '"auto"') =>
+      `"tools":[${JSON.stringify(otherTool)},{"type":"function","function":{"name":"f","parameters":${parameters}}}],"tool_choice":${choice}`;
     const forced = '{"type":"function","function":{"name":"f"}}';
     const schemaParam = "response_format.json_schema.schema";
     const toolParam = "tools[1].function.parameters";
     const cases: Array<[string, string, RegExp]> = [
       [format('{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}'), schemaParam, /refers to itself/],
-      [format('{"$ref":"#/$defs/a","$defs":{"a":{"type":"object","properties":{"b":{"$ref":"#/$defs/a"}},"required":["b"]}}}'), schemaParam, /can never be finished/],
+      [
+        format('{"$ref":"#/$defs/a","$defs":{"a":{"type":"object","properties":{"b":{"$ref":"#/$defs/a"}},"required":["b"]}}}'),
+        schemaParam,
+        /can never be finished/,
+      ],
       [format('{"type":"object","properties":{"x":{"$ref":"#/$defs/missing"}}}'), schemaParam, /refers to no definition/],
       [format('{"type":"string","minLength":10000000}'), schemaParam, /above the largest supported count/],
       [format('{"type":"array","maxItems":1000000}'), schemaParam, /above the largest supported count/],
@@ -137,7 +183,11 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
       [format(deep(40)), schemaParam, /nested more than 64 levels/],
       [tools(deep(40)), toolParam, /nested more than 64 levels/],
       [tools(deep(40), forced), toolParam, /nested more than 64 levels/],
-      [tools('{"type":"object","properties":{"x":{"type":"string","maxLength":1000000}}}', forced), toolParam, /above the largest supported count/],
+      [
+        tools('{"type":"object","properties":{"x":{"type":"string","maxLength":1000000}}}', forced),
+        toolParam,
+        /above the largest supported count/,
+      ],
       [tools('{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}', '"required"'), toolParam, /refers to itself/],
     ];
     // Deeper than the body itself may nest (SWITCHYARD_MAX_JSON_DEPTH, 128 levels), a schema is refused at the edge,
@@ -149,13 +199,19 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
       [tools(deep(3_000), forced), "tools[1]"],
     ];
     for (const [fields, param] of tooDeep) {
-      const response = await postChat(server, `{"model":"${SMOLLM2}","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,${fields}}`);
+      const response = await postChat(
+        server,
+        `{"model":"${SMOLLM2}","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,${fields}}`,
+      );
       const { error } = (await response.json()) as { error: { param: string; code: string } };
       assert.equal(response.status, 400);
       assert.deepEqual([error.param, error.code], [param, "nesting_too_deep"], fields.slice(0, 120));
     }
     for (const [fields, param, message] of cases) {
-      const response = await postChat(server, `{"model":"${SMOLLM2}","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,${fields}}`);
+      const response = await postChat(
+        server,
+        `{"model":"${SMOLLM2}","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,${fields}}`,
+      );
       const text = await response.text();
       assert.equal(response.status, 400, `${fields.slice(0, 120)}: ${text.slice(0, 300)}`);
       const { error } = JSON.parse(text) as { error: { param: string; type: string; code: string; message: string } };
@@ -166,7 +222,11 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
       assert.ok(error.message.length < 600, `a short message: ${error.message.length} characters`);
     }
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
-    const after = await complete({ messages: messages("Hi"), response_format: { type: "json_schema", json_schema: { name: "s", schema: { const: "ok" } } }, max_tokens: 10 });
+    const after = await complete({
+      messages: messages("Hi"),
+      response_format: { type: "json_schema", json_schema: { name: "s", schema: { const: "ok" } } },
+      max_tokens: 10,
+    });
     assert.equal(after.choices[0]!.message.content, '"ok"');
   });
 });

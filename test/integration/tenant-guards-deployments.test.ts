@@ -60,8 +60,16 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
     assert.equal((await api(server, server.key, "PATCH", `/v1/deployments/${stopped.body.id}`, { min_instances: 1 })).status, 403);
     assert.equal((await api(server, server.key, "DELETE", `/v1/deployments/${stopped.body.id}`)).status, 403);
     const listed = await api(server, server.key, "GET", "/v1/deployments");
-    assert.deepEqual(listed.body.data.map((d: { name: string }) => d.name), ["idle"], "the 403 created nothing; a plain key still lists");
-    assert.equal((await api(server, server.key, "GET", `/v1/deployments/${stopped.body.id}`)).body.settings.min_instances, 0, "and was not scaled");
+    assert.deepEqual(
+      listed.body.data.map((d: { name: string }) => d.name),
+      ["idle"],
+      "the 403 created nothing; a plain key still lists",
+    );
+    assert.equal(
+      (await api(server, server.key, "GET", `/v1/deployments/${stopped.body.id}`)).body.settings.min_instances,
+      0,
+      "and was not scaled",
+    );
     assert.equal((await api(server, deployer, "DELETE", `/v1/deployments/${stopped.body.id}`)).body.status, "deleted");
   });
 
@@ -88,7 +96,8 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
   });
 
   test("per-account caps: deployments and instances (max_instances summed) past them are a 400 that says which", async () => {
-    const make = (name: string, extra: object = {}) => api(server, deployer, "POST", "/v1/deployments", { model: SMOLLM2, name, min_instances: 0, ...extra });
+    const make = (name: string, extra: object = {}) =>
+      api(server, deployer, "POST", "/v1/deployments", { model: SMOLLM2, name, min_instances: 0, ...extra });
     const first = await make("cap-1", { max_instances: 3 });
     assert.equal(first.status, 200);
     const tooWide = await make("cap-2", { max_instances: 2 });
@@ -118,11 +127,21 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
   });
 
   test("context_length sizes the KV cache: batch 32 of 256-token sequences fits where 1024 did not, and serves within it", async () => {
-    const created = await api(server, deployer, "POST", "/v1/deployments", { ...ATTACK, name: "slim", max_instances: 1, context_length: 256 });
+    const created = await api(server, deployer, "POST", "/v1/deployments", {
+      ...ATTACK,
+      name: "slim",
+      max_instances: 1,
+      context_length: 256,
+    });
     assert.equal(created.status, 200, JSON.stringify(created.body));
     assert.equal(created.body.settings.context_length, 256);
     await waitForDeployment(server, deployer, created.body.id, (d) => d.status === "running");
-    const chat = (content: string, max_tokens: number) => api(server, deployer, "POST", "/v1/compat/chat/completions", { model: "tester/slim", messages: [{ role: "user", content }], max_tokens });
+    const chat = (content: string, max_tokens: number) =>
+      api(server, deployer, "POST", "/v1/compat/chat/completions", {
+        model: "tester/slim",
+        messages: [{ role: "user", content }],
+        max_tokens,
+      });
     assert.equal((await chat("Hi!", 4)).status, 200);
     const tooLong = await chat("Hi!", 300);
     assert.equal(tooLong.status, 400);

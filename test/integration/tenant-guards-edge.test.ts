@@ -97,26 +97,36 @@ describe("tenant guards at the edge (issue 20: items 4, 5, 11, 13)", () => {
     await expectError(await emptyJson("POST", "/v1/deployments"), 400, { param: "model" });
   });
 
-  test("item 4: the official Python SDK's body-less calls (responses.cancel / delete, models.delete) get their real answers", { skip: existsSync(PYTHON) ? false : `no Python with the openai package at ${PYTHON}` }, async () => {
-    const created = await json("POST", "/v1/responses", JSON.stringify({ model: SMOLLM2, input: "Say hi.", max_output_tokens: 4 }));
-    assert.equal(created.status, 200, await created.clone().text());
-    const { id } = (await created.json()) as { id: string };
-    const script = join(ROOT, "test/fixtures/python-sdk-bodyless.py");
-    const { stdout } = await promisify(execFile)(PYTHON, [script, `${server.url}/v1`, server.key, SMOLLM2, id], { timeout: 300_000 });
-    const outcomes = Object.fromEntries(stdout.trim().split("\n").map((line) => JSON.parse(line) as { call: string; status: number; code?: string }).map((o) => [o.call, o]));
-    assert.deepEqual(
-      Object.fromEntries(Object.entries(outcomes).map(([call, o]) => [call, [o.status, o.code ?? null]])),
-      {
-        "responses.cancel unknown": [404, "not_found"],
-        "responses.delete unknown": [404, "not_found"],
-        "models.delete unknown": [404, "model_not_found"],
-        "models.delete served": [403, "model_not_deletable"],
-        "responses.cancel stored": [400, "not_cancellable"],
-        "responses.delete stored": [200, null],
-      },
-      stdout,
-    );
-  });
+  test(
+    "item 4: the official Python SDK's body-less calls (responses.cancel / delete, models.delete) get their real answers",
+    { skip: existsSync(PYTHON) ? false : `no Python with the openai package at ${PYTHON}` },
+    async () => {
+      const created = await json("POST", "/v1/responses", JSON.stringify({ model: SMOLLM2, input: "Say hi.", max_output_tokens: 4 }));
+      assert.equal(created.status, 200, await created.clone().text());
+      const { id } = (await created.json()) as { id: string };
+      const script = join(ROOT, "test/fixtures/python-sdk-bodyless.py");
+      const { stdout } = await promisify(execFile)(PYTHON, [script, `${server.url}/v1`, server.key, SMOLLM2, id], { timeout: 300_000 });
+      const outcomes = Object.fromEntries(
+        stdout
+          .trim()
+          .split("\n")
+          .map((line) => JSON.parse(line) as { call: string; status: number; code?: string })
+          .map((o) => [o.call, o]),
+      );
+      assert.deepEqual(
+        Object.fromEntries(Object.entries(outcomes).map(([call, o]) => [call, [o.status, o.code ?? null]])),
+        {
+          "responses.cancel unknown": [404, "not_found"],
+          "responses.delete unknown": [404, "not_found"],
+          "models.delete unknown": [404, "model_not_found"],
+          "models.delete served": [403, "model_not_deletable"],
+          "responses.cancel stored": [400, "not_cancellable"],
+          "responses.delete stored": [200, null],
+        },
+        stdout,
+      );
+    },
+  );
 
   test("item 5: a NUL in a path id is a 404 in the OpenAI shape, never a storage error", async () => {
     for (const [method, path] of [
@@ -127,29 +137,56 @@ describe("tenant guards at the edge (issue 20: items 4, 5, 11, 13)", () => {
       ["DELETE", "/v1/responses/%00"],
     ] as const) {
       const body = method === "PATCH" ? JSON.stringify({ min_instances: 0 }) : undefined;
-      const response = await fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${server.key}`, ...(body ? { "content-type": "application/json" } : {}) }, body });
+      const response = await fetch(`${server.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${server.key}`, ...(body ? { "content-type": "application/json" } : {}) },
+        body,
+      });
       await expectError(response, 404, { code: "not_found" });
     }
   });
 
   test("item 5: previous_response_id with a NUL, and a lone surrogate in the input, are 400s naming the field, and nothing is billed", async () => {
     const before = await completedRequests();
-    await expectError(await json("POST", "/v1/responses", JSON.stringify({ model: SMOLLM2, input: "hi", previous_response_id: "resp_\u0000" })), 400, { param: "previous_response_id" });
+    await expectError(
+      await json("POST", "/v1/responses", JSON.stringify({ model: SMOLLM2, input: "hi", previous_response_id: "resp_\u0000" })),
+      400,
+      { param: "previous_response_id" },
+    );
     // The exact request, as JSON text with the escape: no encoder would produce it from a string.
     await expectError(await json("POST", "/v1/responses", '{"input":"a\\ud800b"}'), 400, { param: "input", code: "invalid_unicode" });
-    await expectError(await json("POST", "/v1/responses", `{"model":"${SMOLLM2}","input":"a\\ud800b","max_output_tokens":2}`), 400, { param: "input", code: "invalid_unicode" });
-    await expectError(await json("POST", "/v1/chat/completions", `{"model":"${SMOLLM2}","messages":[{"role":"user","content":"\\udc00"}]}`), 400, { param: "messages[0].content" });
+    await expectError(await json("POST", "/v1/responses", `{"model":"${SMOLLM2}","input":"a\\ud800b","max_output_tokens":2}`), 400, {
+      param: "input",
+      code: "invalid_unicode",
+    });
+    await expectError(
+      await json("POST", "/v1/chat/completions", `{"model":"${SMOLLM2}","messages":[{"role":"user","content":"\\udc00"}]}`),
+      400,
+      { param: "messages[0].content" },
+    );
     await expectError(await json("POST", "/v1/deployments", JSON.stringify({ model: SMOLLM2, name: "a\u0000b" })), 400, { param: "name" });
     assert.equal(await completedRequests(), before, "a refused request is never billed as completed");
   });
 
   test("item 11: a bad percent-encoding and an over-long path parameter get the OpenAI shape, echoing nothing long", async () => {
-    const bad = await expectError(await fetch(`${server.url}/v1/models/%ff%fe`, { headers: { authorization: `Bearer ${server.key}` } }), 400, { code: "invalid_url" });
+    const bad = await expectError(
+      await fetch(`${server.url}/v1/models/%ff%fe`, { headers: { authorization: `Bearer ${server.key}` } }),
+      400,
+      { code: "invalid_url" },
+    );
     assert.ok(!bad.text.includes("%ff"), bad.text);
     const long = "d".repeat(150);
-    const tooLong = await expectError(await fetch(`${server.url}/v1/deployments/${long}`, { headers: { authorization: `Bearer ${server.key}` } }), 414, { code: "path_parameter_too_long" });
+    const tooLong = await expectError(
+      await fetch(`${server.url}/v1/deployments/${long}`, { headers: { authorization: `Bearer ${server.key}` } }),
+      414,
+      { code: "path_parameter_too_long" },
+    );
     assert.ok(!tooLong.text.includes(long.slice(0, 101)), tooLong.text);
-    const unknown = await expectError(await fetch(`${server.url}/v1/${"x".repeat(2000)}?secret=1`, { headers: { authorization: `Bearer ${server.key}` } }), 404, { code: "unknown_url" });
+    const unknown = await expectError(
+      await fetch(`${server.url}/v1/${"x".repeat(2000)}?secret=1`, { headers: { authorization: `Bearer ${server.key}` } }),
+      404,
+      { code: "unknown_url" },
+    );
     assert.ok(unknown.text.length < 400 && !unknown.text.includes("secret"), unknown.text);
   });
 
@@ -161,7 +198,11 @@ describe("tenant guards at the edge (issue 20: items 4, 5, 11, 13)", () => {
       const response = await fetch(`${server.url}${path}`);
       await response.arrayBuffer();
       assert.equal(response.status, 200, path);
-      assert.match(response.headers.get("content-security-policy") ?? "", /default-src 'none'.*script-src 'self'.*frame-ancestors 'none'/, path);
+      assert.match(
+        response.headers.get("content-security-policy") ?? "",
+        /default-src 'none'.*script-src 'self'.*frame-ancestors 'none'/,
+        path,
+      );
       assert.equal(response.headers.get("x-frame-options"), "DENY", path);
       assert.equal(response.headers.get("x-content-type-options"), "nosniff", path);
     }

@@ -20,15 +20,28 @@ import { startWorker, WORKER_KEY, type RunningWorker } from "../helpers/worker.j
 const EMPTY = { model: SMOLLM2, prompt: "", max_tokens: 1 };
 
 const post = (url: string, key: string, path: string, body: unknown) =>
-  fetch(`${url}${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body), signal: AbortSignal.timeout(300_000) });
+  fetch(`${url}${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(300_000),
+  });
 
 async function health(server: { url: string }) {
-  return ((await (await fetch(`${server.url}/health`)).json()) as { models: Array<{ running: number; waiting: number; paused: number; engine: { sampled_tokens: number } }> }).models[0]!;
+  return (
+    (await (await fetch(`${server.url}/health`)).json()) as {
+      models: Array<{ running: number; waiting: number; paused: number; engine: { sampled_tokens: number } }>;
+    }
+  ).models[0]!;
 }
 
 async function usageTotals(server: RunningServer, key = server.key) {
   const response = await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } });
-  return ((await response.json()) as { totals: { requests: number; completion_tokens: number; prompt_tokens: number; cost_usd: number; by_status: Record<string, number> } }).totals;
+  return (
+    (await response.json()) as {
+      totals: { requests: number; completion_tokens: number; prompt_tokens: number; cost_usd: number; by_status: Record<string, number> };
+    }
+  ).totals;
 }
 
 describe("item 1: a prompt of no tokens is answered, and never holds a sequence", () => {
@@ -112,7 +125,9 @@ async function unreadStream(server: RunningServer, key: string): Promise<{ socke
     stream: true,
   });
   const socket = await openSocket(server.url);
-  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  socket.write(
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
   socket.pause();
   return { socket, drain: async () => (await readReply(socket, 300_000, () => socket.resume(), chunkedEnd)).body };
 }
@@ -152,7 +167,10 @@ describe("item 10: a stream nobody reads pauses its generation, then ends", () =
     assert.equal(totals.requests, 1);
     assert.ok(totals.completion_tokens > 0 && totals.completion_tokens < MAX_COMPLETION / 4, `billed ${totals.completion_tokens} tokens`);
     // Each choice may have sampled an end of text, which is no completion token.
-    assert.ok(totals.completion_tokens <= paused.engine.sampled_tokens && totals.completion_tokens >= paused.engine.sampled_tokens - 6, "billed what it generated");
+    assert.ok(
+      totals.completion_tokens <= paused.engine.sampled_tokens && totals.completion_tokens >= paused.engine.sampled_tokens - 6,
+      "billed what it generated",
+    );
     socket.destroy();
   });
 });
@@ -163,7 +181,12 @@ describe("item 1's stall limit: a request holding a sequence without progress is
     // The engine's stall limit, far shorter than the stream's pause timeout and its grace period
     // (so the paused request keeps its sequence): it ends the paused request first.
     server = await startServer({
-      env: { SWITCHYARD_STALL_TIMEOUT_MS: "3000", SWITCHYARD_STREAM_BUFFER_BYTES: "16384", SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS: "600000", SWITCHYARD_STREAM_PAUSE_GRACE_MS: "600000" },
+      env: {
+        SWITCHYARD_STALL_TIMEOUT_MS: "3000",
+        SWITCHYARD_STREAM_BUFFER_BYTES: "16384",
+        SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS: "600000",
+        SWITCHYARD_STREAM_PAUSE_GRACE_MS: "600000",
+      },
     });
   });
   after(() => server?.stop());
@@ -215,7 +238,17 @@ describe("item 16: the prompt workers are shared fairly between accounts", () =>
     // The built engine: its prompt workers are compiled files (a worker thread does not load TypeScript).
     const built = new URL("../../dist/engine/model-host.js", import.meta.url).href;
     const { loadModelHost } = (await import(built)) as typeof import("../../src/engine/model-host.js");
-    const host = await loadModelHost({ modelPath: pulled.path, sequences: 1, contextWindow: 2048, threads: 1, shards: 1, maxWaiting: 1, flexMaxWaitMs: 1000, prefixCache: false, stallTimeoutMs: 60_000 });
+    const host = await loadModelHost({
+      modelPath: pulled.path,
+      sequences: 1,
+      contextWindow: 2048,
+      threads: 1,
+      shards: 1,
+      maxWaiting: 1,
+      flexMaxWaitMs: 1000,
+      prefixCache: false,
+      stallTimeoutMs: 60_000,
+    });
     try {
       const order: string[] = [];
       const jobs = Array.from({ length: 6 }, (_, i) => host.tokenizeText(HUGE, { fairnessKey: "a" }).then(() => order.push(`a${i}`)));

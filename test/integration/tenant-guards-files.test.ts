@@ -34,7 +34,11 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
   let database: TestDatabase;
   let server: RunningServer;
   let client: OpenAI;
-  const env = () => ({ SWITCHYARD_DATABASE_URL: database.url, SWITCHYARD_FILE_MAX_BYTES: String(MAX_FILE), SWITCHYARD_FILE_BYTES_PER_ACCOUNT: String(QUOTA) });
+  const env = () => ({
+    SWITCHYARD_DATABASE_URL: database.url,
+    SWITCHYARD_FILE_MAX_BYTES: String(MAX_FILE),
+    SWITCHYARD_FILE_BYTES_PER_ACCOUNT: String(QUOTA),
+  });
   const clientFor = (key: string) => new OpenAI({ apiKey: key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
   before(async () => {
     database = await createTestDatabase("postgres");
@@ -71,16 +75,24 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
   test("a file over the per-file limit is a 413, the quota a 429 naming its setting; neither leaves a file behind", async () => {
     const key = createKey(server.dataDir, "quota-tenant", [], env());
     const tenant = clientFor(key);
-    await assert.rejects(tenant.files.create({ file: await toFile(bigJsonl(MAX_FILE + 10_000), "too-big.jsonl"), purpose: "batch" }), (error: unknown) => error instanceof OpenAI.APIError && error.status === 413 && error.code === "file_too_large");
+    await assert.rejects(
+      tenant.files.create({ file: await toFile(bigJsonl(MAX_FILE + 10_000), "too-big.jsonl"), purpose: "batch" }),
+      (error: unknown) => error instanceof OpenAI.APIError && error.status === 413 && error.code === "file_too_large",
+    );
     const kept = [];
-    for (let i = 0; i < 2; i++) kept.push(await tenant.files.create({ file: await toFile(bigJsonl(MAX_FILE - 100_000), `part-${i}.jsonl`), purpose: "batch" }));
-    const refused = await tenant.files.create({ file: await toFile(bigJsonl(MAX_FILE - 100_000), "over.jsonl"), purpose: "batch" }).catch((error: unknown) => error);
+    for (let i = 0; i < 2; i++)
+      kept.push(await tenant.files.create({ file: await toFile(bigJsonl(MAX_FILE - 100_000), `part-${i}.jsonl`), purpose: "batch" }));
+    const refused = await tenant.files
+      .create({ file: await toFile(bigJsonl(MAX_FILE - 100_000), "over.jsonl"), purpose: "batch" })
+      .catch((error: unknown) => error);
     assert.ok(refused instanceof OpenAI.RateLimitError, String(refused));
     assert.equal(refused.code, "file_storage_limit_exceeded");
     assert.match(refused.message, /SWITCHYARD_FILE_BYTES_PER_ACCOUNT/);
     const listed = await tenant.files.list();
     assert.deepEqual(listed.data.map((f) => f.id).sort(), kept.map((f) => f.id).sort(), "the refused uploads left nothing listed");
-    const rows = await database.db.query<{ n: string }>("SELECT count(*)::text AS n FROM files WHERE filename IN ('too-big.jsonl', 'over.jsonl')");
+    const rows = await database.db.query<{ n: string }>(
+      "SELECT count(*)::text AS n FROM files WHERE filename IN ('too-big.jsonl', 'over.jsonl')",
+    );
     assert.equal(rows[0]!.n, "0", "nor anything stored");
   });
 
@@ -90,14 +102,21 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
     await upload(paced, [chatLine("b", "Hi")]);
     await assert.rejects(upload(paced, [chatLine("c", "Hi")]), (error: unknown) => error instanceof OpenAI.RateLimitError);
     const broke = clientFor(createKey(server.dataDir, "upload-broke", ["--budget", "0"], env()));
-    await assert.rejects(upload(broke, [chatLine("d", "Hi")]), (error: unknown) => error instanceof OpenAI.APIError && error.status === 402 && error.code === "insufficient_quota");
+    await assert.rejects(
+      upload(broke, [chatLine("d", "Hi")]),
+      (error: unknown) => error instanceof OpenAI.APIError && error.status === 402 && error.code === "insufficient_quota",
+    );
   });
 
   test("a NUL in the file name is a 400, not a 500", async () => {
     const form = new FormData();
     form.append("purpose", "batch");
     form.append("file", new Blob([`${chatLine("n", "Hi")}\n`]), "bad\u0000name.jsonl");
-    const response = await fetch(`${server.baseURL}/files`, { method: "POST", headers: { authorization: `Bearer ${server.key}` }, body: form });
+    const response = await fetch(`${server.baseURL}/files`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.key}` },
+      body: form,
+    });
     assert.equal(response.status, 400);
     const body = (await response.json()) as { error: { code: string; param: string } };
     assert.equal(body.error.param, "file");
@@ -119,7 +138,8 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
     const tenant = clientFor(createKey(server.dataDir, "amplifier", [], env()));
     // Each line's answer: 300 vectors of 384 floats, over 2 MB of JSON, so the second cannot fit the 4 MB quota.
     const inputs = Array.from({ length: 300 }, (_, i) => `word ${i}`);
-    const line = (id: string) => JSON.stringify({ custom_id: id, method: "POST", url: "/v1/embeddings", body: { model: MINILM, input: inputs } });
+    const line = (id: string) =>
+      JSON.stringify({ custom_id: id, method: "POST", url: "/v1/embeddings", body: { model: MINILM, input: inputs } });
     const input = await upload(tenant, [line("e1"), line("e2"), line("e3")]);
     const created = await tenant.batches.create({ input_file_id: input.id, endpoint: "/v1/embeddings", completion_window: "24h" });
     const batch = await settled(tenant, created.id);
@@ -129,9 +149,19 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
     assert.equal(output.length, 1, "the first answer fits");
     assert.equal(errors.length, 2, "the two after it do not");
     for (const refused of errors) assert.equal(refused.error?.code, "file_storage_limit_exceeded");
-    const billed = await database.db.query<{ request_id: string }>("SELECT request_id FROM usage_records WHERE batch_id = $1 AND cost_usd > 0", [batch.id]);
-    assert.deepEqual(billed.map((r) => r.request_id).sort(), output.map((l) => l.response!.request_id).sort(), "only the kept answers are billed");
-    const usage = await database.db.query<{ bytes: string }>("SELECT COALESCE(sum(bytes), 0)::text AS bytes FROM files f WHERE f.account_id = (SELECT account_id FROM batches WHERE id = $1)", [batch.id]);
+    const billed = await database.db.query<{ request_id: string }>(
+      "SELECT request_id FROM usage_records WHERE batch_id = $1 AND cost_usd > 0",
+      [batch.id],
+    );
+    assert.deepEqual(
+      billed.map((r) => r.request_id).sort(),
+      output.map((l) => l.response!.request_id).sort(),
+      "only the kept answers are billed",
+    );
+    const usage = await database.db.query<{ bytes: string }>(
+      "SELECT COALESCE(sum(bytes), 0)::text AS bytes FROM files f WHERE f.account_id = (SELECT account_id FROM batches WHERE id = $1)",
+      [batch.id],
+    );
     assert.ok(Number(usage[0]!.bytes) <= QUOTA, `the account keeps ${usage[0]!.bytes} bytes, within its quota`);
   });
 });
@@ -145,9 +175,17 @@ describe("an upload cut off by kill -9 leaves nothing behind once the server is 
     try {
       // An upload that sends 1.2 MB of its file (several chunks stored) and then waits forever.
       const url = new URL(`${server.baseURL}/files`);
-      const held = request({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "multipart/form-data; boundary=x", "content-length": 5_000_000 } });
+      const held = request({
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "multipart/form-data; boundary=x", "content-length": 5_000_000 },
+      });
       held.on("error", () => {});
-      held.write('--x\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--x\r\nContent-Disposition: form-data; name="file"; filename="held.jsonl"\r\n\r\n');
+      held.write(
+        '--x\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--x\r\nContent-Disposition: form-data; name="file"; filename="held.jsonl"\r\n\r\n',
+      );
       held.write(bigJsonl(1_200_000));
       await new Promise((resolve) => setTimeout(resolve, 3000));
       server.process.kill("SIGKILL");
@@ -156,7 +194,10 @@ describe("an upload cut off by kill -9 leaves nothing behind once the server is 
       const client = new OpenAI({ apiKey: key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
       // With the cut-off upload still counted, 1.2 MB + 1.3 MB would pass the 1.7 MB quota.
       const file = await client.files.create({ file: await toFile(bigJsonl(1_300_000), "after.jsonl"), purpose: "batch" });
-      assert.deepEqual((await client.files.list()).data.map((f) => f.id), [file.id]);
+      assert.deepEqual(
+        (await client.files.list()).data.map((f) => f.id),
+        [file.id],
+      );
     } finally {
       await server.stop();
       rmSync(dataDir, { recursive: true, force: true });

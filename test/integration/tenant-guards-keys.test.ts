@@ -28,7 +28,11 @@ describe("tenants cannot hurt each other: keys, spend and the admin key", () => 
 
   before(async () => {
     server = await startServer({
-      env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY, SWITCHYARD_ADMIN_MAX_FAILURES: String(MAX_FAILURES), SWITCHYARD_ADMIN_LOCKOUT_S: String(LOCKOUT_S) },
+      env: {
+        SWITCHYARD_ADMIN_KEY: ADMIN_KEY,
+        SWITCHYARD_ADMIN_MAX_FAILURES: String(MAX_FAILURES),
+        SWITCHYARD_ADMIN_LOCKOUT_S: String(LOCKOUT_S),
+      },
     });
   });
   after(async () => {
@@ -38,18 +42,34 @@ describe("tenants cannot hurt each other: keys, spend and the admin key", () => 
   test("item 3: a small manage-keys key cannot mint a bigger key nor revoke the account's unrestricted one", async () => {
     const owner = (await admin("POST", "/admin/v1/keys", { account: "victim", name: "owner", manage_keys: true })).body;
     const dayFromNow = Math.floor(Date.now() / 1000) + 86_400;
-    const small = await admin("POST", "/admin/v1/keys", { account: "victim", name: "leaked", manage_keys: true, budget_usd: "0.001", rpm_limit: 5, expires_at: dayFromNow });
+    const small = await admin("POST", "/admin/v1/keys", {
+      account: "victim",
+      name: "leaked",
+      manage_keys: true,
+      budget_usd: "0.001",
+      rpm_limit: 5,
+      expires_at: dayFromNow,
+    });
     assert.equal(small.status, 201);
     const attacker = small.body.key as string;
 
-    const grab = await call("POST", "/v1/keys", attacker, { manage_keys: true, budget_usd: "1000000", rpm_limit: 100000, expires_at: "2099-01-01T00:00:00Z" });
+    const grab = await call("POST", "/v1/keys", attacker, {
+      manage_keys: true,
+      budget_usd: "1000000",
+      rpm_limit: 100000,
+      expires_at: "2099-01-01T00:00:00Z",
+    });
     assert.equal(grab.status, 403);
     assert.deepEqual(Object.keys(grab.body.error).sort(), ["code", "message", "param", "type"]);
     assert.equal(grab.body.error.type, "permission_error");
     assert.equal(grab.body.error.code, "exceeds_own_rights");
     assert.equal(grab.body.error.param, "budget_usd");
     // Each oversized field on its own is refused too, naming that field.
-    for (const [field, value] of [["budget_usd", "1000000"], ["rpm_limit", 100000], ["expires_at", "2099-01-01T00:00:00Z"]] as const) {
+    for (const [field, value] of [
+      ["budget_usd", "1000000"],
+      ["rpm_limit", 100000],
+      ["expires_at", "2099-01-01T00:00:00Z"],
+    ] as const) {
       const one = await call("POST", "/v1/keys", attacker, { [field]: value });
       assert.equal(one.status, 403, field);
       assert.equal(one.body.error.param, field);
@@ -78,11 +98,18 @@ describe("tenants cannot hurt each other: keys, spend and the admin key", () => 
     const client = new OpenAI({ baseURL: server.baseURL, apiKey: created.key, maxRetries: 0 });
     // A long prompt, so this request costs far more than the small one's worst case below.
     const long = "Summarise this list: " + Array.from({ length: 150 }, (_, i) => `item${i}`).join(", ");
-    const first = await client.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: long }], max_tokens: 16, temperature: 0 });
+    const first = await client.chat.completions.create({
+      model: SMOLLM2,
+      messages: [{ role: "user", content: long }],
+      max_tokens: 16,
+      temperature: 0,
+    });
     assert.ok(first.usage && first.usage.prompt_tokens > 300);
 
     // Read exactly: the usage report's money is JSON numbers with every digit kept.
-    const ledger = parseWireUsage(await (await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${created.key}` } })).text());
+    const ledger = parseWireUsage(
+      await (await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${created.key}` } })).text(),
+    );
     const spent = (await admin("GET", "/admin/v1/keys?account=spender")).body.data[0].spent_usd as string;
     assert.equal(compareMoney(spent, "0"), 1, "spend is counted without a budget");
     assert.equal(compareMoney(spent, ledger.totals.cost_usd), 0, `spent_usd ${spent} is the ledger's cost ${ledger.totals.cost_usd}`);
@@ -90,7 +117,9 @@ describe("tenants cannot hurt each other: keys, spend and the admin key", () => 
     // Half of what it spent: room for the small request's worst case, had the spend not been counted.
     const half = (await admin("PATCH", `/admin/v1/keys/${created.id}`, { budget_usd: toText(Dec(spent).div(Dec("2"))) })).body;
     assert.equal(half.spent_usd, spent);
-    const refused = await client.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 }).catch((error: unknown) => error);
+    const refused = await client.chat.completions
+      .create({ model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 })
+      .catch((error: unknown) => error);
     assert.ok(refused instanceof OpenAI.APIError, String(refused));
     assert.equal(refused.status, 402);
     assert.equal((refused.error as { code?: string }).code, "insufficient_quota");
@@ -115,5 +144,4 @@ describe("tenants cannot hurt each other: keys, spend and the admin key", () => 
     await sleep(LOCKOUT_S * 1000 + 200);
     assert.equal((await admin("GET", "/admin/v1/keys?account=victim")).status, 200, "the lockout ends by itself");
   });
-
 });

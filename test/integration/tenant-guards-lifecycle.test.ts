@@ -5,7 +5,17 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createTestDatabase, serverDatabaseReader, type TestDatabase } from "../helpers/databases.js";
 import { openAiError } from "../helpers/raw-http.js";
-import { createKey, postChat, readSseTimed, SMOLLM2, startServer, waitFor, type RunningServer, type TimedEvent, SMOLLM2_NO_END } from "../helpers/server.js";
+import {
+  createKey,
+  postChat,
+  readSseTimed,
+  SMOLLM2,
+  startServer,
+  waitFor,
+  type RunningServer,
+  type TimedEvent,
+  SMOLLM2_NO_END,
+} from "../helpers/server.js";
 
 /**
  * Issue 20, items 5 (a response that cannot be stored is not billed as completed), 7 (the data dir
@@ -25,7 +35,10 @@ function modes(dir: string): Array<{ path: string; dir: boolean; mode: number }>
   return out;
 }
 
-const notPrivate = (dir: string) => modes(dir).filter((e) => e.mode !== (e.dir ? 0o700 : 0o600)).map((e) => `${e.mode.toString(8)} ${e.path}`);
+const notPrivate = (dir: string) =>
+  modes(dir)
+    .filter((e) => e.mode !== (e.dir ? 0o700 : 0o600))
+    .map((e) => `${e.mode.toString(8)} ${e.path}`);
 
 describe("item 7: the data dir is private (dirs 0700, files 0600)", () => {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-perms-"));
@@ -53,7 +66,10 @@ describe("item 7: the data dir is private (dirs 0700, files 0600)", () => {
       const stillOpen = modes(dataDir).filter((e) => existing.includes(e.path) && e.mode !== (e.dir ? 0o700 : 0o600));
       // A file PGlite creates while running has mode 0666 until the next start or stop; the data dir's own 0700 keeps others out meanwhile.
       assert.equal(lstatSync(dataDir).mode & 0o777, 0o700);
-      assert.deepEqual(stillOpen.map((e) => e.path), []);
+      assert.deepEqual(
+        stillOpen.map((e) => e.path),
+        [],
+      );
     } finally {
       await server.stop();
     }
@@ -75,7 +91,9 @@ describe("item 5: a response that cannot be stored is answered with an error and
 
   test("storage fails after generation (a real database refusing the insert): 500, and the ledger row says failed", async () => {
     // The fault: the database itself refuses to store any response.
-    await database.db.query(`CREATE FUNCTION refuse_response() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no room'; END $$`);
+    await database.db.query(
+      `CREATE FUNCTION refuse_response() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no room'; END $$`,
+    );
     await database.db.query(`CREATE TRIGGER refuse_response BEFORE INSERT ON responses FOR EACH ROW EXECUTE FUNCTION refuse_response()`);
     const response = await fetch(`${server.baseURL}/responses`, {
       method: "POST",
@@ -87,7 +105,10 @@ describe("item 5: a response that cannot be stored is answered with an error and
     assert.ok(openAiError(text), text);
     const id = response.headers.get("x-request-id");
     assert.match(id ?? "", /^resp_/);
-    const rows = await database.db.query<{ status: string; error_code: string | null }>("SELECT status, error_code FROM usage_records WHERE request_id = $1", [id]);
+    const rows = await database.db.query<{ status: string; error_code: string | null }>(
+      "SELECT status, error_code FROM usage_records WHERE request_id = $1",
+      [id],
+    );
     assert.deepEqual(rows, [{ status: "failed", error_code: "response_not_stored" }]);
   });
 });

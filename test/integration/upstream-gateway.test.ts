@@ -4,7 +4,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { createKey, readSseTimed, startServer, waitFor, SMOLLM2, type RunningServer, type TimedEvent, SMOLLM2_NO_END } from "../helpers/server.js";
+import {
+  createKey,
+  readSseTimed,
+  startServer,
+  waitFor,
+  SMOLLM2,
+  type RunningServer,
+  type TimedEvent,
+  SMOLLM2_NO_END,
+} from "../helpers/server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 import { startWorker, workerServed, WORKER_KEY, type RunningWorker } from "../helpers/worker.js";
 
@@ -29,7 +38,9 @@ describe("a gateway in front of two Switchyard workers", () => {
     const dir = mkdtempSync(join(tmpdir(), "switchyard-gateway-"));
     const catalog = join(dir, "catalog.json");
     writeFileSync(catalog, JSON.stringify({ models: [gatewayEntry(workers.map((w) => w.baseURL))] }));
-    gateway = await startServer({ env: { SWITCHYARD_CATALOG: catalog, SWITCHYARD_WORKER_KEY: WORKER_KEY, SWITCHYARD_FLEX_MAX_WAIT_MS: "1500" } });
+    gateway = await startServer({
+      env: { SWITCHYARD_CATALOG: catalog, SWITCHYARD_WORKER_KEY: WORKER_KEY, SWITCHYARD_FLEX_MAX_WAIT_MS: "1500" },
+    });
   });
   after(async () => {
     await gateway?.stop();
@@ -37,9 +48,11 @@ describe("a gateway in front of two Switchyard workers", () => {
   });
 
   const client = (key = gateway.key) => new OpenAI({ apiKey: key, baseURL: gateway.baseURL, timeout: 120_000, maxRetries: 0 });
-  const health = async (): Promise<GatewayHealth> => ((await (await fetch(`${gateway.url}/health`)).json()) as { models: GatewayHealth[] }).models[0]!;
+  const health = async (): Promise<GatewayHealth> =>
+    ((await (await fetch(`${gateway.url}/health`)).json()) as { models: GatewayHealth[] }).models[0]!;
   const until = (done: (h: GatewayHealth) => boolean) => waitFor(async () => ((h) => (done(h) ? h : undefined))(await health()), 60_000);
-  const usage = async (key: string) => (await (await fetch(`${gateway.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } })).json()).totals;
+  const usage = async (key: string) =>
+    (await (await fetch(`${gateway.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } })).json()).totals;
   const served = () => Promise.all(workers.map(workerServed));
 
   /** A stream through the gateway; `first` resolves when its first event arrives (it was admitted). */
@@ -59,8 +72,18 @@ describe("a gateway in front of two Switchyard workers", () => {
 
   test("usage and cost come from the worker's own usage, exactly", async () => {
     const reply = await client().chat.completions.create(ask("Name three colours.", { max_tokens: 8 }) as never);
-    const direct = await (await fetch(`${workers[0]!.baseURL}/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${WORKER_KEY}`, "content-type": "application/json" }, body: JSON.stringify(ask("Name three colours.", { max_tokens: 8 })) })).json();
-    assert.equal(reply.usage!.prompt_tokens, direct.usage.prompt_tokens, "the prompt is billed as the engine tokenized it, not as estimated");
+    const direct = await (
+      await fetch(`${workers[0]!.baseURL}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${WORKER_KEY}`, "content-type": "application/json" },
+        body: JSON.stringify(ask("Name three colours.", { max_tokens: 8 })),
+      })
+    ).json();
+    assert.equal(
+      reply.usage!.prompt_tokens,
+      direct.usage.prompt_tokens,
+      "the prompt is billed as the engine tokenized it, not as estimated",
+    );
     assert.equal((reply.usage as unknown as { estimated_cost: number }).estimated_cost, smolStandardUnits(reply.usage as never) / 1e8);
     const totals = await usage(gateway.key);
     assert.equal(totals.prompt_tokens, reply.usage!.prompt_tokens);
@@ -79,31 +102,56 @@ describe("a gateway in front of two Switchyard workers", () => {
     // The worker's completion_tokens holds its rejected prediction tokens; the gateway counts them once.
     assert.equal(reply.usage!.completion_tokens, plain.usage!.completion_tokens + details.rejected_prediction_tokens);
     assert.equal((reply.usage as unknown as { estimated_cost: number }).estimated_cost, smolStandardUnits(reply.usage as never) / 1e8);
-    const malformed = await client().chat.completions.create({ ...body, prediction: { type: "content", content: [{ type: "image" }] } } as never).catch((e: unknown) => e);
+    const malformed = await client()
+      .chat.completions.create({ ...body, prediction: { type: "content", content: [{ type: "image" }] } } as never)
+      .catch((e: unknown) => e);
     assert.ok(malformed instanceof OpenAI.BadRequestError);
     assert.equal(malformed.param, "prediction.content[0].type");
   });
 
   test("concurrent requests spread over both workers", async () => {
     const before = await served();
-    const runs = [stream(ask("Tell me about owls.", { max_tokens: 24, logit_bias: NO_END })), stream(ask("Tell me about rivers.", { max_tokens: 24, logit_bias: NO_END }))];
+    const runs = [
+      stream(ask("Tell me about owls.", { max_tokens: 24, logit_bias: NO_END })),
+      stream(ask("Tell me about rivers.", { max_tokens: 24, logit_bias: NO_END })),
+    ];
     await Promise.all(runs.map((r) => r.events));
     const afterwards = await served();
-    assert.deepEqual(afterwards.map((n, i) => n - before[i]!), [1, 1]);
+    assert.deepEqual(
+      afterwards.map((n, i) => n - before[i]!),
+      [1, 1],
+    );
   });
 
   test("prefix affinity: one account's requests with the same long start go to one worker and hit its cache; another account's do not share it", async () => {
     const before = await served();
     const cached: number[] = [];
     for (const question of ["Where are the atlases?", "Do you hold Moby-Dick?", "Which shelf has poetry?", "Is there a dictionary?"]) {
-      const reply = await client().chat.completions.create({ model: SMOLLM2, max_tokens: 4, messages: [{ role: "system", content: SYSTEM }, { role: "user", content: question }] });
+      const reply = await client().chat.completions.create({
+        model: SMOLLM2,
+        max_tokens: 4,
+        messages: [
+          { role: "system", content: SYSTEM },
+          { role: "user", content: question },
+        ],
+      });
       cached.push(reply.usage!.prompt_tokens_details!.cached_tokens!);
     }
     const delta = (await served()).map((n, i) => n - before[i]!).sort();
     assert.deepEqual(delta, [0, 4], "all four on the same worker");
-    assert.ok(cached.slice(1).every((c) => c > 200), `later requests reuse the cached system prompt: ${cached}`);
+    assert.ok(
+      cached.slice(1).every((c) => c > 200),
+      `later requests reuse the cached system prompt: ${cached}`,
+    );
     const other = createKey(gateway.dataDir, "someone-else", [], { SWITCHYARD_WORKER_KEY: WORKER_KEY });
-    const theirs = await client(other).chat.completions.create({ model: SMOLLM2, max_tokens: 4, messages: [{ role: "system", content: SYSTEM }, { role: "user", content: "Where are the atlases?" }] });
+    const theirs = await client(other).chat.completions.create({
+      model: SMOLLM2,
+      max_tokens: 4,
+      messages: [
+        { role: "system", content: SYSTEM },
+        { role: "user", content: "Where are the atlases?" },
+      ],
+    });
     assert.equal(theirs.usage!.prompt_tokens_details!.cached_tokens, 0, "no cached prompt crosses accounts through the gateway");
   });
 
@@ -125,11 +173,17 @@ describe("a gateway in front of two Switchyard workers", () => {
 
   test("flex waits at the gateway, then fails with 429 and no charge", async () => {
     const key = createKey(gateway.dataDir, "flex-user", [], { SWITCHYARD_WORKER_KEY: WORKER_KEY });
-    const blockers = [stream(ask("Count very slowly.", { max_tokens: 400, logit_bias: NO_END })), stream(ask("Count very slowly too.", { max_tokens: 400, logit_bias: NO_END }))];
+    const blockers = [
+      stream(ask("Count very slowly.", { max_tokens: 400, logit_bias: NO_END })),
+      stream(ask("Count very slowly too.", { max_tokens: 400, logit_bias: NO_END })),
+    ];
     await until((h) => h.running === 2);
     const error = await client(key)
       .chat.completions.create(ask("Say hi.", { max_tokens: 3, service_tier: "flex" }) as never)
-      .then(() => null, (e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+      .then(
+        () => null,
+        (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+      );
     assert.equal(error?.status, 429);
     assert.equal((error?.error as { code?: string } | undefined)?.code, "resource_unavailable");
     blockers.forEach((b) => b.stop());
@@ -142,14 +196,19 @@ describe("a gateway in front of two Switchyard workers", () => {
   test("a worker killed mid-stream: a clean error event, the delivered tokens billed, the next request on the other worker", async () => {
     const key = createKey(gateway.dataDir, "victim", [], { SWITCHYARD_WORKER_KEY: WORKER_KEY });
     await until((h) => h.running === 0);
-    const run = await client(key).chat.completions.create({ ...ask("Tell me a very long story.", { max_tokens: 400, logit_bias: NO_END }), stream: true } as never);
+    const run = await client(key).chat.completions.create({
+      ...ask("Tell me a very long story.", { max_tokens: 400, logit_bias: NO_END }),
+      stream: true,
+    } as never);
     let chunks = 0;
     let killed: RunningWorker | undefined;
     const failure = await (async () => {
       for await (const chunk of run as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>) {
         if (chunk.choices[0]?.delta.content) chunks++;
         if (chunks === 5 && !killed) {
-          const busy = await Promise.all(workers.map(async (w) => (await (await fetch(`${w.url}/health`)).json()).models[0].running as number));
+          const busy = await Promise.all(
+            workers.map(async (w) => (await (await fetch(`${w.url}/health`)).json()).models[0].running as number),
+          );
           killed = workers[busy.findIndex((n) => n > 0)]!;
           killed.process.kill("SIGKILL");
         }

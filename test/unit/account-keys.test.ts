@@ -42,7 +42,11 @@ forEachDatabase("account-scoped key API (/v1/keys)", ({ db }) => {
   });
 
   test("a key without the right gets 403 in the OpenAI error shape, and changes nothing", async () => {
-    for (const [method, path, body] of [["GET", "/v1/keys"], ["POST", "/v1/keys", {}], ["DELETE", `/v1/keys/${manager.id}`]] as const) {
+    for (const [method, path, body] of [
+      ["GET", "/v1/keys"],
+      ["POST", "/v1/keys", {}],
+      ["DELETE", `/v1/keys/${manager.id}`],
+    ] as const) {
       const answer = await call(method, path, plain.key, body);
       assert.equal(answer.status, 403, `${method} ${path}`);
       assert.equal(answer.body.error.type, "permission_error");
@@ -64,7 +68,12 @@ forEachDatabase("account-scoped key API (/v1/keys)", ({ db }) => {
   });
 
   test("a manager creates a key for its own account, shown once, that works until revoked", async () => {
-    const created = await call("POST", "/v1/keys", manager.key, { name: "ci", rpm_limit: 30, budget_usd: "5", expires_at: Math.floor(Date.now() / 1000) + 86_400 });
+    const created = await call("POST", "/v1/keys", manager.key, {
+      name: "ci",
+      rpm_limit: 30,
+      budget_usd: "5",
+      expires_at: Math.floor(Date.now() / 1000) + 86_400,
+    });
     assert.equal(created.status, 201);
     assert.equal(created.body.account, "acme");
     assert.equal(created.body.rpm_limit, 30);
@@ -114,11 +123,21 @@ forEachDatabase("account-scoped key API (/v1/keys)", ({ db }) => {
 
   test("a limited manager's new keys inherit its limits, expiry and what is left of its budget", async () => {
     const expiresAt = new Date(Date.now() + 86_400_000);
-    const limited = await createKey(db, { account: "acme", manageKeys: true, budgetUsd: "0.5", requestsPerMinute: 5, tokensPerMinute: 900, expiresAt });
+    const limited = await createKey(db, {
+      account: "acme",
+      manageKeys: true,
+      budgetUsd: "0.5",
+      requestsPerMinute: 5,
+      tokensPerMinute: 900,
+      expiresAt,
+    });
     await db.query("UPDATE api_keys SET spent_usd = 0.2 WHERE id = $1", [limited.id]);
     const child = await call("POST", "/v1/keys", limited.key, {});
     assert.equal(child.status, 201);
-    assert.deepEqual([child.body.budget_usd, child.body.rpm_limit, child.body.tpm_limit, child.body.expires_at], ["0.3", 5, 900, Math.floor(expiresAt.getTime() / 1000)]);
+    assert.deepEqual(
+      [child.body.budget_usd, child.body.rpm_limit, child.body.tpm_limit, child.body.expires_at],
+      ["0.3", 5, 900, Math.floor(expiresAt.getTime() / 1000)],
+    );
     assert.equal(child.body.manage_keys, false, "the right itself is granted only when asked for");
     const tooMuch = await call("POST", "/v1/keys", limited.key, { budget_usd: "0.31" });
     assert.equal(tooMuch.status, 403);
@@ -127,7 +146,8 @@ forEachDatabase("account-scoped key API (/v1/keys)", ({ db }) => {
     const smaller = await call("POST", "/v1/keys", limited.key, { budget_usd: "0.1", rpm_limit: 2, manage_keys: true });
     assert.equal(smaller.status, 201);
     // Both keys it made are within its rights, and so is the key itself.
-    for (const id of [child.body.id, smaller.body.id, limited.id]) assert.equal((await call("DELETE", `/v1/keys/${id}`, limited.key)).status, 200, id);
+    for (const id of [child.body.id, smaller.body.id, limited.id])
+      assert.equal((await call("DELETE", `/v1/keys/${id}`, limited.key)).status, 200, id);
   });
 
   test("a manager cannot revoke a key of its account with more rights than its own", async () => {
@@ -139,7 +159,10 @@ forEachDatabase("account-scoped key API (/v1/keys)", ({ db }) => {
     assert.equal(answer.body.error.param, "budget_usd");
     assert.notEqual(await authenticate(db, manager.key), null, "the unrestricted manager still works");
     // The admin API has no such bound.
-    const byAdmin = await fetch(`${url}/admin/v1/keys/${small.id}`, { method: "DELETE", headers: { authorization: `Bearer ${adminToken}` } });
+    const byAdmin = await fetch(`${url}/admin/v1/keys/${small.id}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
     assert.equal(byAdmin.status, 200);
   });
 

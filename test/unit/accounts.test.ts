@@ -100,9 +100,28 @@ forEachDatabase("accounts and keys", ({ db, kind }) => {
     const one = await createKey(db, { account: "lister-a", name: "first" });
     await createKey(db, { account: "lister-b" });
     const listed = await listKeys(db, { account: "lister-a" });
-    assert.deepEqual(listed.map((key) => key.id), [one.id]);
+    assert.deepEqual(
+      listed.map((key) => key.id),
+      [one.id],
+    );
     const info = listed[0]!;
-    assert.deepEqual(Object.keys(info).sort(), ["account", "allowedModels", "budgetUsd", "createdAt", "expiresAt", "id", "lastUsedAt", "manageDeployments", "manageKeys", "name", "prefix", "requestsPerMinute", "revokedAt", "spentUsd", "tokensPerMinute"]);
+    assert.deepEqual(Object.keys(info).sort(), [
+      "account",
+      "allowedModels",
+      "budgetUsd",
+      "createdAt",
+      "expiresAt",
+      "id",
+      "lastUsedAt",
+      "manageDeployments",
+      "manageKeys",
+      "name",
+      "prefix",
+      "requestsPerMinute",
+      "revokedAt",
+      "spentUsd",
+      "tokensPerMinute",
+    ]);
     const everything = JSON.stringify(await listKeys(db));
     assert.ok(!everything.includes(one.key));
     assert.ok(!everything.includes(hashApiKey(one.key)));
@@ -122,8 +141,15 @@ forEachDatabase("accounts and keys", ({ db, kind }) => {
 
     // A value sets, null clears, undefined keeps.
     const changed = await setKeyLimits(db, limited.id, { requestsPerMinute: null, budgetUsd: "0.000000001" });
-    assert.deepEqual([changed?.requestsPerMinute, changed?.tokensPerMinute, changed?.budgetUsd, changed?.account], [null, 90_000, "0.000000001", "limits"]);
-    assert.deepEqual((await authenticate(db, limited.key))?.limits, { requestsPerMinute: null, tokensPerMinute: 90_000, budgetUsd: "0.000000001" });
+    assert.deepEqual(
+      [changed?.requestsPerMinute, changed?.tokensPerMinute, changed?.budgetUsd, changed?.account],
+      [null, 90_000, "0.000000001", "limits"],
+    );
+    assert.deepEqual((await authenticate(db, limited.key))?.limits, {
+      requestsPerMinute: null,
+      tokensPerMinute: 90_000,
+      budgetUsd: "0.000000001",
+    });
     assert.deepEqual(await setKeyLimits(db, limited.id, {}), changed);
     assert.equal(await setKeyLimits(db, "key_nope", { requestsPerMinute: 5 }), null);
     assert.equal(await setKeyLimits(db, "key_nope", {}), null);
@@ -133,7 +159,10 @@ forEachDatabase("accounts and keys", ({ db, kind }) => {
       await assert.rejects(setKeyLimits(db, limited.id, bad), InvalidRequest);
     }
     for (const budgetUsd of ["-1", "1e3", "abc", "", "1.", ".5", "NaN"]) {
-      await assert.rejects(createKey(db, { account: "limits", budgetUsd }), (error: unknown) => error instanceof InvalidRequest && error.param === "budget_usd");
+      await assert.rejects(
+        createKey(db, { account: "limits", budgetUsd }),
+        (error: unknown) => error instanceof InvalidRequest && error.param === "budget_usd",
+      );
     }
   });
 
@@ -165,7 +194,10 @@ forEachDatabase("accounts and keys", ({ db, kind }) => {
 
   test("accounts: create refuses duplicates, findOrCreate is idempotent, names are validated", async () => {
     const created = await createAccount(db, "unique-co");
-    await assert.rejects(createAccount(db, "unique-co"), (error: unknown) => error instanceof InvalidRequest && error.code === "account_exists");
+    await assert.rejects(
+      createAccount(db, "unique-co"),
+      (error: unknown) => error instanceof InvalidRequest && error.code === "account_exists",
+    );
     assert.equal((await findOrCreateAccount(db, "unique-co")).id, created.id);
     const [a, b] = await Promise.all([findOrCreateAccount(db, "raced-co"), findOrCreateAccount(db, "raced-co")]);
     assert.equal(a.id, b.id);
@@ -176,7 +208,10 @@ forEachDatabase("accounts and keys", ({ db, kind }) => {
   test("concurrent creates and authentications all succeed", async () => {
     const created = await Promise.all(Array.from({ length: 10 }, (_, index) => createKey(db, { account: `burst-${index % 3}` })));
     const principals = await Promise.all(created.map((key) => authenticate(db, key.key)));
-    assert.deepEqual(principals.map((principal) => principal?.keyId), created.map((key) => key.id));
+    assert.deepEqual(
+      principals.map((principal) => principal?.keyId),
+      created.map((key) => key.id),
+    );
   });
 
   if (kind === "pglite") {

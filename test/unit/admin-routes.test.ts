@@ -28,7 +28,12 @@ forEachDatabase("admin routes", ({ db }) => {
 
   test("POST /admin/v1/keys creates a key that authenticates", async () => {
     const expiresAt = Math.floor(Date.now() / 1000) + 3600;
-    const { status, body } = await call("POST", "/admin/v1/keys", { account: "acme", name: "ci", expires_at: expiresAt, allowed_models: ["qwen"] });
+    const { status, body } = await call("POST", "/admin/v1/keys", {
+      account: "acme",
+      name: "ci",
+      expires_at: expiresAt,
+      allowed_models: ["qwen"],
+    });
     assert.equal(status, 201);
     assert.equal(body.object, "api_key");
     assert.match(body.id, /^key_/);
@@ -76,7 +81,10 @@ forEachDatabase("admin routes", ({ db }) => {
     const { status, body } = await call("GET", "/admin/v1/keys?account=listed");
     assert.equal(status, 200);
     assert.equal(body.object, "list");
-    assert.deepEqual(body.data.map((key: { id: string }) => key.id), [created.id]);
+    assert.deepEqual(
+      body.data.map((key: { id: string }) => key.id),
+      [created.id],
+    );
     assert.equal(body.data[0].key, undefined);
     assert.ok(!JSON.stringify(body).includes(created.key));
     const all = await call("GET", "/admin/v1/keys");
@@ -90,7 +98,11 @@ forEachDatabase("admin routes", ({ db }) => {
     assert.equal(created.body.tpm_limit, 1000);
     assert.equal(created.body.budget_usd, "12.5");
     assert.equal(created.body.spent_usd, "0");
-    assert.deepEqual((await authenticate(db, created.body.key))?.limits, { requestsPerMinute: 60, tokensPerMinute: 1000, budgetUsd: "12.5" });
+    assert.deepEqual((await authenticate(db, created.body.key))?.limits, {
+      requestsPerMinute: 60,
+      tokensPerMinute: 1000,
+      budgetUsd: "12.5",
+    });
 
     const plain = (await call("POST", "/admin/v1/keys", { account: "limited", budget_usd: 3.25 })).body;
     assert.equal(plain.budget_usd, "3.25", "a JSON number is taken as its text");
@@ -101,7 +113,9 @@ forEachDatabase("admin routes", ({ db }) => {
     assert.equal(patched.body.id, created.body.id);
     assert.equal(patched.body.key, undefined);
     assert.deepEqual([patched.body.rpm_limit, patched.body.tpm_limit, patched.body.budget_usd], [null, 1000, "100"]);
-    const listed = (await call("GET", "/admin/v1/keys?account=limited")).body.data.find((key: { id: string }) => key.id === created.body.id);
+    const listed = (await call("GET", "/admin/v1/keys?account=limited")).body.data.find(
+      (key: { id: string }) => key.id === created.body.id,
+    );
     assert.equal(listed.budget_usd, "100");
 
     for (const [body, param] of [

@@ -9,7 +9,10 @@ function throttleAt(start = 1_000_000) {
 }
 
 test("the admin key must be at least 32 characters, as the worker key must be 16", () => {
-  assert.throws(() => loadSettings({}, { SWITCHYARD_ADMIN_KEY: "x".repeat(31) }), /Invalid setting 'adminKey': must be at least 32 characters/);
+  assert.throws(
+    () => loadSettings({}, { SWITCHYARD_ADMIN_KEY: "x".repeat(31) }),
+    /Invalid setting 'adminKey': must be at least 32 characters/,
+  );
   assert.equal(loadSettings({}, { SWITCHYARD_ADMIN_KEY: "x".repeat(32) }).adminKey, "x".repeat(32));
   const defaults = loadSettings({}, {});
   assert.deepEqual([defaults.adminMaxFailures, defaults.adminLockoutMs], [10, 60_000]);

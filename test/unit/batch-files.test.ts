@@ -17,9 +17,18 @@ forEachDatabase("the file store", ({ db }) => {
     assert.equal(await files.content(theirs.id, first.id), null);
     assert.equal(await files.get(theirs.id, first.id), null);
     assert.equal(await files.delete(theirs.id, first.id), false);
-    assert.deepEqual((await files.list(mine.id, { limit: 10, order: "desc" })).map((f) => f.id), [second.id, first.id]);
-    assert.deepEqual((await files.list(mine.id, { limit: 10, order: "desc", after: second.id })).map((f) => f.id), [first.id]);
-    assert.deepEqual((await files.list(mine.id, { limit: 10, order: "asc", purpose: "batch_output" })).map((f) => f.id), [second.id]);
+    assert.deepEqual(
+      (await files.list(mine.id, { limit: 10, order: "desc" })).map((f) => f.id),
+      [second.id, first.id],
+    );
+    assert.deepEqual(
+      (await files.list(mine.id, { limit: 10, order: "desc", after: second.id })).map((f) => f.id),
+      [first.id],
+    );
+    assert.deepEqual(
+      (await files.list(mine.id, { limit: 10, order: "asc", purpose: "batch_output" })).map((f) => f.id),
+      [second.id],
+    );
     assert.deepEqual(await files.usage(mine.id), { files: 2, bytes: bytes.length + 2 });
 
     await db.query("UPDATE file_chunks SET content = $2 WHERE file_id = $1", [first.id, Buffer.from("tampered")]);
@@ -36,15 +45,35 @@ describe("batch input validation", () => {
   test("valid lines become requests with their numbers; blank lines are skipped; tokens are estimated with the output cap", () => {
     const result = validateBatchFile(Buffer.from(`${line("a")}\n\n${line("b")}\n`), "/v1/chat/completions", 10);
     assert.ok(result.ok);
-    assert.deepEqual(result.lines.map((l) => [l.line, l.customId]), [[1, "a"], [3, "b"]]);
+    assert.deepEqual(
+      result.lines.map((l) => [l.line, l.customId]),
+      [
+        [1, "a"],
+        [3, "b"],
+      ],
+    );
     assert.ok(result.lines[0]!.estimatedTokens > 5);
   });
 
   test("each bad line is reported with its number and reason", () => {
-    const text = [line("a"), "[1]", line("a"), JSON.stringify({ custom_id: "s", method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [], stream: true } }), JSON.stringify({ custom_id: "g", method: "GET", url: "/v1/chat/completions", body: {} })].join("\n");
+    const text = [
+      line("a"),
+      "[1]",
+      line("a"),
+      JSON.stringify({ custom_id: "s", method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [], stream: true } }),
+      JSON.stringify({ custom_id: "g", method: "GET", url: "/v1/chat/completions", body: {} }),
+    ].join("\n");
     const result = validateBatchFile(Buffer.from(text), "/v1/chat/completions", 10);
     assert.ok(!result.ok);
-    assert.deepEqual(result.errors.map((e) => [e.line, e.code]), [[2, "invalid_request"], [3, "duplicate_custom_id"], [4, "invalid_value"], [5, "invalid_value"]]);
+    assert.deepEqual(
+      result.errors.map((e) => [e.line, e.code]),
+      [
+        [2, "invalid_request"],
+        [3, "duplicate_custom_id"],
+        [4, "invalid_value"],
+        [5, "invalid_value"],
+      ],
+    );
     assert.match(result.errors[0]!.message, /^Line 2: /);
   });
 
@@ -63,7 +92,20 @@ describe("batch input validation", () => {
       { line: 2, custom_id: "b", request_id: "chatcmpl-2", status_code: 400, answer: '{"error":{"message":"bad"}}', error: null },
       { line: 3, custom_id: "c", request_id: null, status_code: null, answer: null, error: '{"code":"batch_expired","message":"late"}' },
     ]);
-    assert.deepEqual(output, [{ id: "batch_req_x_1", custom_id: "a", response: { status_code: 200, request_id: "chatcmpl-1", body: { id: "chatcmpl-1" } }, error: null }]);
-    assert.deepEqual(errors.map((e) => [e.custom_id, e.response?.status_code ?? null, e.error?.code ?? null]), [["b", 400, null], ["c", null, "batch_expired"]]);
+    assert.deepEqual(output, [
+      {
+        id: "batch_req_x_1",
+        custom_id: "a",
+        response: { status_code: 200, request_id: "chatcmpl-1", body: { id: "chatcmpl-1" } },
+        error: null,
+      },
+    ]);
+    assert.deepEqual(
+      errors.map((e) => [e.custom_id, e.response?.status_code ?? null, e.error?.code ?? null]),
+      [
+        ["b", 400, null],
+        ["c", null, "batch_expired"],
+      ],
+    );
   });
 });

@@ -12,12 +12,38 @@ import { waitFor } from "../helpers/server.js";
 // The runner's own decisions, with the request path played by a recorder (the real path is covered
 // end to end in test/integration/batches*.test.ts): who goes next when capacity frees up.
 async function batchOf(db: Database, account: string, keyId: string, accountId: string, lines: number): Promise<string> {
-  const text = Array.from({ length: lines }, (_, i) => JSON.stringify({ custom_id: `${account}-${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [{ role: "user", content: "hi" }] } })).join("\n");
+  const text = Array.from({ length: lines }, (_, i) =>
+    JSON.stringify({
+      custom_id: `${account}-${i}`,
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: { model: "m", messages: [{ role: "user", content: "hi" }] },
+    }),
+  ).join("\n");
   const validation = validateBatchFile(Buffer.from(text), "/v1/chat/completions", 100);
   assert.ok(validation.ok);
-  const batch = await insertBatch(db, { accountId, keyId, endpoint: "/v1/chat/completions", inputFileId: "file-x", completionWindow: "24h", windowSeconds: 3600, metadata: null }, "owner-1");
+  const batch = await insertBatch(
+    db,
+    {
+      accountId,
+      keyId,
+      endpoint: "/v1/chat/completions",
+      inputFileId: "file-x",
+      completionWindow: "24h",
+      windowSeconds: 3600,
+      metadata: null,
+    },
+    "owner-1",
+  );
   await insertLines(db, batch.id, validation.lines);
-  await db.transaction((tx) => startBatch(tx, batch.id, validation.lines.length, validation.lines.reduce((sum, l) => sum + l.estimatedTokens, 0)));
+  await db.transaction((tx) =>
+    startBatch(
+      tx,
+      batch.id,
+      validation.lines.length,
+      validation.lines.reduce((sum, l) => sum + l.estimatedTokens, 0),
+    ),
+  );
   return batch.id;
 }
 
@@ -38,7 +64,12 @@ forEachDatabase("the batch runner", ({ db }) => {
       execute: async (line) => {
         started.push(line);
         await new Promise((resolve) => setTimeout(resolve, 5));
-        return { statusCode: 200, body: JSON.stringify({ id: `chatcmpl-${started.length}`, object: "chat.completion" }), requestId: null, code: null };
+        return {
+          statusCode: 200,
+          body: JSON.stringify({ id: `chatcmpl-${started.length}`, object: "chat.completion" }),
+          requestId: null,
+          code: null,
+        };
       },
       capacity: () => 1,
       ownerId: "owner-1",
@@ -48,25 +79,43 @@ forEachDatabase("the batch runner", ({ db }) => {
     });
     runner.start();
     try {
-      for (const id of [a1, a2, b1]) await waitFor(async () => ((await getBatch(db, id === b1 ? accountB!.id : accountA!.id, id))?.status === "completed" ? true : undefined), 30_000);
+      for (const id of [a1, a2, b1])
+        await waitFor(
+          async () => ((await getBatch(db, id === b1 ? accountB!.id : accountA!.id, id))?.status === "completed" ? true : undefined),
+          30_000,
+        );
     } finally {
       await runner.stop();
     }
     assert.equal(started.length, 16, "each line ran once");
     const accounts = started.slice(0, 8).map((l) => l.keyId);
     assert.deepEqual(accounts, [a.id, b.id, a.id, b.id, a.id, b.id, a.id, b.id], "accounts alternate while both have lines");
-    const batchesOfA = started.filter((l) => l.keyId === a.id).slice(0, 4).map((l) => l.batchId);
+    const batchesOfA = started
+      .filter((l) => l.keyId === a.id)
+      .slice(0, 4)
+      .map((l) => l.batchId);
     assert.equal(new Set(batchesOfA).size, 2, "account A's two batches share its turns");
     const batch = await getBatch(db, accountB!.id, b1);
     assert.deepEqual([batch!.total, batch!.completed, batch!.failed], [8, 8, 0]);
     const output = (await files.content(accountB!.id, batch!.output_file_id!))!.toString("utf8").trim().split("\n");
-    assert.deepEqual(output.map((line) => (JSON.parse(line) as { custom_id: string }).custom_id), Array.from({ length: 8 }, (_, i) => `b1-${i}`));
+    assert.deepEqual(
+      output.map((line) => (JSON.parse(line) as { custom_id: string }).custom_id),
+      Array.from({ length: 8 }, (_, i) => `b1-${i}`),
+    );
   });
 
   test("a batch this process is still validating is left to it; one a stopped server was validating fails as interrupted", async () => {
     const key = await createKey(db, { account: "runner-validating" });
     const [account] = await db.query<{ id: string }>("SELECT account_id AS id FROM api_keys WHERE id = $1", [key.id]);
-    const draft = { accountId: account!.id, keyId: key.id, endpoint: "/v1/chat/completions", inputFileId: "file-x", completionWindow: "24h", windowSeconds: 3600, metadata: null };
+    const draft = {
+      accountId: account!.id,
+      keyId: key.id,
+      endpoint: "/v1/chat/completions",
+      inputFileId: "file-x",
+      completionWindow: "24h",
+      windowSeconds: 3600,
+      metadata: null,
+    };
     const mine = await insertBatch(db, draft, "owner-2");
     const orphan = await insertBatch(db, draft, "owner-gone");
     const runner = new BatchRunner({

@@ -19,13 +19,17 @@ test("Hugging Face BERT tensor names map to llama.cpp's, and the unused ones are
   assert.equal(ggufTensorName("encoder.layer.2.intermediate.dense.weight"), "blk.2.ffn_up.weight");
   assert.equal(ggufTensorName("encoder.layer.2.output.dense.bias"), "blk.2.ffn_down.bias");
   assert.equal(ggufTensorName("encoder.layer.3.output.LayerNorm.weight"), "blk.3.layer_output_norm.weight");
-  for (const dropped of ["embeddings.position_ids", "pooler.dense.weight", "cls.predictions.bias"]) assert.equal(ggufTensorName(dropped), null);
+  for (const dropped of ["embeddings.position_ids", "pooler.dense.weight", "cls.predictions.bias"])
+    assert.equal(ggufTensorName(dropped), null);
   assert.throws(() => ggufTensorName("encoder.layer.0.mystery.weight"), /unexpected BERT tensor/);
 });
 
 test("the WordPiece vocabulary is written in llama.cpp's phantom-space form; special tokens stay as they are", () => {
   const { tokens, types } = bertVocabulary({
-    added_tokens: [{ id: 0, content: "[PAD]", special: true }, { id: 1, content: "[CLS]", special: true }],
+    added_tokens: [
+      { id: 0, content: "[PAD]", special: true },
+      { id: 1, content: "[CLS]", special: true },
+    ],
     model: { type: "WordPiece", vocab: { "[PAD]": 0, "[CLS]": 1, hello: 2, "##s": 3 } },
   });
   assert.deepEqual(tokens, ["[PAD]", "[CLS]", "\u2581hello", "s"]);
@@ -38,13 +42,28 @@ test("a written GGUF reads back: metadata, tensor shapes, types and offsets", as
   try {
     const path = join(dir, "tiny.gguf");
     const data = Buffer.from(new Float32Array([1, 2, 3, 4, 5, 6]).buffer);
-    await writeGguf(path, [["general.architecture", { str: "bert" }], ["general.name", { str: "tiny" }], ["bert.block_count", { u32: 1 }], ["tokenizer.ggml.tokens", { strings: ["a", "b"] }]], [
-      { name: "a.weight", dims: [3, 2], type: GgmlType.F32, data },
-      { name: "b.bias", dims: [2], type: GgmlType.F32, data: data.subarray(0, 8) },
-    ]);
+    await writeGguf(
+      path,
+      [
+        ["general.architecture", { str: "bert" }],
+        ["general.name", { str: "tiny" }],
+        ["bert.block_count", { u32: 1 }],
+        ["tokenizer.ggml.tokens", { strings: ["a", "b"] }],
+      ],
+      [
+        { name: "a.weight", dims: [3, 2], type: GgmlType.F32, data },
+        { name: "b.bias", dims: [2], type: GgmlType.F32, data: data.subarray(0, 8) },
+      ],
+    );
     const layout = await readGgufLayout(path);
     assert.equal(layout.general["general.architecture"], "bert");
-    assert.deepEqual(layout.tensors.map((t) => [t.name, t.dims.map(Number), t.type, t.offset]), [["a.weight", [3, 2], 0, 0], ["b.bias", [2], 0, 32]]);
+    assert.deepEqual(
+      layout.tensors.map((t) => [t.name, t.dims.map(Number), t.type, t.offset]),
+      [
+        ["a.weight", [3, 2], 0, 0],
+        ["b.bias", [2], 0, 32],
+      ],
+    );
     assert.equal(layout.fileSize, layout.dataStart + 64);
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -70,7 +89,10 @@ test("Q8_0 blocks are ggml's: an f16 scale of max|x|/127, then round(x/scale) wi
   halves.set([127, 2.5, -2.5, 0.5, -0.5]);
   const rounded = quantizeQ8_0(halves);
   assert.equal(halfBitsToFloat(rounded.readUInt16LE(0)), 1);
-  assert.deepEqual([1, 2, 3, 4].map((j) => rounded.readInt8(2 + j)), [3, -3, 1, -1]);
+  assert.deepEqual(
+    [1, 2, 3, 4].map((j) => rounded.readInt8(2 + j)),
+    [3, -3, 1, -1],
+  );
   const zeros = quantizeQ8_0(new Float32Array(64));
   assert.deepEqual([zeros.length, Math.max(...zeros)], [68, 0]);
   assert.throws(() => quantizeQ8_0(new Float32Array(48)), /multiple of 32/);
@@ -79,7 +101,11 @@ test("Q8_0 blocks are ggml's: an f16 scale of max|x|/127, then round(x/scale) wi
 test("q8_0 writes the layers' matrices as Q8_0, attn_v and ffn_up as F16, token embeddings, biases and norms as F32, and a row that no block divides as F16", async () => {
   const dir = mkdtempSync(join(tmpdir(), "bert-q8-"));
   try {
-    const tensor = (shape: number[]) => ({ dtype: "F32", shape, data: Buffer.from(Float32Array.from({ length: shape.reduce((a, b) => a * b) }, (_, i) => Math.sin(i)).buffer) });
+    const tensor = (shape: number[]) => ({
+      dtype: "F32",
+      shape,
+      data: Buffer.from(Float32Array.from({ length: shape.reduce((a, b) => a * b) }, (_, i) => Math.sin(i)).buffer),
+    });
     const tensors = new Map([
       ["embeddings.word_embeddings.weight", tensor([4, 64])],
       ["encoder.layer.0.attention.self.query.weight", tensor([64, 64])],
@@ -90,8 +116,19 @@ test("q8_0 writes the layers' matrices as Q8_0, attn_v and ffn_up as F16, token 
       ["encoder.layer.0.output.LayerNorm.weight", tensor([64])],
       ["encoder.layer.1.attention.output.dense.weight", tensor([40, 40])],
     ]);
-    const config = { model_type: "bert", num_hidden_layers: 2, max_position_embeddings: 8, hidden_size: 64, intermediate_size: 96, num_attention_heads: 2, layer_norm_eps: 1e-12 };
-    const tokenizer = { added_tokens: [{ id: 0, content: "[CLS]", special: true }], model: { type: "WordPiece", vocab: { "[CLS]": 0, a: 1, b: 2, c: 3 } } };
+    const config = {
+      model_type: "bert",
+      num_hidden_layers: 2,
+      max_position_embeddings: 8,
+      hidden_size: 64,
+      intermediate_size: 96,
+      num_attention_heads: 2,
+      layer_norm_eps: 1e-12,
+    };
+    const tokenizer = {
+      added_tokens: [{ id: 0, content: "[CLS]", special: true }],
+      model: { type: "WordPiece", vocab: { "[CLS]": 0, a: 1, b: 2, c: 3 } },
+    };
     const path = join(dir, "tiny.gguf");
     await writeBertGguf({ config, tokenizer, pooling: "mean", normalize: true, tensors }, path, "tiny", "q8_0");
     const layout = await readGgufLayout(path);

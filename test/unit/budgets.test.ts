@@ -20,7 +20,10 @@ async function spentOf(db: Database, keyId: string): Promise<string> {
 }
 
 async function heldOf(db: Database, keyId: string): Promise<string> {
-  const rows = await db.query<{ held: string }>("SELECT COALESCE(sum(amount_usd), 0)::text AS held FROM budget_reservations WHERE key_id = $1", [keyId]);
+  const rows = await db.query<{ held: string }>(
+    "SELECT COALESCE(sum(amount_usd), 0)::text AS held FROM budget_reservations WHERE key_id = $1",
+    [keyId],
+  );
   return rows[0]!.held;
 }
 
@@ -78,7 +81,10 @@ forEachDatabase("spend budgets", (suite) => {
     const keyId = await keyWithBudget(db, "1");
     const error = await reserve(keyId, "1.01").catch((e: unknown) => e);
     assert.ok(isInsufficientQuota(error), String(error));
-    assert.match((error as Error).message, /budget \$1, spent \$0, \$0 held by requests in flight, and this request may cost up to \$1\.01/);
+    assert.match(
+      (error as Error).message,
+      /budget \$1, spent \$0, \$0 held by requests in flight, and this request may cost up to \$1\.01/,
+    );
     assert.equal(await heldOf(db, keyId), "0");
     assert.ok(await reserve(keyId, "1"));
   });
@@ -119,14 +125,20 @@ forEachDatabase("spend budgets", (suite) => {
     const next = await reserve(keyId, "0.5");
     assert.ok(next);
     // Kept a day after expiry (not counted), so a request that outlived its reservation is still charged once when it settles.
-    const kept = await db.query<{ amount_usd: string }>("SELECT amount_usd::text AS amount_usd FROM budget_reservations WHERE key_id = $1", [keyId]);
+    const kept = await db.query<{ amount_usd: string }>(
+      "SELECT amount_usd::text AS amount_usd FROM budget_reservations WHERE key_id = $1",
+      [keyId],
+    );
     assert.equal(kept.length, 2);
     await next.settle("0");
     await db.query("UPDATE budget_reservations SET expires_at = now() - interval '2 days' WHERE key_id = $1", [keyId]);
     const last = await reserve(keyId, "0.5");
     assert.ok(last);
     await last.settle("0.25");
-    const rows = await db.query<{ amount_usd: string }>("SELECT amount_usd::text AS amount_usd FROM budget_reservations WHERE key_id = $1", [keyId]);
+    const rows = await db.query<{ amount_usd: string }>(
+      "SELECT amount_usd::text AS amount_usd FROM budget_reservations WHERE key_id = $1",
+      [keyId],
+    );
     assert.deepEqual(rows, [], "the long-expired reservation is swept by the key's next settle, with the settled one");
   });
 
@@ -194,7 +206,9 @@ forEachDatabase("spend budgets", (suite) => {
       const budgets = createSpendBudgets(racer);
       const keyId = await keyWithBudget(db, "1");
       // Ten reservations of 0.1 fill the budget; each settles at 0.05 while 40 more try to reserve 0.05.
-      const first = await Promise.all(Array.from({ length: 10 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.1" })));
+      const first = await Promise.all(
+        Array.from({ length: 10 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.1" })),
+      );
       const outcomes = await Promise.allSettled([
         ...first.map((r) => r!.settle("0.05").then(() => "settled")),
         ...Array.from({ length: 40 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.05" })),
@@ -205,7 +219,9 @@ forEachDatabase("spend budgets", (suite) => {
       assert.equal(await spentOf(db, keyId), "0.50");
       assert.equal(Number(await heldOf(db, keyId)), reserved * 0.05);
       // With every settle done, exactly the rest of the budget is still there to reserve.
-      const more = await Promise.allSettled(Array.from({ length: 20 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.05" })));
+      const more = await Promise.allSettled(
+        Array.from({ length: 20 }, () => budgets.reserve({ keyId, requestId: randomUUID(), amountUsd: "0.05" })),
+      );
       assert.equal(more.filter((o) => o.status === "fulfilled").length, 10 - reserved);
     } finally {
       if (racer !== db) await racer.close();

@@ -50,7 +50,12 @@ test("the default catalog loads and validates", () =>
   withEnv("SWITCHYARD_CATALOG", undefined, async () => {
     const catalog = await loadCatalog();
     const ids = catalog.map((entry) => entry.id);
-    assert.deepEqual(ids, ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "sentence-transformers/all-MiniLM-L6-v2"]);
+    assert.deepEqual(ids, [
+      "HuggingFaceTB/SmolLM2-135M-Instruct",
+      "google/gemma-3-270m",
+      "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+      "sentence-transformers/all-MiniLM-L6-v2",
+    ]);
     const qwen = catalog[2]!;
     assert.equal(qwen.pull, "on_demand");
     assert.deepEqual(qwen.expect, { architecture: "qwen2", name: "Qwen2.5 Coder 0.5B Instruct AWQ", tensor_count: 291 });
@@ -60,7 +65,10 @@ test("the default catalog loads and validates", () =>
     assert.equal(smol.pricing.input, "0.02"); // still the exact decimal string
     assert.deepEqual(smol.pricing.tiers, { priority: "1.5", flex: "0.8" });
     const minilm = catalog[3]!;
-    assert.deepEqual([minilm.convert, minilm.precision, minilm.tags, minilm.pull], ["sentence-transformers", "q8_0", ["Embedding"], undefined]);
+    assert.deepEqual(
+      [minilm.convert, minilm.precision, minilm.tags, minilm.pull],
+      ["sentence-transformers", "q8_0", ["Embedding"], undefined],
+    );
   }));
 
 test("a valid entry passes unchanged", () => {
@@ -80,9 +88,18 @@ test("a price written as a JSON number is refused, never parsed as a float", () 
 });
 
 test("malformed decimal strings and tier multipliers are refused", () => {
-  assert.match(invalidCatalogMessage({ ...validEntry, pricing: { ...validEntry.pricing, output: "1e-3" } }), /pricing\.output must be a decimal string/);
-  assert.match(invalidCatalogMessage({ ...validEntry, pricing: { ...validEntry.pricing, tiers: { priority: 1.5 } } }), /pricing\.tiers\.priority must be a decimal string/);
-  assert.match(invalidCatalogMessage({ ...validEntry, pricing: { ...validEntry.pricing, tiers: { turbo: "2" } } }), /unknown field pricing\.tiers\.turbo/);
+  assert.match(
+    invalidCatalogMessage({ ...validEntry, pricing: { ...validEntry.pricing, output: "1e-3" } }),
+    /pricing\.output must be a decimal string/,
+  );
+  assert.match(
+    invalidCatalogMessage({ ...validEntry, pricing: { ...validEntry.pricing, tiers: { priority: 1.5 } } }),
+    /pricing\.tiers\.priority must be a decimal string/,
+  );
+  assert.match(
+    invalidCatalogMessage({ ...validEntry, pricing: { ...validEntry.pricing, tiers: { turbo: "2" } } }),
+    /unknown field pricing\.tiers\.turbo/,
+  );
 });
 
 test("an unknown tag is refused", () => {
@@ -91,12 +108,18 @@ test("an unknown tag is refused", () => {
 });
 
 test("a source that is neither pypi: nor file: is refused", () => {
-  assert.match(invalidCatalogMessage({ ...validEntry, source: "pypi:acme-tiny" }), /source must be 'pypi:<package>==<version>', 'pypi-parts:.*' or 'file:/);
+  assert.match(
+    invalidCatalogMessage({ ...validEntry, source: "pypi:acme-tiny" }),
+    /source must be 'pypi:<package>==<version>', 'pypi-parts:.*' or 'file:/,
+  );
   assert.match(invalidCatalogMessage({ ...validEntry, source: "https://example.com/x.gguf" }), /source must be/);
 });
 
 test("a duplicated id within one file is refused", () => {
-  assert.throws(() => parseCatalog({ models: [validEntry, validEntry] }, "/c.json"), /entry #2 'acme\/tiny-model': id appears more than once/);
+  assert.throws(
+    () => parseCatalog({ models: [validEntry, validEntry] }, "/c.json"),
+    /entry #2 'acme\/tiny-model': id appears more than once/,
+  );
 });
 
 test("a user catalog adds a file: model (relative to the catalog's folder) and replaces same-id entries", async () => {
@@ -109,7 +132,13 @@ test("a user catalog adds a file: model (relative to the catalog's folder) and r
     const catalog = await loadCatalog({ extraCatalogPath: userCatalog });
     assert.deepEqual(
       catalog.map((entry) => entry.id),
-      ["HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "sentence-transformers/all-MiniLM-L6-v2", "me/local-model"],
+      [
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "google/gemma-3-270m",
+        "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "me/local-model",
+      ],
     );
     assert.equal(catalog.find((entry) => entry.id === "me/local-model")!.source, `file:${join(dir, "weights", "local.gguf")}`);
     assert.equal(catalog[0]!.pricing.input, "0.10");

@@ -40,7 +40,14 @@ function faultyBackend(failAfterTokens: number): Backend {
         throw new Error("llama_decode failed");
       });
     },
-    stats: () => ({ slots: 1, running: { priority: 0, default: 0, flex: 0, batch: 0 }, waiting: { priority: 0, default: 0, flex: 0, batch: 0 }, preemptions: 0, idleSequences: 0, kvCacheUsage: 0 }),
+    stats: () => ({
+      slots: 1,
+      running: { priority: 0, default: 0, flex: 0, batch: 0 },
+      waiting: { priority: 0, default: 0, flex: 0, batch: 0 },
+      preemptions: 0,
+      idleSequences: 0,
+      kvCacheUsage: 0,
+    }),
     close: async () => {},
   };
 }
@@ -66,13 +73,22 @@ function setup(failAfterTokens: number) {
   registry.ready(entry.id, faultyBackend(failAfterTokens));
   const limits = createMemoryLimits({ concurrentPerAccountModel: 1, requestsPerMinute: null, tokensPerMinute: null });
   const chat = createChatService({ registry, ledger, limits, budgets });
-  const caller: Caller = { accountId: "acct_1", keyId: "key_1", allowedModels: null, limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: "1" } };
+  const caller: Caller = {
+    accountId: "acct_1",
+    keyId: "key_1",
+    allowedModels: null,
+    limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: "1" },
+  };
   return { chat, caller, rows };
 }
 
 test("an engine failure mid-stream bills exactly the tokens delivered, once, and frees the slot", async () => {
   const { chat, caller, rows } = setup(3);
-  const run = await chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 50, stop: [] }, new AbortController().signal);
+  const run = await chat.start(
+    caller,
+    { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 50, stop: [] },
+    new AbortController().signal,
+  );
   const texts: string[] = [];
   await assert.rejects(async () => {
     for await (const event of run.events) if (event.type === "text") texts.push(event.text);
@@ -86,7 +102,11 @@ test("an engine failure mid-stream bills exactly the tokens delivered, once, and
   // 10 x 1 + 3 x 2 per 1M tokens
   assert.equal(row!.costUsd, "0.000016");
   // The concurrency slot (limit 1) was released: the next request is admitted.
-  const next = await chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "again" }] }, maxTokens: 5, stop: [] }, new AbortController().signal);
+  const next = await chat.start(
+    caller,
+    { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "again" }] }, maxTokens: 5, stop: [] },
+    new AbortController().signal,
+  );
   await assert.rejects(async () => {
     for await (const _ of next.events);
   });
@@ -95,7 +115,17 @@ test("an engine failure mid-stream bills exactly the tokens delivered, once, and
 
 test("a consumer that walks away early is billed for what it was given, once", async () => {
   const { chat, caller, rows } = setup(5);
-  const run = await chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 50, stop: [], serviceTier: "priority" }, new AbortController().signal);
+  const run = await chat.start(
+    caller,
+    {
+      model: entry.id,
+      prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] },
+      maxTokens: 50,
+      stop: [],
+      serviceTier: "priority",
+    },
+    new AbortController().signal,
+  );
   for await (const event of run.events) if (event.type === "text") break;
   assert.equal(rows.length, 1);
   assert.equal(rows[0]!.status, "cancelled");
@@ -106,9 +136,16 @@ test("a consumer that walks away early is billed for what it was given, once", a
 
 test("a request rejected before generation is recorded at no charge", async () => {
   const { chat, caller, rows } = setup(1);
-  await assert.rejects(chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 5000, stop: [] }, new AbortController().signal), {
-    code: "context_length_exceeded",
-  });
+  await assert.rejects(
+    chat.start(
+      caller,
+      { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 5000, stop: [] },
+      new AbortController().signal,
+    ),
+    {
+      code: "context_length_exceeded",
+    },
+  );
   assert.equal(rows.length, 1);
   assert.equal(rows[0]!.status, "rejected");
   assert.equal(rows[0]!.costUsd, "0");

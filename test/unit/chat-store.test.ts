@@ -29,10 +29,21 @@ forEachDatabase("stored chat completions", ({ db }) => {
 
     const ids = (rows: StoredCompletion[] | null) => rows?.map((r) => r.id);
     assert.deepEqual(ids(await store.list(mine.id, { metadata: {}, limit: 10, order: "asc" })), ["c0", "c1", "c2", "c3", "c4"]);
-    assert.deepEqual(ids(await store.list(mine.id, { metadata: {}, limit: 2, order: "desc", after: "c3" })), ["c2", "c1", "c0"], "limit + 1 rows: one more says has_more");
-    assert.deepEqual(ids(await store.list(mine.id, { model: "even", metadata: { team: "a" }, limit: 10, order: "asc", after: "c0" })), ["c2", "c4"]);
+    assert.deepEqual(
+      ids(await store.list(mine.id, { metadata: {}, limit: 2, order: "desc", after: "c3" })),
+      ["c2", "c1", "c0"],
+      "limit + 1 rows: one more says has_more",
+    );
+    assert.deepEqual(ids(await store.list(mine.id, { model: "even", metadata: { team: "a" }, limit: 10, order: "asc", after: "c0" })), [
+      "c2",
+      "c4",
+    ]);
     assert.deepEqual(ids(await store.list(mine.id, { metadata: { n: "3" }, limit: 10, order: "asc" })), ["c3"]);
-    assert.equal(await store.list(mine.id, { metadata: {}, limit: 10, order: "asc", after: "t0" }), null, "a cursor in another account is no cursor");
+    assert.equal(
+      await store.list(mine.id, { metadata: {}, limit: 10, order: "asc", after: "t0" }),
+      null,
+      "a cursor in another account is no cursor",
+    );
 
     assert.deepEqual((await store.setMetadata(mine.id, "c2", { reviewed: "yes" }))?.metadata, { reviewed: "yes" });
     assert.equal(await store.setMetadata(theirs.id, "c2", { x: "y" }), null);
@@ -57,7 +68,9 @@ forEachDatabase("stored chat completions", ({ db }) => {
     assert.equal(await store.setMetadata(busy.id, "b2", { x: "y" }), null);
     assert.deepEqual(await ids(busy.id), ["b3", "b4"]);
     await store.save(busy.id, completion("b5", "m"));
-    const [{ n }] = (await db.query<{ n: string }>("SELECT count(*) AS n FROM chat_completions WHERE account_id = $1", [busy.id])) as [{ n: string }];
+    const [{ n }] = (await db.query<{ n: string }>("SELECT count(*) AS n FROM chat_completions WHERE account_id = $1", [busy.id])) as [
+      { n: string },
+    ];
     assert.equal(Number(n), 3, "the expired row is gone from the table after the next save");
   });
 });
@@ -66,7 +79,8 @@ forEachDatabase("stored responses", ({ db }) => {
   test("each account keeps its newest responses up to its cap, within the retention period", async () => {
     const store = createResponseStore(db, { perAccount: 2, retentionDays: 7 });
     const account = await createAccount(db, "responder");
-    const saved = (id: string) => store.save(account.id, id, { conversation: [{ role: "user", content: id }], body: `{"id":"${id}"}`, inputItems: [] });
+    const saved = (id: string) =>
+      store.save(account.id, id, { conversation: [{ role: "user", content: id }], body: `{"id":"${id}"}`, inputItems: [] });
     for (const id of ["resp_1", "resp_2"]) await saved(id);
     await db.query("UPDATE responses SET created_at = created_at - interval '1 second' WHERE id = 'resp_1'");
     await saved("resp_3");

@@ -31,7 +31,10 @@ test("a failed batch is written again item by item: only the bad item fails", as
     return items;
   });
   const results = await Promise.allSettled([write(0), write(1), write(2), write(3)]);
-  assert.deepEqual(results.map((r) => r.status), ["fulfilled", "fulfilled", "rejected", "fulfilled"]);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ["fulfilled", "fulfilled", "rejected", "fulfilled"],
+  );
   assert.match(String((results[2] as PromiseRejectedResult).reason), /bad item among 1/);
 });
 
@@ -47,12 +50,24 @@ forEachDatabase("the ledger's final rows, written together", ({ db }) => {
     const bad = usage(accountId, "no-such-key", { costUsd: "0.1" });
 
     const written = await Promise.allSettled([...rows, bad].map((row) => ledger.record(row)));
-    assert.deepEqual(written.map((r) => r.status), ["fulfilled", "fulfilled", "fulfilled", "fulfilled", "rejected"]);
-    const spent = await db.query<{ id: string; spent: string }>("SELECT id, spent_usd::text AS spent FROM api_keys WHERE id = ANY($1::text[]) ORDER BY id", [keys.map((k) => k.id)]);
-    assert.deepEqual(spent.map((k) => Number(k.spent)), [0.75, 0.75]);
+    assert.deepEqual(
+      written.map((r) => r.status),
+      ["fulfilled", "fulfilled", "fulfilled", "fulfilled", "rejected"],
+    );
+    const spent = await db.query<{ id: string; spent: string }>(
+      "SELECT id, spent_usd::text AS spent FROM api_keys WHERE id = ANY($1::text[]) ORDER BY id",
+      [keys.map((k) => k.id)],
+    );
+    assert.deepEqual(
+      spent.map((k) => Number(k.spent)),
+      [0.75, 0.75],
+    );
     const held = await db.query("SELECT 1 FROM budget_reservations WHERE key_id = ANY($1::text[])", [keys.map((k) => k.id)]);
     assert.equal(held.length, 0);
-    const stored = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM usage_records WHERE request_id = ANY($1::text[]) AND status = 'completed'", [rows.map((r) => r.requestId)]);
+    const stored = await db.query<{ n: string }>(
+      "SELECT count(*)::text AS n FROM usage_records WHERE request_id = ANY($1::text[]) AND status = 'completed'",
+      [rows.map((r) => r.requestId)],
+    );
     assert.equal(stored[0]!.n, "4");
   });
 });

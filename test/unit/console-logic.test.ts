@@ -42,10 +42,17 @@ describe("console: reading /metrics", () => {
 
 describe("console: playground requests and their code", () => {
   test("settings become the API's parameters; empty ones are left out", () => {
-    const body = buildRequest({ ...DEFAULT_SETTINGS, model: "m/a", system: "Be brief.", seed: "3", stop: "END\n###", tier: "flex", maxTokens: "" }, [{ role: "user", content: "Hi" }], true);
+    const body = buildRequest(
+      { ...DEFAULT_SETTINGS, model: "m/a", system: "Be brief.", seed: "3", stop: "END\n###", tier: "flex", maxTokens: "" },
+      [{ role: "user", content: "Hi" }],
+      true,
+    );
     assert.deepEqual(body, {
       model: "m/a",
-      messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }],
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Hi" },
+      ],
       temperature: 0.7,
       top_p: 1,
       seed: 3,
@@ -58,13 +65,20 @@ describe("console: playground requests and their code", () => {
 
   test("JSON mode with a schema; a schema that does not parse is refused before sending", () => {
     const body = buildRequest({ ...DEFAULT_SETTINGS, model: "m/a", jsonMode: "json_schema", schema: '{"type":"object"}' }, [], false);
-    assert.deepEqual(body.response_format, { type: "json_schema", json_schema: { name: "answer", schema: { type: "object" }, strict: true } });
+    assert.deepEqual(body.response_format, {
+      type: "json_schema",
+      json_schema: { name: "answer", schema: { type: "object" }, strict: true },
+    });
     assert.throws(() => buildRequest({ ...DEFAULT_SETTINGS, jsonMode: "json_schema", schema: "{" }, [], false), /schema does not parse/);
     assert.throws(() => buildRequest({ ...DEFAULT_SETTINGS, seed: "1.5" }, [], false), /seed must be a whole number/);
   });
 
   test("View code: curl, Python and JS send the same body and read the key from the environment", () => {
-    const body = buildRequest({ ...DEFAULT_SETTINGS, model: "m/a", jsonMode: "json_object", seed: "1" }, [{ role: "user", content: "It's" }], true);
+    const body = buildRequest(
+      { ...DEFAULT_SETTINGS, model: "m/a", jsonMode: "json_object", seed: "1" },
+      [{ role: "user", content: "It's" }],
+      true,
+    );
     const curl = snippet("curl", "http://h:1", body);
     assert.match(curl, /^curl http:\/\/h:1\/v1\/compat\/chat\/completions/);
     assert.match(curl, /"Authorization: Bearer \$SWITCHYARD_API_KEY"/);
@@ -90,7 +104,7 @@ test("console: list price × tier multiplier is exact; days step in UTC", () => 
 
 describe("console: the usage CSV export", () => {
   test("cells a spreadsheet would run as a formula get a leading quote (issue 20's key names)", () => {
-    for (const name of ["=HYPERLINK(\"http://evil\",\"x\")", "+1+1", "-2+3", "@SUM(A1)", "\tinjected", "\r=1", "=1"]) {
+    for (const name of ['=HYPERLINK("http://evil","x")', "+1+1", "-2+3", "@SUM(A1)", "\tinjected", "\r=1", "=1"]) {
       const cell = csvCell(name);
       assert.ok(/^"?'/.test(cell), `${JSON.stringify(name)} -> ${cell}`);
     }

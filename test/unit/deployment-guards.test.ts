@@ -63,16 +63,52 @@ forEachDatabase("per-account deployment caps and instance time against budgets",
   test("an account gets at most N deployments and M instances (max_instances summed), even when creates race", async () => {
     const account = await findOrCreateAccount(db, "capped");
     const insert = (name: string, maxInstances = 1) =>
-      insertDeployment(db, { accountId: account.id, keyId: null, model: "m/x", name, status: "stopped", settings: { ...SETTINGS, maxInstances }, ownerId: "own" }, CAPS);
+      insertDeployment(
+        db,
+        {
+          accountId: account.id,
+          keyId: null,
+          model: "m/x",
+          name,
+          status: "stopped",
+          settings: { ...SETTINGS, maxInstances },
+          ownerId: "own",
+        },
+        CAPS,
+      );
     const results = await Promise.allSettled(["a", "b", "c", "d", "e"].map((name) => insert(name)));
     assert.equal(results.filter((r) => r.status === "fulfilled").length, 2, "two of five concurrent creates");
     const refused = results.find((r) => r.status === "rejected") as PromiseRejectedResult;
     assert.equal(refused.reason.code, "too_many_deployments");
     assert.equal(refused.reason.status, 400);
     const other = await findOrCreateAccount(db, "capped-instances");
-    const first = await insertDeployment(db, { accountId: other.id, keyId: null, model: "m/x", name: "one", status: "stopped", settings: { ...SETTINGS, maxInstances: 2 }, ownerId: "own" }, CAPS);
+    const first = await insertDeployment(
+      db,
+      {
+        accountId: other.id,
+        keyId: null,
+        model: "m/x",
+        name: "one",
+        status: "stopped",
+        settings: { ...SETTINGS, maxInstances: 2 },
+        ownerId: "own",
+      },
+      CAPS,
+    );
     await assert.rejects(
-      insertDeployment(db, { accountId: other.id, keyId: null, model: "m/x", name: "two", status: "stopped", settings: { ...SETTINGS, maxInstances: 2 }, ownerId: "own" }, CAPS),
+      insertDeployment(
+        db,
+        {
+          accountId: other.id,
+          keyId: null,
+          model: "m/x",
+          name: "two",
+          status: "stopped",
+          settings: { ...SETTINGS, maxInstances: 2 },
+          ownerId: "own",
+        },
+        CAPS,
+      ),
       { code: "too_many_instances", param: "max_instances" },
     );
     await assert.rejects(updateSettings(db, first, { ...SETTINGS, maxInstances: 4 }, CAPS), { code: "too_many_instances" });
@@ -83,7 +119,11 @@ forEachDatabase("per-account deployment caps and instance time against budgets",
     // 0.36/h for 1 s segments: 0.0001 a segment. A budget of 0.00025 covers two and a half.
     const key = await createKey(db, { account: "payer", budgetUsd: "0.00025" });
     const account = await findOrCreateAccount(db, "payer");
-    const dep = await insertDeployment(db, { accountId: account.id, keyId: key.id, model: "m/x", name: "paid", status: "running", settings: SETTINGS, ownerId: "own_pay" }, CAPS);
+    const dep = await insertDeployment(
+      db,
+      { accountId: account.id, keyId: key.id, model: "m/x", name: "paid", status: "running", settings: SETTINGS, ownerId: "own_pay" },
+      CAPS,
+    );
     await assertBudgetCovers(db, key.id, "0.0002", "two");
     await assert.rejects(assertBudgetCovers(db, key.id, "0.0003", "three"), { status: 402, code: "insufficient_quota" });
     const id = newInstanceId();
@@ -98,7 +138,10 @@ forEachDatabase("per-account deployment caps and instance time against budgets",
     const meter = createInstanceMeter(db, "own_pay", 1000);
     await meter.open(id, dep.id, "0.36");
     // As if it ran 1.5 s: one whole segment is billed, the next one held.
-    await db.query("UPDATE deployment_instances SET started_at = started_at - interval '1.5 s', billed_until = billed_until - interval '1.5 s' WHERE id = $1", [id]);
+    await db.query(
+      "UPDATE deployment_instances SET started_at = started_at - interval '1.5 s', billed_until = billed_until - interval '1.5 s' WHERE id = $1",
+      [id],
+    );
     assert.deepEqual(await meter.heartbeat(), new Set());
     assert.deepEqual(await spentAndHeld(db, key.id), { spent: "0.0001", held: "0.0001" });
     // Another whole segment: spent 0.0002, and 0.00005 left cannot cover the next: not held, the deployment is named.
@@ -109,7 +152,9 @@ forEachDatabase("per-account deployment caps and instance time against budgets",
     // Closing bills the rest exactly and leaves no hold behind.
     await meter.close(id);
     await db.transaction((tx) => billInstance(tx, id, 1000));
-    const [billed] = await db.query<{ cost: string }>("SELECT sum(cost_usd)::text AS cost FROM deployment_usage WHERE instance_id = $1", [id]);
+    const [billed] = await db.query<{ cost: string }>("SELECT sum(cost_usd)::text AS cost FROM deployment_usage WHERE instance_id = $1", [
+      id,
+    ]);
     const spent = (await listKeys(db, { account: "payer" }))[0]!.spentUsd;
     assert.equal(spent, String(Number(billed!.cost)), "the key's spend is exactly the instance time billed");
     assert.equal((await spentAndHeld(db, key.id)).held, "0");

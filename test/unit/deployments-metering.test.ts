@@ -29,7 +29,10 @@ test("milliseconds become exact decimal seconds", () => {
 });
 
 test("segments: whole ones as time passes, the rest when the instance stops, never past the end", () => {
-  assert.deepEqual(segmentsToBill(0, 2500, 1000, false), [{ startMs: 0, endMs: 1000 }, { startMs: 1000, endMs: 2000 }]);
+  assert.deepEqual(segmentsToBill(0, 2500, 1000, false), [
+    { startMs: 0, endMs: 1000 },
+    { startMs: 1000, endMs: 2000 },
+  ]);
   assert.deepEqual(segmentsToBill(0, 2500, 1000, true).at(-1), { startMs: 2000, endMs: 2500 });
   assert.deepEqual(segmentsToBill(2000, 2000, 1000, true), []);
   assert.deepEqual(segmentsToBill(0, 999, 1000, false), []);
@@ -39,8 +42,16 @@ const LIMITS = DEFAULT_DEPLOYMENT_LIMITS;
 
 test("settings: defaults, bounds and min ≤ max checked in one place", () => {
   assert.deepEqual(resolveSettings(undefined, {}, LIMITS), { minInstances: 1, maxInstances: 1, maxBatchSize: 4, contextLength: null });
-  assert.deepEqual(resolveSettings(undefined, { minInstances: 2, contextLength: 1024 }, LIMITS), { minInstances: 2, maxInstances: 2, maxBatchSize: 4, contextLength: 1024 });
-  assert.deepEqual(resolveSettings({ minInstances: 1, maxInstances: 3, maxBatchSize: 2, contextLength: 512 }, { minInstances: 0 }, LIMITS), { minInstances: 0, maxInstances: 3, maxBatchSize: 2, contextLength: 512 });
+  assert.deepEqual(resolveSettings(undefined, { minInstances: 2, contextLength: 1024 }, LIMITS), {
+    minInstances: 2,
+    maxInstances: 2,
+    maxBatchSize: 4,
+    contextLength: 1024,
+  });
+  assert.deepEqual(
+    resolveSettings({ minInstances: 1, maxInstances: 3, maxBatchSize: 2, contextLength: 512 }, { minInstances: 0 }, LIMITS),
+    { minInstances: 0, maxInstances: 3, maxBatchSize: 2, contextLength: 512 },
+  );
   const param = (fn: () => unknown) => {
     try {
       fn();
@@ -49,14 +60,39 @@ test("settings: defaults, bounds and min ≤ max checked in one place", () => {
     }
     return "no error";
   };
-  assert.equal(param(() => resolveSettings(undefined, { minInstances: -1 }, LIMITS)), "min_instances");
-  assert.equal(param(() => resolveSettings(undefined, { maxInstances: 0 }, LIMITS)), "max_instances");
-  assert.equal(param(() => resolveSettings(undefined, { minInstances: 3, maxInstances: 2 }, LIMITS)), "min_instances");
-  assert.equal(param(() => resolveSettings(undefined, { maxBatchSize: 0 }, LIMITS)), "max_batch_size");
-  assert.equal(param(() => resolveSettings(undefined, { maxInstances: 99 }, LIMITS)), "max_instances");
-  assert.equal(param(() => resolveSettings(undefined, { maxBatchSize: LIMITS.maxBatchSize + 1 }, LIMITS)), "max_batch_size", "the server's batch cap");
-  assert.equal(param(() => resolveSettings(undefined, { contextLength: 255 }, LIMITS)), "context_length");
-  assert.equal(param(() => resolveSettings(undefined, { contextLength: LIMITS.maxContext + 1 }, LIMITS)), "context_length");
+  assert.equal(
+    param(() => resolveSettings(undefined, { minInstances: -1 }, LIMITS)),
+    "min_instances",
+  );
+  assert.equal(
+    param(() => resolveSettings(undefined, { maxInstances: 0 }, LIMITS)),
+    "max_instances",
+  );
+  assert.equal(
+    param(() => resolveSettings(undefined, { minInstances: 3, maxInstances: 2 }, LIMITS)),
+    "min_instances",
+  );
+  assert.equal(
+    param(() => resolveSettings(undefined, { maxBatchSize: 0 }, LIMITS)),
+    "max_batch_size",
+  );
+  assert.equal(
+    param(() => resolveSettings(undefined, { maxInstances: 99 }, LIMITS)),
+    "max_instances",
+  );
+  assert.equal(
+    param(() => resolveSettings(undefined, { maxBatchSize: LIMITS.maxBatchSize + 1 }, LIMITS)),
+    "max_batch_size",
+    "the server's batch cap",
+  );
+  assert.equal(
+    param(() => resolveSettings(undefined, { contextLength: 255 }, LIMITS)),
+    "context_length",
+  );
+  assert.equal(
+    param(() => resolveSettings(undefined, { contextLength: LIMITS.maxContext + 1 }, LIMITS)),
+    "context_length",
+  );
 });
 
 const SETTINGS = { minInstances: 1, maxInstances: 1, maxBatchSize: 2, contextLength: null };
@@ -82,21 +118,62 @@ forEachDatabase("deployment store and instance metering", ({ db }) => {
   test("names are unique per account among live deployments, and scoped reads see only the account's own", async () => {
     const alice = await findOrCreateAccount(db, "alice-store");
     const bob = await findOrCreateAccount(db, "bob-store");
-    const first = await insertDeployment(db, { accountId: alice.id, model: "m/x", name: "bot", status: "initializing", settings: SETTINGS, ownerId: "own_a" });
+    const first = await insertDeployment(db, {
+      accountId: alice.id,
+      model: "m/x",
+      name: "bot",
+      status: "initializing",
+      settings: SETTINGS,
+      ownerId: "own_a",
+    });
     assert.match(first.id, /^dep_/);
     assert.equal(first.accountName, "alice-store");
-    await assert.rejects(insertDeployment(db, { accountId: alice.id, model: "m/x", name: "bot", status: "initializing", settings: SETTINGS, ownerId: "own_a" }), { status: 400, code: "deployment_exists" });
-    await insertDeployment(db, { accountId: bob.id, model: "m/x", name: "bot", status: "initializing", settings: SETTINGS, ownerId: "own_a" });
+    await assert.rejects(
+      insertDeployment(db, {
+        accountId: alice.id,
+        model: "m/x",
+        name: "bot",
+        status: "initializing",
+        settings: SETTINGS,
+        ownerId: "own_a",
+      }),
+      { status: 400, code: "deployment_exists" },
+    );
+    await insertDeployment(db, {
+      accountId: bob.id,
+      model: "m/x",
+      name: "bot",
+      status: "initializing",
+      settings: SETTINGS,
+      ownerId: "own_a",
+    });
     assert.equal(await findDeployment(db, first.id, { accountId: bob.id }), null);
-    assert.deepEqual((await listDeployments(db, bob.id)).map((d) => d.accountId), [bob.id]);
+    assert.deepEqual(
+      (await listDeployments(db, bob.id)).map((d) => d.accountId),
+      [bob.id],
+    );
     await markDeleting(db, first.id);
-    const again = await insertDeployment(db, { accountId: alice.id, model: "m/x", name: "bot", status: "initializing", settings: SETTINGS, ownerId: "own_a" });
+    const again = await insertDeployment(db, {
+      accountId: alice.id,
+      model: "m/x",
+      name: "bot",
+      status: "initializing",
+      settings: SETTINGS,
+      ownerId: "own_a",
+    });
     assert.notEqual(again.id, first.id);
   });
 
   test("an interval is billed in segments exactly once; a dead owner's is closed at its last heartbeat", async () => {
     const account = await findOrCreateAccount(db, "meter");
-    const dep = await insertDeployment(db, { accountId: account.id, model: "m/x", name: "metered", status: "running", settings: SETTINGS, ownerId: "own_dead" });
+    const dep = await insertDeployment(db, {
+      accountId: account.id,
+      model: "m/x",
+      name: "metered",
+      status: "running",
+      settings: SETTINGS,
+      ownerId: "own_dead",
+    });
     const meter = createInstanceMeter(db, "own_dead", 1000);
     const id = newInstanceId();
     await meter.open(id, dep.id, "0.36");
@@ -104,7 +181,10 @@ forEachDatabase("deployment store and instance metering", ({ db }) => {
     await backdate(db, id, 2500, 250);
     const closed = await closeDeadIntervals(db, "own_self", async (_tx, owner) => owner === "own_dead", 1000);
     assert.equal(closed, 1);
-    const rows = await db.query<{ seconds: string; cost: string }>("SELECT seconds::text AS seconds, cost_usd::text AS cost FROM deployment_usage WHERE instance_id = $1 ORDER BY start_at", [id]);
+    const rows = await db.query<{ seconds: string; cost: string }>(
+      "SELECT seconds::text AS seconds, cost_usd::text AS cost FROM deployment_usage WHERE instance_id = $1 ORDER BY start_at",
+      [id],
+    );
     assert.deepEqual(rows.map((r) => r.seconds).map(Number), [1, 1, 0.25]);
     // Billing again changes nothing: billed_until already reached the end.
     await db.transaction((tx) => billInstance(tx, id, 1000));
@@ -112,12 +192,22 @@ forEachDatabase("deployment store and instance metering", ({ db }) => {
     const usage = await queryInstanceUsage(db, { accountId: account.id });
     assert.equal(usage.instance_seconds, "2.25");
     assert.equal(usage.cost_usd, "0.000225"); // 2.25 s × 0.36 / 3600, exactly
-    assert.deepEqual(usage.data.map((d) => d.model_id), ["meter/metered"]);
+    assert.deepEqual(
+      usage.data.map((d) => d.model_id),
+      ["meter/metered"],
+    );
   });
 
   test("a live owner's heartbeat bills whole segments; closing bills the rest up to now", async () => {
     const account = await findOrCreateAccount(db, "beat");
-    const dep = await insertDeployment(db, { accountId: account.id, model: "m/x", name: "beating", status: "running", settings: SETTINGS, ownerId: "own_live" });
+    const dep = await insertDeployment(db, {
+      accountId: account.id,
+      model: "m/x",
+      name: "beating",
+      status: "running",
+      settings: SETTINGS,
+      ownerId: "own_live",
+    });
     const meter = createInstanceMeter(db, "own_live", 1000);
     const id = newInstanceId();
     await meter.open(id, dep.id, "0.36");

@@ -11,14 +11,19 @@ function heldRunner(dimensions: number) {
   const run = (batch: QueuedInput[]) =>
     new Promise<EmbedReply>((resolve) => {
       batches.push(batch.map((input) => input.tokens[0]!));
-      releases.push(() => resolve({ type: "embedded", vectors: Float32Array.from(batch.flatMap((input) => [input.tokens[0]!, ...Array<number>(dimensions - 1).fill(1)])), decodeMs: 1 }));
+      releases.push(() =>
+        resolve({
+          type: "embedded",
+          vectors: Float32Array.from(batch.flatMap((input) => [input.tokens[0]!, ...Array<number>(dimensions - 1).fill(1)])),
+          decodeMs: 1,
+        }),
+      );
     });
   return { batches, run, releaseNext: () => releases.shift()!() };
 }
 
 const input = (marker: number, length: number) => Int32Array.from({ length }, () => marker);
 const settle = () => new Promise((r) => setImmediate(r));
-
 
 test("a free runner takes the most demanding tier's oldest input, then whatever else fits its tokens", async () => {
   const runner = heldRunner(2);
@@ -41,7 +46,10 @@ test("a free runner takes the most demanding tier's oldest input, then whatever 
   const vectors = await Promise.all([first, flex, standard, priority]);
   // Every input's vector came back to its own request, in order, normalised to unit length.
   const unit = (marker: number) => Array.from(Float32Array.from([marker, 1], (v) => v / Math.hypot(marker, 1)));
-  assert.deepEqual(vectors.map((v) => v.map((x) => Array.from(x))), [[unit(1)], [unit(2)], [unit(3), unit(4)], [unit(5)]]);
+  assert.deepEqual(
+    vectors.map((v) => v.map((x) => Array.from(x))),
+    [[unit(1)], [unit(2)], [unit(3), unit(4)], [unit(5)]],
+  );
 });
 
 test("an aborted request's waiting inputs never run; a full queue refuses", async () => {
@@ -65,7 +73,15 @@ test("while priority work runs elsewhere, lower tiers' batches start at most onc
   let priorityElsewhere = true;
   // A pace far longer than the checks below take, even on a slow machine.
   const pace = 1500;
-  const queue = new EmbeddingQueue({ batchTokens: 4, batchSequences: 8, maxWaiting: 100, dimensions: 1, runners: [runner.run], giveWay: () => priorityElsewhere, lowerTierPaceMs: pace });
+  const queue = new EmbeddingQueue({
+    batchTokens: 4,
+    batchSequences: 8,
+    maxWaiting: 100,
+    dimensions: 1,
+    runners: [runner.run],
+    giveWay: () => priorityElsewhere,
+    lowerTierPaceMs: pace,
+  });
   const first = queue.submit([input(1, 4)], "default"); // nothing lower ran within the pace: it starts
   const second = queue.submit([input(2, 4)], "default");
   const priority = queue.submit([input(3, 4)], "priority");
@@ -95,7 +111,16 @@ test("while priority work runs elsewhere, lower tiers' batches start at most onc
 test("while priority work runs elsewhere, a batch holds few of lower tiers' tokens (a longer input runs alone); otherwise a full batch", async () => {
   const runner = heldRunner(1);
   let priorityElsewhere = true;
-  const queue = new EmbeddingQueue({ batchTokens: 10, batchSequences: 8, maxWaiting: 100, dimensions: 1, runners: [runner.run], giveWay: () => priorityElsewhere, lowerTierPaceMs: 0, lowerTierBatchTokens: 4 });
+  const queue = new EmbeddingQueue({
+    batchTokens: 10,
+    batchSequences: 8,
+    maxWaiting: 100,
+    dimensions: 1,
+    runners: [runner.run],
+    giveWay: () => priorityElsewhere,
+    lowerTierPaceMs: 0,
+    lowerTierBatchTokens: 4,
+  });
   const small = queue.submit([input(1, 3), input(2, 3), input(3, 3)], "default");
   const long = queue.submit([input(4, 6)], "flex");
   await settle();

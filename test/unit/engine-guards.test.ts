@@ -30,14 +30,32 @@ describe("a prompt of no tokens", () => {
   });
 });
 
-const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
+const SAMPLER: SamplerSpec = {
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  minP: 0,
+  seed: 1,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  repetitionPenalty: 1,
+  logitBias: [],
+};
 const texts = { pieceBytes: () => new Uint8Array([97]), tokenText: () => "a", isEndOfGeneration: () => false };
-const request = (promptLength: number) => new EngineRequest({ promptTokens: Array.from({ length: promptLength }, () => 1), maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [] }, SAMPLER);
+const request = (promptLength: number) =>
+  new EngineRequest(
+    { promptTokens: Array.from({ length: promptLength }, () => 1), maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [] },
+    SAMPLER,
+  );
 // A machine whose steps cost nothing: only the token budget limits a step.
 const scheduler = (stepTokens: number, stallTimeoutMs: number) =>
-  new ShardScheduler({ sequences: 2, cellsPerSequence: 4096, stepTokens, prefixCache: false, stallTimeoutMs }, tieredPolicy, texts, new StepCostModel({ prior: [0, 0, 0, 0] }));
+  new ShardScheduler(
+    { sequences: 2, cellsPerSequence: 4096, stepTokens, prefixCache: false, stallTimeoutMs },
+    tieredPolicy,
+    texts,
+    new StepCostModel({ prior: [0, 0, 0, 0] }),
+  );
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 
 async function failure(r: EngineRequest): Promise<unknown> {
   try {
@@ -112,7 +130,15 @@ describe("prompt jobs take turns by key", () => {
   });
 });
 
-const entry: CatalogEntry = { id: "test/guards", source: "file:/dev/null", context_length: 1024, precision: "q4_0", tags: [], pricing: { input: "1", output: "2", cached_input: "0.5" }, created: 0 };
+const entry: CatalogEntry = {
+  id: "test/guards",
+  source: "file:/dev/null",
+  context_length: 1024,
+  precision: "q4_0",
+  tags: [],
+  pricing: { input: "1", output: "2", cached_input: "0.5" },
+  created: 0,
+};
 
 function serving(generation: () => AsyncGenerator<EngineEvent>) {
   const backend: Backend = {
@@ -121,15 +147,32 @@ function serving(generation: () => AsyncGenerator<EngineEvent>) {
     prepareText: async (): Promise<PreparedPrompt> => ({ tokenCount: 0, opensThinking: false }),
     prepare: async (): Promise<PreparedPrompt> => ({ tokenCount: 5, opensThinking: false }),
     generate: (_prompt, choices) => choices.map(generation),
-    stats: () => ({ slots: 1, running: { priority: 0, default: 0, flex: 0, batch: 0 }, waiting: { priority: 0, default: 0, flex: 0, batch: 0 }, preemptions: 0, idleSequences: 0, kvCacheUsage: 0 }),
+    stats: () => ({
+      slots: 1,
+      running: { priority: 0, default: 0, flex: 0, batch: 0 },
+      waiting: { priority: 0, default: 0, flex: 0, batch: 0 },
+      preemptions: 0,
+      idleSequences: 0,
+      kvCacheUsage: 0,
+    }),
     close: async () => {},
   };
   const rows: UsageRecord[] = [];
   const registry = createModelRegistry([entry]);
   registry.ready(entry.id, backend);
   const limits = createMemoryLimits({ concurrentPerAccountModel: 1, requestsPerMinute: null, tokensPerMinute: null });
-  const chat = createChatService({ registry, ledger: { record: async (row) => void rows.push(row), markUndelivered: async () => {} }, limits, budgets: { reserve: async () => null } });
-  const caller: Caller = { accountId: "acct_1", keyId: "key_1", allowedModels: null, limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null } };
+  const chat = createChatService({
+    registry,
+    ledger: { record: async (row) => void rows.push(row), markUndelivered: async () => {} },
+    limits,
+    budgets: { reserve: async () => null },
+  });
+  const caller: Caller = {
+    accountId: "acct_1",
+    keyId: "key_1",
+    allowedModels: null,
+    limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null },
+  };
   return { chat, caller, rows };
 }
 
@@ -139,10 +182,20 @@ describe("serving around the engine's refusals", () => {
     const { chat, caller, rows } = serving(async function* () {
       throw new EmptyPrompt("The prompt is empty.");
     });
-    const started = chat.start(caller, { model: entry.id, prompt: { kind: "text", texts: [""] }, maxTokens: 1, stop: [] }, new AbortController().signal);
-    await assert.rejects(started, (error: unknown) => error instanceof InvalidRequest && error.code === "empty_prompt" && error.param === "prompt");
+    const started = chat.start(
+      caller,
+      { model: entry.id, prompt: { kind: "text", texts: [""] }, maxTokens: 1, stop: [] },
+      new AbortController().signal,
+    );
+    await assert.rejects(
+      started,
+      (error: unknown) => error instanceof InvalidRequest && error.code === "empty_prompt" && error.param === "prompt",
+    );
     assert.equal(rows.length, 1);
-    assert.deepEqual([rows[0]!.status, rows[0]!.costUsd, rows[0]!.completionTokens, rows[0]!.errorCode], ["rejected", "0", 0, "empty_prompt"]);
+    assert.deepEqual(
+      [rows[0]!.status, rows[0]!.costUsd, rows[0]!.completionTokens, rows[0]!.errorCode],
+      ["rejected", "0", 0, "empty_prompt"],
+    );
   });
 
   test("a stalled generation ends with a server_error timeout, billed for what was delivered", async () => {
@@ -152,10 +205,17 @@ describe("serving around the engine's refusals", () => {
       yield { type: "text", text: "b", completionTokens: 2 };
       throw new GenerationStalled("The generation made no progress for 60 s and was ended.");
     });
-    const run = await chat.start(caller, { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 50, stop: [] }, new AbortController().signal);
-    await assert.rejects(async () => {
-      for await (const event of run.events) void event;
-    }, (error: unknown) => error instanceof ServiceError && error.type === "server_error" && error.code === "timeout");
+    const run = await chat.start(
+      caller,
+      { model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "hi" }] }, maxTokens: 50, stop: [] },
+      new AbortController().signal,
+    );
+    await assert.rejects(
+      async () => {
+        for await (const event of run.events) void event;
+      },
+      (error: unknown) => error instanceof ServiceError && error.type === "server_error" && error.code === "timeout",
+    );
     assert.deepEqual([rows[0]!.status, rows[0]!.completionTokens, rows[0]!.errorCode], ["failed", 2, "timeout"]);
   });
 });

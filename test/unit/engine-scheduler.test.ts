@@ -19,7 +19,17 @@ const texts = {
   tokenText: (token: number) => String.fromCharCode(96 + token),
   isEndOfGeneration: (token: number) => token === EOS,
 };
-const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
+const SAMPLER: SamplerSpec = {
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  minP: 0,
+  seed: 1,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  repetitionPenalty: 1,
+  logitBias: [],
+};
 
 function request(promptLength: number, tier: ServiceTier = "default", extra: Partial<GenerationRequest> = {}): EngineRequest {
   const promptTokens = Array.from({ length: promptLength }, (_, i) => 1 + (i % 20));
@@ -29,9 +39,18 @@ function request(promptLength: number, tier: ServiceTier = "default", extra: Par
 /** A machine whose steps cost nothing: only the token budget limits a step (the time budget is tested in step-budget.test.ts). */
 const free = () => new StepCostModel({ prior: [0, 0, 0, 0] });
 
-function scheduler(sequences: number, stepTokens: number, options: { cells?: number; prefixCache?: boolean; pausedPreemptMs?: number } = {}) {
+function scheduler(
+  sequences: number,
+  stepTokens: number,
+  options: { cells?: number; prefixCache?: boolean; pausedPreemptMs?: number } = {},
+) {
   const { cells = 4096, prefixCache = true, pausedPreemptMs } = options;
-  return new ShardScheduler({ sequences, cellsPerSequence: cells, stepTokens, prefixCache, stallTimeoutMs: 60_000, pausedPreemptMs }, tieredPolicy, texts, free());
+  return new ShardScheduler(
+    { sequences, cellsPerSequence: cells, stepTokens, prefixCache, stallTimeoutMs: 60_000, pausedPreemptMs },
+    tieredPolicy,
+    texts,
+    free(),
+  );
 }
 
 const tokensOf = (plan: StepPlan, r: EngineRequest) => plan.scheduled.find((s) => s.request === r)?.count ?? 0;
@@ -80,7 +99,10 @@ describe("the engine's step scheduler", () => {
     const requests = [request(8), request(8), request(8)];
     for (const r of requests) s.enqueue(r);
     step(s);
-    assert.deepEqual(requests.map((r) => r.status), ["running", "running", "waiting"]);
+    assert.deepEqual(
+      requests.map((r) => r.status),
+      ["running", "running", "waiting"],
+    );
     assert.equal(s.stats().usedCells <= s.stats().totalCells, true);
     requests[0]!.abortRequested = true;
     step(s);
@@ -101,7 +123,10 @@ describe("the engine's step scheduler", () => {
     const streams = Array.from({ length: 16 }, () => request(4));
     for (const r of streams) s.enqueue(r);
     for (let i = 0; i < 3; i++) step(s);
-    assert.equal(streams.every((r) => r.status === "running"), true);
+    assert.equal(
+      streams.every((r) => r.status === "running"),
+      true,
+    );
     const priority = request(100, "priority");
     s.enqueue(priority);
     let steps = 0;
@@ -140,7 +165,10 @@ describe("the engine's step scheduler", () => {
     flex.abortRequested = true;
     step(s);
     const kinds = (await events(flex)).map((e) => e.type);
-    assert.deepEqual(kinds.filter((k) => k !== "text"), ["started", "preempted", "finish"]);
+    assert.deepEqual(
+      kinds.filter((k) => k !== "text"),
+      ["started", "preempted", "finish"],
+    );
   });
 
   test("batch ranks below flex: a waiting flex request takes a batch line's sequence, and batch is preempted before flex", () => {
@@ -202,7 +230,10 @@ describe("the engine's step scheduler", () => {
     s.enqueue(another);
     const plan = step(s);
     assert.equal(tokensOf(plan, another), 100, "the shared 300 tokens are reused");
-    assert.ok(plan.ops.some((op) => op.op === "cp" && op.dst === another.sequence) && plan.ops.some((op) => op.op === "rm" && op.seq === another.sequence && op.from === 300));
+    assert.ok(
+      plan.ops.some((op) => op.op === "cp" && op.dst === another.sequence) &&
+        plan.ops.some((op) => op.op === "rm" && op.seq === another.sequence && op.from === 300),
+    );
     // A third prompt sharing only a start shorter than a copy is worth (8 tokens at 512 cells) is
     // computed again in the other spare.
     const short = request(300, "default", { cacheNamespace: "acct-a" });
@@ -248,7 +279,10 @@ describe("a request whose caller is not reading", () => {
     const other = request(4);
     s.enqueue(other);
     const preempting = step(s);
-    assert.ok(preempting.ops.some((op) => op.op === "save"), "its 21 computed cells are saved");
+    assert.ok(
+      preempting.ops.some((op) => op.op === "save"),
+      "its 21 computed cells are saved",
+    );
     assert.equal(paused.status, "waiting");
     assert.equal(other.status, "running", "the sequence went to the waiting request in the same step");
     assert.deepEqual([s.stats().waiting.default, s.stats().paused, s.stats().preemptions], [0, 1, 1], "it is paused, not queue load");
@@ -262,13 +296,19 @@ describe("a request whose caller is not reading", () => {
     s.setPaused(paused, false);
     const resuming = step(s);
     assert.equal(paused.status, "running");
-    assert.ok(resuming.ops.some((op) => op.op === "restore" || op.op === "forget"), "its saved cells come back (or the prefix cache already has them)");
+    assert.ok(
+      resuming.ops.some((op) => op.op === "restore" || op.op === "forget"),
+      "its saved cells come back (or the prefix cache already has them)",
+    );
     while (paused.generatedCount === generated) step(s);
     assert.equal(paused.generatedCount, generated + 1, "sampling goes on where it stopped");
     paused.abortRequested = true;
     step(s);
     const kinds = (await events(paused)).map((e) => e.type);
-    assert.deepEqual(kinds.filter((k) => k !== "text"), ["started", "preempted", "finish"]);
+    assert.deepEqual(
+      kinds.filter((k) => k !== "text"),
+      ["started", "preempted", "finish"],
+    );
   });
 
   test("all the choices of one request yield, and a preempted one that fails frees its sampler", async () => {
@@ -297,7 +337,10 @@ describe("accounts share a shard", () => {
     const backlog = Array.from({ length: 6 }, () => of("a"));
     for (const r of backlog) s.enqueue(r);
     step(s);
-    assert.deepEqual(backlog.map((r) => r.status), ["running", "running", "running", "running", "waiting", "waiting"]);
+    assert.deepEqual(
+      backlog.map((r) => r.status),
+      ["running", "running", "running", "running", "waiting", "waiting"],
+    );
     const first = of("b");
     s.enqueue(first);
     step(s);
@@ -324,7 +367,10 @@ describe("accounts share a shard", () => {
     s.enqueue(flex);
     s.enqueue(same);
     step(s);
-    assert.deepEqual([...standard, flex, same].map((r) => r.status), ["running", "running", "waiting", "waiting"]);
+    assert.deepEqual(
+      [...standard, flex, same].map((r) => r.status),
+      ["running", "running", "waiting", "waiting"],
+    );
     assert.equal(s.stats().preemptions, 0);
   });
 });

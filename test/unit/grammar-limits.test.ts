@@ -31,9 +31,16 @@ describe("schemas the grammar refuses, each naming where and why", () => {
   test("a $ref to itself, directly, through the root, or through a cycle with no way out", () => {
     refused({ $ref: "#/$defs/a", $defs: { a: { $ref: "#/$defs/a" } } }, "$defs.a", /refers to itself/);
     refused({ $ref: "#" }, "", /refers to itself/);
-    refused({ $ref: "#/$defs/a", $defs: { a: { anyOf: [{ $ref: "#/$defs/b" }, { type: "string" }] }, b: { $ref: "#/$defs/a" } } }, /^\$defs\.[ab]$/, /refers to itself/);
+    refused(
+      { $ref: "#/$defs/a", $defs: { a: { anyOf: [{ $ref: "#/$defs/b" }, { type: "string" }] }, b: { $ref: "#/$defs/a" } } },
+      /^\$defs\.[ab]$/,
+      /refers to itself/,
+    );
     const noWayOut = {
-      $defs: { a: { type: "object", properties: { b: { $ref: "#/$defs/b" } }, required: ["b"] }, b: { type: "array", items: { $ref: "#/$defs/a" }, minItems: 1 } },
+      $defs: {
+        a: { type: "object", properties: { b: { $ref: "#/$defs/b" } }, required: ["b"] },
+        b: { type: "array", items: { $ref: "#/$defs/a" }, minItems: 1 },
+      },
       type: "object",
       properties: { start: { $ref: "#/$defs/a" } },
     };
@@ -95,8 +102,15 @@ describe("schemas the grammar refuses, each naming where and why", () => {
 
   test("a tool call names the tool whose parameters are at fault", () => {
     const ok = { name: "ok", parameters: { type: "object", properties: {} } };
-    for (const parameters of [nested(3_000, inProperty), { type: "object", properties: { x: { $ref: "#/$defs/nope" } } }, { type: "string" }]) {
-      assert.throws(() => toolCallGbnf([ok, { name: "bad", parameters }]), (error: unknown) => error instanceof SchemaError && error.tool === 1);
+    for (const parameters of [
+      nested(3_000, inProperty),
+      { type: "object", properties: { x: { $ref: "#/$defs/nope" } } },
+      { type: "string" },
+    ]) {
+      assert.throws(
+        () => toolCallGbnf([ok, { name: "bad", parameters }]),
+        (error: unknown) => error instanceof SchemaError && error.tool === 1,
+      );
     }
   });
 
@@ -123,13 +137,28 @@ describe("the serving layer's check: a 400 naming the parameter", () => {
   test("response_format, forced tools and unbound tools each get their own param", () => {
     const deep = nested(3_000, inProperty);
     const bad = { type: "string", minLength: 10_000_000 };
-    assert.equal(param(() => checkSchemas({ responseFormat: { type: "json_schema", schema: bad } }, [])), "response_format.json_schema.schema");
+    assert.equal(
+      param(() => checkSchemas({ responseFormat: { type: "json_schema", schema: bad } }, [])),
+      "response_format.json_schema.schema",
+    );
     const tools = [tool("a", { type: "object", properties: {} }), tool("b", bad), tool("c", deep)];
     // Forced to b: its parameters are compiled; c is only checked for depth; a is fine.
-    assert.equal(param(() => checkSchemas({ tools }, [tools[1]!])), "tools[2].function.parameters");
-    assert.equal(param(() => checkSchemas({ tools: tools.slice(0, 2) }, [tools[1]!])), "tools[1].function.parameters");
+    assert.equal(
+      param(() => checkSchemas({ tools }, [tools[1]!])),
+      "tools[2].function.parameters",
+    );
+    assert.equal(
+      param(() => checkSchemas({ tools: tools.slice(0, 2) }, [tools[1]!])),
+      "tools[1].function.parameters",
+    );
     // Under auto, b's unsupported count is not compiled (the grammar never binds it), only bounded.
-    assert.equal(param(() => checkSchemas({ tools: tools.slice(0, 2) }, [])), null);
-    assert.equal(param(() => checkSchemas({ tools, responseFormat: { type: "json_object" } }, [])), "tools[2].function.parameters");
+    assert.equal(
+      param(() => checkSchemas({ tools: tools.slice(0, 2) }, [])),
+      null,
+    );
+    assert.equal(
+      param(() => checkSchemas({ tools, responseFormat: { type: "json_object" } }, [])),
+      "tools[2].function.parameters",
+    );
   });
 });

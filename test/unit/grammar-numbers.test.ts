@@ -16,12 +16,24 @@ function exactOver(grammar: ParsedGrammar, lo: bigint, hi: bigint, span = 30n): 
 describe("integer ranges are exact in the grammar", () => {
   test("zod v4's .int(): the safe-integer bounds, to the last digit", async () => {
     const grammar = await grammarOf({ type: "integer", minimum: -9007199254740991, maximum: 9007199254740991 });
-    for (const ok of ["0", "7", "-7", "42", "9007199254740991", "-9007199254740991", "9007199254740990", "1000000000000000"]) assert.ok(grammar.accepts(ok), ok);
-    for (const bad of ["9007199254740992", "-9007199254740992", "9999999999999999", "10000000000000000", "-0", "01", "1.5", "1e3"]) assert.ok(!grammar.accepts(bad), bad);
+    for (const ok of ["0", "7", "-7", "42", "9007199254740991", "-9007199254740991", "9007199254740990", "1000000000000000"])
+      assert.ok(grammar.accepts(ok), ok);
+    for (const bad of ["9007199254740992", "-9007199254740992", "9999999999999999", "10000000000000000", "-0", "01", "1.5", "1e3"])
+      assert.ok(!grammar.accepts(bad), bad);
   });
 
   test("small ranges, across signs and digit counts, every value checked", async () => {
-    const ranges: Array<[number, number]> = [[0, 0], [1, 9], [0, 100], [-5, 5], [-120, -7], [13, 987], [99, 101], [-1000, 1], [250, 255]];
+    const ranges: Array<[number, number]> = [
+      [0, 0],
+      [1, 9],
+      [0, 100],
+      [-5, 5],
+      [-120, -7],
+      [13, 987],
+      [99, 101],
+      [-1000, 1],
+      [250, 255],
+    ];
     for (const [lo, hi] of ranges) exactOver(await grammarOf({ type: "integer", minimum: lo, maximum: hi }), BigInt(lo), BigInt(hi));
   });
 
@@ -37,11 +49,19 @@ describe("integer ranges are exact in the grammar", () => {
   });
 
   test("inside objects, nullable, and enum values out of range are left out", async () => {
-    const grammar = await grammarOf({ type: "object", properties: { age: { type: ["integer", "null"], minimum: 0, maximum: 150 } }, required: ["age"], additionalProperties: false });
+    const grammar = await grammarOf({
+      type: "object",
+      properties: { age: { type: ["integer", "null"], minimum: 0, maximum: 150 } },
+      required: ["age"],
+      additionalProperties: false,
+    });
     for (const ok of ['{"age":0}', '{"age":150}', '{"age":null}']) assert.ok(grammar.accepts(ok), ok);
     for (const bad of ['{"age":151}', '{"age":-1}']) assert.ok(!grammar.accepts(bad), bad);
     const listed = await grammarOf({ type: "integer", enum: [1, 5, 10, 20], maximum: 10 });
-    assert.deepEqual(["1", "5", "10", "20"].map((t) => listed.accepts(t)), [true, true, true, false]);
+    assert.deepEqual(
+      ["1", "5", "10", "20"].map((t) => listed.accepts(t)),
+      [true, true, true, false],
+    );
   });
 });
 
@@ -66,7 +86,10 @@ describe("number keywords are checked after generation", () => {
     const schema = {
       $defs: { pct: { type: "number", minimum: 0, maximum: 100 } },
       type: "object",
-      properties: { scores: { type: "array", items: { $ref: "#/$defs/pct" } }, x: { anyOf: [{ type: "string" }, { type: "number", maximum: 3 }] } },
+      properties: {
+        scores: { type: "array", items: { $ref: "#/$defs/pct" } },
+        x: { anyOf: [{ type: "string" }, { type: "number", maximum: 3 }] },
+      },
     };
     assert.equal(violation(schema, { scores: [1, 99.5], x: "big" }), null);
     assert.match(violation(schema, { scores: [1, 100.5] })!, /'scores\[1\]' \(100.5\) is above the maximum/);

@@ -14,7 +14,12 @@ function check(grammar: ParsedGrammar, accepted: string[], refused: string[]): v
 
 const person = {
   type: "object",
-  properties: { name: { type: "string", maxLength: 12 }, age: { type: "integer" }, pet: { enum: ["cat", "dog"] }, tags: { type: "array", items: { type: "string" }, maxItems: 2 } },
+  properties: {
+    name: { type: "string", maxLength: 12 },
+    age: { type: "integer" },
+    pet: { enum: ["cat", "dog"] },
+    tags: { type: "array", items: { type: "string" }, maxItems: 2 },
+  },
   required: ["name", "age"],
   additionalProperties: false,
 };
@@ -48,11 +53,29 @@ describe("GBNF from JSON schemas, as llama.cpp runs it", () => {
     check(
       grammar,
       ['{"name":"A","age":1,"tags":[]}', '{"name":"A","age":1,"pet":"dog","tags":["x"]}'],
-      ['{"age":1}', '{"name":"A"}', '{"age":1,"name":"A"}', '{"name":"A","age":1,"other":1}', '{"name":"A","age":1,"tags":["x","y","z"]}', '{"name":"A","age":1.5}'],
+      [
+        '{"age":1}',
+        '{"name":"A"}',
+        '{"age":1,"name":"A"}',
+        '{"name":"A","age":1,"other":1}',
+        '{"name":"A","age":1,"tags":["x","y","z"]}',
+        '{"name":"A","age":1.5}',
+      ],
     );
-    const allOptional = await schemaGrammar({ type: "object", properties: { a: { type: "integer" }, b: { type: "integer" }, c: { type: "integer" } } });
-    check(allOptional, ["{}", '{"a":1}', '{"b":2}', '{"c":3}', '{"a":1,"c":3}', '{"b":2,"c":3}', '{"a":1,"b":2,"c":3}'], ['{"c":3,"a":1}', '{,"b":2}', '{"a":1,}']);
-    const middleRequired = await schemaGrammar({ type: "object", properties: { a: { type: "null" }, b: { type: "null" }, c: { type: "null" } }, required: ["b"] });
+    const allOptional = await schemaGrammar({
+      type: "object",
+      properties: { a: { type: "integer" }, b: { type: "integer" }, c: { type: "integer" } },
+    });
+    check(
+      allOptional,
+      ["{}", '{"a":1}', '{"b":2}', '{"c":3}', '{"a":1,"c":3}', '{"b":2,"c":3}', '{"a":1,"b":2,"c":3}'],
+      ['{"c":3,"a":1}', '{,"b":2}', '{"a":1,}'],
+    );
+    const middleRequired = await schemaGrammar({
+      type: "object",
+      properties: { a: { type: "null" }, b: { type: "null" }, c: { type: "null" } },
+      required: ["b"],
+    });
     check(middleRequired, ['{"b":null}', '{"a":null,"b":null}', '{"b":null,"c":null}'], ["{}", '{"a":null}', '{"a":null,"c":null}']);
   });
 
@@ -69,17 +92,41 @@ describe("GBNF from JSON schemas, as llama.cpp runs it", () => {
     check(await schemaGrammar({ enum: ["a b", 2, null, true] }), ['"a b"', "2", "null", "true"], ['"a"', "false"]);
     check(await schemaGrammar({ type: "string", enum: ["x", 1] }), ['"x"'], ["1"]);
     check(await schemaGrammar({ const: 'q"uote' }), ['"q\\"uote"'], ['"q"uote"']);
-    check(await schemaGrammar({ anyOf: [{ type: "integer" }, { type: "object", properties: { a: { const: 1 } }, required: ["a"] }] }), ["7", '{"a":1}'], ['{"a":2}', '"7"']);
+    check(
+      await schemaGrammar({ anyOf: [{ type: "integer" }, { type: "object", properties: { a: { const: 1 } }, required: ["a"] }] }),
+      ["7", '{"a":1}'],
+      ['{"a":2}', '"7"'],
+    );
   });
 
   test("arrays: minItems, maxItems, prefixItems; maps: additionalProperties and property counts", async () => {
-    check(await schemaGrammar({ type: "array", items: { type: "integer" }, minItems: 1, maxItems: 3 }), ["[1]", "[1, 2,3]"], ["[]", "[1,2,3,4]", "[1,]"]);
-    check(await schemaGrammar({ type: "array", prefixItems: [{ type: "string" }, { type: "integer" }], items: false }), ['["a",1]'], ['["a"]', '["a",1,2]', '[1,"a"]']);
-    check(await schemaGrammar({ type: "array", prefixItems: [{ type: "string" }], items: { type: "integer" }, maxItems: 3 }), ['["a"]', '["a",1,2]'], ['["a",1,2,3]']);
-    check(await schemaGrammar({ type: "object", additionalProperties: { type: "integer" }, minProperties: 1, maxProperties: 2 }), ['{"x":1}', '{"x":1, "y":2}'], ["{}", '{"x":"1"}', '{"a":1,"b":2,"c":3}']);
+    check(
+      await schemaGrammar({ type: "array", items: { type: "integer" }, minItems: 1, maxItems: 3 }),
+      ["[1]", "[1, 2,3]"],
+      ["[]", "[1,2,3,4]", "[1,]"],
+    );
+    check(
+      await schemaGrammar({ type: "array", prefixItems: [{ type: "string" }, { type: "integer" }], items: false }),
+      ['["a",1]'],
+      ['["a"]', '["a",1,2]', '[1,"a"]'],
+    );
+    check(
+      await schemaGrammar({ type: "array", prefixItems: [{ type: "string" }], items: { type: "integer" }, maxItems: 3 }),
+      ['["a"]', '["a",1,2]'],
+      ['["a",1,2,3]'],
+    );
+    check(
+      await schemaGrammar({ type: "object", additionalProperties: { type: "integer" }, minProperties: 1, maxProperties: 2 }),
+      ['{"x":1}', '{"x":1, "y":2}'],
+      ["{}", '{"x":"1"}', '{"a":1,"b":2,"c":3}'],
+    );
     check(await schemaGrammar({ type: "object" }), ["{}", '{"a":[1,{"b":null}]}'], ["[]"]);
     check(await schemaGrammar({ type: "object", properties: {} }), ["{}"], ['{"a":1}']);
-    check(await schemaGrammar({ type: "object", properties: {}, additionalProperties: { type: "boolean" } }), ["{}", '{"a":true}'], ['{"a":1}']);
+    check(
+      await schemaGrammar({ type: "object", properties: {}, additionalProperties: { type: "boolean" } }),
+      ["{}", '{"a":true}'],
+      ['{"a":1}'],
+    );
     check(await schemaGrammar({ type: "string", enum: ["ab", "abcd"], maxLength: 3 }), ['"ab"'], ['"abcd"']);
   });
 
@@ -91,7 +138,16 @@ describe("GBNF from JSON schemas, as llama.cpp runs it", () => {
   });
 
   test("$ref and $defs, recursion with a way out", async () => {
-    const tree = { $defs: { node: { type: "object", properties: { v: { type: "integer" }, kids: { type: "array", items: { $ref: "#/$defs/node" } } }, required: ["v"] } }, $ref: "#/$defs/node" };
+    const tree = {
+      $defs: {
+        node: {
+          type: "object",
+          properties: { v: { type: "integer" }, kids: { type: "array", items: { $ref: "#/$defs/node" } } },
+          required: ["v"],
+        },
+      },
+      $ref: "#/$defs/node",
+    };
     check(await schemaGrammar(tree), ['{"v":1}', '{"v":1,"kids":[{"v":2,"kids":[]},{"v":3}]}'], ['{"v":1,"kids":[{}]}']);
     const list = { type: "object", properties: { next: { anyOf: [{ $ref: "#" }, { type: "null" }] } }, required: ["next"] };
     check(await schemaGrammar(list), ['{"next":null}', '{"next":{"next":null}}'], ["{}"]);
@@ -99,7 +155,13 @@ describe("GBNF from JSON schemas, as llama.cpp runs it", () => {
   });
 
   test("a top-level scalar has no continuation once complete: no trailing space or newline", async () => {
-    for (const [schema, value] of [[{ const: "x" }, '"x"'], [{ type: "string" }, '"hi"'], [{ type: "boolean" }, "true"], [{ enum: [1, 2] }, "2"], [{ type: "null" }, "null"]] as const) {
+    for (const [schema, value] of [
+      [{ const: "x" }, '"x"'],
+      [{ type: "string" }, '"hi"'],
+      [{ type: "boolean" }, "true"],
+      [{ enum: [1, 2] }, "2"],
+      [{ type: "null" }, "null"],
+    ] as const) {
       const grammar = await schemaGrammar(schema);
       check(grammar, [value], [`${value} `, `${value}\n`, `${value}"`, `${value}x`, ` ${value}`]);
     }
@@ -108,14 +170,27 @@ describe("GBNF from JSON schemas, as llama.cpp runs it", () => {
   test("a forced tool call has no whitespace outside strings, and names one of the tools", async () => {
     const grammar = await parseGbnf(
       toolCallGbnf([
-        { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" }, unit: { enum: ["c", "f"] } }, required: ["city"] } },
+        {
+          name: "get_weather",
+          parameters: { type: "object", properties: { city: { type: "string" }, unit: { enum: ["c", "f"] } }, required: ["city"] },
+        },
         { name: "get_time", parameters: {} },
       ]),
     );
     check(
       grammar,
-      ['{"name":"get_weather","arguments":{"city":"New York","unit":"c"}}', '{"name":"get_weather","arguments":{"city":"Rome"}}', '{"name":"get_time","arguments":{"tz":"UTC"}}'],
-      ['{"name":"get_weather","arguments":{"city": "Rome"}}', '{"name": "get_weather","arguments":{"city":"Rome"}}', '{"name":"get_weather","arguments":{"city":"Rome"},"x":1}', '{"name":"other","arguments":{}}', '{"name":"get_time","arguments":[]}'],
+      [
+        '{"name":"get_weather","arguments":{"city":"New York","unit":"c"}}',
+        '{"name":"get_weather","arguments":{"city":"Rome"}}',
+        '{"name":"get_time","arguments":{"tz":"UTC"}}',
+      ],
+      [
+        '{"name":"get_weather","arguments":{"city": "Rome"}}',
+        '{"name": "get_weather","arguments":{"city":"Rome"}}',
+        '{"name":"get_weather","arguments":{"city":"Rome"},"x":1}',
+        '{"name":"other","arguments":{}}',
+        '{"name":"get_time","arguments":[]}',
+      ],
     );
   });
 
@@ -124,7 +199,12 @@ describe("GBNF from JSON schemas, as llama.cpp runs it", () => {
   });
 
   test("the largest counts allowed fit llama.cpp's own limits", async () => {
-    const grammar = await schemaGrammar({ type: "array", items: { type: "string", minLength: 2000, maxLength: 2000 }, minItems: 0, maxItems: 2000 });
+    const grammar = await schemaGrammar({
+      type: "array",
+      items: { type: "string", minLength: 2000, maxLength: 2000 },
+      minItems: 0,
+      maxItems: 2000,
+    });
     check(grammar, ["[]", `["${"a".repeat(2000)}"]`], [`["${"a".repeat(1999)}"]`]);
   });
 });

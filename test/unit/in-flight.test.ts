@@ -21,10 +21,12 @@ async function keyWithBudget(db: Database): Promise<{ keyId: string; accountId: 
 }
 
 const rowOf = async (db: Database, requestId: string) =>
-  (await db.query<{ status: string; completion_tokens: number; cached_tokens: number; cost: string }>(
-    "SELECT status, completion_tokens, cached_tokens, cost_usd::text AS cost FROM usage_records WHERE request_id = $1",
-    [requestId],
-  ))[0]!;
+  (
+    await db.query<{ status: string; completion_tokens: number; cached_tokens: number; cost: string }>(
+      "SELECT status, completion_tokens, cached_tokens, cost_usd::text AS cost FROM usage_records WHERE request_id = $1",
+      [requestId],
+    )
+  )[0]!;
 
 forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
   const { db } = suite;
@@ -34,7 +36,14 @@ forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
     const requestId = `chatcmpl-${randomUUID()}`;
     const ledger = createInFlightLedger(db, ownerId, { stepTokens: 8 });
     const { guard } = await ledger.begin({
-      requestId, accountId: key.accountId, keyId: key.keyId, model: "m/test", serviceTier: "default", promptTokens: 10, prices: PRICES, maxCompletionTokens,
+      requestId,
+      accountId: key.accountId,
+      keyId: key.keyId,
+      model: "m/test",
+      serviceTier: "default",
+      promptTokens: 10,
+      prices: PRICES,
+      maxCompletionTokens,
     });
     const reservation = await createSpendBudgets(db).reserve({ keyId: key.keyId, requestId, amountUsd: "1" });
     return { requestId, guard, ledger, reservation: reservation! };
@@ -79,7 +88,23 @@ forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
 
     // The dead process's own late settle and final write (had it lived on) change nothing.
     await reservation.settle("0.9");
-    await createUsageLedger(db).record({ requestId, accountId: key.accountId, keyId: key.keyId, model: "m/test", serviceTier: "default", promptTokens: 10, cachedTokens: 0, completionTokens: 50, costUsd: "0.9", status: "completed", finishReason: "stop", errorCode: null, queueMs: 0, ttftMs: 0, durationMs: 1 });
+    await createUsageLedger(db).record({
+      requestId,
+      accountId: key.accountId,
+      keyId: key.keyId,
+      model: "m/test",
+      serviceTier: "default",
+      promptTokens: 10,
+      cachedTokens: 0,
+      completionTokens: 50,
+      costUsd: "0.9",
+      status: "completed",
+      finishReason: "stop",
+      errorCode: null,
+      queueMs: 0,
+      ttftMs: 0,
+      durationMs: 1,
+    });
     assert.equal((await rowOf(db, requestId)).status, "interrupted");
     const [again] = await db.query<{ spent: string }>("SELECT spent_usd::text AS spent FROM api_keys WHERE id = $1", [key.keyId]);
     assert.equal(Number(again!.spent), Number(cost), "charged once");
@@ -94,9 +119,24 @@ forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
     const ledger = createInFlightLedger(db, owner.id);
     const begin = (keyId: string, accountId: string) => {
       const requestId = `chatcmpl-${randomUUID()}`;
-      return ledger.begin({ requestId, accountId, keyId, model: "m/test", serviceTier: "default", promptTokens: 10, prices: PRICES, maxCompletionTokens: 4, reserveUsd: "0.125" }).then((begun) => ({ requestId, ...begun }));
+      return ledger
+        .begin({
+          requestId,
+          accountId,
+          keyId,
+          model: "m/test",
+          serviceTier: "default",
+          promptTokens: 10,
+          prices: PRICES,
+          maxCompletionTokens: 4,
+          reserveUsd: "0.125",
+        })
+        .then((begun) => ({ requestId, ...begun }));
     };
-    const held = async (requestId: string) => (await db.query<{ amount: string }>("SELECT amount_usd::text AS amount FROM budget_reservations WHERE request_id = $1", [requestId])).map((r) => Number(r.amount));
+    const held = async (requestId: string) =>
+      (
+        await db.query<{ amount: string }>("SELECT amount_usd::text AS amount FROM budget_reservations WHERE request_id = $1", [requestId])
+      ).map((r) => Number(r.amount));
 
     const free = await begin(unbudgeted.id, account!.account_id);
     assert.equal(free.reserved, true);
@@ -114,18 +154,40 @@ forEachDatabase("in-flight rows and crash reconciliation", (suite) => {
     await registerOwner(db, owner);
     const key = await keyWithBudget(db);
     const spentAndHeld = async () =>
-      (await db.query<{ spent: string; held: string }>(
-        "SELECT spent_usd::text AS spent, (SELECT count(*)::text FROM budget_reservations WHERE key_id = $1) AS held FROM api_keys WHERE id = $1",
-        [key.keyId],
-      ))[0]!;
+      (
+        await db.query<{ spent: string; held: string }>(
+          "SELECT spent_usd::text AS spent, (SELECT count(*)::text FROM budget_reservations WHERE key_id = $1) AS held FROM api_keys WHERE id = $1",
+          [key.keyId],
+        )
+      )[0]!;
     const final = (requestId: string, costUsd: string) =>
-      createUsageLedger(db).record({ requestId, accountId: key.accountId, keyId: key.keyId, model: "m/test", serviceTier: "default", promptTokens: 10, cachedTokens: 0, completionTokens: 5, costUsd, status: "completed", finishReason: "stop", errorCode: null, queueMs: 0, ttftMs: 0, durationMs: 1 });
+      createUsageLedger(db).record({
+        requestId,
+        accountId: key.accountId,
+        keyId: key.keyId,
+        model: "m/test",
+        serviceTier: "default",
+        promptTokens: 10,
+        cachedTokens: 0,
+        completionTokens: 5,
+        costUsd,
+        status: "completed",
+        finishReason: "stop",
+        errorCode: null,
+        queueMs: 0,
+        ttftMs: 0,
+        durationMs: 1,
+      });
 
     const first = await admitted(owner.id, key);
     assert.equal((await spentAndHeld()).held, "1");
     await final(first.requestId, "0.25");
     await final(first.requestId, "0.25");
-    assert.deepEqual({ ...(await spentAndHeld()), spent: Number((await spentAndHeld()).spent) }, { spent: 0.25, held: "0" }, "charged once, reservation gone");
+    assert.deepEqual(
+      { ...(await spentAndHeld()), spent: Number((await spentAndHeld()).spent) },
+      { spent: 0.25, held: "0" },
+      "charged once, reservation gone",
+    );
     assert.equal((await rowOf(db, first.requestId)).status, "completed");
 
     // A cost above the reservation (1) is charged only up to it: the reservation is what kept concurrent requests within the budget.

@@ -3,10 +3,26 @@ import { test } from "node:test";
 import { exceededRight, type KeyRights } from "../../src/accounts/key-rights.js";
 import { rightsOf, type KeyStanding } from "../../src/accounts/key-standing.js";
 
-const UNRESTRICTED: KeyRights = { manageKeys: true, manageDeployments: true, allowedModels: null, budgetUsd: null, requestsPerMinute: null, tokensPerMinute: null, expiresAt: null };
+const UNRESTRICTED: KeyRights = {
+  manageKeys: true,
+  manageDeployments: true,
+  allowedModels: null,
+  budgetUsd: null,
+  requestsPerMinute: null,
+  tokensPerMinute: null,
+  expiresAt: null,
+};
 const TOMORROW = new Date(Date.now() + 86_400_000);
 /** The attacking key of issue 20: $0.001, 5 rpm, a day to live, allowed to manage keys. */
-const SMALL: KeyRights = { manageKeys: true, manageDeployments: true, allowedModels: null, budgetUsd: "0.001", requestsPerMinute: 5, tokensPerMinute: null, expiresAt: TOMORROW };
+const SMALL: KeyRights = {
+  manageKeys: true,
+  manageDeployments: true,
+  allowedModels: null,
+  budgetUsd: "0.001",
+  requestsPerMinute: 5,
+  tokensPerMinute: null,
+  expiresAt: TOMORROW,
+};
 
 test("equal rights are within: a key may always act on a copy of itself", () => {
   assert.equal(exceededRight(SMALL, SMALL), null);
@@ -19,7 +35,15 @@ test("an unrestricted key covers every other key", () => {
 });
 
 test("the issue's attack: every right beyond the creator's is named by its API field", () => {
-  const grab: KeyRights = { manageKeys: true, manageDeployments: true, allowedModels: null, budgetUsd: "1000000", requestsPerMinute: 100_000, tokensPerMinute: null, expiresAt: new Date("2099-01-01") };
+  const grab: KeyRights = {
+    manageKeys: true,
+    manageDeployments: true,
+    allowedModels: null,
+    budgetUsd: "1000000",
+    requestsPerMinute: 100_000,
+    tokensPerMinute: null,
+    expiresAt: new Date("2099-01-01"),
+  };
   assert.equal(exceededRight(SMALL, grab)?.param, "budget_usd");
   assert.equal(exceededRight(SMALL, { ...grab, budgetUsd: "0.001" })?.param, "rpm_limit");
   assert.equal(exceededRight(SMALL, { ...grab, budgetUsd: "0.001", requestsPerMinute: 5 })?.param, "expires_at");
@@ -64,9 +88,23 @@ test("expiry: a key that expires cannot cover one that never does, nor a later o
 });
 
 test("rightsOf: the server default stands in for a key's missing rate limit; the budget is what is left or the whole", () => {
-  const standing: KeyStanding = { manageKeys: true, manageDeployments: true, allowedModels: null, requestsPerMinute: null, tokensPerMinute: 7, budgetUsd: "1", spentUsd: "0.25", reservedUsd: "0.5", expiresAt: null };
+  const standing: KeyStanding = {
+    manageKeys: true,
+    manageDeployments: true,
+    allowedModels: null,
+    requestsPerMinute: null,
+    tokensPerMinute: 7,
+    budgetUsd: "1",
+    spentUsd: "0.25",
+    reservedUsd: "0.5",
+    expiresAt: null,
+  };
   const left = rightsOf(standing, { requestsPerMinute: 60, tokensPerMinute: 100 }, "left");
   assert.deepEqual([left.requestsPerMinute, left.tokensPerMinute, left.budgetUsd], [60, 7, "0.25"]);
   assert.equal(rightsOf(standing, { requestsPerMinute: null, tokensPerMinute: null }, "ceiling").budgetUsd, "1");
-  assert.equal(rightsOf({ ...standing, spentUsd: "2" }, { requestsPerMinute: null, tokensPerMinute: null }, "left").budgetUsd, "0", "overspent: nothing left, never negative");
+  assert.equal(
+    rightsOf({ ...standing, spentUsd: "2" }, { requestsPerMinute: null, tokensPerMinute: null }, "left").budgetUsd,
+    "0",
+    "overspent: nothing left, never negative",
+  );
 });

@@ -39,11 +39,26 @@ afterEach(async () => {
 
 describe("keys CLI without a server (opens the database itself)", () => {
   test("create prints the key alone on the last line; list shows it; revoke revokes it", async () => {
-    const created = await runKeys("create", "--account", "acme", "--name", "laptop", "--expires-in-days", "30", "--models", "qwen, llama", "--data-dir", dataDir);
+    const created = await runKeys(
+      "create",
+      "--account",
+      "acme",
+      "--name",
+      "laptop",
+      "--expires-in-days",
+      "30",
+      "--models",
+      "qwen, llama",
+      "--data-dir",
+      dataDir,
+    );
     const key = created.at(-1)!;
     assert.match(key, /^sk-sy-[A-Za-z0-9_-]{43}$/);
     assert.ok(created.length > 1, "a summary comes before the key");
-    assert.ok(created.slice(0, -1).every((line) => !line.includes(key)), "the key is printed only once");
+    assert.ok(
+      created.slice(0, -1).every((line) => !line.includes(key)),
+      "the key is printed only once",
+    );
     const id = /key_[A-Za-z0-9_-]+/.exec(created.join("\n"))![0];
 
     const table = (await runKeys("list", "--data-dir", dataDir)).join("\n");
@@ -71,13 +86,31 @@ describe("keys CLI without a server (opens the database itself)", () => {
   });
 
   test("create takes --rpm, --tpm and --budget; list shows them; set-limits changes them", async () => {
-    const created = await runKeys("create", "--account", "limited", "--rpm", "60", "--tpm", "90000", "--budget", "25.50", "--data-dir", dataDir);
-    assert.ok(created.some((line) => line.includes("60 RPM, 90000 TPM, budget $25.5 (spent $0)")), created.join("\n"));
+    const created = await runKeys(
+      "create",
+      "--account",
+      "limited",
+      "--rpm",
+      "60",
+      "--tpm",
+      "90000",
+      "--budget",
+      "25.50",
+      "--data-dir",
+      dataDir,
+    );
+    assert.ok(
+      created.some((line) => line.includes("60 RPM, 90000 TPM, budget $25.5 (spent $0)")),
+      created.join("\n"),
+    );
     const id = /key_[A-Za-z0-9_-]+/.exec(created.join("\n"))![0];
 
     const table = await runKeys("list", "--data-dir", dataDir);
     assert.match(table[0]!, /LAST USED\s+RPM\s+TPM\s+BUDGET USD\s+SPENT USD\s+MANAGE KEYS\s+MANAGE DEPLOYMENTS$/);
-    assert.match(table.find((line) => line.includes(id))!, /\s60\s+90000\s+25\.5\s+0\s+no\s+no$/);
+    assert.match(
+      table.find((line) => line.includes(id))!,
+      /\s60\s+90000\s+25\.5\s+0\s+no\s+no$/,
+    );
 
     const [json] = JSON.parse((await runKeys("list", "--json", "--data-dir", dataDir)).join("\n"));
     assert.deepEqual([json.rpm_limit, json.tpm_limit, json.budget_usd, json.spent_usd], [60, 90000, "25.5", "0"]);
@@ -85,7 +118,10 @@ describe("keys CLI without a server (opens the database itself)", () => {
     assert.deepEqual(await runKeys("set-limits", id, "--rpm", "none", "--budget", "0.000001", "--data-dir", dataDir), [
       `Updated ${id}: server default RPM, 90000 TPM, budget $0.000001 (spent $0).`,
     ]);
-    assert.match((await runKeys("list", "--data-dir", dataDir)).find((line) => line.includes(id))!, /\sdefault\s+90000\s+0\.000001\s+0\s+no\s+no$/);
+    assert.match(
+      (await runKeys("list", "--data-dir", dataDir)).find((line) => line.includes(id))!,
+      /\sdefault\s+90000\s+0\.000001\s+0\s+no\s+no$/,
+    );
     await assert.rejects(runKeys("set-limits", id, "--data-dir", dataDir), /Nothing to change/);
     await assert.rejects(runKeys("set-limits", "key_nope", "--tpm", "5", "--data-dir", dataDir), /No API key with id 'key_nope'/);
 
@@ -218,7 +254,11 @@ describe("keys CLI with a live server on the same data dir (goes through the adm
     const principal = await authenticate(serverDb, created.at(-1)!);
     assert.deepEqual(principal?.limits, { requestsPerMinute: 4, tokensPerMinute: null, budgetUsd: "0.000006" });
     await runKeys("set-limits", principal!.keyId, "--tpm", "500", "--budget", "none", "--data-dir", dataDir);
-    assert.deepEqual((await authenticate(serverDb, created.at(-1)!))?.limits, { requestsPerMinute: 4, tokensPerMinute: 500, budgetUsd: null });
+    assert.deepEqual((await authenticate(serverDb, created.at(-1)!))?.limits, {
+      requestsPerMinute: 4,
+      tokensPerMinute: 500,
+      budgetUsd: null,
+    });
     assert.ok(requests.includes(`PATCH /admin/v1/keys/${principal!.keyId}`));
     const [json] = JSON.parse((await runKeys("list", "--json", "--account", "served-limits", "--data-dir", dataDir)).join("\n"));
     assert.deepEqual([json.rpm_limit, json.tpm_limit, json.budget_usd, json.spent_usd], [4, 500, null, "0"]);

@@ -11,7 +11,6 @@ import type { Database } from "../../src/storage/database.js";
 import { forEachDatabase } from "../helpers/databases.js";
 import { usage } from "../helpers/usage.js";
 
-
 /** Ids of an account (created with its key) and the key. */
 async function accountWithKey(db: Database, account: string): Promise<{ accountId: string; keyId: string }> {
   const key = await createKey(db, { account });
@@ -37,7 +36,10 @@ forEachDatabase("usage ledger", ({ db }) => {
       "SELECT request_id, status, error_code, cost_usd::text AS cost_usd FROM usage_records WHERE request_id = ANY($1::text[])",
       [[completed.requestId, cancelled.requestId]],
     );
-    assert.deepEqual(rows.find((r) => r.request_id === completed.requestId), { request_id: completed.requestId, status: "failed", error_code: "response_not_stored", cost_usd: "0.000002" });
+    assert.deepEqual(
+      rows.find((r) => r.request_id === completed.requestId),
+      { request_id: completed.requestId, status: "failed", error_code: "response_not_stored", cost_usd: "0.000002" },
+    );
     assert.equal(rows.find((r) => r.request_id === cancelled.requestId)?.status, "cancelled");
   });
 
@@ -127,11 +129,21 @@ forEachDatabase("usage ledger", ({ db }) => {
   test("prediction counts are kept on the row (the rejected ones inside completion_tokens) and summed in the report", async () => {
     const { accountId, keyId } = await accountWithKey(db, "predicted");
     const ledger = createUsageLedger(db);
-    const edited = usage(accountId, keyId, { completionTokens: 47, acceptedPredictionTokens: 30, rejectedPredictionTokens: 7, costUsd: "0.000282" });
+    const edited = usage(accountId, keyId, {
+      completionTokens: 47,
+      acceptedPredictionTokens: 30,
+      rejectedPredictionTokens: 7,
+      costUsd: "0.000282",
+    });
     const plain = usage(accountId, keyId, { model: "m/other", completionTokens: 5 });
     await ledger.record(edited);
     await ledger.record(plain);
-    const [row] = await db.query<{ completion_tokens: number; accepted_prediction_tokens: number; rejected_prediction_tokens: number; cost_usd: string }>(
+    const [row] = await db.query<{
+      completion_tokens: number;
+      accepted_prediction_tokens: number;
+      rejected_prediction_tokens: number;
+      cost_usd: string;
+    }>(
       "SELECT completion_tokens, accepted_prediction_tokens, rejected_prediction_tokens, cost_usd::text AS cost_usd FROM usage_records WHERE request_id = $1",
       [edited.requestId],
     );
@@ -140,7 +152,13 @@ forEachDatabase("usage ledger", ({ db }) => {
     assert.equal(report.totals.completion_tokens, 52);
     assert.equal(report.totals.accepted_prediction_tokens, 30);
     assert.equal(report.totals.rejected_prediction_tokens, 7);
-    assert.deepEqual(report.groups.map((g) => [g.group, g.accepted_prediction_tokens, g.rejected_prediction_tokens]), [["m/other", 0, 0], ["qwen/qwen3-0.6b", 30, 7]]);
+    assert.deepEqual(
+      report.groups.map((g) => [g.group, g.accepted_prediction_tokens, g.rejected_prediction_tokens]),
+      [
+        ["m/other", 0, 0],
+        ["qwen/qwen3-0.6b", 30, 7],
+      ],
+    );
     const wire = stringifyJson(toWireUsage(report, {}));
     assert.match(wire, /"accepted_prediction_tokens":30,"rejected_prediction_tokens":7,/);
     assert.equal(parseWireUsage(wire).totals.rejected_prediction_tokens, 7);
@@ -157,10 +175,38 @@ forEachDatabase("usage ledger", ({ db }) => {
       keyB = (await createKey(db, { account: "grouped" })).id;
       const ledger = createUsageLedger(db);
       const rows: Array<[string, Partial<UsageRecord>, string]> = [
-        ["r1", { keyId: keyA, model: "m/alpha", promptTokens: 100, cachedTokens: 40, completionTokens: 10, costUsd: "0.000000001" }, "2025-01-01T00:00:00Z"],
-        ["r2", { keyId: keyA, model: "m/beta", promptTokens: 200, completionTokens: 20, costUsd: "0.1", status: "cancelled", finishReason: "cancelled" }, "2025-01-01T23:59:59.999Z"],
+        [
+          "r1",
+          { keyId: keyA, model: "m/alpha", promptTokens: 100, cachedTokens: 40, completionTokens: 10, costUsd: "0.000000001" },
+          "2025-01-01T00:00:00Z",
+        ],
+        [
+          "r2",
+          {
+            keyId: keyA,
+            model: "m/beta",
+            promptTokens: 200,
+            completionTokens: 20,
+            costUsd: "0.1",
+            status: "cancelled",
+            finishReason: "cancelled",
+          },
+          "2025-01-01T23:59:59.999Z",
+        ],
         ["r3", { keyId: keyB, model: "m/alpha", promptTokens: 300, completionTokens: 30, costUsd: "0.2" }, "2025-01-02T00:00:00Z"],
-        ["r4", { keyId: keyB, model: "m/beta", promptTokens: 7, completionTokens: 0, costUsd: "0", status: "rejected", errorCode: "rate_limit_exceeded" }, "2025-01-03T12:00:00+02:00"],
+        [
+          "r4",
+          {
+            keyId: keyB,
+            model: "m/beta",
+            promptTokens: 7,
+            completionTokens: 0,
+            costUsd: "0",
+            status: "rejected",
+            errorCode: "rate_limit_exceeded",
+          },
+          "2025-01-03T12:00:00+02:00",
+        ],
       ];
       for (const [name, overrides, at] of rows) {
         const record = usage(accountId, keyA, overrides);
@@ -195,7 +241,15 @@ forEachDatabase("usage ledger", ({ db }) => {
           ["m/beta", 2, 200, 0, 20, 220, "0.1"],
         ],
       );
-      assert.deepEqual(groups[1]!.by_status, { completed: 0, cancelled: 1, failed: 0, rejected: 1, expired: 0, in_flight: 0, interrupted: 0 });
+      assert.deepEqual(groups[1]!.by_status, {
+        completed: 0,
+        cancelled: 1,
+        failed: 0,
+        rejected: 1,
+        expired: 0,
+        in_flight: 0,
+        interrupted: 0,
+      });
       assert.equal(totals.requests, 4);
       assert.equal(totals.cost_usd, "0.300000001");
     });
@@ -217,7 +271,10 @@ forEachDatabase("usage ledger", ({ db }) => {
       const { groups } = await queryUsage(db, { accountId, groupBy: "key" });
       const byKey = Object.fromEntries(groups.map((g) => [g.group, [g.requests, g.total_tokens, g.cost_usd]]));
       assert.deepEqual(byKey, { [keyA]: [2, 330, "0.100000001"], [keyB]: [2, 330, "0.2"] });
-      assert.deepEqual(groups.map((g) => g.group), [keyA, keyB].sort());
+      assert.deepEqual(
+        groups.map((g) => g.group),
+        [keyA, keyB].sort(),
+      );
     });
 
     test("start is inclusive, end exclusive", async () => {
@@ -228,7 +285,10 @@ forEachDatabase("usage ledger", ({ db }) => {
       assert.equal(justR2.totals.cost_usd, "0.1");
 
       const fromJan2 = await queryUsage(db, { accountId, start: new Date("2025-01-02T00:00:00Z"), groupBy: "day" });
-      assert.deepEqual(fromJan2.groups.map((g) => g.group), ["2025-01-02", "2025-01-03"]);
+      assert.deepEqual(
+        fromJan2.groups.map((g) => g.group),
+        ["2025-01-02", "2025-01-03"],
+      );
       assert.equal(fromJan2.totals.cost_usd, "0.2");
 
       const beforeJan2 = await queryUsage(db, { accountId, end: new Date("2025-01-02T00:00:00Z") });
@@ -244,7 +304,12 @@ forEachDatabase("usage ledger", ({ db }) => {
       const other = await accountWithKey(db, "other-account");
       const ledger = createUsageLedger(db);
       await ledger.record(usage(other.accountId, other.keyId, { model: "m/alpha", costUsd: "5" }));
-      await setCreatedAt(db, (await db.query<{ request_id: string }>("SELECT request_id FROM usage_records WHERE account_id = $1", [other.accountId]))[0]!.request_id, "2025-01-01T12:00:00Z");
+      await setCreatedAt(
+        db,
+        (await db.query<{ request_id: string }>("SELECT request_id FROM usage_records WHERE account_id = $1", [other.accountId]))[0]!
+          .request_id,
+        "2025-01-01T12:00:00Z",
+      );
 
       const mine = await queryUsage(db, { accountId, groupBy: "key" });
       assert.equal(mine.totals.requests, 4);
@@ -254,7 +319,10 @@ forEachDatabase("usage ledger", ({ db }) => {
       const theirs = await queryUsage(db, { accountId: other.accountId, groupBy: "model" });
       assert.equal(theirs.totals.requests, 1);
       assert.equal(theirs.totals.cost_usd, "5");
-      assert.deepEqual(theirs.groups.map((g) => [g.group, g.requests]), [["m/alpha", 1]]);
+      assert.deepEqual(
+        theirs.groups.map((g) => [g.group, g.requests]),
+        [["m/alpha", 1]],
+      );
 
       assert.equal((await queryUsage(db, { accountId: "acct_nobody" })).totals.requests, 0);
     });
@@ -276,20 +344,32 @@ describe("usage parameters", () => {
 
   test("bad times are InvalidRequest naming the param", () => {
     for (const bad of ["soon", "2025-02-30", "2025-13-01", "2025-01-01T24:00", "-5", "1e9", "2025/01/01", "", "Jan 1 2025"]) {
-      assert.throws(() => parseUsageTime(bad, "end"), (error: unknown) => {
-        assert.ok(error instanceof InvalidRequest, bad);
-        assert.equal(error.param, "end");
-        return true;
-      });
+      assert.throws(
+        () => parseUsageTime(bad, "end"),
+        (error: unknown) => {
+          assert.ok(error instanceof InvalidRequest, bad);
+          assert.equal(error.param, "end");
+          return true;
+        },
+      );
     }
   });
 
   test("parseUsageParams: empty values are absent, group_by is checked, end must follow start", () => {
     assert.deepEqual(parseUsageParams({ start: "", end: "", group_by: "" }), {});
     assert.deepEqual(parseUsageParams({ group_by: "day", other: "ignored" }), { groupBy: "day" });
-    assert.throws(() => parseUsageParams({ group_by: "hour" }), (e: unknown) => e instanceof InvalidRequest && e.param === "group_by");
-    assert.throws(() => parseUsageParams({ start: ["1", "2"] }), (e: unknown) => e instanceof InvalidRequest && e.param === "start");
-    assert.throws(() => parseUsageParams({ start: "2025-01-02", end: "2025-01-01" }), (e: unknown) => e instanceof InvalidRequest && e.param === "end");
+    assert.throws(
+      () => parseUsageParams({ group_by: "hour" }),
+      (e: unknown) => e instanceof InvalidRequest && e.param === "group_by",
+    );
+    assert.throws(
+      () => parseUsageParams({ start: ["1", "2"] }),
+      (e: unknown) => e instanceof InvalidRequest && e.param === "start",
+    );
+    assert.throws(
+      () => parseUsageParams({ start: "2025-01-02", end: "2025-01-01" }),
+      (e: unknown) => e instanceof InvalidRequest && e.param === "end",
+    );
   });
 
   test("parseWireUsage keeps every cost exact, even past float precision", () => {

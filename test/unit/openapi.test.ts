@@ -41,7 +41,14 @@ describe("the OpenAPI document and the reference page", () => {
       authenticate: async () => null,
       bodyLimit: 1 << 20,
       // The real manager, never started: the routes are what is checked here, no instance loads.
-      deployments: createDeploymentManager({ db, registry, catalog: await loadCatalog({}), factory: async () => Promise.reject(new Error("no engine here")), owner: { id: "own_openapi", isGone: async () => false }, log: () => {} }),
+      deployments: createDeploymentManager({
+        db,
+        registry,
+        catalog: await loadCatalog({}),
+        factory: async () => Promise.reject(new Error("no engine here")),
+        owner: { id: "own_openapi", isGone: async () => false },
+        log: () => {},
+      }),
     });
     app.addHook("onRoute", (route) => {
       for (const method of [route.method].flat()) routes.push({ method, url: route.url });
@@ -63,12 +70,22 @@ describe("the OpenAPI document and the reference page", () => {
     // HEAD is Fastify's automatic twin of each GET; OPTIONS * is the CORS preflight catch-all.
     const served = routes.filter((r) => r.method !== "HEAD" && r.method !== "OPTIONS");
     assert.ok(served.length >= 30, `routes seen: ${served.length}`);
-    const documented = Object.entries(document.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    const documented = Object.entries(document.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
     for (const route of served) {
       // `:id` is `{id}`; a trailing wildcard is the last path parameter (model ids hold a slash).
       const template = route.url.replace(/:(\w+)/g, "{$1}");
-      const pattern = new RegExp(`^${route.method} ${template.replace(/[.?+^$()[\]]/g, "\\$&").replace(/\*$/, "\\{\\w+\\}").replace(/\{(\w+)\}/g, "\\{$1\\}")}$`);
-      assert.ok(documented.some((d) => pattern.test(d)), `${route.method} ${route.url} is documented`);
+      const pattern = new RegExp(
+        `^${route.method} ${template
+          .replace(/[.?+^$()[\]]/g, "\\$&")
+          .replace(/\*$/, "\\{\\w+\\}")
+          .replace(/\{(\w+)\}/g, "\\{$1\\}")}$`,
+      );
+      assert.ok(
+        documented.some((d) => pattern.test(d)),
+        `${route.method} ${route.url} is documented`,
+      );
     }
     assert.equal(documented.length, new Set(documented).size);
   });
@@ -82,7 +99,10 @@ describe("the OpenAPI document and the reference page", () => {
       assert.deepEqual(schema.properties.temperature.anyOf[0], { type: "number", minimum: 0, maximum: 2 }, "ranges come from the schema");
       assert.ok(schema.properties.metadata, "newer fields too");
       assert.equal(chat.responses["400"].$ref, "#/components/responses/Error");
-      assert.deepEqual(chat.security.map((s: object) => Object.keys(s)[0]), ["bearerKey", "apiKeyHeader", "xApiKeyHeader"]);
+      assert.deepEqual(
+        chat.security.map((s: object) => Object.keys(s)[0]),
+        ["bearerKey", "apiKeyHeader", "xApiKeyHeader"],
+      );
       assert.ok(document.paths[`${prefix}/responses`].post.requestBody.content["application/json"].schema.properties.previous_response_id);
       assert.ok(document.paths[`${prefix}/completions`].post.requestBody.content["application/json"].schema.properties.echo);
     }

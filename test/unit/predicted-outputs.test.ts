@@ -42,7 +42,11 @@ describe("the prediction parameter", () => {
       [{ type: "content", content: 5 }, "prediction.content", "invalid_type"],
       [{ type: "content", content: "a\u0000" }, "prediction.content", "invalid_value"],
       [{ type: "content", content: [{ type: "image_url", image_url: { url: "x" } }] }, "prediction.content[0].type", "invalid_value"],
-      [{ type: "content", content: [{ type: "text", text: "a" }, { type: "text" }] }, "prediction.content[1].text", "missing_required_parameter"],
+      [
+        { type: "content", content: [{ type: "text", text: "a" }, { type: "text" }] },
+        "prediction.content[1].text",
+        "missing_required_parameter",
+      ],
       [{ type: "content", content: [{ type: "text", text: 1 }] }, "prediction.content[0].text", "invalid_type"],
       [{ type: "content", content: ["a"] }, "prediction.content[0]", "invalid_type"],
     ];
@@ -50,7 +54,18 @@ describe("the prediction parameter", () => {
   });
 
   test("text parts join with nothing between them; an empty or absent prediction is none", () => {
-    const parts = toChatInput(parseChatRequest({ ...base, prediction: { type: "content", content: [{ type: "text", text: "a b" }, { type: "text", text: " c" }] } }));
+    const parts = toChatInput(
+      parseChatRequest({
+        ...base,
+        prediction: {
+          type: "content",
+          content: [
+            { type: "text", text: "a b" },
+            { type: "text", text: " c" },
+          ],
+        },
+      }),
+    );
     assert.equal(parts.prediction, "a b c");
     assert.equal(toChatInput(parseChatRequest({ ...base, prediction: { type: "content", content: "x" } })).prediction, "x");
     assert.equal(toChatInput(parseChatRequest({ ...base, prediction: { type: "content", content: [] } })).prediction, "");
@@ -82,7 +97,11 @@ const entry: CatalogEntry = {
 };
 
 /** The tokens of a prediction: one a word. */
-const words = (text: string) => text.split(" ").filter(Boolean).map((_, i) => 100 + i);
+const words = (text: string) =>
+  text
+    .split(" ")
+    .filter(Boolean)
+    .map((_, i) => 100 + i);
 
 interface Script {
   /** Per choice: the engine's events after `started`. */
@@ -114,7 +133,14 @@ function predictingBackend(script: Script, seen: { params: GenerationParams[]; p
         yield* script.events(choice);
       });
     },
-    stats: () => ({ slots: 4, running: { priority: 0, default: 0, flex: 0, batch: 0 }, waiting: { priority: 0, default: 0, flex: 0, batch: 0 }, preemptions: 0, idleSequences: 0, kvCacheUsage: 0 }),
+    stats: () => ({
+      slots: 4,
+      running: { priority: 0, default: 0, flex: 0, batch: 0 },
+      waiting: { priority: 0, default: 0, flex: 0, batch: 0 },
+      preemptions: 0,
+      idleSequences: 0,
+      kvCacheUsage: 0,
+    }),
     close: async () => {},
   };
 }
@@ -141,11 +167,22 @@ function setup(script: Script) {
   const limits = createMemoryLimits({ concurrentPerAccountModel: 4, requestsPerMinute: null, tokensPerMinute: null });
   const metrics = createMetrics(() => []);
   const chat = createChatService({ registry, ledger, limits, budgets, inFlight, metrics });
-  const caller: Caller = { accountId: "acct_1", keyId: "key_1", allowedModels: null, limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: "1" } };
+  const caller: Caller = {
+    accountId: "acct_1",
+    keyId: "key_1",
+    allowedModels: null,
+    limits: { requestsPerMinute: null, tokensPerMinute: null, budgetUsd: "1" },
+  };
   return { chat, caller, rows, seen, metrics };
 }
 
-const ask = (extra: Partial<ChatInput> = {}): ChatInput => ({ model: entry.id, prompt: { kind: "chat", messages: [{ role: "user", content: "Repeat." }] }, maxTokens: 50, stop: [], ...extra });
+const ask = (extra: Partial<ChatInput> = {}): ChatInput => ({
+  model: entry.id,
+  prompt: { kind: "chat", messages: [{ role: "user", content: "Repeat." }] },
+  maxTokens: 50,
+  stop: [],
+  ...extra,
+});
 
 async function usageOf(chat: ReturnType<typeof setup>["chat"], caller: Caller, input: ChatInput): Promise<{ usage: Usage; text: string }> {
   const run = await chat.start(caller, input, new AbortController().signal);
@@ -167,7 +204,13 @@ describe("prediction counts in usage and the bill", () => {
         { type: "text", text: "one two", completionTokens: 2, prediction: { accepted: 2, rejected: 0 } },
         { type: "text", text: " three X Y", completionTokens: 5, prediction: { accepted: 3, rejected: 3 } },
         { type: "text", text: " seven", completionTokens: 6, prediction: { accepted: 4, rejected: 3 } },
-        { type: "finish", reason: "stop", completionTokens: 6, prediction: { accepted: 4, rejected: 3 }, speculation: { drafts: 3, draftTokens: 9, acceptedTokens: 5 } },
+        {
+          type: "finish",
+          reason: "stop",
+          completionTokens: 6,
+          prediction: { accepted: 4, rejected: 3 },
+          speculation: { drafts: 3, draftTokens: 9, acceptedTokens: 5 },
+        },
       ],
     });
     const { usage, text } = await usageOf(chat, caller, ask({ prediction: TEN }));
@@ -175,14 +218,28 @@ describe("prediction counts in usage and the bill", () => {
     assert.deepEqual(seen.prepared, [TEN]);
     assert.deepEqual(seen.params[0]!.prediction, { text: TEN, tokens: words(TEN), tokenCount: 10 });
     // 6 generated + 3 rejected; (10 × 1 + 9 × 2) per 1M tokens.
-    assert.deepEqual({ ...usage }, { promptTokens: 10, cachedPromptTokens: 0, completionTokens: 9, reasoningTokens: 0, acceptedPredictionTokens: 4, rejectedPredictionTokens: 3, cost: "0.000028" });
+    assert.deepEqual(
+      { ...usage },
+      {
+        promptTokens: 10,
+        cachedPromptTokens: 0,
+        completionTokens: 9,
+        reasoningTokens: 0,
+        acceptedPredictionTokens: 4,
+        rejectedPredictionTokens: 3,
+        cost: "0.000028",
+      },
+    );
     const wire = toWireUsage(usage);
     assert.equal(wire.completion_tokens, 9);
     assert.equal(wire.total_tokens, 19);
     assert.deepEqual(wire.completion_tokens_details, { reasoning_tokens: 0, accepted_prediction_tokens: 4, rejected_prediction_tokens: 3 });
     assert.equal(rows.length, 1);
     const row = rows[0]!;
-    assert.deepEqual([row.status, row.completionTokens, row.acceptedPredictionTokens, row.rejectedPredictionTokens, row.costUsd], ["completed", 9, 4, 3, usage.cost]);
+    assert.deepEqual(
+      [row.status, row.completionTokens, row.acceptedPredictionTokens, row.rejectedPredictionTokens, row.costUsd],
+      ["completed", 9, 4, 3, usage.cost],
+    );
     // The durable count covers the rejected tokens as they accrue; the reservation allows for the whole prediction.
     assert.deepEqual(seen.covers, [2, 8, 9]);
     assert.equal(seen.starts[0]!.maxCompletionTokens, 50 + 10);
@@ -233,24 +290,33 @@ describe("prediction counts in usage and the bill", () => {
     const fits = Array.from({ length: 1014 }, () => "w").join(" "); // 1,024 − 10 prompt tokens
     await usageOf(chat, caller, ask({ prediction: fits, maxTokens: 5 }));
     const tooLong = `${fits} w`;
-    await assert.rejects(chat.start(caller, ask({ prediction: tooLong, maxTokens: 5 }), new AbortController().signal), { status: 400, param: "prediction", code: "context_length_exceeded" });
+    await assert.rejects(chat.start(caller, ask({ prediction: tooLong, maxTokens: 5 }), new AbortController().signal), {
+      status: 400,
+      param: "prediction",
+      code: "context_length_exceeded",
+    });
     assert.deepEqual([rows[1]!.status, rows[1]!.costUsd, rows[1]!.errorCode], ["rejected", "0", "context_length_exceeded"]);
     assert.equal(seen.prepared.length, 2);
   });
 
   test("a prediction whose lower bound cannot fit is refused before it is tokenized", async () => {
     const { chat, caller, seen } = setup({ events: () => [], minimumTextTokens: (text) => text.length });
-    await assert.rejects(chat.start(caller, ask({ prediction: "x".repeat(2000) }), new AbortController().signal), (error: Error & { param?: string; message: string }) => {
-      assert.equal(error.param, "prediction");
-      assert.match(error.message, /the prediction is at least 2000 tokens/);
-      return true;
-    });
+    await assert.rejects(
+      chat.start(caller, ask({ prediction: "x".repeat(2000) }), new AbortController().signal),
+      (error: Error & { param?: string; message: string }) => {
+        assert.equal(error.param, "prediction");
+        assert.match(error.message, /the prediction is at least 2000 tokens/);
+        return true;
+      },
+    );
     assert.deepEqual(seen.prepared, []);
   });
 
   test("/metrics counts drafts, draft tokens and accepted tokens per model and tier, from each choice's finish", async () => {
     const { chat, caller, metrics } = setup({
-      events: () => [{ type: "finish", reason: "stop", completionTokens: 4, speculation: { drafts: 2, draftTokens: 7, acceptedTokens: 3 } }],
+      events: () => [
+        { type: "finish", reason: "stop", completionTokens: 4, speculation: { drafts: 2, draftTokens: 7, acceptedTokens: 3 } },
+      ],
     });
     await usageOf(chat, caller, ask({ n: 2 }));
     await usageOf(chat, caller, ask({ serviceTier: "priority" }));
@@ -269,7 +335,12 @@ describe("an upstream engine and predictions", () => {
 
   test("the prediction goes up as OpenAI's parameter; an upper bound of its tokens cannot refuse it", () => {
     const prompt = chatPrompt([{ role: "user", content: "hi" }], [], {});
-    const params: GenerationParams = { maxTokens: 5, sampling: { temperature: 0, topP: 1 }, stop: [], prediction: { text: "a b", tokenCount: 3, tokenCountIsUpperBound: true } };
+    const params: GenerationParams = {
+      maxTokens: 5,
+      sampling: { temperature: 0, topP: 1 },
+      stop: [],
+      prediction: { text: "a b", tokenCount: 3, tokenCountIsUpperBound: true },
+    };
     assert.deepEqual(requestBody(prompt, params, { model: "m", sendPriority: false }).prediction, { type: "content", content: "a b" });
     assert.equal(requestBody(prompt, { ...params, prediction: undefined }, { model: "m", sendPriority: false }).prediction, undefined);
   });
@@ -277,7 +348,14 @@ describe("an upstream engine and predictions", () => {
   test("its usage's prediction counts are read, and its completion_tokens (which holds the rejected ones) counts the output alone", async () => {
     const sse = [
       { choices: [{ delta: { content: "Hi" }, finish_reason: "stop" }] },
-      { choices: [], usage: { prompt_tokens: 12, completion_tokens: 9, completion_tokens_details: { reasoning_tokens: 0, accepted_prediction_tokens: 4, rejected_prediction_tokens: 3 } } },
+      {
+        choices: [],
+        usage: {
+          prompt_tokens: 12,
+          completion_tokens: 9,
+          completion_tokens_details: { reasoning_tokens: 0, accepted_prediction_tokens: 4, rejected_prediction_tokens: 3 },
+        },
+      },
     ]
       .map((c) => `data: ${JSON.stringify(c)}\n\n`)
       .join("");
@@ -286,6 +364,13 @@ describe("an upstream engine and predictions", () => {
     })();
     const events: EngineEvent[] = [];
     for await (const e of streamEvents(body, never)) events.push(e);
-    assert.deepEqual(events.at(-1), { type: "finish", reason: "stop", completionTokens: 6, promptTokens: 12, cachedTokens: 0, prediction: { accepted: 4, rejected: 3 } });
+    assert.deepEqual(events.at(-1), {
+      type: "finish",
+      reason: "stop",
+      completionTokens: 6,
+      promptTokens: 12,
+      cachedTokens: 0,
+      prediction: { accepted: 4, rejected: 3 },
+    });
   });
 });

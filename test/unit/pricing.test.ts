@@ -139,10 +139,7 @@ describe("requestCost", () => {
     // 9007199254740991 × 0.2156 = 1941952159322157.6596 → ÷ 1e6 (checked with Python's decimal)
     assert.equal(requestCost(standard, { promptTokens: n, cachedPromptTokens: 0, completionTokens: 0 }), "1941952159.3221576596");
     // + 9007199254740991 × 0.6468 = 5825856477966472.9788 → total 7767808637288630.6384 ÷ 1e6
-    assert.equal(
-      requestCost(standard, { promptTokens: n, cachedPromptTokens: 0, completionTokens: n }),
-      "7767808637.2886306384",
-    );
+    assert.equal(requestCost(standard, { promptTokens: n, cachedPromptTokens: 0, completionTokens: n }), "7767808637.2886306384");
   });
 
   it("rejects bad counts", () => {
@@ -186,7 +183,7 @@ describe("money helpers", () => {
 
 describe("stringifyJson / ExactDecimal", () => {
   it("round-trips nested objects like JSON.stringify", () => {
-    const value = { a: 1, b: [true, null, "x", { c: "d\"e\n" }], e: { f: { g: [] } }, h: undefined, d: new Date(0) };
+    const value = { a: 1, b: [true, null, "x", { c: 'd"e\n' }], e: { f: { g: [] } }, h: undefined, d: new Date(0) };
     assert.equal(stringifyJson(value), JSON.stringify(value));
     assert.equal(stringifyJson(value, 2), JSON.stringify(value, null, 2));
     assert.deepEqual(JSON.parse(stringifyJson(value)), JSON.parse(JSON.stringify(value)));
@@ -197,10 +194,7 @@ describe("stringifyJson / ExactDecimal", () => {
     assert.equal(out, '{"usage":{"estimated_cost":0.000004312,"total_tokens":20}}');
     assert.equal(stringifyJson([new ExactDecimal("0"), new ExactDecimal("-12.5")]), "[0,-12.5]");
     assert.equal(stringifyJson(new ExactDecimal("0.1")), "0.1");
-    assert.equal(
-      stringifyJson({ x: [new ExactDecimal("1.5")] }, 2),
-      '{\n  "x": [\n    1.5\n  ]\n}',
-    );
+    assert.equal(stringifyJson({ x: [new ExactDecimal("1.5")] }, 2), '{\n  "x": [\n    1.5\n  ]\n}');
     // 30 significant digits survive verbatim, where a float would lose them
     const long = "0.123456789012345678901234567890";
     assert.equal(stringifyJson({ v: new ExactDecimal(long) }), `{"v":${long}}`);
@@ -285,7 +279,11 @@ describe("pricingView", () => {
   it("every model has the batch tier: 0.5 by default, or the catalog's own multiplier", () => {
     const view = pricingView({ input: "1", output: "2", cached_input: "0.5", tiers: { batch: "0.25" } });
     assert.equal(stringifyJson(view.tiers.batch), '{"input":0.25,"output":0.5,"cached_input":0.125,"multiplier":0.25}');
-    assert.deepEqual(effectivePrices({ input: "0.02", output: "0.06", cached_input: "0.01" }, "batch"), { input: "0.01", output: "0.03", cached_input: "0.005" });
+    assert.deepEqual(effectivePrices({ input: "0.02", output: "0.06", cached_input: "0.01" }, "batch"), {
+      input: "0.01",
+      output: "0.03",
+      cached_input: "0.005",
+    });
   });
 
   it("omits tiers the model lacks; absent discount shows 0", () => {

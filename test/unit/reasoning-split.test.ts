@@ -47,7 +47,7 @@ function prng(seed: number): () => number {
 
 function randomChunks(text: string, random: () => number): string[] {
   const chunks: string[] = [];
-  for (let at = 0; at < text.length; ) {
+  for (let at = 0; at < text.length;) {
     const size = 1 + Math.floor(random() * 6);
     chunks.push(text.slice(at, at + size));
     at += size;
@@ -173,7 +173,13 @@ describe("the reasoning splitter on real token streams", () => {
       const splitter = new ReasoningSplitter();
       let got = { reasoning: "", content: "", reasoningTokens: 0, contentTokens: 0 };
       let previous = 0;
-      const add = (d: typeof got) => (got = { reasoning: got.reasoning + d.reasoning, content: got.content + d.content, reasoningTokens: got.reasoningTokens + d.reasoningTokens, contentTokens: got.contentTokens + d.contentTokens });
+      const add = (d: typeof got) =>
+        (got = {
+          reasoning: got.reasoning + d.reasoning,
+          content: got.content + d.content,
+          reasoningTokens: got.reasoningTokens + d.reasoningTokens,
+          contentTokens: got.contentTokens + d.contentTokens,
+        });
       for (const token of tokens) {
         const delta = stream.push(token);
         if (delta) {

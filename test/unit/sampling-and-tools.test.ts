@@ -43,7 +43,11 @@ test("the JSON end tracker ignores braces inside strings", () => {
 const tools = [{ name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }];
 
 test("tool calls are read from a JSON object, an array, a <tool_call> wrapper or a code fence", () => {
-  for (const text of ['{"name": "get_weather", "arguments": {"city": "Paris"}}', '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>', '```json\n{"name": "get_weather", "parameters": {"city": "Paris"}}\n```']) {
+  for (const text of [
+    '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+    '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>',
+    '```json\n{"name": "get_weather", "parameters": {"city": "Paris"}}\n```',
+  ]) {
     const calls = parseToolCalls(text, tools);
     assert.ok(calls, text);
     assert.equal(calls.length, 1);
@@ -53,7 +57,7 @@ test("tool calls are read from a JSON object, an array, a <tool_call> wrapper or
   }
   assert.equal(parseToolCalls('{"name": "other", "arguments": {}}', tools), null);
   assert.equal(parseToolCalls("It is sunny.", tools), null);
-  assert.ok(mayBeToolCall("  {\"na"));
+  assert.ok(mayBeToolCall('  {"na'));
   assert.ok(mayBeToolCall("<tool"));
   assert.ok(!mayBeToolCall("The weather"));
 });
@@ -69,7 +73,11 @@ test("a forced call cut short keeps the tool's name and the partial arguments te
   assert.equal(partialToolCall('{"name": "get_w', two)![0]!.name, "get_weather", "a name prefix only one tool has");
   assert.equal(partialToolCall('{"name": "get_', two), null, "a name prefix two tools share");
   assert.equal(partialToolCall("{", two), null);
-  assert.deepEqual(JSON.parse(partialToolCall('{"name": "get_time", "arguments": {}}', two)![0]!.arguments), {}, "a complete call parses whole");
+  assert.deepEqual(
+    JSON.parse(partialToolCall('{"name": "get_time", "arguments": {}}', two)![0]!.arguments),
+    {},
+    "a complete call parses whole",
+  );
 });
 
 test("a forced call's constraint carries the tools, and its grammar holds each call to a const name", () => {
@@ -81,13 +89,36 @@ test("a forced call's constraint carries the tools, and its grammar holds each c
 test("the wire schema checks every sampling parameter's range and names it", () => {
   const base = { model: "m", messages: [{ role: "user", content: "hi" }] };
   const bad: Array<[string, unknown]> = [
-    ["temperature", 2.5], ["top_p", 0], ["top_k", -2], ["min_p", 1.5], ["presence_penalty", 2.1], ["frequency_penalty", -3],
-    ["repetition_penalty", 0], ["logit_bias", { "12": 101 }], ["logit_bias", { abc: 1 }], ["n", 9], ["n", 0], ["top_logprobs", 21], ["seed", 1.5],
+    ["temperature", 2.5],
+    ["top_p", 0],
+    ["top_k", -2],
+    ["min_p", 1.5],
+    ["presence_penalty", 2.1],
+    ["frequency_penalty", -3],
+    ["repetition_penalty", 0],
+    ["logit_bias", { "12": 101 }],
+    ["logit_bias", { abc: 1 }],
+    ["n", 9],
+    ["n", 0],
+    ["top_logprobs", 21],
+    ["seed", 1.5],
   ];
   for (const [param, value] of bad) {
     const parsed = chatRequestSchema.safeParse({ ...base, [param]: value, ...(param === "top_logprobs" ? { logprobs: true } : {}) });
     assert.ok(!parsed.success, `${param}=${JSON.stringify(value)} is refused`);
     assert.equal(parsed.error.issues[0]!.path[0], param);
   }
-  assert.ok(chatRequestSchema.safeParse({ ...base, presence_penalty: -2, frequency_penalty: 2, top_k: 40, min_p: 0.1, logit_bias: { "12": -100 }, n: 8, user: "u", unknown_field: 1 }).success);
+  assert.ok(
+    chatRequestSchema.safeParse({
+      ...base,
+      presence_penalty: -2,
+      frequency_penalty: 2,
+      top_k: 40,
+      min_p: 0.1,
+      logit_bias: { "12": -100 },
+      n: 8,
+      user: "u",
+      unknown_field: 1,
+    }).success,
+  );
 });

@@ -29,13 +29,19 @@ describe("where a request runs among a shard's sequences", () => {
     ops.length = 0;
     const taken = table.take("a", [...document, 7], ops);
     assert.deepEqual(taken, { sequence: 1, reused: 300 });
-    assert.deepEqual(ops, [{ op: "cp", src: 5, dst: 1 }, { op: "rm", seq: 1, from: 300 }]);
+    assert.deepEqual(ops, [
+      { op: "cp", src: 5, dst: 1 },
+      { op: "rm", seq: 1, from: 300 },
+    ]);
     // The cache stays where it was for the namespace's next request.
     assert.equal(table.bestPrefix("a", document), 300);
     // A shared prefix under the copy's worth (16 tokens at 4,096 cells) runs where it is cached, gap
     // or not, and is billed for its cached tokens; one of 100 tokens comes along by a copy.
     assert.equal(copyMinTokens(4096), 16);
-    for (const [shared, expected] of [[12, { sequence: 2, reused: 12 }], [100, { sequence: 1, reused: 100 }]] as const) {
+    for (const [shared, expected] of [
+      [12, { sequence: 2, reused: 12 }],
+      [100, { sequence: 1, reused: 100 }],
+    ] as const) {
       const short = new SequenceTable(4, 4096, true);
       short.take("x", tokens(0, 10), ops);
       short.take("y", tokens(50, 10), ops);

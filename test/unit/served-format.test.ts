@@ -57,8 +57,14 @@ describe("Q4_1 expansion", () => {
     for (let j = 0; j < 16; j++) block[4 + j] = (15 - j) * 16 + j; // low nibble j, high nibble 15 - j
     const out = expandQ4_1(block);
     const values = Array.from({ length: 32 }, (_, i) => halfBitsToFloat(out.readUInt16LE(i * 2)));
-    assert.deepEqual(values.slice(0, 16), Array.from({ length: 16 }, (_, j) => 0.5 * j - 1));
-    assert.deepEqual(values.slice(16), Array.from({ length: 16 }, (_, j) => 0.5 * (15 - j) - 1));
+    assert.deepEqual(
+      values.slice(0, 16),
+      Array.from({ length: 16 }, (_, j) => 0.5 * j - 1),
+    );
+    assert.deepEqual(
+      values.slice(16),
+      Array.from({ length: 16 }, (_, j) => 0.5 * (15 - j) - 1),
+    );
   });
 });
 
@@ -87,7 +93,10 @@ describe("the SmolLM2 Q4_1 file served as F16", () => {
     // node-llama-cpp's own reader (not ours) sees the same model: metadata equal but for the file type.
     const original = await readGgufFileInfo(published.path, { readTensorInfo: true });
     const expanded = await readGgufFileInfo(target, { readTensorInfo: true });
-    assert.deepEqual({ ...expanded.metadata, general: { ...expanded.metadata.general, file_type: 0 } }, { ...original.metadata, general: { ...original.metadata.general, file_type: 0 } });
+    assert.deepEqual(
+      { ...expanded.metadata, general: { ...expanded.metadata.general, file_type: 0 } },
+      { ...original.metadata, general: { ...original.metadata.general, file_type: 0 } },
+    );
     assert.equal(expanded.metadata.general.file_type, 1, "MOSTLY_F16");
     assert.deepEqual(
       expanded.fullTensorInfo!.map((t) => [t.name, t.dimensions, t.ggmlType]),
@@ -115,12 +124,19 @@ describe("the SmolLM2 Q4_1 file served as F16", () => {
               const nibble = j < 16 ? q[4 + j]! & 0x0f : q[4 + j - 16]! >> 4;
               const expected = d * nibble + m;
               const actual = halfBitsToFloat(f16.readUInt16LE(j * 2));
-              assert.ok(Math.abs(actual - expected) <= Math.abs(expected) * 2 ** -11 + 2 ** -24, `${tensor.name} block ${block} value ${j}: ${actual} vs ${expected}`);
+              assert.ok(
+                Math.abs(actual - expected) <= Math.abs(expected) * 2 ** -11 + 2 ** -24,
+                `${tensor.name} block ${block} value ${j}: ${actual} vs ${expected}`,
+              );
             }
           }
         } else {
           const bytes = tensor.type === GgmlType.F32 ? tensor.elements * 4 : Math.min(4096, tensor.elements);
-          assert.deepEqual(await read(copy, afterLayout.dataStart + other.offset, bytes), await read(source, before.dataStart + tensor.offset, bytes), tensor.name);
+          assert.deepEqual(
+            await read(copy, afterLayout.dataStart + other.offset, bytes),
+            await read(source, before.dataStart + tensor.offset, bytes),
+            tensor.name,
+          );
         }
       }
     } finally {
@@ -131,7 +147,10 @@ describe("the SmolLM2 Q4_1 file served as F16", () => {
 
   test("the copy is made once, re-verified on later pulls, and made again if it was damaged", async () => {
     const modelDir = join(dir, "cache");
-    const publishedFile = { ...published, sha256: (await readFile(`${published.path}.json`, "utf8")).match(/"sha256": "([0-9a-f]+)"/)![1]! };
+    const publishedFile = {
+      ...published,
+      sha256: (await readFile(`${published.path}.json`, "utf8")).match(/"sha256": "([0-9a-f]+)"/)![1]!,
+    };
     const first = await ensureServedFile(entry, publishedFile, modelDir, "catalog");
     assert.notEqual(first.path, published.path);
     const madeAt = (await stat(first.path)).mtimeMs;
@@ -145,9 +164,21 @@ describe("the SmolLM2 Q4_1 file served as F16", () => {
     const third = await ensureServedFile(entry, publishedFile, modelDir, "catalog");
     assert.equal(third.sha256, first.sha256, "re-encoded to the same bytes");
 
-    assert.equal(await ensureServedFile({ ...entry, serve_format: undefined }, publishedFile, modelDir, "catalog"), publishedFile, "no serve_format: served as published");
-    assert.equal(await ensureServedFile(entry, publishedFile, modelDir, "published"), publishedFile, "SWITCHYARD_SERVE_FORMAT=published wins");
-    assert.deepEqual(await ensureServedFile({ ...entry, serve_format: undefined }, publishedFile, modelDir, "f16"), third, "SWITCHYARD_SERVE_FORMAT=f16 wins");
+    assert.equal(
+      await ensureServedFile({ ...entry, serve_format: undefined }, publishedFile, modelDir, "catalog"),
+      publishedFile,
+      "no serve_format: served as published",
+    );
+    assert.equal(
+      await ensureServedFile(entry, publishedFile, modelDir, "published"),
+      publishedFile,
+      "SWITCHYARD_SERVE_FORMAT=published wins",
+    );
+    assert.deepEqual(
+      await ensureServedFile({ ...entry, serve_format: undefined }, publishedFile, modelDir, "f16"),
+      third,
+      "SWITCHYARD_SERVE_FORMAT=f16 wins",
+    );
   });
 
   test("SWITCHYARD_SERVE_FORMAT is catalog, published or f16; the default catalog serves SmolLM2 as published", async () => {

@@ -22,11 +22,18 @@ describe("service tiers", () => {
     assert.deepEqual(sum, { priority: 11, default: 22, flex: 33, batch: 44 });
     assert.equal(tierTotal(sum), 110);
     assert.equal(tierTotal(sum, ["priority", "flex"]), 44);
-    assert.deepEqual(sumPerTier([], (s: PerTier<number>) => s), { priority: 0, default: 0, flex: 0, batch: 0 });
+    assert.deepEqual(
+      sumPerTier([], (s: PerTier<number>) => s),
+      { priority: 0, default: 0, flex: 0, batch: 0 },
+    );
   });
 
   test("batch lines get the sequences no other tier holds or waits for", () => {
-    const stats = { slots: 16, running: { priority: 1, default: 2, flex: 3, batch: 5 }, waiting: { priority: 1, default: 1, flex: 1, batch: 9 } };
+    const stats = {
+      slots: 16,
+      running: { priority: 1, default: 2, flex: 3, batch: 5 },
+      waiting: { priority: 1, default: 1, flex: 1, batch: 9 },
+    };
     const registry = { get: () => ({ state: "ready", backend: { stats: () => stats } }) } as unknown as ModelRegistry;
     assert.equal(batchCapacity(registry)("m"), 16 - 6 - 3, "batch's own running and waiting lines do not count");
     stats.waiting.default = 20;

@@ -18,9 +18,28 @@ const texts = {
   tokenText: (token: number) => String.fromCharCode(96 + token),
   isEndOfGeneration: (token: number) => token === 0,
 };
-const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
+const SAMPLER: SamplerSpec = {
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  minP: 0,
+  seed: 1,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  repetitionPenalty: 1,
+  logitBias: [],
+};
 const request = (promptLength: number, tier: ServiceTier, maxTokens: number) =>
-  new EngineRequest({ promptTokens: Array.from({ length: promptLength }, (_, i) => 1 + (i % 20)), maxTokens, sampling: { temperature: 0, topP: 1 }, stop: [], tier }, SAMPLER);
+  new EngineRequest(
+    {
+      promptTokens: Array.from({ length: promptLength }, (_, i) => 1 + (i % 20)),
+      maxTokens,
+      sampling: { temperature: 0, topP: 1 },
+      stop: [],
+      tier,
+    },
+    SAMPLER,
+  );
 
 interface Ran {
   shard: number;
@@ -36,7 +55,15 @@ function recordingRunner(shard: number, log: Ran[]): ShardRunner {
       const from = performance.now();
       await new Promise((resolve) => setTimeout(resolve, 5));
       log.push({ shard, threads: message.threads, tokens: message.tokens.length, from, to: performance.now() });
-      return { type: "step", tokens: new Int32Array(message.samples.length).fill(1), logprobs: message.samples.map(() => null), failedSamplers: [], failedRestores: [], decodeMs: 5, sampleMs: 0 };
+      return {
+        type: "step",
+        tokens: new Int32Array(message.samples.length).fill(1),
+        logprobs: message.samples.map(() => null),
+        failedSamplers: [],
+        failedRestores: [],
+        decodeMs: 5,
+        sampleMs: 0,
+      };
     },
     async close() {},
   };
@@ -45,7 +72,15 @@ function recordingRunner(shard: number, log: Ran[]): ShardRunner {
 test("a shard loading a priority prompt runs it on every core while a shard with only lower tiers holds", async () => {
   const log: Ran[] = [];
   const group = new ShardGroup(2);
-  const schedulers = [0, 1].map((i) => new ShardScheduler({ shard: i, sequences: 4, cellsPerSequence: 4096, stepTokens: 256, prefixCache: true }, tieredPolicy, texts, new StepCostModel()));
+  const schedulers = [0, 1].map(
+    (i) =>
+      new ShardScheduler(
+        { shard: i, sequences: 4, cellsPerSequence: 4096, stepTokens: 256, prefixCache: true },
+        tieredPolicy,
+        texts,
+        new StepCostModel(),
+      ),
+  );
   group.shards = schedulers.map((s, i) => new Shard(s, recordingRunner(i, log), group));
   const [lower, rushing] = group.shards as [Shard, Shard];
   const standards = [request(8, "default", 400), request(8, "flex", 400)];
@@ -56,7 +91,10 @@ test("a shard loading a priority prompt runs it on every core while a shard with
   rushing.scheduler.enqueue(busy);
   rushing.wake();
   await new Promise((resolve) => setTimeout(resolve, 60));
-  assert.ok(log.some((r) => r.shard === 0 && r.threads === 1), "with both shards busy, a step has one of the two cores");
+  assert.ok(
+    log.some((r) => r.shard === 0 && r.threads === 1),
+    "with both shards busy, a step has one of the two cores",
+  );
   const priority = request(120, "priority", 4);
   rushing.scheduler.enqueue(priority);
   rushing.wake();

@@ -23,13 +23,26 @@ const texts = {
   tokenText: (token: number) => String.fromCharCode(token),
   isEndOfGeneration: (token: number) => token === EOS,
 };
-const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
+const SAMPLER: SamplerSpec = {
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  minP: 0,
+  seed: 1,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  repetitionPenalty: 1,
+  logitBias: [],
+};
 /** One token per (ASCII) character: its code. */
 const tokensOf = (text: string) => [...text].map((c) => c.charCodeAt(0));
 const textOf = (tokens: readonly number[]) => String.fromCharCode(...tokens);
 
 function request(prompt: string, extra: Partial<GenerationRequest> = {}, tier: ServiceTier = "default"): EngineRequest {
-  return new EngineRequest({ promptTokens: tokensOf(prompt), maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [], tier, ...extra }, SAMPLER);
+  return new EngineRequest(
+    { promptTokens: tokensOf(prompt), maxTokens: 1000, sampling: { temperature: 0, topP: 1 }, stop: [], tier, ...extra },
+    SAMPLER,
+  );
 }
 
 /** Plays the runner for a model that writes `script` after any prompt, then EOS; returns the plan. */
@@ -49,7 +62,16 @@ function verifyStep(s: ShardScheduler, script: readonly number[]): StepPlan {
     }
     counts.push(accepted + 1);
   }
-  const reply: StepReply = { type: "step", tokens: Int32Array.from(tokens), counts: Uint8Array.from(counts), logprobs: tokens.map(() => null), failedSamplers: [], failedRestores: [], decodeMs: 0, sampleMs: 0 };
+  const reply: StepReply = {
+    type: "step",
+    tokens: Int32Array.from(tokens),
+    counts: Uint8Array.from(counts),
+    logprobs: tokens.map(() => null),
+    failedSamplers: [],
+    failedRestores: [],
+    decodeMs: 0,
+    sampleMs: 0,
+  };
   s.update(plan, reply);
   return plan;
 }
@@ -64,7 +86,12 @@ async function drain(r: EngineRequest): Promise<EngineEvent[]> {
 const weightBound = () => new StepCostModel({ prior: [20, 1, 1, 0] });
 
 function scheduler(cost: StepCostModel, mode: "auto" | "off" = "auto", sequences = 4) {
-  return new ShardScheduler({ sequences, cellsPerSequence: 4096, stepTokens: 256, prefixCache: false, stallTimeoutMs: 60_000, speculation: mode }, tieredPolicy, texts, cost);
+  return new ShardScheduler(
+    { sequences, cellsPerSequence: 4096, stepTokens: 256, prefixCache: false, stallTimeoutMs: 60_000, speculation: mode },
+    tieredPolicy,
+    texts,
+    cost,
+  );
 }
 
 describe("the drafter", () => {
@@ -169,9 +196,15 @@ describe("draft lengths", () => {
     const target = cost.predict(base(5)) + 3;
     const paced = planDrafts(all, base(5), { ...limits, itlMs: () => target }, cost);
     const lengths = all.map((r) => paced.get(r)?.tokens.length ?? 0);
-    assert.ok(lengths.every((n) => n <= lengths[4]!), `priority drafts at least as much as any other stream: ${lengths}`);
+    assert.ok(
+      lengths.every((n) => n <= lengths[4]!),
+      `priority drafts at least as much as any other stream: ${lengths}`,
+    );
     const step = cost.predict({ ...base(5), draftTokens: lengths.reduce((a, b) => a + b, 0) });
-    assert.ok(lengths.every((n) => step <= target * (1 + n)), "every stream keeps its pace: the step within its target times the tokens it may bring");
+    assert.ok(
+      lengths.every((n) => step <= target * (1 + n)),
+      "every stream keeps its pace: the step within its target times the tokens it may bring",
+    );
   });
 
   test("a step may take a few inter-token targets where the draft is expected to bring that many tokens, never beside a stream without one", () => {
@@ -191,7 +224,10 @@ describe("draft lengths", () => {
     speculation.settle({ source: "prediction", tokens: tokensOf("abcd") }, 1);
     const afterEdit = speculation.acceptance("prediction");
     for (let i = 0; i < 8; i++) speculation.settle({ source: "prediction", tokens: tokensOf("abcdefghijklmnop") }, 16);
-    assert.ok(afterEdit < 0.8 && speculation.acceptance("prediction") > 0.97, `${afterEdit} after the edit, ${speculation.acceptance("prediction")} after 128 tokens accepted`);
+    assert.ok(
+      afterEdit < 0.8 && speculation.acceptance("prediction") > 0.97,
+      `${afterEdit} after the edit, ${speculation.acceptance("prediction")} after 128 tokens accepted`,
+    );
   });
 
   test("each step drafts from the source expected to bring more tokens, so a prediction that fell behind is taken up again", () => {
@@ -241,7 +277,7 @@ describe("a verified run in the scheduler", () => {
         assert.ok(steps < script.length / 2, `${steps} steps for ${script.length} tokens`);
         // "the cat sat " and, resynchronised after " th", "e ": the first "t" is the prompt step's sample.
         assert.equal(finish.prediction!.accepted, 13);
-        assert.ok(finish.prediction!.rejected >= 5, "\"in th\" at least was drafted and rejected");
+        assert.ok(finish.prediction!.rejected >= 5, '"in th" at least was drafted and rejected');
         assert.ok(finish.speculation!.draftTokens >= finish.prediction!.accepted + finish.prediction!.rejected);
       } else assert.equal(finish.prediction, undefined);
     }
@@ -273,7 +309,10 @@ describe("a verified run in the scheduler", () => {
     assert.ok(drafted > 3);
     assert.deepEqual(finish.prediction, { accepted: 3, rejected: drafted - 3 });
     const next = t.schedule();
-    assert.ok(next.ops.some((op) => op.op === "rm" && op.from === stopped.computed), "the accepted cells past the stop are removed");
+    assert.ok(
+      next.ops.some((op) => op.op === "rm" && op.from === stopped.computed),
+      "the accepted cells past the stop are removed",
+    );
   });
 
   test("off: no request drafts, prediction or not", () => {

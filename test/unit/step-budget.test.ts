@@ -20,7 +20,17 @@ const texts = {
   tokenText: (token: number) => String.fromCharCode(96 + token),
   isEndOfGeneration: (token: number) => token === 0,
 };
-const SAMPLER: SamplerSpec = { temperature: 0, topP: 1, topK: 0, minP: 0, seed: 1, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1, logitBias: [] };
+const SAMPLER: SamplerSpec = {
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  minP: 0,
+  seed: 1,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  repetitionPenalty: 1,
+  logitBias: [],
+};
 
 function request(promptLength: number, tier: ServiceTier = "default", extra: Partial<GenerationRequest> = {}): EngineRequest {
   const promptTokens = Array.from({ length: promptLength }, (_, i) => 1 + (i % 20));
@@ -28,10 +38,16 @@ function request(promptLength: number, tier: ServiceTier = "default", extra: Par
 }
 
 /** ms = fixed + decode·decodeTokens + prompt·promptTokens + attended·(cells attended / 1024). */
-const machine = (fixed: number, decode: number, prompt: number, attended = 0) => new StepCostModel({ prior: [fixed, decode, prompt, attended] });
+const machine = (fixed: number, decode: number, prompt: number, attended = 0) =>
+  new StepCostModel({ prior: [fixed, decode, prompt, attended] });
 
 function scheduler(sequences: number, cost: StepCostModel, options: Partial<ShardSchedulerOptions> = {}) {
-  return new ShardScheduler({ sequences, cellsPerSequence: 8192, stepTokens: 256, prefixCache: true, ...options }, tieredPolicy, texts, cost);
+  return new ShardScheduler(
+    { sequences, cellsPerSequence: 8192, stepTokens: 256, prefixCache: true, ...options },
+    tieredPolicy,
+    texts,
+    cost,
+  );
 }
 
 const tokensOf = (plan: StepPlan, r: EngineRequest) => plan.scheduled.find((s) => s.request === r)?.count ?? 0;
@@ -77,9 +93,16 @@ describe("the step cost model", () => {
       const shape = { decodeTokens: 1, promptTokens: 0, attended: (500 + (i % 300)) * (draftTokens + 1), draftTokens };
       model.observe(shape, truth(shape) * (1 + noise()));
       const one = { decodeTokens: 1, promptTokens: 0, attended: 600 };
-      if (i >= 50) assert.ok(Math.abs(model.predict(one) - truth(one)) < 0.25 * truth(one), `step ${i}: predicted ${model.predict(one)} ms for ${truth(one)}`);
+      if (i >= 50)
+        assert.ok(
+          Math.abs(model.predict(one) - truth(one)) < 0.25 * truth(one),
+          `step ${i}: predicted ${model.predict(one)} ms for ${truth(one)}`,
+        );
     }
-    assert.ok(model.coefficients.every((c) => c > -1), `coefficients ${model.coefficients.join(", ")}`);
+    assert.ok(
+      model.coefficients.every((c) => c > -1),
+      `coefficients ${model.coefficients.join(", ")}`,
+    );
   });
 
   test("follows a machine that gets slower", () => {
@@ -102,7 +125,11 @@ describe("the step budget", () => {
       const prompt = request(2000);
       s.enqueue(prompt);
       const plan = step(s);
-      assert.equal(streams.every((r) => tokensOf(plan, r) === 1), true, "every stream decodes");
+      assert.equal(
+        streams.every((r) => tokensOf(plan, r) === 1),
+        true,
+        "every stream decodes",
+      );
       assert.ok(cost.predict(plan.shape) <= 100);
       assert.equal(s.budget.ms, 100);
       return tokensOf(plan, prompt);
@@ -143,11 +170,19 @@ describe("the step budget", () => {
       assert.ok(tokensOf(plan, prompt) > 0, `step ${steps}: the prompt made progress`);
       assert.ok(steps < 400, "the prompt loads in a bounded number of steps");
     }
-    assert.ok(standards.every((r) => r.generatedCount >= steps / 4), "standard streams kept going beside it");
+    assert.ok(
+      standards.every((r) => r.generatedCount >= steps / 4),
+      "standard streams kept going beside it",
+    );
   });
 
   test("lower tiers' work fills only the slack beside a priority stream, by turns, each within its own tier's target", () => {
-    const targets = { priority: { ttftMs: 1000, itlMs: 20 }, default: { ttftMs: 5000, itlMs: 60 }, flex: { ttftMs: 5000, itlMs: 60 }, batch: { ttftMs: 5000, itlMs: 60 } };
+    const targets = {
+      priority: { ttftMs: 1000, itlMs: 20 },
+      default: { ttftMs: 5000, itlMs: 60 },
+      flex: { ttftMs: 5000, itlMs: 60 },
+      batch: { ttftMs: 5000, itlMs: 60 },
+    };
     const cost = machine(4, 4, 1);
     const s = scheduler(7, cost, { targets });
     const standards = Array.from({ length: 6 }, () => request(4));
@@ -173,8 +208,12 @@ describe("the step budget", () => {
       });
     }
     assert.ok(slackOnly >= 20, `${slackOnly} of 30 steps carried priority and one lower-tier token`);
-    for (const r of standards) assert.ok(longestWaitMs.get(r)! < targets.default.itlMs, `a standard stream waited ${longestWaitMs.get(r)} ms between tokens`);
-    assert.ok(standards.every((r) => r.generatedCount >= 4), "every standard stream kept going");
+    for (const r of standards)
+      assert.ok(longestWaitMs.get(r)! < targets.default.itlMs, `a standard stream waited ${longestWaitMs.get(r)} ms between tokens`);
+    assert.ok(
+      standards.every((r) => r.generatedCount >= 4),
+      "every standard stream kept going",
+    );
   });
 
   test("a prompt keeps a minimum chunk when the decoders alone fill the budget", () => {
@@ -218,7 +257,10 @@ describe("the step budget", () => {
     assert.equal(tokensOf(plan, priority), 200, "the whole priority prompt, past the standard streams' budget");
     assert.equal(priority.generatedCount, 1, "its first token in the same step");
     assert.equal(tokensOf(plan, standardPrompt), 0, "the standard prompt waits a step");
-    assert.ok(streams.every((r) => tokensOf(plan, r) === 1), "the streams keep decoding");
+    assert.ok(
+      streams.every((r) => tokensOf(plan, r) === 1),
+      "the streams keep decoding",
+    );
   });
 
   test("a priority request on one of the model's shards a moment ago keeps every step within priority's target", () => {
@@ -282,11 +324,19 @@ describe("priority isolation", () => {
     s.enqueue(leader!);
     step(s);
     const group = [leader!, ...siblings];
-    assert.deepEqual(group.map((r) => r.status), ["running", "running", "running"], "the whole group is admitted at once");
+    assert.deepEqual(
+      group.map((r) => r.status),
+      ["running", "running", "running"],
+      "the whole group is admitted at once",
+    );
     assert.equal(streams.filter((r) => r.status === "waiting").length, 3, "three standard streams gave way");
     assert.equal(s.stats().preemptions, 3);
     untilAllSampled(s, group, 5);
-    assert.equal(group.every((r) => r.generatedCount > 0), true, "every choice samples within a few steps");
+    assert.equal(
+      group.every((r) => r.generatedCount > 0),
+      true,
+      "every choice samples within a few steps",
+    );
   });
 
   test("standard is never starved: under a continuous priority stream it is admitted after a bounded number of priority admissions", () => {
@@ -389,7 +439,15 @@ describe("priority isolation", () => {
     for (let i = 0; i < 3; i++) step(s);
     s.enqueue(request(4, "priority", { maxTokens: 2 }));
     // Plays the runner by hand until the step that restores: that restore fails.
-    const reply = (plan: StepPlan, failedRestores: number[]) => ({ type: "step" as const, tokens: Int32Array.from(plan.sampled.map(() => 1)), logprobs: plan.sampled.map(() => null), failedSamplers: [], failedRestores, decodeMs: 0, sampleMs: 0 });
+    const reply = (plan: StepPlan, failedRestores: number[]) => ({
+      type: "step" as const,
+      tokens: Int32Array.from(plan.sampled.map(() => 1)),
+      logprobs: plan.sampled.map(() => null),
+      failedSamplers: [],
+      failedRestores,
+      decodeMs: 0,
+      sampleMs: 0,
+    });
     let plan = s.schedule();
     for (let i = 0; i < 6 && plan.restores.length === 0; i++) {
       s.update(plan, reply(plan, []));
@@ -404,7 +462,12 @@ describe("priority isolation", () => {
 
   test("a priority request goes where it waits least: a shard it can be admitted on, then the fewest priority streams, unless a long cached prefix is elsewhere", () => {
     const shardWith = (classes: ServiceTier[], sequences = 2) => {
-      const scheduler = new ShardScheduler({ sequences, cellsPerSequence: 8192, stepTokens: 256, prefixCache: true }, tieredPolicy, texts, machine(0, 0, 0));
+      const scheduler = new ShardScheduler(
+        { sequences, cellsPerSequence: 8192, stepTokens: 256, prefixCache: true },
+        tieredPolicy,
+        texts,
+        machine(0, 0, 0),
+      );
       const streams = classes.map((c) => request(4, c));
       for (const r of streams) scheduler.enqueue(r);
       untilAllSampled(scheduler, streams);
@@ -412,10 +475,18 @@ describe("priority isolation", () => {
     };
     const allPriority = shardWith(["priority", "priority"]);
     const standards = shardWith(["default", "default"]);
-    assert.equal(chooseShard([allPriority, standards], request(4, "priority")), standards, "the full shard of priority streams cannot take it at once; standard there gives way");
+    assert.equal(
+      chooseShard([allPriority, standards], request(4, "priority")),
+      standards,
+      "the full shard of priority streams cannot take it at once; standard there gives way",
+    );
     const onePriority = shardWith(["priority"], 4);
     const idle = shardWith([], 4);
-    assert.equal(chooseShard([onePriority, idle], request(4, "priority")), idle, "the shard without priority streams keeps the shorter steps");
+    assert.equal(
+      chooseShard([onePriority, idle], request(4, "priority")),
+      idle,
+      "the shard without priority streams keeps the shorter steps",
+    );
     // A conversation's next turn: its history is cached on the shard with the priority stream.
     const history = request(200, "priority", { cacheNamespace: "acct" });
     onePriority.scheduler.enqueue(history);

@@ -16,18 +16,31 @@ forEachDatabase(
   "migrations",
   ({ db }) => {
     test("apply every migration once, then nothing on later runs", async () => {
-      assert.deepEqual(await migrate(db), migrations.map((migration) => migration.id));
+      assert.deepEqual(
+        await migrate(db),
+        migrations.map((migration) => migration.id),
+      );
       assert.deepEqual(await migrate(db), []);
       const recorded = await db.query<{ id: number }>("SELECT id FROM schema_migrations ORDER BY id");
-      assert.deepEqual(recorded.map((row) => row.id), migrations.map((migration) => migration.id));
+      assert.deepEqual(
+        recorded.map((row) => row.id),
+        migrations.map((migration) => migration.id),
+      );
       const tables = await db.query<{ table_name: string }>(
         "SELECT table_name FROM information_schema.tables WHERE table_name IN ('accounts', 'api_keys') ORDER BY table_name",
       );
-      assert.deepEqual(tables.map((row) => row.table_name), ["accounts", "api_keys"]);
+      assert.deepEqual(
+        tables.map((row) => row.table_name),
+        ["accounts", "api_keys"],
+      );
     });
 
     test("an appended migration is the only one applied", async () => {
-      const appended: Migration = { id: latestId + 1, name: "test table", sql: "CREATE TABLE appended_one (x int); CREATE INDEX ON appended_one (x);" };
+      const appended: Migration = {
+        id: latestId + 1,
+        name: "test table",
+        sql: "CREATE TABLE appended_one (x int); CREATE INDEX ON appended_one (x);",
+      };
       assert.deepEqual(await migrate(db, [...migrations, appended]), [appended.id]);
       assert.deepEqual(await migrate(db, [...migrations, appended]), []);
     });
@@ -167,16 +180,21 @@ describe("PGlite specifics", () => {
       await assert.rejects(db.query("SELEC $1", [1]), /syntax error/);
       await assert.rejects(db.query("SELEC $1", [1]), /syntax error/);
       // Inside a transaction that rolls back, the prepared statement's rows go with it.
-      await assert.rejects(db.transaction(async (tx) => {
-        await tx.query(insert, [3, "rolled back", null]);
-        throw new Error("roll back");
-      }), /roll back/);
+      await assert.rejects(
+        db.transaction(async (tx) => {
+          await tx.query(insert, [3, "rolled back", null]);
+          throw new Error("roll back");
+        }),
+        /roll back/,
+      );
       assert.deepEqual(await db.query("SELECT id FROM prepared_probe WHERE id = $1", [3]), []);
       // More texts than the cache keeps: the oldest are closed, and each still runs.
       for (let i = 0; i < 260; i++) assert.deepEqual(await db.query(`SELECT $1::int + ${i} AS n`, [1]), [{ n: 1 + i }]);
       assert.deepEqual(await db.query(insert, [4, "after eviction", ["c"]]), [{ id: 4, note: "after eviction", tags: ["c"] }]);
-      const [{ kept }] = await db.query<{ kept: string }>("SELECT count(*) AS kept FROM pg_prepared_statements WHERE name LIKE $1", ["switchyard\\_%"]);
-      assert.ok(Number(kept) <= 200, `${kept} statements kept`);
+      const [row] = await db.query<{ kept: string }>("SELECT count(*) AS kept FROM pg_prepared_statements WHERE name LIKE $1", [
+        "switchyard\\_%",
+      ]);
+      assert.ok(Number(row?.kept) <= 200, `${row?.kept} statements kept`);
     } finally {
       await dispose();
     }
@@ -202,7 +220,10 @@ describe("PostgreSQL specifics", () => {
     const others = await Promise.all([openPostgres(database.url!), openPostgres(database.url!), openPostgres(database.url!)]);
     try {
       const results = await Promise.all([database.db, ...others].map((db) => migrate(db)));
-      assert.deepEqual(results.flat().sort((a, b) => a - b), migrations.map((migration) => migration.id));
+      assert.deepEqual(
+        results.flat().sort((a, b) => a - b),
+        migrations.map((migration) => migration.id),
+      );
       const recorded = await database.db.query<{ count: string }>("SELECT count(*) AS count FROM schema_migrations");
       assert.equal(recorded[0]?.count, String(migrations.length));
     } finally {

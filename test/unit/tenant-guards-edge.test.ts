@@ -17,7 +17,15 @@ describe("edge input (issue 20 items 4, 5)", () => {
   test("findBodyFault names the first lone surrogate's parameter path, keys included", () => {
     const paramOf = (body: unknown, maxDepth?: number) => findBodyFault(body, maxDepth)?.param ?? null;
     assert.equal(paramOf({ input: "a\ud800b" }), "input");
-    assert.equal(paramOf({ messages: [{ role: "user", content: "ok" }, { role: "user", content: "\udc00" }] }), "messages[1].content");
+    assert.equal(
+      paramOf({
+        messages: [
+          { role: "user", content: "ok" },
+          { role: "user", content: "\udc00" },
+        ],
+      }),
+      "messages[1].content",
+    );
     assert.equal(paramOf({ metadata: { ["k\ud800"]: "v" } }), "metadata");
     assert.equal(paramOf({ input: "a pair is fine: \ud83d\ude00", n: 1, x: null }), null);
     // A body nested thousands of levels deep is walked without recursion (it used to overflow into a 400 invalid_json).
@@ -25,11 +33,19 @@ describe("edge input (issue 20 items 4, 5)", () => {
     for (let i = 0; i < 20_000; i++) deep = { a: deep };
     assert.equal(paramOf(deep), `${"a.".repeat(19_999)}a`);
     // With a bound, the nesting itself is the fault, named by its first two steps.
-    assert.deepEqual(findBodyFault(deep, 128), { param: "a.a", code: "nesting_too_deep", message: "Invalid 'a.a': objects and arrays are nested more than 128 levels deep." });
+    assert.deepEqual(findBodyFault(deep, 128), {
+      param: "a.a",
+      code: "nesting_too_deep",
+      message: "Invalid 'a.a': objects and arrays are nested more than 128 levels deep.",
+    });
   });
 
   test("findBodyFault: NUL in a value or a key, prototype keys, and exactly maxDepth levels", () => {
-    assert.deepEqual(findBodyFault({ metadata: { a: "x\u0000" } }), { param: "metadata.a", code: "invalid_value", message: "Invalid 'metadata.a': the text holds a NUL character (\\u0000), which no stored text can hold." });
+    assert.deepEqual(findBodyFault({ metadata: { a: "x\u0000" } }), {
+      param: "metadata.a",
+      code: "invalid_value",
+      message: "Invalid 'metadata.a': the text holds a NUL character (\\u0000), which no stored text can hold.",
+    });
     assert.equal(findBodyFault({ metadata: { "a\u0000": "x" } })?.param, "metadata");
     assert.equal(findBodyFault(JSON.parse('{"metadata":{"__proto__":"x"}}'))?.param, "metadata");
     assert.match(findBodyFault(JSON.parse('{"__proto__":{"x":1}}'))!.message, /Invalid 'body': the key '__proto__' is not accepted/);
@@ -63,7 +79,10 @@ describe("edge input (issue 20 items 4, 5)", () => {
     assert.equal(poisoned.statusCode, 400);
     const surrogate = await server.inject({ method: "POST", url: "/things", headers, payload: '{"input":"a\\ud800b"}' });
     assert.equal(surrogate.statusCode, 400);
-    assert.deepEqual({ ...surrogate.json().error, message: undefined }, { message: undefined, type: "invalid_request_error", param: "input", code: "invalid_unicode" });
+    assert.deepEqual(
+      { ...surrogate.json().error, message: undefined },
+      { message: undefined, type: "invalid_request_error", param: "input", code: "invalid_unicode" },
+    );
     await server.close();
   });
 

@@ -32,7 +32,7 @@ test("a stop string ends the text exactly before it and is never emitted", () =>
   const result = run("one, two, three, four", [", three"]);
   assert.equal(result.text, "one, two");
   assert.ok(result.hitStop);
-  for (const delta of result.deltas) assert.ok(!delta.includes(","+" three"));
+  for (const delta of result.deltas) assert.ok(!delta.includes("," + " three"));
 });
 
 test("text that could begin a stop string is held back, then released when it cannot", () => {
@@ -44,7 +44,9 @@ test("text that could begin a stop string is held back, then released when it ca
   assert.ok(stream.hitStop);
   assert.equal(out.join(""), "a ");
   const other = new TextStream(detokenize as never, ["END"]);
-  const released = bytesOf("ENx").map((b) => other.push(b as never)).join("");
+  const released = bytesOf("ENx")
+    .map((b) => other.push(b as never))
+    .join("");
   assert.equal(released, "ENx");
 });
 

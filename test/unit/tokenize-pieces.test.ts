@@ -24,7 +24,29 @@ function wholeText(model: LoadedModel, text: string, addSpecial: boolean): numbe
 
 /** Texts dense with special tokens, newlines and runs of spaces (special in Gemma's vocabulary). */
 function specialHeavyTexts(count: number): string[] {
-  const parts = ["<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>", "<|endoftext|>", "\n", "\n\n", " ", "  ", "\t", "a", "hello", " world", "é", "日本", "🌍", "<", "|", ">"];
+  const parts = [
+    "<|im_start|>",
+    "<|im_end|>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<bos>",
+    "<eos>",
+    "<|endoftext|>",
+    "\n",
+    "\n\n",
+    " ",
+    "  ",
+    "\t",
+    "a",
+    "hello",
+    " world",
+    "é",
+    "日本",
+    "🌍",
+    "<",
+    "|",
+    ">",
+  ];
   let seed = 7;
   const random = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
   return Array.from({ length: count }, () => Array.from({ length: 200 + random(3000) }, () => parts[random(parts.length)]).join(""));
@@ -48,7 +70,12 @@ describe("prompts are tokenized in pieces, exactly as whole (issue 11)", () => {
     const texts = specialHeavyTexts(40);
     for (const [id, model] of models) {
       for (const [i, text] of texts.entries()) {
-        for (const addSpecial of [false, true]) assert.deepEqual(model.tokenize(text, { addSpecial }), wholeText(model, text, addSpecial), `${id}, text ${i}, addSpecial ${addSpecial}`);
+        for (const addSpecial of [false, true])
+          assert.deepEqual(
+            model.tokenize(text, { addSpecial }),
+            wholeText(model, text, addSpecial),
+            `${id}, text ${i}, addSpecial ${addSpecial}`,
+          );
       }
     }
   });
@@ -77,8 +104,19 @@ describe("prompts are tokenized in pieces, exactly as whole (issue 11)", () => {
   test("the cheap lower bound never exceeds the real count", () => {
     for (const [id, model] of models) {
       const longWords = "ManagementPlaneProtection translatesAutoresizingMaskIntoConstraints addEventListener ";
-      for (const content of ["hello world ".repeat(500), "\n" + " ".repeat(80), "#".repeat(5000), "日本語のテキスト".repeat(300), `<think>${"x".repeat(9000)}</think>  answer  `, longWords.repeat(200), "a1".repeat(5000)]) {
-        const messages = [{ role: "user" as const, content }, { role: "assistant" as const, content }];
+      for (const content of [
+        "hello world ".repeat(500),
+        "\n" + " ".repeat(80),
+        "#".repeat(5000),
+        "日本語のテキスト".repeat(300),
+        `<think>${"x".repeat(9000)}</think>  answer  `,
+        longWords.repeat(200),
+        "a1".repeat(5000),
+      ]) {
+        const messages = [
+          { role: "user" as const, content },
+          { role: "assistant" as const, content },
+        ];
         const rendered = wholeText(model, messages.map((m) => m.content).join(""), false).length;
         assert.ok(minimumPromptTokens(messages, model) <= Math.max(2, rendered), `${id}: ${content.slice(0, 20)}`);
         assert.ok(minimumTextTokens(content, model) <= wholeText(model, content, false).length, `${id}: ${content.slice(0, 20)}`);

@@ -26,7 +26,13 @@ describe("the replica pool", () => {
     await pool.acquire(claim(), never);
     const order: string[] = [];
     const wait = (name: string, tier: Claim["tier"]) => pool.acquire(claim({ tier }), never).then((r) => (order.push(name), r));
-    const waits = [wait("batch", "batch"), wait("flex", "flex"), wait("default-1", "default"), wait("default-2", "default"), wait("priority", "priority")];
+    const waits = [
+      wait("batch", "batch"),
+      wait("flex", "flex"),
+      wait("default-1", "default"),
+      wait("default-2", "default"),
+      wait("priority", "priority"),
+    ];
     assert.deepEqual(pool.waitingByTier(), { priority: 1, default: 2, flex: 1, batch: 1 });
     for (let i = 0; i < 5; i++) {
       pool.done(replica!, "default", "ok");
@@ -45,7 +51,10 @@ describe("the replica pool", () => {
     pool.done(first[0]!, "default", "ok");
     await new Promise((r) => setImmediate(r));
     assert.equal(secondGot, undefined, "one free slot is not enough for a group of two");
-    assert.equal(pool.replicas.reduce((n, r) => n + r.running, 0), 1);
+    assert.equal(
+      pool.replicas.reduce((n, r) => n + r.running, 0),
+      1,
+    );
     pool.done(first[1]!, "default", "ok");
     assert.equal((await second).length, 2);
   });
@@ -123,7 +132,14 @@ describe("the upstream request and stream", () => {
   test("a forced tool becomes tool_choice, JSON output a response_format, the tier service_tier and an opaque prompt_cache_key", () => {
     const tool = { name: "get_weather", parameters: { type: "object" } };
     const prompt = chatPrompt([{ role: "user", content: "weather?" }], [tool], {});
-    const params = { maxTokens: 5, sampling: { temperature: 0, topP: 1 }, stop: [], constraint: { type: "tool_call" as const, tools: [tool] }, tier: "priority" as const, cacheNamespace: "account-1" };
+    const params = {
+      maxTokens: 5,
+      sampling: { temperature: 0, topP: 1 },
+      stop: [],
+      constraint: { type: "tool_call" as const, tools: [tool] },
+      tier: "priority" as const,
+      cacheNamespace: "account-1",
+    };
     const body = requestBody(prompt, params, { model: "m", sendPriority: true });
     assert.deepEqual(body.tool_choice, { type: "function", function: { name: "get_weather" } });
     assert.equal(body.service_tier, "priority");
@@ -150,7 +166,11 @@ describe("the upstream request and stream", () => {
     })();
     const events: EngineEvent[] = [];
     for await (const e of streamEvents(body, never)) events.push(e);
-    assert.deepEqual(events.at(-2), { type: "tool_calls", calls: [{ id: "call_1", name: "f", arguments: '{"a":1}' }], completionTokens: 9 });
+    assert.deepEqual(events.at(-2), {
+      type: "tool_calls",
+      calls: [{ id: "call_1", name: "f", arguments: '{"a":1}' }],
+      completionTokens: 9,
+    });
     assert.deepEqual(events.at(-1), { type: "finish", reason: "stop", completionTokens: 9, promptTokens: 12, cachedTokens: 8 });
   });
 
@@ -192,7 +212,12 @@ describe("catalog entries served by upstream engines", () => {
     created: 0,
     ...extra,
   });
-  const backend = { type: "openai", replicas: ["http://10.0.0.5:8000/v1", "http://10.0.0.6:8000/v1"], api_key_env: "VLLM_KEY", max_concurrency: 32 };
+  const backend = {
+    type: "openai",
+    replicas: ["http://10.0.0.5:8000/v1", "http://10.0.0.6:8000/v1"],
+    api_key_env: "VLLM_KEY",
+    max_concurrency: 32,
+  };
 
   test("an entry takes a 'backend' instead of a 'source'", async () => {
     const { parseCatalog } = await import("../../src/catalog/load.js");
@@ -203,8 +228,14 @@ describe("catalog entries served by upstream engines", () => {
 
   test("exactly one of them: both, or neither, is refused with a reason", async () => {
     const { parseCatalog } = await import("../../src/catalog/load.js");
-    assert.throws(() => parseCatalog({ models: [entry({ backend, source: "file:/x.gguf" })] }, "/tmp/c.json"), /exactly one of 'source'.*or 'backend'/);
+    assert.throws(
+      () => parseCatalog({ models: [entry({ backend, source: "file:/x.gguf" })] }, "/tmp/c.json"),
+      /exactly one of 'source'.*or 'backend'/,
+    );
     assert.throws(() => parseCatalog({ models: [entry({})] }, "/tmp/c.json"), /exactly one of 'source'/);
-    assert.throws(() => parseCatalog({ models: [entry({ backend: { ...backend, replicas: ["ftp://x"] } })] }, "/tmp/c.json"), /http\(s\) URL/);
+    assert.throws(
+      () => parseCatalog({ models: [entry({ backend: { ...backend, replicas: ["ftp://x"] } })] }, "/tmp/c.json"),
+      /http\(s\) URL/,
+    );
   });
 });

@@ -23,7 +23,6 @@ import { usage as completedUsage } from "../helpers/usage.js";
 const usage = (accountId: string, keyId: string, overrides: Partial<UsageRecord> = {}) =>
   completedUsage(accountId, keyId, { cachedTokens: 2, costUsd: "0", queueMs: 0, ttftMs: 10, durationMs: 50, ...overrides });
 
-
 /** The real key check from the store. */
 function realAuthenticate(db: Database): Authenticate {
   return (token) => authenticate(db, token);
@@ -104,7 +103,15 @@ forEachDatabase("usage routes", ({ db }) => {
     assert.equal(a.body.totals.cached_tokens, 6);
     assert.equal(a.body.totals.completion_tokens, 15);
     assert.equal(a.body.totals.total_tokens, 45);
-    assert.deepEqual(a.body.totals.by_status, { completed: 2, cancelled: 0, failed: 1, rejected: 0, expired: 0, in_flight: 0, interrupted: 0 });
+    assert.deepEqual(a.body.totals.by_status, {
+      completed: 2,
+      cancelled: 0,
+      failed: 1,
+      rejected: 0,
+      expired: 0,
+      in_flight: 0,
+      interrupted: 0,
+    });
     // The exact decimal is a bare JSON number (not a string, not 0.30000000100000004, no exponent).
     assert.match(a.text, /"cost_usd":0\.300000001[,}]/);
     assert.ok(!/e-?\d/i.test(a.text.replace(/"[^"]*"/g, "")), "no exponent anywhere outside strings");
@@ -118,7 +125,10 @@ forEachDatabase("usage routes", ({ db }) => {
     assert.equal(b.status, 200);
     assert.equal(b.body.totals.requests, 1);
     assert.match(b.text, /"cost_usd":7\.5[,}]/);
-    assert.deepEqual(b.body.data.map((g: { group: string }) => g.group), ["m/secret"]);
+    assert.deepEqual(
+      b.body.data.map((g: { group: string }) => g.group),
+      ["m/secret"],
+    );
     assert.ok(!b.text.includes("m/one") && !b.text.includes(keyA.id));
   });
 
@@ -136,17 +146,17 @@ forEachDatabase("usage routes", ({ db }) => {
     assert.match(byModel.text, /"group":"m\/two",.*?"cost_usd":0\.1[,}]/);
 
     const byDay = await get("/v1/usage?group_by=day", keyA.key);
-    assert.deepEqual(byDay.body.data.map((g: any) => [g.group, g.requests]), [
-      ["2025-03-01", 2],
-      ["2025-03-02", 1],
-    ]);
+    assert.deepEqual(
+      byDay.body.data.map((g: any) => [g.group, g.requests]),
+      [
+        ["2025-03-01", 2],
+        ["2025-03-02", 1],
+      ],
+    );
     assert.match(byDay.text, /"group":"2025-03-01",.*?"cost_usd":0\.100000001[,}]/);
 
     const byKey = await get("/v1/usage?group_by=key", keyA.key);
-    assert.deepEqual(
-      Object.fromEntries(byKey.body.data.map((g: any) => [g.group, g.requests])),
-      { [keyA.id]: 2, [keyA2.id]: 1 },
-    );
+    assert.deepEqual(Object.fromEntries(byKey.body.data.map((g: any) => [g.group, g.requests])), { [keyA.id]: 2, [keyA2.id]: 1 });
   });
 
   test("start and end filter (ISO or Unix seconds; start inclusive, end exclusive)", async () => {
@@ -203,7 +213,10 @@ forEachDatabase("usage routes", ({ db }) => {
     assert.equal(ok.body.account, "bravo");
     assert.equal(ok.body.totals.requests, 1);
     assert.match(ok.text, /"cost_usd":7\.5[,}]/);
-    assert.deepEqual(ok.body.data.map((g: any) => g.group), [keyB.id]);
+    assert.deepEqual(
+      ok.body.data.map((g: any) => g.group),
+      [keyB.id],
+    );
 
     const alpha = await get("/admin/v1/usage?account=alpha&end=2025-03-02", adminToken);
     assert.match(alpha.text, /"totals":\{[^}]*"cost_usd":0\.100000001[,}]/);
@@ -291,11 +304,26 @@ describe("usage CLI without a server (opens the database itself)", () => {
   });
 
   test("an account without usage; an unknown account; bad flags", async () => {
-    assert.match(await runUsage("--account", "empty", "--data-dir", dataDir), /TOTAL\s+0\s+0\s+0\s+0\s+0\s+0\n[\s\S]*By status: no requests/);
+    assert.match(
+      await runUsage("--account", "empty", "--data-dir", dataDir),
+      /TOTAL\s+0\s+0\s+0\s+0\s+0\s+0\n[\s\S]*By status: no requests/,
+    );
     await assert.rejects(runUsage("--account", "nobody", "--data-dir", dataDir), /No account named 'nobody'/);
-    const quiet = () => usageCommand({ stdout: { write: () => true } }).exitOverride().configureOutput({ writeErr: () => undefined });
-    await assert.rejects(quiet().parseAsync(["--account", "solo", "--start", "soon", "--data-dir", dataDir], { from: "user" }), /Expected Unix seconds or an ISO 8601/);
-    await assert.rejects(quiet().parseAsync(["--account", "solo", "--group-by", "hour", "--data-dir", dataDir], { from: "user" }), /Allowed choices are model, day, key/);
-    await assert.rejects(quiet().parseAsync(["--account", "solo", "--start", "2025-01-02", "--end", "2025-01-01", "--data-dir", dataDir], { from: "user" }), /--end must be later than --start/);
+    const quiet = () =>
+      usageCommand({ stdout: { write: () => true } })
+        .exitOverride()
+        .configureOutput({ writeErr: () => undefined });
+    await assert.rejects(
+      quiet().parseAsync(["--account", "solo", "--start", "soon", "--data-dir", dataDir], { from: "user" }),
+      /Expected Unix seconds or an ISO 8601/,
+    );
+    await assert.rejects(
+      quiet().parseAsync(["--account", "solo", "--group-by", "hour", "--data-dir", dataDir], { from: "user" }),
+      /Allowed choices are model, day, key/,
+    );
+    await assert.rejects(
+      quiet().parseAsync(["--account", "solo", "--start", "2025-01-02", "--end", "2025-01-01", "--data-dir", dataDir], { from: "user" }),
+      /--end must be later than --start/,
+    );
   });
 });

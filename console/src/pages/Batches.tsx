@@ -57,7 +57,9 @@ export function BatchesPage({ session }: { session: Session }) {
         <h1>Batches</h1>
         <button onClick={() => void load()}>Refresh</button>
       </div>
-      <p class="muted">Jobs of the Batch API (upload a JSONL file to /v1/files, then POST /v1/batches). They run on spare capacity at the batch price.</p>
+      <p class="muted">
+        Jobs of the Batch API (upload a JSONL file to /v1/files, then POST /v1/batches). They run on spare capacity at the batch price.
+      </p>
       <ErrorBox error={error} />
       {batches === null && !error ? <p class="muted">Loading…</p> : null}
       {batches?.length === 0 ? <p class="muted">No batches yet.</p> : null}
@@ -91,10 +93,24 @@ export function BatchesPage({ session }: { session: Session }) {
                   <td>{integer(b.request_counts.failed)}</td>
                   <td>{when(b.created_at)}</td>
                   <td>
-                    {b.output_file_id ? <button class="small" onClick={() => void download(b.output_file_id!, `${b.id}_output.jsonl`)}>Output</button> : null}{" "}
-                    {b.error_file_id ? <button class="small" onClick={() => void download(b.error_file_id!, `${b.id}_errors.jsonl`)}>Errors</button> : null}
+                    {b.output_file_id ? (
+                      <button class="small" onClick={() => void download(b.output_file_id!, `${b.id}_output.jsonl`)}>
+                        Output
+                      </button>
+                    ) : null}{" "}
+                    {b.error_file_id ? (
+                      <button class="small" onClick={() => void download(b.error_file_id!, `${b.id}_errors.jsonl`)}>
+                        Errors
+                      </button>
+                    ) : null}
                   </td>
-                  <td>{ACTIVE.includes(b.status) && b.status !== "cancelling" && b.status !== "finalizing" ? <button class="danger small" onClick={() => void cancel(b)}>Cancel</button> : null}</td>
+                  <td>
+                    {ACTIVE.includes(b.status) && b.status !== "cancelling" && b.status !== "finalizing" ? (
+                      <button class="danger small" onClick={() => void cancel(b)}>
+                        Cancel
+                      </button>
+                    ) : null}
+                  </td>
                 </tr>
               ))}
             </tbody>

@@ -66,7 +66,9 @@ export function EnginesPage() {
       </p>
       <ErrorBox error={error} />
       <div class="engine-grid">
-        {health?.models.map((model) => <EngineCard key={model.id} model={model} scrapes={list} />)}
+        {health?.models.map((model) => (
+          <EngineCard key={model.id} model={model} scrapes={list} />
+        ))}
       </div>
     </section>
   );
@@ -85,13 +87,17 @@ function EngineCard({ model, scrapes }: { model: HealthModel; scrapes: Scrape[] 
   const last = scrapes[scrapes.length - 1];
   const match = { model_name: model.id };
   const seconds = windowMs(scrapes) / 1000;
-  const rate = (name: string) => (first && last && seconds > 0 ? (total(last.samples, name, match) - total(first.samples, name, match)) / seconds : null);
-  const ttft = (q: number) => (first && last && first !== last ? quantileBetween(buckets(first.samples, TTFT, match), buckets(last.samples, TTFT, match), q) : null);
+  const rate = (name: string) =>
+    first && last && seconds > 0 ? (total(last.samples, name, match) - total(first.samples, name, match)) / seconds : null;
+  const ttft = (q: number) =>
+    first && last && first !== last ? quantileBetween(buckets(first.samples, TTFT, match), buckets(last.samples, TTFT, match), q) : null;
   const kv = Number(model.kv_cache_usage ?? 0);
   const history = scrapes.slice(1).map((s, i) => {
     const prev = scrapes[i]!;
     const dt = (s.at - prev.at) / 1000;
-    return dt > 0 ? (total(s.samples, "vllm:generation_tokens_total", match) - total(prev.samples, "vllm:generation_tokens_total", match)) / dt : 0;
+    return dt > 0
+      ? (total(s.samples, "vllm:generation_tokens_total", match) - total(prev.samples, "vllm:generation_tokens_total", match)) / dt
+      : 0;
   });
   return (
     <article class="card engine" data-model={model.id}>
@@ -102,7 +108,11 @@ function EngineCard({ model, scrapes }: { model: HealthModel; scrapes: Scrape[] 
       {model.error ? <div class="error-box">{model.error}</div> : null}
       <table class="data compact">
         <thead>
-          <tr><th>Tier</th><th class="num">Running</th><th class="num">Waiting</th></tr>
+          <tr>
+            <th>Tier</th>
+            <th class="num">Running</th>
+            <th class="num">Waiting</th>
+          </tr>
         </thead>
         <tbody>
           {TIERS.map((tier) => (
@@ -116,7 +126,9 @@ function EngineCard({ model, scrapes }: { model: HealthModel; scrapes: Scrape[] 
       </table>
       <dl class="facts">
         <dt>Sequences</dt>
-        <dd>{model.sequences ?? "–"} ({model.idle_cached_sequences ?? 0} idle cached)</dd>
+        <dd>
+          {model.sequences ?? "–"} ({model.idle_cached_sequences ?? 0} idle cached)
+        </dd>
         <dt>KV cache</dt>
         <dd>
           <meter min={0} max={1} value={kv} /> {(kv * 100).toFixed(1)}%
@@ -128,14 +140,19 @@ function EngineCard({ model, scrapes }: { model: HealthModel; scrapes: Scrape[] 
         <dt>Requests/s</dt>
         <dd>{fixed(rate("vllm:e2e_request_latency_seconds_count"), 2)}</dd>
         <dt>TTFT p50 / p99</dt>
-        <dd data-testid="engine-ttft">{seconds1000(ttft(0.5))} / {seconds1000(ttft(0.99))}</dd>
+        <dd data-testid="engine-ttft">
+          {seconds1000(ttft(0.5))} / {seconds1000(ttft(0.99))}
+        </dd>
       </dl>
       {history.length > 1 ? (
         <ChartCanvas
           label={`Tokens per second, ${model.id}`}
           config={{
             type: "line",
-            data: { labels: history.map((_, i) => `${Math.round(((history.length - i) * POLL_MS) / 1000)}s`), datasets: [{ label: "tokens/s", data: history, borderColor: "#4f7cff", pointRadius: 0 }] },
+            data: {
+              labels: history.map((_, i) => `${Math.round(((history.length - i) * POLL_MS) / 1000)}s`),
+              datasets: [{ label: "tokens/s", data: history, borderColor: "#4f7cff", pointRadius: 0 }],
+            },
             options: { plugins: { legend: { display: false } }, scales: { y: { beginAtZero: true } } },
           }}
         />

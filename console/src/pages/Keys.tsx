@@ -23,7 +23,9 @@ export function KeysPage({ session }: { session: Session }) {
   };
   useEffect(() => {
     void load();
-    call<{ data: WireModel[] }>(session.key, "/v1/compat/models").then((list) => setModels(list.data.map((m) => m.id))).catch(() => {});
+    call<{ data: WireModel[] }>(session.key, "/v1/compat/models")
+      .then((list) => setModels(list.data.map((m) => m.id)))
+      .catch(() => {});
   }, [session.key]);
 
   const revoke = async (key: WireKey) => {
@@ -46,7 +48,14 @@ export function KeysPage({ session }: { session: Session }) {
       {created ? <CreatedKey created={created} onDone={() => setCreated(null)} /> : null}
       {keys ? (
         <>
-          <CreateKeyForm session={session} models={models} onCreated={(k) => { setCreated(k); void load(); }} />
+          <CreateKeyForm
+            session={session}
+            models={models}
+            onCreated={(k) => {
+              setCreated(k);
+              void load();
+            }}
+          />
           <KeysTable keys={keys} onRevoke={(k) => void revoke(k)} />
         </>
       ) : null}
@@ -60,7 +69,16 @@ function KeysTable({ keys, onRevoke }: { keys: WireKey[]; onRevoke: (key: WireKe
       <table class="data" data-testid="keys-table">
         <thead>
           <tr>
-            <th>Name</th><th>Key</th><th>Created</th><th>Last used</th><th>Expires</th><th>Models</th><th>Limits</th><th>Rights</th><th>Status</th><th />
+            <th>Name</th>
+            <th>Key</th>
+            <th>Created</th>
+            <th>Last used</th>
+            <th>Expires</th>
+            <th>Models</th>
+            <th>Limits</th>
+            <th>Rights</th>
+            <th>Status</th>
+            <th />
           </tr>
         </thead>
         <tbody>
@@ -80,8 +98,16 @@ function KeysTable({ keys, onRevoke }: { keys: WireKey[]; onRevoke: (key: WireKe
                   {k.budget_usd === null ? `$${k.spent_usd} spent, no budget` : `$${k.spent_usd} of $${k.budget_usd}`}
                 </td>
                 <td>{[k.manage_keys && "manage keys", k.manage_deployments && "manage deployments"].filter(Boolean).join(", ") || "–"}</td>
-                <td><span class={`status status-${status}`}>{status}</span></td>
-                <td>{status === "active" ? <button class="danger small" onClick={() => onRevoke(k)}>Revoke</button> : null}</td>
+                <td>
+                  <span class={`status status-${status}`}>{status}</span>
+                </td>
+                <td>
+                  {status === "active" ? (
+                    <button class="danger small" onClick={() => onRevoke(k)}>
+                      Revoke
+                    </button>
+                  ) : null}
+                </td>
               </tr>
             );
           })}
@@ -97,10 +123,23 @@ function CreatedKey({ created, onDone }: { created: WireKey; onDone: () => void 
     <div class="card created-key" role="alert">
       <h2>New key {created.name ? `“${created.name}”` : ""}</h2>
       <p>Store it now: it is shown only this once.</p>
-      <pre class="code mono" data-testid="created-key">{created.key}</pre>
+      <pre class="code mono" data-testid="created-key">
+        {created.key}
+      </pre>
       <div class="actions">
-        <button onClick={() => navigator.clipboard.writeText(created.key ?? "").then(() => notify("ok", "Copied."), (e: Error) => notify("error", e.message))}>Copy</button>
-        <button class="primary" onClick={onDone}>I have stored it</button>
+        <button
+          onClick={() =>
+            navigator.clipboard.writeText(created.key ?? "").then(
+              () => notify("ok", "Copied."),
+              (e: Error) => notify("error", e.message),
+            )
+          }
+        >
+          Copy
+        </button>
+        <button class="primary" onClick={onDone}>
+          I have stored it
+        </button>
       </div>
     </div>
   );
@@ -112,7 +151,8 @@ function CreateKeyForm({ session, models, onCreated }: { session: Session; model
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const notify = useNotify();
-  const field = (name: "name" | "days" | "rpm" | "tpm" | "budget") => (e: Event) => setForm({ ...form, [name]: (e.target as HTMLInputElement).value });
+  const field = (name: "name" | "days" | "rpm" | "tpm" | "budget") => (e: Event) =>
+    setForm({ ...form, [name]: (e.target as HTMLInputElement).value });
 
   const submit = async (event: Event) => {
     event.preventDefault();
@@ -143,35 +183,69 @@ function CreateKeyForm({ session, models, onCreated }: { session: Session; model
       <h2>Create a key</h2>
       <p class="muted small">A new key gets at most your key's rights; a field left blank takes yours.</p>
       <div class="form-grid">
-        <label>Name<input name="key-name" value={form.name} onInput={field("name")} placeholder="e.g. laptop" /></label>
-        <label>Expires in days<input name="expires-days" type="number" min="1" value={form.days} onInput={field("days")} placeholder="as yours" /></label>
-        <label>Requests / min<input name="rpm" type="number" min="1" value={form.rpm} onInput={field("rpm")} placeholder="as yours" /></label>
-        <label>Tokens / min<input name="tpm" type="number" min="1" value={form.tpm} onInput={field("tpm")} placeholder="as yours" /></label>
-        <label>Budget (USD)<input name="budget" value={form.budget} onInput={field("budget")} placeholder="what yours has left" inputMode="decimal" /></label>
+        <label>
+          Name
+          <input name="key-name" value={form.name} onInput={field("name")} placeholder="e.g. laptop" />
+        </label>
+        <label>
+          Expires in days
+          <input name="expires-days" type="number" min="1" value={form.days} onInput={field("days")} placeholder="as yours" />
+        </label>
+        <label>
+          Requests / min
+          <input name="rpm" type="number" min="1" value={form.rpm} onInput={field("rpm")} placeholder="as yours" />
+        </label>
+        <label>
+          Tokens / min
+          <input name="tpm" type="number" min="1" value={form.tpm} onInput={field("tpm")} placeholder="as yours" />
+        </label>
+        <label>
+          Budget (USD)
+          <input name="budget" value={form.budget} onInput={field("budget")} placeholder="what yours has left" inputMode="decimal" />
+        </label>
       </div>
       <fieldset class="models-pick">
-        <legend>Models <span class="muted small">(none ticked: every model this key may use)</span></legend>
+        <legend>
+          Models <span class="muted small">(none ticked: every model this key may use)</span>
+        </legend>
         {models.map((m) => (
           <label key={m} class="check">
             <input
               type="checkbox"
               checked={form.models.includes(m)}
-              onChange={(e) => setForm({ ...form, models: (e.target as HTMLInputElement).checked ? [...form.models, m] : form.models.filter((x) => x !== m) })}
+              onChange={(e) =>
+                setForm({
+                  ...form,
+                  models: (e.target as HTMLInputElement).checked ? [...form.models, m] : form.models.filter((x) => x !== m),
+                })
+              }
             />
             {m}
           </label>
         ))}
       </fieldset>
       <label class="check">
-        <input type="checkbox" name="manage-keys" checked={form.manage} onChange={(e) => setForm({ ...form, manage: (e.target as HTMLInputElement).checked })} />
+        <input
+          type="checkbox"
+          name="manage-keys"
+          checked={form.manage}
+          onChange={(e) => setForm({ ...form, manage: (e.target as HTMLInputElement).checked })}
+        />
         Manage keys: the new key may list, create and revoke this account's keys
       </label>
       <label class="check">
-        <input type="checkbox" name="manage-deployments" checked={form.deploy} onChange={(e) => setForm({ ...form, deploy: (e.target as HTMLInputElement).checked })} />
+        <input
+          type="checkbox"
+          name="manage-deployments"
+          checked={form.deploy}
+          onChange={(e) => setForm({ ...form, deploy: (e.target as HTMLInputElement).checked })}
+        />
         Manage deployments: the new key may create, scale and delete this account's dedicated deployments
       </label>
       <ErrorBox error={error} />
-      <button type="submit" class="primary" disabled={busy}>{busy ? "Creating…" : "Create key"}</button>
+      <button type="submit" class="primary" disabled={busy}>
+        {busy ? "Creating…" : "Create key"}
+      </button>
     </form>
   );
 }

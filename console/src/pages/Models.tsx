@@ -42,7 +42,9 @@ export function ModelsPage({ session }: { session: Session }) {
       <ErrorBox error={error} />
       {models === null && !error ? <p class="muted">Loading…</p> : null}
       <div class="model-grid">
-        {models?.map((model) => <ModelCard key={model.id} model={model} />)}
+        {models?.map((model) => (
+          <ModelCard key={model.id} model={model} />
+        ))}
       </div>
     </section>
   );
@@ -65,7 +67,15 @@ function ModelCard({ model }: { model: WireModel }) {
         <dt>Precision</dt>
         <dd>{metadata.precision}</dd>
         <dt>Tags</dt>
-        <dd>{metadata.tags.length ? metadata.tags.map((tag) => <span key={tag} class="tag">{tag}</span>) : "–"}</dd>
+        <dd>
+          {metadata.tags.length
+            ? metadata.tags.map((tag) => (
+                <span key={tag} class="tag">
+                  {tag}
+                </span>
+              ))
+            : "–"}
+        </dd>
       </dl>
       <table class="prices">
         <thead>

@@ -26,7 +26,9 @@ export function PlaygroundPage({ session }: { session: Session }) {
     call<{ data: WireModel[] }>(session.key, "/v1/compat/models")
       .then((list) => {
         setModels(list.data);
-        setSettings((s) => (s.model ? s : { ...s, model: list.data.find((m) => m.metadata.status === "ready")?.id ?? list.data[0]?.id ?? "" }));
+        setSettings((s) =>
+          s.model ? s : { ...s, model: list.data.find((m) => m.metadata.status === "ready")?.id ?? list.data[0]?.id ?? "" },
+        );
       })
       .catch((failure) => setError(messageOf(failure)));
     return () => abort.current?.abort();
@@ -98,7 +100,13 @@ export function PlaygroundPage({ session }: { session: Session }) {
           <button onClick={() => setShowCode(true)} disabled={!codeBody}>
             View code
           </button>
-          <button onClick={() => { setMessages([]); notify("info", "Conversation cleared."); }} disabled={busy || messages.length === 0}>
+          <button
+            onClick={() => {
+              setMessages([]);
+              notify("info", "Conversation cleared.");
+            }}
+            disabled={busy || messages.length === 0}
+          >
             Clear
           </button>
         </div>
@@ -128,12 +136,18 @@ export function PlaygroundPage({ session }: { session: Session }) {
               placeholder="Message (Ctrl+Enter to send)"
               aria-label="Message"
               onInput={(e) => setDraft((e.target as HTMLTextAreaElement).value)}
-              onKeyDown={(e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send(e); }}
+              onKeyDown={(e) => {
+                if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send(e);
+              }}
             />
             {busy ? (
-              <button type="button" onClick={() => abort.current?.abort()}>Stop</button>
+              <button type="button" onClick={() => abort.current?.abort()}>
+                Stop
+              </button>
             ) : (
-              <button type="submit" class="primary" disabled={!draft.trim() || !settings.model}>Send</button>
+              <button type="submit" class="primary" disabled={!draft.trim() || !settings.model}>
+                Send
+              </button>
             )}
           </form>
         </div>

@@ -38,8 +38,8 @@ export function SignInPage({ onSignedIn }: { onSignedIn: (session: Session) => v
       <form class="card signin-card" onSubmit={submit}>
         <h1>Switchyard console</h1>
         <p class="muted">
-          Paste an API key (<code>sk-sy-…</code>, printed by <code>npm start</code> or <code>switchyard keys create</code>). It
-          stays in this tab's session storage and is sent only in the Authorization header.
+          Paste an API key (<code>sk-sy-…</code>, printed by <code>npm start</code> or <code>switchyard keys create</code>). It stays in
+          this tab's session storage and is sent only in the Authorization header.
         </p>
         <label>
           API key

@@ -59,17 +59,25 @@ export function UsagePage({ session }: { session: Session }) {
     // Key names, when this key may list its account's keys; otherwise the ids are shown.
     call<{ data: WireKey[] }>(session.key, "/v1/keys")
       .then((list) => setKeyNames(new Map(list.data.map((k) => [k.id, k.name ?? k.prefix + "…"]))))
-      .catch((failure) => { if (!(failure instanceof ApiError && failure.status === 403)) console.warn(messageOf(failure)); });
+      .catch((failure) => {
+        if (!(failure instanceof ApiError && failure.status === 403)) console.warn(messageOf(failure));
+      });
   }, [session.key]);
 
-  const label = (group: string) => (groupBy === "key" ? keyNames.get(group) ?? group : group);
+  const label = (group: string) => (groupBy === "key" ? (keyNames.get(group) ?? group) : group);
 
   return (
     <section class="page">
       <div class="page-head">
         <h1>Usage</h1>
       </div>
-      <form class="toolbar" onSubmit={(e) => { e.preventDefault(); void load(true); }}>
+      <form
+        class="toolbar"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void load(true);
+        }}
+      >
         <label>
           From <input type="date" value={start} max={end} name="start" onInput={(e) => setStart((e.target as HTMLInputElement).value)} />
         </label>
@@ -84,8 +92,12 @@ export function UsagePage({ session }: { session: Session }) {
             </button>
           ))}
         </div>
-        <button type="submit" class="primary" disabled={busy}>{busy ? "Loading…" : "Refresh"}</button>
-        <button type="button" disabled={!data} onClick={() => data && downloadCsv(data, groupBy, label, start, end)}>Export CSV</button>
+        <button type="submit" class="primary" disabled={busy}>
+          {busy ? "Loading…" : "Refresh"}
+        </button>
+        <button type="button" disabled={!data} onClick={() => data && downloadCsv(data, groupBy, label, start, end)}>
+          Export CSV
+        </button>
       </form>
       <ErrorBox error={error} />
       {data ? <UsageView data={data} label={label} groupBy={groupBy} /> : busy ? <p class="muted">Loading…</p> : null}
@@ -105,48 +117,86 @@ function UsageView({ data, label, groupBy }: { data: Loaded; label: (g: string) 
   return (
     <>
       <div class="summary">
-        <div class="card stat"><span class="muted">Spend</span><strong data-testid="usage-total-cost">{dollars(data.totals.cost_usd)}</strong></div>
-        <div class="card stat"><span class="muted">Requests</span><strong data-testid="usage-total-requests">{integer(data.totals.requests)}</strong></div>
-        <div class="card stat"><span class="muted">Tokens</span><strong data-testid="usage-total-tokens">{integer(data.totals.total_tokens)}</strong></div>
+        <div class="card stat">
+          <span class="muted">Spend</span>
+          <strong data-testid="usage-total-cost">{dollars(data.totals.cost_usd)}</strong>
+        </div>
+        <div class="card stat">
+          <span class="muted">Requests</span>
+          <strong data-testid="usage-total-requests">{integer(data.totals.requests)}</strong>
+        </div>
+        <div class="card stat">
+          <span class="muted">Tokens</span>
+          <strong data-testid="usage-total-tokens">{integer(data.totals.total_tokens)}</strong>
+        </div>
       </div>
       <div class="charts">
         <div class="card">
           <h2>Spend per day (USD), by {groupBy}</h2>
           {/* Charts draw floats; the table and totals keep the API's exact decimals. */}
-          <ChartCanvas label="Spend per day" config={{
+          <ChartCanvas
+            label="Spend per day"
+            config={{
               type: "bar",
               data: { labels: data.days, datasets: series((r) => Number(r.cost_usd)) },
               options: { scales: { ...stacked, y: { ...stacked.y, ticks: { callback: (value) => plainDollars(Number(value)) } } } },
-            }} />
+            }}
+          />
         </div>
         <div class="card">
           <h2>Tokens per day, by {groupBy}</h2>
-          <ChartCanvas label="Tokens per day" config={{ type: "bar", data: { labels: data.days, datasets: series((r) => r.total_tokens) }, options: { scales: stacked } }} />
+          <ChartCanvas
+            label="Tokens per day"
+            config={{ type: "bar", data: { labels: data.days, datasets: series((r) => r.total_tokens) }, options: { scales: stacked } }}
+          />
         </div>
       </div>
       <div class="card table-wrap">
         <table class="data" data-testid="usage-table">
           <thead>
             <tr>
-              <th>Day (UTC)</th><th>{groupBy === "model" ? "Model" : "Key"}</th><th class="num">Requests</th><th class="num">Prompt</th>
-              <th class="num">Cached</th><th class="num">Completion</th><th class="num">Total tokens</th><th class="num">Cost (USD)</th>
+              <th>Day (UTC)</th>
+              <th>{groupBy === "model" ? "Model" : "Key"}</th>
+              <th class="num">Requests</th>
+              <th class="num">Prompt</th>
+              <th class="num">Cached</th>
+              <th class="num">Completion</th>
+              <th class="num">Total tokens</th>
+              <th class="num">Cost (USD)</th>
             </tr>
           </thead>
           <tbody>
-            {data.rows.length === 0 ? <tr><td colSpan={8} class="muted">No requests in this range.</td></tr> : null}
+            {data.rows.length === 0 ? (
+              <tr>
+                <td colSpan={8} class="muted">
+                  No requests in this range.
+                </td>
+              </tr>
+            ) : null}
             {data.rows.map((r) => (
               <tr key={r.day + r.group}>
-                <td>{r.day}</td><td>{label(r.group)}</td><td class="num">{integer(r.requests)}</td><td class="num">{integer(r.prompt_tokens)}</td>
-                <td class="num">{integer(r.cached_tokens)}</td><td class="num">{integer(r.completion_tokens)}</td><td class="num">{integer(r.total_tokens)}</td>
+                <td>{r.day}</td>
+                <td>{label(r.group)}</td>
+                <td class="num">{integer(r.requests)}</td>
+                <td class="num">{integer(r.prompt_tokens)}</td>
+                <td class="num">{integer(r.cached_tokens)}</td>
+                <td class="num">{integer(r.completion_tokens)}</td>
+                <td class="num">{integer(r.total_tokens)}</td>
                 <td class="num">{String(r.cost_usd)}</td>
               </tr>
             ))}
           </tbody>
           <tfoot>
             <tr>
-              <th colSpan={2}>Total</th><td class="num">{integer(data.totals.requests)}</td><td class="num">{integer(data.totals.prompt_tokens)}</td>
-              <td class="num">{integer(data.totals.cached_tokens)}</td><td class="num">{integer(data.totals.completion_tokens)}</td>
-              <td class="num">{integer(data.totals.total_tokens)}</td><td class="num" data-testid="usage-table-total">{String(data.totals.cost_usd)}</td>
+              <th colSpan={2}>Total</th>
+              <td class="num">{integer(data.totals.requests)}</td>
+              <td class="num">{integer(data.totals.prompt_tokens)}</td>
+              <td class="num">{integer(data.totals.cached_tokens)}</td>
+              <td class="num">{integer(data.totals.completion_tokens)}</td>
+              <td class="num">{integer(data.totals.total_tokens)}</td>
+              <td class="num" data-testid="usage-table-total">
+                {String(data.totals.cost_usd)}
+              </td>
             </tr>
           </tfoot>
         </table>
@@ -159,7 +209,10 @@ function UsageView({ data, label, groupBy }: { data: Loaded; label: (g: string) 
 function plainDollars(value: number): string {
   if (value === 0) return "$0";
   const digits = Math.min(20, Math.max(2, 2 - Math.floor(Math.log10(Math.abs(value)))));
-  return `$${value.toFixed(digits).replace(/(\.\d*?)0+$/, "$1").replace(/\.$/, "")}`;
+  return `$${value
+    .toFixed(digits)
+    .replace(/(\.\d*?)0+$/, "$1")
+    .replace(/\.$/, "")}`;
 }
 
 async function loadUsage(key: string, start: string, end: string, groupBy: GroupBy): Promise<Loaded> {
@@ -176,9 +229,29 @@ async function loadUsage(key: string, start: string, end: string, groupBy: Group
 }
 
 function downloadCsv(data: Loaded, groupBy: GroupBy, label: (g: string) => string, start: string, end: string): void {
-  const header = ["day", groupBy, groupBy === "key" ? "key_name" : null, "requests", "prompt_tokens", "cached_tokens", "completion_tokens", "total_tokens", "cost_usd"].filter((h) => h !== null);
+  const header = [
+    "day",
+    groupBy,
+    groupBy === "key" ? "key_name" : null,
+    "requests",
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cost_usd",
+  ].filter((h) => h !== null);
   const lines = data.rows.map((r) =>
-    csvRow([r.day, r.group, ...(groupBy === "key" ? [label(r.group)] : []), r.requests, r.prompt_tokens, r.cached_tokens, r.completion_tokens, r.total_tokens, String(r.cost_usd)]),
+    csvRow([
+      r.day,
+      r.group,
+      ...(groupBy === "key" ? [label(r.group)] : []),
+      r.requests,
+      r.prompt_tokens,
+      r.cached_tokens,
+      r.completion_tokens,
+      r.total_tokens,
+      String(r.cost_usd),
+    ]),
   );
   const csv = [csvRow(header), ...lines].join("\n") + "\n";
   const link = document.createElement("a");

@@ -21,20 +21,35 @@ export function CodeDialog({ body, onClose }: { body: Record<string, unknown>; o
     }
   };
   return (
-    <div class="overlay" onClick={(e) => { if (e.target === e.currentTarget) onClose(); }}>
+    <div
+      class="overlay"
+      onClick={(e) => {
+        if (e.target === e.currentTarget) onClose();
+      }}
+    >
       <div class="card dialog" role="dialog" aria-label="View code">
         <div class="page-head">
           <h2>This request as code</h2>
-          <button class="ghost" onClick={onClose} aria-label="Close">✕</button>
+          <button class="ghost" onClick={onClose} aria-label="Close">
+            ✕
+          </button>
         </div>
         <div class="tabs" role="tablist">
           {LANGUAGES.map(([id, label]) => (
-            <button key={id} role="tab" aria-selected={language === id} class={language === id ? "tab active" : "tab"} onClick={() => setLanguage(id)}>
+            <button
+              key={id}
+              role="tab"
+              aria-selected={language === id}
+              class={language === id ? "tab active" : "tab"}
+              onClick={() => setLanguage(id)}
+            >
               {label}
             </button>
           ))}
         </div>
-        <pre class="code" data-language={language}>{code}</pre>
+        <pre class="code" data-language={language}>
+          {code}
+        </pre>
         <p class="muted small">The key is read from SWITCHYARD_API_KEY; it is never written into the code.</p>
         <button onClick={copy}>Copy</button>
       </div>

@@ -27,17 +27,30 @@ export function MessageItem({ message, busy, editing, onEdit, onSaveEdit, onRege
         <div class="edit">
           <textarea value={editing} onInput={(e) => onEdit((e.target as HTMLTextAreaElement).value)} rows={3} />
           <div class="actions">
-            <button class="primary" onClick={onSaveEdit}>Save &amp; resend</button>
+            <button class="primary" onClick={onSaveEdit}>
+              Save &amp; resend
+            </button>
             <button onClick={() => onEdit(null)}>Cancel</button>
           </div>
         </div>
       ) : (
-        <pre class="message-text">{message.content}{message.streaming ? <span class="cursor">▍</span> : null}</pre>
+        <pre class="message-text">
+          {message.content}
+          {message.streaming ? <span class="cursor">▍</span> : null}
+        </pre>
       )}
       <div class="message-foot">
         {message.stats ? <Stats stats={message.stats} /> : null}
-        {message.role === "user" && !busy && editing === null ? <button class="link" onClick={() => onEdit(message.content)}>Edit</button> : null}
-        {message.role === "assistant" && !busy ? <button class="link" onClick={onRegenerate}>Regenerate</button> : null}
+        {message.role === "user" && !busy && editing === null ? (
+          <button class="link" onClick={() => onEdit(message.content)}>
+            Edit
+          </button>
+        ) : null}
+        {message.role === "assistant" && !busy ? (
+          <button class="link" onClick={onRegenerate}>
+            Regenerate
+          </button>
+        ) : null}
       </div>
     </li>
   );
@@ -57,7 +70,8 @@ function Stats({ stats }: { stats: AnswerStats }) {
         <>
           <dt>prediction</dt>
           <dd data-stat="prediction">
-            {usage.completion_tokens_details.accepted_prediction_tokens ?? 0} accepted, {usage.completion_tokens_details.rejected_prediction_tokens ?? 0} rejected
+            {usage.completion_tokens_details.accepted_prediction_tokens ?? 0} accepted,{" "}
+            {usage.completion_tokens_details.rejected_prediction_tokens ?? 0} rejected
           </dd>
         </>
       ) : null}

@@ -2,8 +2,19 @@ import type { WireModel } from "../wire.js";
 import type { Settings } from "./request.js";
 
 /** The request's controls; every field maps to one chat parameter. */
-export function SettingsPanel({ settings, models, onChange }: { settings: Settings; models: WireModel[]; onChange: (s: Settings) => void }) {
-  const set = <K extends keyof Settings>(name: K) => (event: Event) => onChange({ ...settings, [name]: (event.target as HTMLInputElement).value });
+export function SettingsPanel({
+  settings,
+  models,
+  onChange,
+}: {
+  settings: Settings;
+  models: WireModel[];
+  onChange: (s: Settings) => void;
+}) {
+  const set =
+    <K extends keyof Settings>(name: K) =>
+    (event: Event) =>
+      onChange({ ...settings, [name]: (event.target as HTMLInputElement).value });
   const model = models.find((m) => m.id === settings.model);
   const jsonCapable = model?.metadata.tags.includes("JSON") ?? true;
   return (

@@ -24,7 +24,9 @@ export function snippet(language: Language, origin: string, body: Record<string,
         "completion = client.chat.completions.create(",
         ...pythonArgs({ model, messages, ...rest }, stream ? { stream, stream_options } : {}),
         ")",
-        ...(stream ? ["for chunk in completion:", "    if chunk.choices:", '        print(chunk.choices[0].delta.content or "", end="")'] : ["print(completion.choices[0].message.content)"]),
+        ...(stream
+          ? ["for chunk in completion:", "    if chunk.choices:", '        print(chunk.choices[0].delta.content or "", end="")']
+          : ["print(completion.choices[0].message.content)"]),
       ].join("\n");
     case "javascript":
       return [
@@ -34,7 +36,7 @@ export function snippet(language: Language, origin: string, body: Record<string,
         "",
         `const completion = await client.chat.completions.create(${indent(JSON.stringify(body, null, 2))});`,
         ...(stream
-          ? ["for await (const chunk of completion) process.stdout.write(chunk.choices[0]?.delta?.content ?? \"\");"]
+          ? ['for await (const chunk of completion) process.stdout.write(chunk.choices[0]?.delta?.content ?? "");']
           : ["console.log(completion.choices[0].message.content);"]),
       ].join("\n");
   }

@@ -35,12 +35,16 @@ export const DEFAULT_SETTINGS: Settings = {
 
 /** The request body; a setting that does not parse is a message for the user, before anything is sent. */
 export function buildRequest(settings: Settings, turns: Turn[], stream: boolean): Record<string, unknown> {
-  const messages = [...(settings.system.trim() ? [{ role: "system", content: settings.system }] : []), ...turns.map((t) => ({ role: t.role, content: t.content }))];
+  const messages = [
+    ...(settings.system.trim() ? [{ role: "system", content: settings.system }] : []),
+    ...turns.map((t) => ({ role: t.role, content: t.content })),
+  ];
   const body: Record<string, unknown> = { model: settings.model, messages };
   const number = (text: string, name: string, integer = false) => {
     if (text.trim() === "") return undefined;
     const value = Number(text);
-    if (!Number.isFinite(value) || (integer && !Number.isInteger(value))) throw new Error(`${name} must be ${integer ? "a whole number" : "a number"}.`);
+    if (!Number.isFinite(value) || (integer && !Number.isInteger(value)))
+      throw new Error(`${name} must be ${integer ? "a whole number" : "a number"}.`);
     return value;
   };
   const put = (name: string, value: unknown) => {

@@ -39,7 +39,11 @@ export async function streamChat(
     while ((end = buffer.indexOf("\n\n")) !== -1) {
       const event = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
-      const data = event.split("\n").filter((line) => line.startsWith("data:")).map((line) => line.slice(5).trimStart()).join("\n");
+      const data = event
+        .split("\n")
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).trimStart())
+        .join("\n");
       if (!data || data === "[DONE]") continue;
       const chunk = parseExact(data) as StreamChunk;
       if (chunk.error) throw new Error(chunk.error.message ?? "The stream reported an error.");
@@ -59,7 +63,8 @@ export async function streamChat(
   if (first !== null) {
     stats.ttftMs = first - started;
     // Rejected prediction tokens are billed as completion tokens but are not in the answer.
-    const completion = stats.usage && stats.usage.completion_tokens - (stats.usage.completion_tokens_details?.rejected_prediction_tokens ?? 0);
+    const completion =
+      stats.usage && stats.usage.completion_tokens - (stats.usage.completion_tokens_details?.rejected_prediction_tokens ?? 0);
     // The first token's time is the prompt's; the rate is what came after it.
     if (completion && completion > 1 && last > first) stats.tokensPerSecond = ((completion - 1) * 1000) / (last - first);
   }

@@ -70,9 +70,21 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
       if (choices.length === 1) return [generation(upstream, prompt, choices[0]!, signal, pause)];
       // The choices share one tier and namespace; their slots are taken together (see Claim.count).
       const first = choices[0]!;
-      const slots = pool.acquireAll({ tier: first.tier ?? "default", affinityKey: affinityKeyOf(prompt, first), exclude: new Set(), count: choices.length }, signal);
+      const slots = pool.acquireAll(
+        { tier: first.tier ?? "default", affinityKey: affinityKeyOf(prompt, first), exclude: new Set(), count: choices.length },
+        signal,
+      );
       slots.catch(() => {}); // each choice's stream throws it at its first read
-      return choices.map((params, i) => generation(upstream, prompt, params, signal, pause, slots.then((taken) => taken[i]!)));
+      return choices.map((params, i) =>
+        generation(
+          upstream,
+          prompt,
+          params,
+          signal,
+          pause,
+          slots.then((taken) => taken[i]!),
+        ),
+      );
     },
     stats: () => upstreamStats(replicas, pool),
     async close() {
@@ -119,7 +131,12 @@ async function* generation(
     try {
       opened = await openStream(`${replica.baseUrl}${path}`, body, apiKey, agent, signal);
     } catch (error) {
-      pool.done(replica, tier, error instanceof ReplicaFailed && error.replicaFault ? "failed" : "neutral", error instanceof ReplicaFailed && error.fatal);
+      pool.done(
+        replica,
+        tier,
+        error instanceof ReplicaFailed && error.replicaFault ? "failed" : "neutral",
+        error instanceof ReplicaFailed && error.fatal,
+      );
       if (!(error instanceof ReplicaFailed)) throw error;
       tried.add(replica);
       lastFailure = `replica ${replica.index}: ${error.message}`;
@@ -153,7 +170,13 @@ function upstreamStats(replicas: readonly Replica[], pool: ReplicaPool): Backend
     preemptions: 0,
     idleSequences: 0,
     kvCacheUsage: 0,
-    replicas: replicas.map((r) => ({ index: r.index, health: r.health, running: r.running, maxConcurrency: r.maxConcurrency, served: r.served })),
+    replicas: replicas.map((r) => ({
+      index: r.index,
+      health: r.health,
+      running: r.running,
+      maxConcurrency: r.maxConcurrency,
+      served: r.served,
+    })),
   };
 }
 

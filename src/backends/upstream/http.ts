@@ -27,14 +27,24 @@ export interface OpenedStream {
  * POSTs one request and returns its body once the upstream has answered 200. Anything else
  * becomes UpstreamRejected (the request itself is wrong: 400, 413, 422) or ReplicaFailed.
  */
-export async function openStream(url: string, body: string, apiKey: string | undefined, agent: Agent, signal: AbortSignal): Promise<OpenedStream> {
+export async function openStream(
+  url: string,
+  body: string,
+  apiKey: string | undefined,
+  agent: Agent,
+  signal: AbortSignal,
+): Promise<OpenedStream> {
   let response: Dispatcher.ResponseData;
   try {
     response = await request(url, {
       method: "POST",
       dispatcher: agent,
       signal,
-      headers: { "content-type": "application/json", accept: "text/event-stream", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+      headers: {
+        "content-type": "application/json",
+        accept: "text/event-stream",
+        ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
+      },
       body,
       headersTimeout: 0,
       bodyTimeout: 0,
@@ -72,7 +82,8 @@ const CONTEXT_OVERFLOW = /context length|context size|context window|maximum con
 
 function rejection(message: string, error: WireError | null): UpstreamRejected {
   const code = typeof error?.code === "string" ? error.code : null;
-  if (code === "context_length_exceeded" || CONTEXT_OVERFLOW.test(message)) return new UpstreamRejected(message, "context_length_exceeded", error?.param ?? "messages");
+  if (code === "context_length_exceeded" || CONTEXT_OVERFLOW.test(message))
+    return new UpstreamRejected(message, "context_length_exceeded", error?.param ?? "messages");
   return new UpstreamRejected(message, code ?? "invalid_request_error", error?.param ?? null);
 }
 

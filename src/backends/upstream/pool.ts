@@ -63,13 +63,21 @@ export class ReplicaPool {
   /** Resolves with `claim.count` slots at once (a replica may appear more than once); release each with `done`. */
   acquireAll(claim: Claim, signal: AbortSignal): Promise<Replica[]> {
     signal.throwIfAborted();
-    if (this.waiting >= this.options.maxWaiting) return Promise.reject(new BackendBusy(`The queue for this model is full (${this.options.maxWaiting} waiting).`));
+    if (this.waiting >= this.options.maxWaiting)
+      return Promise.reject(new BackendBusy(`The queue for this model is full (${this.options.maxWaiting} waiting).`));
     return new Promise<Replica[]>((resolve, reject) => {
       const queue = this.queues[claim.tier];
       const onAbort = () => this.drop(waiter, signal.reason);
       const timer =
         claim.tier === "flex"
-          ? setTimeout(() => this.drop(waiter, new BackendWaitExpired(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`)), this.options.flexMaxWaitMs)
+          ? setTimeout(
+              () =>
+                this.drop(
+                  waiter,
+                  new BackendWaitExpired(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`),
+                ),
+              this.options.flexMaxWaitMs,
+            )
           : undefined;
       const waiter: Waiter = {
         claim,
@@ -98,7 +106,7 @@ export class ReplicaPool {
     const now = Date.now();
     for (const tier of SERVICE_TIERS) {
       const queue = this.queues[tier];
-      for (let i = 0; i < queue.length; ) {
+      for (let i = 0; i < queue.length;) {
         const waiter = queue[i]!;
         const usable = this.replicas.filter((r) => r.available(now) && !waiter.claim.exclude.has(r));
         if (usable.length === 0 && !this.replicas.some((r) => !waiter.claim.exclude.has(r) && r.health === "up")) {
@@ -109,7 +117,10 @@ export class ReplicaPool {
         }
         const count = waiter.claim.count ?? 1;
         // A down replica takes one trial request, however many slots it has.
-        const freeSlots = usable.reduce((n, r) => n + Math.min(r.health === "up" ? Infinity : 1, Math.max(0, r.maxConcurrency - r.running)), 0);
+        const freeSlots = usable.reduce(
+          (n, r) => n + Math.min(r.health === "up" ? Infinity : 1, Math.max(0, r.maxConcurrency - r.running)),
+          0,
+        );
         if (freeSlots < count) {
           i++;
           continue;
@@ -117,7 +128,10 @@ export class ReplicaPool {
         queue.splice(i, 1);
         waiter.cleanup();
         const taken = Array.from({ length: count }, () => {
-          const replica = choose(waiter.claim, usable.filter((r) => r.available(now)))!;
+          const replica = choose(
+            waiter.claim,
+            usable.filter((r) => r.available(now)),
+          )!;
           replica.take();
           return replica;
         });
@@ -138,7 +152,9 @@ export class ReplicaPool {
 
   private unavailableMessage(claim: Claim): string {
     const tried = claim.exclude.size;
-    return tried > 0 ? `All ${this.replicas.length} upstream replicas of this model failed this request (${tried} tried).` : `No upstream replica of this model is reachable.`;
+    return tried > 0
+      ? `All ${this.replicas.length} upstream replicas of this model failed this request (${tried} tried).`
+      : `No upstream replica of this model is reachable.`;
   }
 }
 

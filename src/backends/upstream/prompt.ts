@@ -9,7 +9,10 @@ export type UpstreamPrompt = PreparedPrompt & {
   tokenCountIsUpperBound: true;
   /** What routes the prompt to a replica whose prefix cache may hold its start (see affinity.ts). */
   prefix: string;
-} & ({ kind: "chat"; messages: readonly ChatMessage[]; tools: readonly ToolDefinition[]; options: PromptOptions } | { kind: "text"; text: string });
+} & (
+    | { kind: "chat"; messages: readonly ChatMessage[]; tools: readonly ToolDefinition[]; options: PromptOptions }
+    | { kind: "text"; text: string }
+  );
 
 /**
  * Every token of a byte-level BPE vocabulary spells at least one byte, except the chat template's
@@ -32,11 +35,27 @@ export function chatPrompt(messages: readonly ChatMessage[], tools: readonly Too
     count += PER_MESSAGE_TOKENS + bytes(m.content);
     for (const call of m.toolCalls ?? []) count += PER_MESSAGE_TOKENS + bytes(call.name) + bytes(call.arguments);
   }
-  return { kind: "chat", messages, tools, options, tokenCount: count, tokenCountIsUpperBound: true, opensThinking: false, prefix: affinityPrefix(messages, toolsJson) };
+  return {
+    kind: "chat",
+    messages,
+    tools,
+    options,
+    tokenCount: count,
+    tokenCountIsUpperBound: true,
+    opensThinking: false,
+    prefix: affinityPrefix(messages, toolsJson),
+  };
 }
 
 export function textPrompt(text: string): UpstreamPrompt {
-  return { kind: "text", text, tokenCount: FIXED_TOKENS + bytes(text), tokenCountIsUpperBound: true, opensThinking: false, prefix: text.slice(0, AFFINITY_PREFIX_CHARS) };
+  return {
+    kind: "text",
+    text,
+    tokenCount: FIXED_TOKENS + bytes(text),
+    tokenCountIsUpperBound: true,
+    opensThinking: false,
+    prefix: text.slice(0, AFFINITY_PREFIX_CHARS),
+  };
 }
 
 /**

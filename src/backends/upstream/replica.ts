@@ -75,5 +75,8 @@ export class Replica {
  */
 export function rendezvousOrder(key: string, replicas: readonly Replica[]): Replica[] {
   const weight = (r: Replica) => createHash("sha256").update(key).update("\u0000").update(r.baseUrl).digest().readBigUInt64BE(0);
-  return replicas.map((r) => ({ r, w: weight(r) })).sort((a, b) => (a.w === b.w ? 0 : a.w > b.w ? -1 : 1)).map((x) => x.r);
+  return replicas
+    .map((r) => ({ r, w: weight(r) }))
+    .sort((a, b) => (a.w === b.w ? 0 : a.w > b.w ? -1 : 1))
+    .map((x) => x.r);
 }

@@ -39,7 +39,11 @@ export function requestBody(prompt: UpstreamPrompt, params: GenerationParams, op
     ...(s.repetitionPenalty !== undefined && s.repetitionPenalty !== 1 ? { repetition_penalty: s.repetitionPenalty } : {}),
     ...(s.logitBias?.size ? { logit_bias: Object.fromEntries(s.logitBias) } : {}),
     ...(params.stop.length > 0 ? { stop: params.stop } : {}),
-    ...(params.logprobs ? (prompt.kind === "chat" ? { logprobs: true, top_logprobs: params.logprobs.top } : { logprobs: params.logprobs.top }) : {}),
+    ...(params.logprobs
+      ? prompt.kind === "chat"
+        ? { logprobs: true, top_logprobs: params.logprobs.top }
+        : { logprobs: params.logprobs.top }
+      : {}),
     service_tier: upstreamTier(tier),
     ...(options.sendPriority ? { priority: VLLM_PRIORITY[tier] } : {}),
     ...(params.cacheNamespace !== undefined ? { prompt_cache_key: opaqueCacheKey(params.cacheNamespace) } : {}),
@@ -65,12 +69,17 @@ function wireMessage(m: ChatMessage): Record<string, unknown> {
   return {
     role: m.role,
     content: m.toolCalls?.length && m.content === "" ? null : m.content,
-    ...(m.toolCalls?.length ? { tool_calls: m.toolCalls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })) } : {}),
+    ...(m.toolCalls?.length
+      ? { tool_calls: m.toolCalls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })) }
+      : {}),
     ...(m.toolCallId !== undefined ? { tool_call_id: m.toolCallId } : {}),
   };
 }
 
-const wireTool = (t: ToolDefinition) => ({ type: "function", function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.parameters } });
+const wireTool = (t: ToolDefinition) => ({
+  type: "function",
+  function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.parameters },
+});
 
 /** Offered tools go up in `auto` mode; a forced call becomes `required` or the named tool. */
 function toolFields(offered: readonly ToolDefinition[], constraint: OutputConstraint | undefined): Record<string, unknown> {
@@ -84,6 +93,7 @@ function toolFields(offered: readonly ToolDefinition[], constraint: OutputConstr
 
 function responseFormat(constraint: OutputConstraint | undefined): Record<string, unknown> {
   if (constraint?.type === "json") return { response_format: { type: "json_object" } };
-  if (constraint?.type === "json_schema") return { response_format: { type: "json_schema", json_schema: { name: "response", schema: constraint.schema, strict: true } } };
+  if (constraint?.type === "json_schema")
+    return { response_format: { type: "json_schema", json_schema: { name: "response", schema: constraint.schema, strict: true } } };
   return {};
 }

@@ -14,7 +14,12 @@ interface WireAlternative {
 interface WireChunk {
   choices?: Array<{
     /** `reasoning_content` (DeepSeek, llama-server, Switchyard), `reasoning` (newer vLLM). */
-    delta?: { content?: string | null; reasoning_content?: string | null; reasoning?: string | null; tool_calls?: Array<{ index?: number; id?: string; function?: { name?: string; arguments?: string } }> };
+    delta?: {
+      content?: string | null;
+      reasoning_content?: string | null;
+      reasoning?: string | null;
+      tool_calls?: Array<{ index?: number; id?: string; function?: { name?: string; arguments?: string } }>;
+    };
     /** Legacy completions. */
     text?: string;
     logprobs?: { content?: Array<WireAlternative & { top_logprobs?: WireAlternative[] }> | null } | null;
@@ -58,13 +63,16 @@ export async function* streamEvents(body: AsyncIterable<Uint8Array>, signal: Abo
       yield { type: "finish", reason: "cancelled", completionTokens: state.completionTokens };
       return;
     }
-    throw new UpstreamStreamFailed(`The upstream engine's stream broke after ${state.completionTokens} tokens: ${(error as Error).message}`);
+    throw new UpstreamStreamFailed(
+      `The upstream engine's stream broke after ${state.completionTokens} tokens: ${(error as Error).message}`,
+    );
   }
   if (signal.aborted) {
     yield { type: "finish", reason: "cancelled", completionTokens: state.completionTokens };
     return;
   }
-  if (!state.finishReason) throw new UpstreamStreamFailed(`The upstream engine's stream ended after ${state.completionTokens} tokens without finishing.`);
+  if (!state.finishReason)
+    throw new UpstreamStreamFailed(`The upstream engine's stream ended after ${state.completionTokens} tokens without finishing.`);
   yield* state.finish();
 }
 
@@ -82,7 +90,10 @@ class StreamState {
     if (!choice) return;
     for (const fragment of choice.delta?.tool_calls ?? []) this.addCallFragment(fragment);
     if (choice.delta?.tool_calls?.length) this.completionTokens++;
-    const text = this.withThinkTags(choice.delta?.reasoning_content ?? choice.delta?.reasoning ?? "", choice.delta?.content ?? choice.text ?? "");
+    const text = this.withThinkTags(
+      choice.delta?.reasoning_content ?? choice.delta?.reasoning ?? "",
+      choice.delta?.content ?? choice.text ?? "",
+    );
     const logprobs = choice.logprobs?.content?.map(toTokenLogprob);
     if (text || logprobs?.length) {
       this.completionTokens += logprobs?.length || 1;
@@ -133,7 +144,8 @@ class StreamState {
   private predictionCounts(): PredictionCounts | undefined {
     const details = this.usage?.completion_tokens_details;
     const count = (value: unknown) => (typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : 0);
-    if (!details || (details.accepted_prediction_tokens === undefined && details.rejected_prediction_tokens === undefined)) return undefined;
+    if (!details || (details.accepted_prediction_tokens === undefined && details.rejected_prediction_tokens === undefined))
+      return undefined;
     return { accepted: count(details.accepted_prediction_tokens), rejected: count(details.rejected_prediction_tokens) };
   }
 

@@ -103,7 +103,11 @@ export class StepCostModel {
     this.moments = this.moments.map((value, i) => this.forgetting * value + x[i]! * ms);
     // (G + ρI)·w = m + ρ·prior: the data where it speaks, the prior where it does not.
     const system = this.gram.map((row, i) => row.map((value, j) => value + (i === j ? RIDGE : 0)));
-    this.weights = solve(system, this.moments.map((value, i) => value + RIDGE * this.prior[i]!)) ?? this.weights;
+    this.weights =
+      solve(
+        system,
+        this.moments.map((value, i) => value + RIDGE * this.prior[i]!),
+      ) ?? this.weights;
     this.observed++;
   }
 

@@ -73,7 +73,12 @@ interface Candidate {
  * the machine, a stream with a good prediction drafts long; on a saturated one (the average
  * already high), only drafts that are nearly sure to be accepted get in, or none.
  */
-export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, limits: DraftLimits, cost: StepCostModel): Map<EngineRequest, Draft> {
+export function planDrafts(
+  decoding: readonly EngineRequest[],
+  base: StepShape,
+  limits: DraftLimits,
+  cost: StepCostModel,
+): Map<EngineRequest, Draft> {
   const candidates = proposals(decoding, limits).sort((a, b) => TIER_RANK[a.request.tier] - TIER_RANK[b.request.tier]);
   const byRequest = new Map(candidates.map((c) => [c.request, c]));
   const paceMs = () => Math.min(...decoding.map((r) => limits.itlMs(r) * Math.min(MAX_BURST, byRequest.get(r)?.expected ?? 1)));
@@ -85,7 +90,9 @@ export function planDrafts(decoding: readonly EngineRequest[], base: StepShape, 
   let open = candidates;
   while (open.length > 0 && step.left > 0) open = grantRound(open, step, floorRate, cost, paceMs);
   if (limits.explore && decoding.length <= EXPLORE_MAX_STREAMS) explore(candidates, step.shape, cost, paceMs);
-  return new Map(candidates.filter((c) => c.taken > 0).map((c) => [c.request, { source: c.draft.source, tokens: c.draft.tokens.slice(0, c.taken) }]));
+  return new Map(
+    candidates.filter((c) => c.taken > 0).map((c) => [c.request, { source: c.draft.source, tokens: c.draft.tokens.slice(0, c.taken) }]),
+  );
 }
 
 /** The step as drafts are granted: its shape, predicted time, expected tokens, and draft tokens left. */
@@ -139,14 +146,16 @@ function grantRound(open: readonly Candidate[], step: Granted, floorRate: number
  * MAX_DRAFT_PER_REQUEST and EXPLORE_RUNS expected runs), or as much of it as the streams' pace allows.
  */
 function explore(candidates: Candidate[], base: StepShape, cost: StepCostModel, paceMs: () => number): void {
-  const best = candidates.filter((c) => c.acceptance >= EXPLORE_ACCEPTANCE).sort((a, b) => TIER_RANK[a.request.tier] - TIER_RANK[b.request.tier] || b.acceptance - a.acceptance)[0];
+  const best = candidates
+    .filter((c) => c.acceptance >= EXPLORE_ACCEPTANCE)
+    .sort((a, b) => TIER_RANK[a.request.tier] - TIER_RANK[b.request.tier] || b.acceptance - a.acceptance)[0];
   if (!best || best.taken >= best.draft.tokens.length) return;
   // As much of it as the pace allows, by the model's (possibly wrong) reckoning: a step of any
   // size that it has not seen teaches it something.
   const from = best.request.computed + best.taken;
   const granted = best.expected;
   const fits = (count: number) => {
-    best.expected = granted + best.gain * (1 - best.acceptance ** count) / Math.max(1e-9, 1 - best.acceptance);
+    best.expected = granted + (best.gain * (1 - best.acceptance ** count)) / Math.max(1e-9, 1 - best.acceptance);
     return cost.predict(addShapes(base, draftShape(from, count))) <= Math.min(best.besideMs, paceMs());
   };
   let count = Math.min(best.draft.tokens.length - best.taken, Math.max(4, Math.ceil(EXPLORE_RUNS / Math.max(1e-9, 1 - best.acceptance))));
@@ -165,11 +174,23 @@ function proposals(decoding: readonly EngineRequest[], limits: DraftLimits): Can
     // edit replay), trading time to first token, a target of its own, for later tokens.
     if (!speculation || request.generatedCount === 0) continue;
     // The draft's tokens and the one sampled after them must fit in max_tokens and the sequence's cells.
-    const most = Math.min(MAX_DRAFT_PER_REQUEST, request.spec.maxTokens - request.generatedCount - 1, limits.cellsPerSequence - request.tokens.length);
+    const most = Math.min(
+      MAX_DRAFT_PER_REQUEST,
+      request.spec.maxTokens - request.generatedCount - 1,
+      limits.cellsPerSequence - request.tokens.length,
+    );
     const draft = speculation.propose(request.tokens, most);
     if (!draft) continue;
     const acceptance = speculation.acceptance(draft.source);
-    candidates.push({ request, draft, acceptance, taken: 0, gain: acceptance, expected: 1, besideMs: request.tier === "priority" ? Infinity : limits.lowerMs });
+    candidates.push({
+      request,
+      draft,
+      acceptance,
+      taken: 0,
+      gain: acceptance,
+      expected: 1,
+      besideMs: request.tier === "priority" ? Infinity : limits.lowerMs,
+    });
   }
   return candidates;
 }

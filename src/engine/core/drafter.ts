@@ -74,7 +74,9 @@ export class Drafter {
   /** Each source's guess of up to `most` tokens (undefined where it has none): the prediction's, then prompt lookup's. */
   proposals(most: number): [prediction: Draft | undefined, lookup: Draft | undefined] {
     if (most <= 0) return [undefined, undefined];
-    const fromPrediction: Draft | undefined = this.followingPrediction ? { source: "prediction", tokens: this.prediction.slice(this.cursor, this.cursor + most) } : undefined;
+    const fromPrediction: Draft | undefined = this.followingPrediction
+      ? { source: "prediction", tokens: this.prediction.slice(this.cursor, this.cursor + most) }
+      : undefined;
     const quoted = this.lookupIndex.quote.find(this.context);
     const found = quoted ?? this.lookupIndex.lookup.find(this.context);
     const source = quoted !== undefined ? "quote" : "lookup";
@@ -104,7 +106,6 @@ export class Drafter {
     }
     if (best >= 0) this.cursor = best;
   }
-
 }
 
 /** N-grams of one length of a growing context: each to the position after its most recent occurrence. */
@@ -121,7 +122,8 @@ class NgramIndex {
     const length = context.length;
     if (length <= n) return undefined;
     // Index every n-gram that has a token after it (the last one has none yet).
-    for (; this.indexed + n < length; this.indexed++) this.positions.set(hashTokens(context, this.indexed, this.indexed + n), this.indexed + n);
+    for (; this.indexed + n < length; this.indexed++)
+      this.positions.set(hashTokens(context, this.indexed, this.indexed + n), this.indexed + n);
     const found = this.positions.get(hashTokens(context, length - n, length));
     if (found === undefined || !sameTokens(context, found - n, context, length - n, n)) return undefined;
     return found;

@@ -35,7 +35,12 @@ export function fairestOf(head: EngineRequest, waiting: readonly EngineRequest[]
  * ones (paused first, then latest admitted) of the account holding the most, of the same tier or a
  * lower one, if it keeps at least one and they free all the sequences the request needs.
  */
-export function fairShareVictims(running: readonly EngineRequest[], waiting: readonly EngineRequest[], freeSequences: number, needed: (r: EngineRequest) => number): EngineRequest[] {
+export function fairShareVictims(
+  running: readonly EngineRequest[],
+  waiting: readonly EngineRequest[],
+  freeSequences: number,
+  needed: (r: EngineRequest) => number,
+): EngineRequest[] {
   const held = heldByAccount(running);
   const starved = waiting.find((r) => !r.abortRequested && !held.has(accountOf(r)));
   if (!starved) return [];
@@ -44,6 +49,8 @@ export function fairShareVictims(running: readonly EngineRequest[], waiting: rea
   const candidates = running.filter((r) => !r.abortRequested && RANK[r.tier] >= RANK[starved.tier]);
   const [account] = [...heldByAccount(candidates)].sort((a, b) => b[1] - a[1])[0] ?? [];
   if (account === undefined || held.get(account)! - need < 1) return [];
-  const victims = candidates.filter((r) => accountOf(r) === account).sort((a, b) => Number(b.paused) - Number(a.paused) || b.admittedAt - a.admittedAt);
+  const victims = candidates
+    .filter((r) => accountOf(r) === account)
+    .sort((a, b) => Number(b.paused) - Number(a.paused) || b.admittedAt - a.admittedAt);
   return victims.length >= need ? victims.slice(0, need) : [];
 }

@@ -42,7 +42,8 @@ export class RequestOutput {
     if (logprob) this.logprobs.push(this.wireLogprob(token, logprob));
     const delta = this.text.push(token);
     const events = this.textEvents(delta);
-    if (this.text.hitStop || this.jsonEnd?.push(Buffer.from(this.texts.pieceBytes(token)).toString("utf8"))) return { events, finish: "stop" };
+    if (this.text.hitStop || this.jsonEnd?.push(Buffer.from(this.texts.pieceBytes(token)).toString("utf8")))
+      return { events, finish: "stop" };
     if (this.text.tokenCount >= this.request.maxTokens || cellsLeft <= 0) return { events, finish: "length" };
     return { events };
   }
@@ -52,7 +53,13 @@ export class RequestOutput {
     const events = reason === "cancelled" ? [] : this.textEvents(this.text.flush());
     const prediction = this.speculation?.prediction;
     const speculation = this.speculation && this.speculation.totals.drafts > 0 ? { ...this.speculation.totals } : undefined;
-    events.push({ type: "finish", reason, completionTokens: this.text.tokenCount, ...(prediction ? { prediction } : {}), ...(speculation ? { speculation } : {}) });
+    events.push({
+      type: "finish",
+      reason,
+      completionTokens: this.text.tokenCount,
+      ...(prediction ? { prediction } : {}),
+      ...(speculation ? { speculation } : {}),
+    });
     return events;
   }
 
@@ -60,7 +67,15 @@ export class RequestOutput {
     const logprobs = this.released();
     if (!delta && !logprobs?.length) return [];
     const prediction = this.speculation?.prediction;
-    return [{ type: "text", text: delta, completionTokens: this.text.tokenCount, ...(logprobs ? { logprobs } : {}), ...(prediction ? { prediction } : {}) }];
+    return [
+      {
+        type: "text",
+        text: delta,
+        completionTokens: this.text.tokenCount,
+        ...(logprobs ? { logprobs } : {}),
+        ...(prediction ? { prediction } : {}),
+      },
+    ];
   }
 
   /** The log probabilities of the tokens whose text was released since the last call. */

@@ -13,7 +13,8 @@ type Shard = { readonly scheduler: ShardScheduler };
  * shard's steps to priority's target), then any cached prefix, then load.
  */
 export function chooseShard<S extends Shard>(shards: readonly S[], request: EngineRequest): S {
-  const score = request.tier === "priority" ? (shard: Shard) => priorityScore(shard, request) : (shard: Shard) => standardScore(shard, request);
+  const score =
+    request.tier === "priority" ? (shard: Shard) => priorityScore(shard, request) : (shard: Shard) => standardScore(shard, request);
   let chosen = shards[0]!;
   let best = score(chosen);
   for (const shard of shards.slice(1)) {

@@ -37,7 +37,10 @@ const live = (list: readonly EngineRequest[], tier: ServiceTier) => list.filter(
 const starving = (r: EngineRequest) => r.tier === "default" && r.overtaken >= STANDARD_AGING_ADMISSIONS;
 /** Starving standard requests running on the reserved sequences: the oldest admitted, up to the reserve. */
 const onReserve = (running: readonly EngineRequest[], sequences: number) =>
-  live(running, "default").filter(starving).sort((a, b) => a.admittedAt - b.admittedAt).slice(0, standardReserve(sequences));
+  live(running, "default")
+    .filter(starving)
+    .sort((a, b) => a.admittedAt - b.admittedAt)
+    .slice(0, standardReserve(sequences));
 
 /** Running lower-tier requests a priority request could preempt: flex, and standard not on the reserve. */
 export const preemptibleByPriority = (running: readonly EngineRequest[], sequences: number) => {
@@ -50,18 +53,26 @@ export const preemptibleByPriority = (running: readonly EngineRequest[], sequenc
  * it fits a step of `stepTokens`: its shard wants every core for that step (core/shard-group.ts).
  */
 export const loadingPriorityPrompt = (running: readonly EngineRequest[], stepTokens: number) =>
-  running.some((r) => r.tier === "priority" && !r.paused && r.tokens.length === r.promptLength && r.promptLength - r.computed <= stepTokens);
+  running.some(
+    (r) => r.tier === "priority" && !r.paused && r.tokens.length === r.promptLength && r.promptLength - r.computed <= stepTokens,
+  );
 
 /** A priority request runs or waits (and its client reads): the shard's steps are what it waits for. */
-export const servesPriority = (running: readonly EngineRequest[], waiting: readonly EngineRequest[]) => running.some(readingPriority) || waiting.some(readingPriority);
+export const servesPriority = (running: readonly EngineRequest[], waiting: readonly EngineRequest[]) =>
+  running.some(readingPriority) || waiting.some(readingPriority);
 const readingPriority = (r: EngineRequest) => r.tier === "priority" && !r.paused;
 
 /** Priority requests wait with no free sequence and no lower tier left to preempt: priority's own load fills the shard. */
-export const prioritySaturated = (running: readonly EngineRequest[], waiting: readonly EngineRequest[], freeSequences: number, sequences: number) =>
-  waiting.some((r) => r.tier === "priority") && freeSequences === 0 && preemptibleByPriority(running, sequences) === 0;
+export const prioritySaturated = (
+  running: readonly EngineRequest[],
+  waiting: readonly EngineRequest[],
+  freeSequences: number,
+  sequences: number,
+) => waiting.some((r) => r.tier === "priority") && freeSequences === 0 && preemptibleByPriority(running, sequences) === 0;
 
 /** Sequences a waiting request needs to be admitted: itself and the choices admitted with it. */
-export const sequencesNeeded = (r: EngineRequest) => 1 + r.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested).length;
+export const sequencesNeeded = (r: EngineRequest) =>
+  1 + r.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested).length;
 
 /**
  * Service tiers: priority, then standard ("default"), then flex, then batch lines, each oldest first
@@ -86,7 +97,8 @@ export const tieredPolicy: SchedulingPolicy = {
   nextToAdmit(waiting, running, sequences) {
     const head = waiting[0];
     if (!head) return undefined;
-    if (head.tier !== "priority" || onReserve(running, sequences).length >= standardReserve(sequences)) return fairestOf(head, waiting, running);
+    if (head.tier !== "priority" || onReserve(running, sequences).length >= standardReserve(sequences))
+      return fairestOf(head, waiting, running);
     return waiting.find((r) => starving(r) && !r.abortRequested) ?? fairestOf(head, waiting, running);
   },
   victims(running, waiting, freeSequences, sequences) {
@@ -115,7 +127,14 @@ export const tieredPolicy: SchedulingPolicy = {
       }
     }
     // No tier gives way this step: an account holding no sequence may take one from another.
-    return chosen.length > 0 ? chosen : fairShareVictims(running.filter((r) => !kept.includes(r)), waiting, freeSequences, sequencesNeeded);
+    return chosen.length > 0
+      ? chosen
+      : fairShareVictims(
+          running.filter((r) => !kept.includes(r)),
+          waiting,
+          freeSequences,
+          sequencesNeeded,
+        );
   },
   passedOver(admitted, waiting) {
     if (admitted.tier === "priority" && waiting.tier === "default") waiting.overtaken++;

@@ -150,14 +150,21 @@ export class ShardScheduler {
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
     for (const request of pausedPastGrace(this.running, this.options.pausedPreemptMs ?? Infinity)) this.preempt(request, plan.ops);
-    for (const request of this.policy.victims(this.running, admissible(this.waiting), this.sequences.free, this.sequences.size)) this.preempt(request, plan.ops);
+    for (const request of this.policy.victims(this.running, admissible(this.waiting), this.sequences.free, this.sequences.size))
+      this.preempt(request, plan.ops);
     this.admit(plan);
     copyPrompts(this.running, plan);
     // A sibling waiting for its copy of the prompt, a request waiting for its cells back, or one
     // whose caller is not reading (paused) sits out.
     const ordered = this.running.filter((r) => r.copyFrom === undefined && r.restoring === 0 && !r.paused).sort(this.policy.compareRunning);
     if (servesPriority(this.running, this.waiting)) this.lastPriorityAt = performance.now();
-    const budget = fillBatch(plan, ordered, { ...budgetOptions(this.options), exploreDrafts: this.drafting.exploring, priorityNearby }, this.cost, computableTokens);
+    const budget = fillBatch(
+      plan,
+      ordered,
+      { ...budgetOptions(this.options), exploreDrafts: this.drafting.exploring, priorityNearby },
+      this.cost,
+      computableTokens,
+    );
     if (plan.batchSize > 0) this.drafting.planned();
     if (plan.batchSize > 0) this.lastBudget = budget;
     this.lastPlan = plan;
@@ -170,7 +177,10 @@ export class ShardScheduler {
    */
   get nextCheckMs(): number | undefined {
     if (this.running.length === 0) return undefined;
-    return Math.min(stallCheckMs(this.options.stallTimeoutMs ?? Infinity), untilGraceEnds(this.running, this.options.pausedPreemptMs ?? Infinity) ?? Infinity);
+    return Math.min(
+      stallCheckMs(this.options.stallTimeoutMs ?? Infinity),
+      untilGraceEnds(this.running, this.options.pausedPreemptMs ?? Infinity) ?? Infinity,
+    );
   }
 
   /**
@@ -230,7 +240,11 @@ export class ShardScheduler {
       usedCells: this.sequences.usedCells(computed),
       totalCells: this.sequences.size * this.options.cellsPerSequence,
       budget: this.lastBudget,
-      speculation: { draftTokens: this.drafting.draftTokens, acceptedTokens: this.drafting.acceptedTokens, acceptanceRate: this.drafting.acceptanceRate },
+      speculation: {
+        draftTokens: this.drafting.draftTokens,
+        acceptedTokens: this.drafting.acceptedTokens,
+        acceptanceRate: this.drafting.acceptanceRate,
+      },
       prioritySaturated: prioritySaturated(this.running, admissible(this.waiting), this.sequences.free, this.sequences.size),
     };
   }
@@ -289,7 +303,8 @@ export class ShardScheduler {
     }
     if (!request.started) {
       request.started = true;
-      if (this.drafting.mode === "auto") request.speculation ??= new RequestSpeculation(request.tokens, request.promptLength, request.spec.prediction, this.drafting);
+      if (this.drafting.mode === "auto")
+        request.speculation ??= new RequestSpeculation(request.tokens, request.promptLength, request.spec.prediction, this.drafting);
       this.outputs.set(request, new RequestOutput(this.texts, request.spec, request.speculation));
       request.events.push({ type: "started", queuedMs: performance.now() - request.arrivedAt, cachedTokens: taken.reused });
     }

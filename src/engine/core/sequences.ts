@@ -89,7 +89,9 @@ export class SequenceTable {
     let reused = -1;
     for (const s of idle) {
       const matched = this.match(s, namespace, tokens);
-      const better = matched > reused || (matched === reused && (s.held.length === 0 ? 0 : s.lastUsed) < (chosen.held.length === 0 ? 0 : chosen.lastUsed));
+      const better =
+        matched > reused ||
+        (matched === reused && (s.held.length === 0 ? 0 : s.lastUsed) < (chosen.held.length === 0 ? 0 : chosen.lastUsed));
       if (better) [chosen, reused] = [s, matched];
     }
     // The last token is computed again: its logits are what the first sample needs.
@@ -100,7 +102,11 @@ export class SequenceTable {
     // keep, and no reuse lost (a shorter shared prefix is not copied: its request would be billed
     // for tokens it had cached).
     const moves = reused === 0 || reused >= this.copyMin;
-    const closer = spare && moves && this.nextToBusy(spare) > this.nextToBusy(chosen) && (spare.held.length === 0 || (reused === 0 && chosen.held.length > 0));
+    const closer =
+      spare &&
+      moves &&
+      this.nextToBusy(spare) > this.nextToBusy(chosen) &&
+      (spare.held.length === 0 || (reused === 0 && chosen.held.length > 0));
     const placed = keep || closer ? spare : undefined;
     if (placed && reused >= this.copyMin) {
       chosen.lastUsed = ++this.clock;

@@ -24,7 +24,8 @@ export class ShardGroup implements ShardGroupView {
   threadsFor = (): number => Math.max(1, Math.floor(this.threads / Math.max(1, this.shards.filter((s) => s.busy && !s.held).length)));
 
   /** Whether `shard` should skip its next step: another shard loads a priority prompt, and `shard` has no priority stream to keep. */
-  holdFor = (shard: Shard): boolean => !shard.scheduler.servingPriority && this.shards.some((other) => other !== shard && other.scheduler.rushing);
+  holdFor = (shard: Shard): boolean =>
+    !shard.scheduler.servingPriority && this.shards.some((other) => other !== shard && other.scheduler.rushing);
 
   /** The shards besides `shard`. */
   othersOf = (shard: Shard): Shard[] => this.shards.filter((other) => other !== shard);

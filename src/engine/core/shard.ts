@@ -40,7 +40,17 @@ export class Shard {
   /** Its runner thread died: it takes no more requests. */
   failure: Error | undefined;
   private readonly done: Promise<void>;
-  readonly counters: StepCounters = { steps: 0, batchTokens: 0, promptTokensComputed: 0, restoredCells: 0, sampledTokens: 0, decodeMs: 0, sampleMs: 0, roundTripMs: 0, hostMs: 0 };
+  readonly counters: StepCounters = {
+    steps: 0,
+    batchTokens: 0,
+    promptTokensComputed: 0,
+    restoredCells: 0,
+    sampledTokens: 0,
+    decodeMs: 0,
+    sampleMs: 0,
+    roundTripMs: 0,
+    hostMs: 0,
+  };
 
   /** Sleeping between steps so that another shard's priority prompt has every core. */
   held = false;

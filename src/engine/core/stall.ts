@@ -19,11 +19,20 @@ export function noteProgress(running: readonly EngineRequest[], step: StepPlan, 
 }
 
 /** The running requests that have held their sequence without progress for the limit, each with the error it ends with. */
-export function stalledRequests(running: readonly EngineRequest[], stallTimeoutMs: number, now = performance.now()): Array<[EngineRequest, StalledError]> {
+export function stalledRequests(
+  running: readonly EngineRequest[],
+  stallTimeoutMs: number,
+  now = performance.now(),
+): Array<[EngineRequest, StalledError]> {
   const seconds = Math.round(stallTimeoutMs / 100) / 10;
   return running
     .filter((r) => now - r.progressAt >= stallTimeoutMs)
-    .map((r) => [r, new StalledError(`The generation made no progress for ${seconds} s${r.paused ? " (its output was not being read)" : ""} and was ended.`)]);
+    .map((r) => [
+      r,
+      new StalledError(
+        `The generation made no progress for ${seconds} s${r.paused ? " (its output was not being read)" : ""} and was ended.`,
+      ),
+    ]);
 }
 
 /** How often a shard with running requests but an empty batch looks for stalled ones. */

@@ -52,7 +52,13 @@ export const DEFAULT_TARGETS: TargetsByTier = {
 };
 
 /** A scheduler's options with the defaults filled in. */
-export function budgetOptions(options: { stepTokens: number; cellsPerSequence: number; chunkCap?: number; minChunk?: number; targets?: TargetsByTier }): StepBudgetOptions {
+export function budgetOptions(options: {
+  stepTokens: number;
+  cellsPerSequence: number;
+  chunkCap?: number;
+  minChunk?: number;
+  targets?: TargetsByTier;
+}): StepBudgetOptions {
   return {
     stepTokens: options.stepTokens,
     cellsPerSequence: options.cellsPerSequence,
@@ -126,16 +132,34 @@ export function fillBatch(
   // tiers' inter-token targets allow.
   const rushed = strictest > RANK.priority ? prompts.filter((r) => r.tier === "priority" && limit(r) > 0) : [];
   for (const request of rushed) give(request, Math.min(limit(request), tokensLeft));
-  for (const [most, paced] of rushed.length > 0 ? [] : ([[options.chunkCap, true], [Infinity, false]] as const)) for (const request of prompts) grant(request, most, paced);
+  for (const [most, paced] of rushed.length > 0
+    ? []
+    : ([
+        [options.chunkCap, true],
+        [Infinity, false],
+      ] as const))
+    for (const request of prompts) grant(request, most, paced);
   const floor = counts.size === 0 && !Number.isFinite(lowerMs) ? prompts.find((r) => limit(r) > 0) : undefined;
   if (floor) give(floor, Math.min(options.minChunk, limit(floor), tokensLeft));
   // Drafts last, in what the step's time and tokens have left (core/draft-budget.ts).
   const itlMs = (request: EngineRequest) => options.targets[request.tier].itlMs;
-  const drafts = planDrafts(decoding, shape, { tokensLeft, cellsPerSequence: options.cellsPerSequence, itlMs, lowerMs, explore: options.exploreDrafts }, cost);
+  const drafts = planDrafts(
+    decoding,
+    shape,
+    { tokensLeft, cellsPerSequence: options.cellsPerSequence, itlMs, lowerMs, explore: options.exploreDrafts },
+    cost,
+  );
   for (const request of decoding) plan.add(request, 1, drafts.get(request));
   for (const [request, count] of counts) if (count > 0) plan.add(request, count);
-  plan.full = tokensLeft === 0 || ordered.some((r) => r.pending === 1 && !decoding.includes(r)) || prompts.some((r) => (counts.get(r) ?? 0) < limit(r));
-  return { ms: Number.isFinite(budgetMs) ? Math.min(budgetMs, lowerMs) : null, tokens: plan.batchSize, plannedMs: cost.predict(plan.shape) };
+  plan.full =
+    tokensLeft === 0 ||
+    ordered.some((r) => r.pending === 1 && !decoding.includes(r)) ||
+    prompts.some((r) => (counts.get(r) ?? 0) < limit(r));
+  return {
+    ms: Number.isFinite(budgetMs) ? Math.min(budgetMs, lowerMs) : null,
+    tokens: plan.batchSize,
+    plannedMs: cost.predict(plan.shape),
+  };
 }
 
 /** Lower tiers add at most this share of the time priority's own work in a step takes. */
@@ -155,7 +179,11 @@ const mustRun = (request: EngineRequest, options: StepBudgetOptions, stepMs: num
  * (1 + PRIORITY_SLACK) × priority's own decodes, and never past priority's inter-token target; a
  * stream that must run (`mustRun`) goes in whatever the cost.
  */
-function decodesWithin(decoding: readonly EngineRequest[], options: StepBudgetOptions, cost: StepCostModel): { carried: EngineRequest[]; lowerMs: number } {
+function decodesWithin(
+  decoding: readonly EngineRequest[],
+  options: StepBudgetOptions,
+  cost: StepCostModel,
+): { carried: EngineRequest[]; lowerMs: number } {
   const priority = decoding.filter((r) => r.tier === "priority");
   if (priority.length === 0) {
     for (const request of decoding) request.yieldedSteps = 0;

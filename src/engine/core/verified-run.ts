@@ -17,7 +17,13 @@ export interface SampledRun {
  * Returns why the output ended, if it did, and from which position the sequence then holds cells
  * past the request's tokens (accepted draft tokens after the end), for the scheduler to remove.
  */
-export function takeRun(request: EngineRequest, output: RequestOutput, run: SampledRun, draft: Draft | undefined, cellsPerSequence: number): { finish?: FinishReason; extraCellsFrom?: number } {
+export function takeRun(
+  request: EngineRequest,
+  output: RequestOutput,
+  run: SampledRun,
+  draft: Draft | undefined,
+  cellsPerSequence: number,
+): { finish?: FinishReason; extraCellsFrom?: number } {
   if (draft) request.speculation?.settle(draft, run.tokens.length - 1);
   const cellsHeld = request.computed + run.tokens.length - 1;
   for (let j = 0; j < run.tokens.length; j++) {

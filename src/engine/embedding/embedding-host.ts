@@ -64,7 +64,14 @@ export async function createEmbeddingHost(options: EmbeddingHostOptions): Promis
   const started = await Promise.all(Array.from({ length: shards }, () => startRunner(init)));
   const workers = started.map((s) => s.worker);
   const dimensions = started[0]!.dimensions;
-  const queue = new EmbeddingQueue({ batchTokens: init.batchTokens, batchSequences: MAX_SEQUENCES, maxWaiting: options.maxWaitingInputs ?? 65_536, dimensions, runners: workers.map(runOn), giveWay: options.giveWay });
+  const queue = new EmbeddingQueue({
+    batchTokens: init.batchTokens,
+    batchSequences: MAX_SEQUENCES,
+    maxWaiting: options.maxWaitingInputs ?? 65_536,
+    dimensions,
+    runners: workers.map(runOn),
+    giveWay: options.giveWay,
+  });
   return {
     dimensions,
     maxInputTokens,

@@ -97,7 +97,8 @@ export class EmbeddingQueue {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retry);
-    for (const queue of this.waiting.values()) queue.splice(0).forEach((input) => this.fail(input.request, new Error("the embedding engine is closing")));
+    for (const queue of this.waiting.values())
+      queue.splice(0).forEach((input) => this.fail(input.request, new Error("the embedding engine is closing")));
     await Promise.all(this.running);
   }
 
@@ -118,7 +119,10 @@ export class EmbeddingQueue {
       if (batch.length === 0) return this.pumpLater();
       const runner = this.idle.pop()!;
       const run: Promise<void> = this.options.runners[runner]!(batch)
-        .then((reply) => this.deliver(batch, reply), (error: Error) => batch.forEach((input) => this.fail(input.request, error)))
+        .then(
+          (reply) => this.deliver(batch, reply),
+          (error: Error) => batch.forEach((input) => this.fail(input.request, error)),
+        )
         .finally(() => {
           this.running.delete(run);
           this.idle.push(runner);
@@ -153,7 +157,7 @@ export class EmbeddingQueue {
     for (const tier of SERVICE_TIERS) {
       if (holdLower && tier !== "priority") break;
       const queue = this.waiting.get(tier)!;
-      for (let i = 0; i < queue.length && batch.length < this.options.batchSequences; ) {
+      for (let i = 0; i < queue.length && batch.length < this.options.batchSequences;) {
         const input = queue[i]!;
         const length = input.tokens.length;
         const lower = tier !== "priority";

@@ -38,7 +38,7 @@ export function findDefects(grammar: Grammar, root = "root"): Defects {
 function settle(grammar: Grammar, order: readonly string[][], holds: (body: Expr, known: ReadonlySet<string>) => boolean): Set<string> {
   const known = new Set<string>();
   for (const component of order) {
-    for (let changed = true; changed; ) {
+    for (let changed = true; changed;) {
       changed = false;
       for (const name of component) {
         if (!known.has(name) && holds(grammar.rules.get(name)!, known)) {
@@ -87,7 +87,8 @@ function nullable(expr: Expr, empty: ReadonlySet<string>): boolean {
 /** The rules that may be entered before any character of `expr` is consumed. */
 function leftmost(expr: Expr, empty: ReadonlySet<string>, out = new Set<string>()): Set<string> {
   if (expr.kind === "ref") out.add(expr.rule);
-  else if (expr.kind === "alt" || expr.kind === "rep") (expr.kind === "alt" ? expr.items : [expr.item]).forEach((item) => leftmost(item, empty, out));
+  else if (expr.kind === "alt" || expr.kind === "rep")
+    (expr.kind === "alt" ? expr.items : [expr.item]).forEach((item) => leftmost(item, empty, out));
   else if (expr.kind === "seq") {
     for (const item of expr.items) {
       leftmost(item, empty, out);
@@ -131,7 +132,7 @@ function components(nodes: Iterable<string>, edges: (node: string) => readonly s
       if (parent) low.set(parent.node, Math.min(low.get(parent.node)!, low.get(frame.node)!));
       if (low.get(frame.node) !== index.get(frame.node)) continue;
       const component: string[] = [];
-      for (let member: string | undefined; member !== frame.node; ) {
+      for (let member: string | undefined; member !== frame.node;) {
         member = stack.pop()!;
         onStack.delete(member);
         component.push(member);

@@ -57,7 +57,11 @@ export class Grammar {
 
   /** A rule name not yet used, built from `base` (GBNF names allow letters, digits and dashes). */
   fresh(base: string): string {
-    const stem = base.replace(/[^A-Za-z0-9-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "r";
+    const stem =
+      base
+        .replace(/[^A-Za-z0-9-]+/g, "-")
+        .replace(/^-+|-+$/g, "")
+        .slice(0, 40) || "r";
     let name = stem;
     for (let i = this.suffixes.get(stem) ?? 1; this.reserved.has(name); i++) {
       name = `${stem}-${i}`;

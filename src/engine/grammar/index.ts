@@ -43,7 +43,12 @@ export function toolCallGbnf(tools: readonly Pick<ToolDefinition, "name" | "para
     const calls = tools.map((tool, index) => {
       try {
         const declared = tool.parameters.type;
-        if (declared !== undefined && declared !== "object" && !(Array.isArray(declared) && declared.length === 1 && declared[0] === "object")) throw new SchemaError("type", "a tool's arguments are an object: its parameters schema must have type 'object'.");
+        if (
+          declared !== undefined &&
+          declared !== "object" &&
+          !(Array.isArray(declared) && declared.length === 1 && declared[0] === "object")
+        )
+          throw new SchemaError("type", "a tool's arguments are an object: its parameters schema must have type 'object'.");
         const walk = new SchemaWalk(grammar, json, budget, tool.parameters, `t${index}-`, "object");
         const rule = walk.compile();
         for (const [name, path] of walk.origins) origins.set(name, { path, tool: index });
@@ -93,7 +98,8 @@ function build(whitespace: Whitespace, body: (grammar: Grammar, json: JsonRules,
   grammar.define("root", root);
   const { leftRecursion: cycle, unfinishable } = findDefects(grammar);
   if (cycle) throw blame(cycle, origins, "refers to itself before writing anything (a $ref cycle with nothing in between).");
-  if (unfinishable.length > 0) throw blame(unfinishable, origins, "can never be finished: every value it allows contains itself (a $ref cycle with no way out).");
+  if (unfinishable.length > 0)
+    throw blame(unfinishable, origins, "can never be finished: every value it allows contains itself (a $ref cycle with no way out).");
   return grammar.text();
 }
 

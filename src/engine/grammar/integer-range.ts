@@ -24,7 +24,8 @@ export function integerBounds(schema: Schema, path: string): { low: bigint | nul
   for (const key of RANGE_KEYWORDS) {
     const value = schema[key];
     if (value === undefined) continue;
-    if (typeof value !== "number" || !Number.isFinite(value)) throw new SchemaError(path === "" ? key : `${path}.${key}`, "must be a number.");
+    if (typeof value !== "number" || !Number.isFinite(value))
+      throw new SchemaError(path === "" ? key : `${path}.${key}`, "must be a number.");
     // The least (greatest) integer that the bound allows; a double's value is an exact integer when it is integral.
     if (key === "minimum") lows.push(BigInt(Math.ceil(value)));
     if (key === "exclusiveMinimum") lows.push(BigInt(Math.floor(value)) + 1n);

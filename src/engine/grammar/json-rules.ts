@@ -98,13 +98,24 @@ export class JsonRules {
 
   /** A string in one of the formats FORMATS names, quotes included. */
   formatted(format: Format): Expr {
-    return seq(lit('"'), this.shared(`format-${format}`, () => FORMAT_BODIES[format](this)), lit('"'));
+    return seq(
+      lit('"'),
+      this.shared(`format-${format}`, () => FORMAT_BODIES[format](this)),
+      lit('"'),
+    );
   }
 }
 
 const twoDigits = (first: string, second = "[0-9]"): Expr => seq(chars(first), chars(second));
 const hour = alt(twoDigits("[01]"), seq(lit("2"), chars("[0-3]")));
-const date = (): Expr => seq(rep(digit, 4, 4), lit("-"), alt(seq(lit("0"), chars("[1-9]")), seq(lit("1"), chars("[0-2]"))), lit("-"), alt(seq(lit("0"), chars("[1-9]")), twoDigits("[12]"), seq(lit("3"), chars("[01]"))));
+const date = (): Expr =>
+  seq(
+    rep(digit, 4, 4),
+    lit("-"),
+    alt(seq(lit("0"), chars("[1-9]")), seq(lit("1"), chars("[0-2]"))),
+    lit("-"),
+    alt(seq(lit("0"), chars("[1-9]")), twoDigits("[12]"), seq(lit("3"), chars("[01]"))),
+  );
 
 /** RFC 3339 full-time: hours, minutes, seconds, optional fraction, and an offset. */
 function time(rules: JsonRules): Expr {

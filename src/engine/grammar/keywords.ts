@@ -9,7 +9,20 @@ import { SCHEMA_LIMITS, SchemaError } from "./limits.js";
 export type Schema = Readonly<Record<string, unknown>>;
 
 /** Keywords with no effect on the output, dropped. */
-export const ANNOTATIONS = new Set(["title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions"]);
+export const ANNOTATIONS = new Set([
+  "title",
+  "description",
+  "default",
+  "examples",
+  "$schema",
+  "$id",
+  "$comment",
+  "deprecated",
+  "readOnly",
+  "writeOnly",
+  "$defs",
+  "definitions",
+]);
 export const TYPES = ["string", "number", "integer", "boolean", "null", "object", "array"] as const;
 export type JsonType = (typeof TYPES)[number];
 
@@ -20,7 +33,18 @@ const STRING_KEYWORDS = ["minLength", "maxLength", "format"];
 /** Number keywords: integer ranges are exact in the grammar; the rest is checked after generation (output-check.ts). */
 export const NUMBER_KEYWORDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"];
 const COMBINERS = ["$ref", "anyOf", "oneOf", "allOf"];
-const KNOWN = new Set([...ANNOTATIONS, ...OBJECT_KEYWORDS, ...ARRAY_KEYWORDS, ...STRING_KEYWORDS, ...NUMBER_KEYWORDS, ...COMBINERS, "type", "enum", "const", "nullable"]);
+const KNOWN = new Set([
+  ...ANNOTATIONS,
+  ...OBJECT_KEYWORDS,
+  ...ARRAY_KEYWORDS,
+  ...STRING_KEYWORDS,
+  ...NUMBER_KEYWORDS,
+  ...COMBINERS,
+  "type",
+  "enum",
+  "const",
+  "nullable",
+]);
 
 export function isPlainObject(value: unknown): value is Schema {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -41,9 +65,14 @@ export function checkKeywords(schema: Schema, path: string): void {
     const value = schema[key];
     if (value === undefined) continue;
     if (!Number.isSafeInteger(value) || (value as number) < 0) throw new SchemaError(join(path, key), "must be a non-negative integer.");
-    if ((value as number) > SCHEMA_LIMITS.count) throw new SchemaError(join(path, key), `${value} is above the largest supported count, ${SCHEMA_LIMITS.count}.`);
+    if ((value as number) > SCHEMA_LIMITS.count)
+      throw new SchemaError(join(path, key), `${value} is above the largest supported count, ${SCHEMA_LIMITS.count}.`);
   }
-  for (const [min, max] of [["minLength", "maxLength"], ["minItems", "maxItems"], ["minProperties", "maxProperties"]] as const) {
+  for (const [min, max] of [
+    ["minLength", "maxLength"],
+    ["minItems", "maxItems"],
+    ["minProperties", "maxProperties"],
+  ] as const) {
     if (schema[min] !== undefined && schema[max] !== undefined && (schema[min] as number) > (schema[max] as number)) {
       throw new SchemaError(join(path, min), `${min} (${schema[min]}) is greater than ${max} (${schema[max]}).`);
     }
@@ -62,12 +91,15 @@ export function checkKeywords(schema: Schema, path: string): void {
   }
   if ("const" in schema && !isLiteral(schema.const)) throw new SchemaError(at("const"), "must be a string, number, boolean or null.");
   for (const key of ["prefixItems", "anyOf", "oneOf", "allOf"]) {
-    if (key in schema && !(Array.isArray(schema[key]) && (schema[key] as unknown[]).length > 0)) throw new SchemaError(at(key), "must be a non-empty list of schemas.");
+    if (key in schema && !(Array.isArray(schema[key]) && (schema[key] as unknown[]).length > 0))
+      throw new SchemaError(at(key), "must be a non-empty list of schemas.");
   }
   for (const key of NUMBER_KEYWORDS) {
-    if (key in schema && !(typeof schema[key] === "number" && Number.isFinite(schema[key]))) throw new SchemaError(at(key), "must be a number.");
+    if (key in schema && !(typeof schema[key] === "number" && Number.isFinite(schema[key])))
+      throw new SchemaError(at(key), "must be a number.");
   }
-  if ((schema.minimum as number) > (schema.maximum as number)) throw new SchemaError(at("minimum"), `minimum (${schema.minimum}) is greater than maximum (${schema.maximum}).`);
+  if ((schema.minimum as number) > (schema.maximum as number))
+    throw new SchemaError(at("minimum"), `minimum (${schema.minimum}) is greater than maximum (${schema.maximum}).`);
   if ("multipleOf" in schema && !((schema.multipleOf as number) > 0)) throw new SchemaError(at("multipleOf"), "must be greater than 0.");
   if ("$ref" in schema && typeof schema.$ref !== "string") throw new SchemaError(at("$ref"), "must be a string.");
 }

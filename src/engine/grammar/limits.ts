@@ -48,7 +48,8 @@ export class Budget {
   private chars = 0;
 
   node(path: string): void {
-    if (++this.nodes > SCHEMA_LIMITS.nodes) throw new SchemaError(path, `the schema has more than ${SCHEMA_LIMITS.nodes} subschemas and enum values.`);
+    if (++this.nodes > SCHEMA_LIMITS.nodes)
+      throw new SchemaError(path, `the schema has more than ${SCHEMA_LIMITS.nodes} subschemas and enum values.`);
   }
 
   count(value: number, path: string): void {
@@ -60,14 +61,18 @@ export class Budget {
 
   enumValues(count: number, path: string): void {
     this.enums += count;
-    if (this.enums > SCHEMA_LIMITS.enumValues) throw new SchemaError(path, `the schema has more than ${SCHEMA_LIMITS.enumValues} enum values.`);
+    if (this.enums > SCHEMA_LIMITS.enumValues)
+      throw new SchemaError(path, `the schema has more than ${SCHEMA_LIMITS.enumValues} enum values.`);
     for (let i = 0; i < count; i++) this.node(path);
   }
 
   literal(text: string, path: string): void {
     this.chars += text.length;
     if (this.chars > SCHEMA_LIMITS.literalChars) {
-      throw new SchemaError(path, `the property names and enum and const values of the schema are longer than ${SCHEMA_LIMITS.literalChars} characters in all.`);
+      throw new SchemaError(
+        path,
+        `the property names and enum and const values of the schema are longer than ${SCHEMA_LIMITS.literalChars} characters in all.`,
+      );
     }
   }
 }

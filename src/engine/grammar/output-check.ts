@@ -69,7 +69,9 @@ function numberViolation(schema: Schema, value: number, at: string): string | nu
 
 function arrayViolation(schema: Schema, value: unknown[], root: unknown, path: string, depth: number): string | null {
   const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems : [];
-  return firstOf(value.map((item, i) => () => violation(i < prefix.length ? prefix[i] : schema.items, item, root, `${path}[${i}]`, depth + 1)));
+  return firstOf(
+    value.map((item, i) => () => violation(i < prefix.length ? prefix[i] : schema.items, item, root, `${path}[${i}]`, depth + 1)),
+  );
 }
 
 function objectViolation(schema: Schema, value: Schema, root: unknown, path: string, depth: number): string | null {

@@ -127,7 +127,8 @@ export class SchemaWalk implements Shapes {
     const min = (schema.minLength as number | undefined) ?? 0;
     const max = (schema.maxLength as number | undefined) ?? null;
     if (schema.format !== undefined) {
-      if (schema.minLength !== undefined || schema.maxLength !== undefined) throw new SchemaError(join(path, "format"), "cannot be combined with minLength or maxLength.");
+      if (schema.minLength !== undefined || schema.maxLength !== undefined)
+        throw new SchemaError(join(path, "format"), "cannot be combined with minLength or maxLength.");
       return this.json.formatted(schema.format as Format);
     }
     if (min === 0 && max === null) return this.json.string();
@@ -145,7 +146,9 @@ export class SchemaWalk implements Shapes {
     const min = (schema.minLength as number | undefined) ?? 0;
     const max = (schema.maxLength as number | undefined) ?? Infinity;
     // A number outside the schema's range or not a multiple of its multipleOf is left out, as a string of the wrong length is.
-    const fits = (v: unknown) => (typeof v !== "string" || ([...v].length >= min && [...v].length <= max)) && (typeof v !== "number" || violation(numberKeywords(schema), v) === null);
+    const fits = (v: unknown) =>
+      (typeof v !== "string" || ([...v].length >= min && [...v].length <= max)) &&
+      (typeof v !== "number" || violation(numberKeywords(schema), v) === null);
     values = values.filter((v) => isLiteral(v) && (types === null || literalHasType(v, types)) && fits(v));
     if (values.length === 0) throw new SchemaError(where, "no value is of the schema's type and length.");
     this.budget.enumValues(values.length, where);
@@ -161,7 +164,8 @@ export class SchemaWalk implements Shapes {
     const [, container, escaped] = match as unknown as [string, string, string];
     const name = escaped.replace(/~1/g, "/").replace(/~0/g, "~");
     const defs = isPlainObject(this.root) ? this.root[container] : undefined;
-    if (!isPlainObject(defs) || !Object.hasOwn(defs, name)) throw new SchemaError(path, `'${target.slice(0, 80)}' refers to no definition in the schema's ${container}.`);
+    if (!isPlainObject(defs) || !Object.hasOwn(defs, name))
+      throw new SchemaError(path, `'${target.slice(0, 80)}' refers to no definition in the schema's ${container}.`);
     let rule = this.defs.get(target);
     if (!rule) {
       rule = this.fresh(`def-${name}`);

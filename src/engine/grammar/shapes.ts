@@ -29,7 +29,8 @@ export function objectOf(w: Shapes, schema: Schema, path: string, depth: number)
   if (required.length > 0) throw new SchemaError(join(path, "required"), `'${required[0]!.slice(0, 80)}' is not one of the properties.`);
   const min = (schema.minProperties as number | undefined) ?? 0;
   const max = extra === false ? 0 : ((schema.maxProperties as number | undefined) ?? null);
-  if (min > (max ?? min)) throw new SchemaError(join(path, "minProperties"), "cannot be met: additionalProperties is false and there are no properties.");
+  if (min > (max ?? min))
+    throw new SchemaError(join(path, "minProperties"), "cannot be met: additionalProperties is false and there are no properties.");
   if (max === 0) return lit("{}");
   const anyValue = extra === undefined || extra === true;
   if (anyValue && min === 0 && max === null) return w.json.object();
@@ -42,7 +43,8 @@ function declaredObject(w: Shapes, schema: Schema, path: string, depth: number):
   const properties = Object.entries(schema.properties as Schema);
   const required = new Set((schema.required as string[] | undefined) ?? []);
   for (const name of required) {
-    if (!Object.hasOwn(schema.properties as Schema, name)) throw new SchemaError(join(path, "required"), `'${name.slice(0, 80)}' is not one of the properties.`);
+    if (!Object.hasOwn(schema.properties as Schema, name))
+      throw new SchemaError(join(path, "required"), `'${name.slice(0, 80)}' is not one of the properties.`);
   }
   // With a bound on the number of properties, every declared one is written, so the count is known.
   const bounded = schema.minProperties !== undefined || schema.maxProperties !== undefined;
@@ -50,7 +52,10 @@ function declaredObject(w: Shapes, schema: Schema, path: string, depth: number):
     const min = (schema.minProperties as number | undefined) ?? 0;
     const max = (schema.maxProperties as number | undefined) ?? Infinity;
     if (properties.length < min || properties.length > max) {
-      throw new SchemaError(path, `minProperties and maxProperties are supported only when the ${properties.length} declared properties fall within them.`);
+      throw new SchemaError(
+        path,
+        `minProperties and maxProperties are supported only when the ${properties.length} declared properties fall within them.`,
+      );
     }
   }
   const members = properties.map(([name, sub]) => {
@@ -96,7 +101,8 @@ export function arrayOf(w: Shapes, schema: Schema, path: string, depth: number):
   const taken = max === null ? prefix.length : Math.min(prefix.length, max);
   const extraMin = Math.max(0, min - taken);
   const extraMax = items === false ? 0 : items === undefined ? extraMin : max === null ? null : max - taken;
-  if (extraMax !== null && extraMin > extraMax) throw new SchemaError(join(path, "minItems"), "cannot be met with prefixItems when items is false.");
+  if (extraMax !== null && extraMin > extraMax)
+    throw new SchemaError(join(path, "minItems"), "cannot be met with prefixItems when items is false.");
   if (taken === 0) return lit("[]");
   w.count(taken + (extraMax ?? extraMin), path);
   const parts = prefix.slice(0, taken).map((sub, i) => w.value(sub, `${join(path, "prefixItems")}[${i}]`, depth + 2));

@@ -88,7 +88,15 @@ export interface LlamaLibrary {
   llama_vocab_get_text(vocab: Handle, token: number): string;
   llama_vocab_get_add_bos(vocab: Handle): boolean;
   llama_vocab_get_add_eos(vocab: Handle): boolean;
-  llama_tokenize(vocab: Handle, text: Buffer, length: number, out: Int32Array, max: number, addSpecial: boolean, parseSpecial: boolean): number;
+  llama_tokenize(
+    vocab: Handle,
+    text: Buffer,
+    length: number,
+    out: Int32Array,
+    max: number,
+    addSpecial: boolean,
+    parseSpecial: boolean,
+  ): number;
   llama_token_to_piece(vocab: Handle, token: number, out: Buffer, length: number, lstrip: number, special: boolean): number;
   llama_sampler_chain_init(params: { no_perf: boolean }): Handle;
   llama_sampler_chain_add(chain: Handle, sampler: Handle): void;
@@ -165,7 +173,11 @@ const DECLARATIONS = [
 ];
 
 /** The file names node-llama-cpp gives the two libraries this binding loads (the rest load by their own names). */
-export const PREBUILT_FILES = { llama: `libllama.${CHECKED_LLAMA_RELEASE}.so`, ggml: `libggml.${CHECKED_LLAMA_RELEASE}.so`, ggmlBase: "libggml-base.so" } as const;
+export const PREBUILT_FILES = {
+  llama: `libllama.${CHECKED_LLAMA_RELEASE}.so`,
+  ggml: `libggml.${CHECKED_LLAMA_RELEASE}.so`,
+  ggmlBase: "libggml-base.so",
+} as const;
 
 /** Where node-llama-cpp's prebuilt package for this platform keeps llama.cpp's shared libraries. */
 export function prebuiltLibraryDir(): string {
@@ -186,7 +198,9 @@ function packageDir(name: string): string {
 
 function checkVersions(libraryDir: string): void {
   const version = (JSON.parse(readFileSync(join(packageDir("node-llama-cpp"), "package.json"), "utf8")) as { version: string }).version;
-  const metadata = JSON.parse(readFileSync(join(libraryDir, "_nlcBuildMetadata.json"), "utf8")) as { buildOptions?: { llamaCpp?: { release?: string } } };
+  const metadata = JSON.parse(readFileSync(join(libraryDir, "_nlcBuildMetadata.json"), "utf8")) as {
+    buildOptions?: { llamaCpp?: { release?: string } };
+  };
   const release = metadata.buildOptions?.llamaCpp?.release;
   if (version !== CHECKED_NODE_LLAMA_CPP || release !== CHECKED_LLAMA_RELEASE) {
     throw new Error(
@@ -251,7 +265,10 @@ function quietLogs(llama: ReturnType<typeof koffi.load>): void {
 function checkLayout(lib: LlamaLibrary): void {
   const context = lib.llama_context_default_params();
   const model = lib.llama_model_default_params();
-  const sane = context.n_ctx === 512 && context.n_batch === 2048 && context.n_ubatch === 512 && context.n_seq_max === 1 && model.n_gpu_layers === -1;
-  if (!sane) throw new Error(`llama.cpp's parameter structs do not match this binding (n_ctx ${context.n_ctx}, n_batch ${context.n_batch}, n_gpu_layers ${model.n_gpu_layers})`);
+  const sane =
+    context.n_ctx === 512 && context.n_batch === 2048 && context.n_ubatch === 512 && context.n_seq_max === 1 && model.n_gpu_layers === -1;
+  if (!sane)
+    throw new Error(
+      `llama.cpp's parameter structs do not match this binding (n_ctx ${context.n_ctx}, n_batch ${context.n_batch}, n_gpu_layers ${model.n_gpu_layers})`,
+    );
 }
-

@@ -86,4 +86,3 @@ koffi.struct("ggml_threadpool_params", {
   strict_cpu: "bool",
   paused: "bool",
 });
-

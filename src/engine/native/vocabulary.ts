@@ -55,7 +55,12 @@ export function openVocabulary(lib: LlamaLibrary, vocab: Handle, { bounds = true
   const keepsBytes = type === VOCAB_SPM || type === VOCAB_BPE;
   const specials = keepsBytes ? specialTexts(lib, vocab, size) : [];
   const splitter = new SpecialTextSplitter(specials);
-  const special = { addBos: lib.llama_vocab_get_add_bos(vocab), addEos: lib.llama_vocab_get_add_eos(vocab), bos: lib.llama_vocab_bos(vocab), eos: lib.llama_vocab_eos(vocab) };
+  const special = {
+    addBos: lib.llama_vocab_get_add_bos(vocab),
+    addEos: lib.llama_vocab_get_add_eos(vocab),
+    bos: lib.llama_vocab_bos(vocab),
+    eos: lib.llama_vocab_eos(vocab),
+  };
   return {
     size,
     bosText: specialText(lib, vocab, special.bos),
@@ -91,12 +96,20 @@ function specialTexts(lib: LlamaLibrary, vocab: Handle, size: number) {
   for (let token = 0; token < size; token++) {
     const attr = lib.llama_vocab_get_attr(vocab, token);
     if (!(attr & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))) continue;
-    out.push({ bytes: Buffer.from(lib.llama_vocab_get_text(vocab, token), "utf8"), stripsSpaces: (attr & (ATTR_LSTRIP | ATTR_RSTRIP)) !== 0 });
+    out.push({
+      bytes: Buffer.from(lib.llama_vocab_get_text(vocab, token), "utf8"),
+      stripsSpaces: (attr & (ATTR_LSTRIP | ATTR_RSTRIP)) !== 0,
+    });
   }
   return out;
 }
 
-function longestPiece(lib: LlamaLibrary, vocab: Handle, size: number, specials: readonly { bytes: Uint8Array }[]): { maxTokenBytes: number; maxTokenAlnumBytes: number } {
+function longestPiece(
+  lib: LlamaLibrary,
+  vocab: Handle,
+  size: number,
+  specials: readonly { bytes: Uint8Array }[],
+): { maxTokenBytes: number; maxTokenAlnumBytes: number } {
   let longest = Math.max(1, ...specials.map((s) => s.bytes.length));
   let alnum = Math.max(1, ...specials.map((s) => asciiAlnumBytes(s.bytes)));
   let buffer = Buffer.alloc(256);

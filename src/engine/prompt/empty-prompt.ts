@@ -11,6 +11,9 @@ export class EmptyPromptError extends Error {}
  */
 export function nonEmptyPrompt(tokens: readonly Token[], bos: Token | undefined): readonly Token[] {
   if (tokens.length > 0) return tokens;
-  if (bos === undefined) throw new EmptyPromptError("The prompt is empty (it has no tokens) and this model has no BOS token to start from; send at least one character.");
+  if (bos === undefined)
+    throw new EmptyPromptError(
+      "The prompt is empty (it has no tokens) and this model has no BOS token to start from; send at least one character.",
+    );
   return [bos];
 }

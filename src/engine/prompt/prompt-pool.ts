@@ -72,7 +72,12 @@ class PromptWorker {
 }
 
 /** The next job to run: the first key after the last one served whose queue has a job and whose share is not used up. */
-export function nextFairJob<T extends { key: string }>(queues: Map<string, T[]>, running: ReadonlyMap<string, number>, share: number, lastKey: string | undefined): T | undefined {
+export function nextFairJob<T extends { key: string }>(
+  queues: Map<string, T[]>,
+  running: ReadonlyMap<string, number>,
+  share: number,
+  lastKey: string | undefined,
+): T | undefined {
   const keys = [...queues.keys()];
   const start = lastKey === undefined ? 0 : keys.indexOf(lastKey) + 1;
   for (let i = 0; i < keys.length; i++) {
@@ -153,7 +158,10 @@ class FairPromptPool implements PromptPool {
         // A worker that died (out of memory on a huge prompt) is replaced; its queue waits for the new one.
         if (!this.replaced.has(worker)) {
           this.replaced.add(worker);
-          this.start(i).then(() => this.dispatch(), () => undefined);
+          this.start(i).then(
+            () => this.dispatch(),
+            () => undefined,
+          );
         }
         continue;
       }

@@ -16,9 +16,15 @@ const INLINE_PROMPT_CHARS = 16 * 1024;
  */
 export function promptTokenizers(model: LoadedModel, template: ChatTemplate, pool: PromptPool) {
   const tokenize = async (text: string, addSpecial: boolean, fairnessKey: string | undefined): Promise<Token[]> =>
-    text.length <= INLINE_PROMPT_CHARS ? model.tokenize(text, { addSpecial }) : (await pool.run({ kind: "text", text, addSpecial }, fairnessKey)).tokens;
+    text.length <= INLINE_PROMPT_CHARS
+      ? model.tokenize(text, { addSpecial })
+      : (await pool.run({ kind: "text", text, addSpecial }, fairnessKey)).tokens;
   return {
-    async tokenizeChat(messages: readonly ChatMessage[], tools: readonly ToolDefinition[] = [], options: PromptOptions = {}): Promise<RenderedPrompt> {
+    async tokenizeChat(
+      messages: readonly ChatMessage[],
+      tools: readonly ToolDefinition[] = [],
+      options: PromptOptions = {},
+    ): Promise<RenderedPrompt> {
       const { fairnessKey, ...rendering } = options;
       const size = messages.reduce((n, m) => n + m.content.length + (m.toolCalls?.reduce((k, c) => k + c.arguments.length, 0) ?? 0), 0);
       const rendered =
@@ -31,7 +37,8 @@ export function promptTokenizers(model: LoadedModel, template: ChatTemplate, poo
       return [...nonEmptyPrompt(await tokenize(text, true, options.fairnessKey), model.bosToken)];
     },
     /** A prediction's text as plain tokens (no BOS): what the model would generate to write it. */
-    tokenizePrediction: (text: string, options: Pick<PromptOptions, "fairnessKey"> = {}): Promise<Token[]> => tokenize(text, false, options.fairnessKey),
+    tokenizePrediction: (text: string, options: Pick<PromptOptions, "fairnessKey"> = {}): Promise<Token[]> =>
+      tokenize(text, false, options.fairnessKey),
     minimumPromptTokens: (messages: readonly ChatMessage[]) => minimumPromptTokens(messages, model),
     minimumTextTokens: (text: string) => minimumTextTokens(text, model),
   };

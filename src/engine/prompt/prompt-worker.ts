@@ -13,7 +13,10 @@ const template = chatTemplateFor({ ...vocabulary, chatTemplate: init.templateSou
 parentPort!.on("message", (job: PromptJob) => {
   let reply: PromptReply;
   try {
-    const rendered = job.kind === "chat" ? template.tokenize(job.messages, job.tools, job.options) : { tokens: vocabulary.tokenize(job.text, { addSpecial: job.addSpecial }), opensThinking: false };
+    const rendered =
+      job.kind === "chat"
+        ? template.tokenize(job.messages, job.tools, job.options)
+        : { tokens: vocabulary.tokenize(job.text, { addSpecial: job.addSpecial }), opensThinking: false };
     reply = { id: job.id, tokens: Int32Array.from(rendered.tokens), opensThinking: rendered.opensThinking };
   } catch (error) {
     reply = { id: job.id, error: (error as Error).message, refused: error instanceof PromptTemplateError };

@@ -73,8 +73,14 @@ function warmUp(): void {
     lib.llama_memory_clear(memory, false);
   };
   const sequences = Math.min(init.sequences, init.batchTokens);
-  decode(Array.from({ length: sequences }, (_, sequence) => [sequence, 0]), true);
-  decode(Array.from({ length: Math.min(WARM_UP_CHUNK, init.batchTokens, init.cellsPerSequence) }, (_, position) => [0, position]), false);
+  decode(
+    Array.from({ length: sequences }, (_, sequence) => [sequence, 0]),
+    true,
+  );
+  decode(
+    Array.from({ length: Math.min(WARM_UP_CHUNK, init.batchTokens, init.cellsPerSequence) }, (_, position) => [0, position]),
+    false,
+  );
 }
 
 function batchViews(value: BatchValue, size: number) {
@@ -121,7 +127,13 @@ function buildSampler(spec: SamplerSpec): Handle {
   const chain = lib.llama_sampler_chain_init({ no_perf: true });
   const add = (sampler: Handle) => lib.llama_sampler_chain_add(chain, sampler);
   if (spec.logitBias.length > 0) {
-    add(lib.llama_sampler_init_logit_bias(vocabularySize, spec.logitBias.length, spec.logitBias.map(([token, bias]) => ({ token, bias }))));
+    add(
+      lib.llama_sampler_init_logit_bias(
+        vocabularySize,
+        spec.logitBias.length,
+        spec.logitBias.map(([token, bias]) => ({ token, bias })),
+      ),
+    );
   }
   if (spec.presencePenalty !== 0 || spec.frequencyPenalty !== 0 || spec.repetitionPenalty !== 1) {
     add(lib.llama_sampler_init_penalties(PENALTY_WINDOW, spec.repetitionPenalty, spec.frequencyPenalty, spec.presencePenalty));
@@ -197,7 +209,8 @@ function sampleAll(message: StepMessage): Pick<StepReply, "tokens" | "counts" | 
       accepted++;
     }
     counts[i] = accepted + 1;
-    if (accepted < draft.length) lib.llama_memory_seq_rm(memory, message.sequences[order.index]!, message.positions[order.index]! + 1 + accepted, -1);
+    if (accepted < draft.length)
+      lib.llama_memory_seq_rm(memory, message.sequences[order.index]!, message.positions[order.index]! + 1 + accepted, -1);
   });
   return { tokens: Int32Array.from(tokens), counts, logprobs };
 }
@@ -247,7 +260,18 @@ function step(message: StepMessage): StepReply {
     }
     batch.value.n_tokens = n;
     const status = lib.llama_decode(context, batch.value);
-    if (status !== 0) return { type: "step", tokens: new Int32Array(0), counts: new Uint8Array(0), logprobs: [], failedSamplers, failedRestores, decodeMs: 0, sampleMs: 0, error: `llama_decode returned ${status}` };
+    if (status !== 0)
+      return {
+        type: "step",
+        tokens: new Int32Array(0),
+        counts: new Uint8Array(0),
+        logprobs: [],
+        failedSamplers,
+        failedRestores,
+        decodeMs: 0,
+        sampleMs: 0,
+        error: `llama_decode returned ${status}`,
+      };
   }
   const decoded = performance.now();
   const { tokens, counts, logprobs } = sampleAll(message);
@@ -256,7 +280,16 @@ function step(message: StepMessage): StepReply {
     if (sampler !== undefined) lib.llama_sampler_free(sampler);
     samplers.delete(id);
   }
-  return { type: "step", tokens, counts, logprobs, failedSamplers, failedRestores, decodeMs: decoded - started, sampleMs: performance.now() - decoded };
+  return {
+    type: "step",
+    tokens,
+    counts,
+    logprobs,
+    failedSamplers,
+    failedRestores,
+    decodeMs: decoded - started,
+    sampleMs: performance.now() - decoded,
+  };
 }
 
 parentPort!.on("message", (message: StepMessage | { type: "close" }) => {

@@ -34,7 +34,11 @@ export function accountKeyRoutes(app: FastifyInstance, db: Database, rateDefault
     const input = withinCreator(toCreateKeyInput(caller.accountName, body), creator);
     const beyond = exceededRight(rightsOf(creator, rateDefaults, "left"), requestedRights(input, rateDefaults));
     if (beyond) {
-      throw new Forbidden(`A key can give a new key at most its own rights; this one cannot grant ${beyond.message}.`, "exceeds_own_rights", beyond.param);
+      throw new Forbidden(
+        `A key can give a new key at most its own rights; this one cannot grant ${beyond.message}.`,
+        "exceeds_own_rights",
+        beyond.param,
+      );
     }
     const created = await createKey(db, input);
     return reply.code(201).send(toWireCreatedKey(created));
@@ -46,9 +50,16 @@ export function accountKeyRoutes(app: FastifyInstance, db: Database, rateDefault
     // Another account's key id reads exactly like an unknown one.
     const target = await loadKeyStanding(db, id, caller.accountId);
     if (!target) throw new NotFound(`No API key with id '${id}'.`);
-    const beyond = exceededRight(rightsOf(await ownStanding(db, caller), rateDefaults, "ceiling"), rightsOf(target, rateDefaults, "ceiling"));
+    const beyond = exceededRight(
+      rightsOf(await ownStanding(db, caller), rateDefaults, "ceiling"),
+      rightsOf(target, rateDefaults, "ceiling"),
+    );
     if (beyond) {
-      throw new Forbidden(`A key can revoke only keys with no more rights than its own; key '${id}' has ${beyond.message}.`, "exceeds_own_rights", beyond.param);
+      throw new Forbidden(
+        `A key can revoke only keys with no more rights than its own; key '${id}' has ${beyond.message}.`,
+        "exceeds_own_rights",
+        beyond.param,
+      );
     }
     if (!(await revokeKey(db, id, { accountId: caller.accountId }))) throw new NotFound(`No API key with id '${id}'.`);
     return { id, object: "api_key", revoked: true };
@@ -58,7 +69,10 @@ export function accountKeyRoutes(app: FastifyInstance, db: Database, rateDefault
 function keyManager(request: Parameters<typeof callerOf>[0]): ApiCaller {
   const caller = callerOf(request);
   if (!caller.manageKeys) {
-    throw new Forbidden("This API key cannot manage keys. Use a key of this account created with the manage-keys right.", "missing_manage_keys_right");
+    throw new Forbidden(
+      "This API key cannot manage keys. Use a key of this account created with the manage-keys right.",
+      "missing_manage_keys_right",
+    );
   }
   return caller;
 }

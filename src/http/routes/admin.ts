@@ -49,7 +49,11 @@ function requireAdminToken(app: FastifyInstance, opts: AdminRoutesOptions): void
     // A locked-out address is refused before its token is even looked at: no more guesses.
     const lockedMs = throttle.lockedFor(request.ip);
     if (lockedMs > 0) {
-      throw new RateLimited(`Too many failed admin-key attempts from this address; try again in ${Math.ceil(lockedMs / 1000)} s.`, lockedMs / 1000, "admin_auth_throttled");
+      throw new RateLimited(
+        `Too many failed admin-key attempts from this address; try again in ${Math.ceil(lockedMs / 1000)} s.`,
+        lockedMs / 1000,
+        "admin_auth_throttled",
+      );
     }
     if (!hasAdminToken(request, expectedTokenHash)) {
       throttle.failed(request.ip);
@@ -103,7 +107,10 @@ function adminAccountRoutes(app: FastifyInstance, { db, onAccountDisabled }: Adm
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsageReport(report, { ...params, account: found.name })));
   });
 
-  for (const [action, disabled] of [["disable", true], ["enable", false]] as const) {
+  for (const [action, disabled] of [
+    ["disable", true],
+    ["enable", false],
+  ] as const) {
     app.post<{ Params: { name: string } }>(`/admin/v1/accounts/:name/${action}`, async (request) => {
       const account = await setAccountDisabled(db, request.params.name, disabled);
       if (!account) throw new NotFound(`No account named '${request.params.name}'.`);

@@ -11,7 +11,12 @@ import { parseRequest } from "../chat-input.js";
 export function batchRoutes(app: FastifyInstance, batches: BatchService): void {
   app.post("/batches", async (request) => {
     const body = parseRequest(createBatchSchema, request.body);
-    const batch = await batches.create(callerOf(request), { inputFileId: body.input_file_id, endpoint: body.endpoint, completionWindow: body.completion_window, metadata: body.metadata ?? null });
+    const batch = await batches.create(callerOf(request), {
+      inputFileId: body.input_file_id,
+      endpoint: body.endpoint,
+      completionWindow: body.completion_window,
+      metadata: body.metadata ?? null,
+    });
     return toWireBatch(batch);
   });
 
@@ -26,7 +31,11 @@ export function batchRoutes(app: FastifyInstance, batches: BatchService): void {
     return listPage(page.slice(0, query.limit).map(toWireBatch), page.length > query.limit);
   });
 
-  app.get<{ Params: { id: string } }>("/batches/:id", async (request) => toWireBatch(await batches.get(callerOf(request), request.params.id)));
+  app.get<{ Params: { id: string } }>("/batches/:id", async (request) =>
+    toWireBatch(await batches.get(callerOf(request), request.params.id)),
+  );
 
-  app.post<{ Params: { id: string } }>("/batches/:id/cancel", async (request) => toWireBatch(await batches.cancel(callerOf(request), request.params.id)));
+  app.post<{ Params: { id: string } }>("/batches/:id/cancel", async (request) =>
+    toWireBatch(await batches.cancel(callerOf(request), request.params.id)),
+  );
 }

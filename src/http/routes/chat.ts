@@ -24,13 +24,28 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: Stre
     exposeRateLimits(reply, run);
     const logprobs = input.logprobs !== undefined;
     const store = body.store === true && completions ? storing(completions, caller.accountId, body, run) : null;
-    if (body.stream) return streamRun(run, openSse(reply, { gate, limits }), request, body.stream_options?.include_usage === true, logprobs, store, input.n ?? 1);
+    if (body.stream)
+      return streamRun(
+        run,
+        openSse(reply, { gate, limits }),
+        request,
+        body.stream_options?.include_usage === true,
+        logprobs,
+        store,
+        input.n ?? 1,
+      );
     return sendCompletion(run, reply, input.n ?? 1, logprobs, store);
   });
   if (completions) storedCompletionRoutes(app, completions);
 }
 
-async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logprobs: boolean, store: StoreCompletion | null): Promise<FastifyReply> {
+async function sendCompletion(
+  run: ChatRun,
+  reply: FastifyReply,
+  n: number,
+  logprobs: boolean,
+  store: StoreCompletion | null,
+): Promise<FastifyReply> {
   const assembler = new CompletionAssembler(run, n, logprobs);
   for await (const event of run.events) {
     const completion = assembler.apply(event);
@@ -43,7 +58,15 @@ async function sendCompletion(run: ChatRun, reply: FastifyReply, n: number, logp
   throw new Error("The generation ended without a finish event.");
 }
 
-async function streamRun(run: ChatRun, sse: SseWriter, request: FastifyRequest, includeUsage: boolean, logprobs: boolean, store: StoreCompletion | null, n: number): Promise<void> {
+async function streamRun(
+  run: ChatRun,
+  sse: SseWriter,
+  request: FastifyRequest,
+  includeUsage: boolean,
+  logprobs: boolean,
+  store: StoreCompletion | null,
+  n: number,
+): Promise<void> {
   const assembler = store ? new CompletionAssembler(run, n, logprobs) : null;
   const chunk = (choices: ChatCompletionChunk["choices"], usage?: WireUsage): ChatCompletionChunk => ({
     id: run.id,
@@ -57,7 +80,9 @@ async function streamRun(run: ChatRun, sse: SseWriter, request: FastifyRequest, 
   });
   const started = new Set<number>();
   const content = (index: number, text: string, tokens?: readonly TokenLogprob[]) =>
-    chunk([{ index, delta: { role: "assistant", content: text }, finish_reason: null, logprobs: logprobs ? toWireLogprobs(tokens ?? []) : null }]);
+    chunk([
+      { index, delta: { role: "assistant", content: text }, finish_reason: null, logprobs: logprobs ? toWireLogprobs(tokens ?? []) : null },
+    ]);
   const finish = (index: number, reason: WireFinishReason) => chunk([{ index, delta: {}, finish_reason: reason, logprobs: null }]);
 
   try {
@@ -69,14 +94,25 @@ async function streamRun(run: ChatRun, sse: SseWriter, request: FastifyRequest, 
       if (completion) await store!(completion, true);
       if (event.type === "reasoning") {
         started.add(event.index);
-        sse.send(chunk([{ index: event.index, delta: { role: "assistant", reasoning_content: event.text }, finish_reason: null, logprobs: null }]));
+        sse.send(
+          chunk([{ index: event.index, delta: { role: "assistant", reasoning_content: event.text }, finish_reason: null, logprobs: null }]),
+        );
       } else if (event.type === "text") {
         started.add(event.index);
         sse.send(content(event.index, event.text, event.logprobs));
       } else if (event.type === "tool_calls") {
         // One fragment per call, carrying its id, name and the whole arguments text.
-        const deltas = event.calls.map((call, i) => ({ index: i, id: call.id, type: "function" as const, function: { name: call.name, arguments: call.arguments } }));
-        sse.send(chunk([{ index: event.index, delta: { role: "assistant", content: null, tool_calls: deltas }, finish_reason: null, logprobs: null }]));
+        const deltas = event.calls.map((call, i) => ({
+          index: i,
+          id: call.id,
+          type: "function" as const,
+          function: { name: call.name, arguments: call.arguments },
+        }));
+        sse.send(
+          chunk([
+            { index: event.index, delta: { role: "assistant", content: null, tool_calls: deltas }, finish_reason: null, logprobs: null },
+          ]),
+        );
       } else if (event.type === "finish") {
         if (!started.has(event.index)) {
           started.add(event.index);

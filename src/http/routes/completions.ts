@@ -21,13 +21,22 @@ export function completionsRoutes(app: FastifyInstance, chat: ChatService, limit
     const prompts = typeof body.prompt === "string" ? [body.prompt] : body.prompt;
     const signal = abortOnDisconnect(reply);
     const gate = new OutputGate();
-    const run = await chat.start(callerOf(request), toInput(body, prompts), signal, { requestId: request.id, api: "completions", output: gate });
+    const run = await chat.start(callerOf(request), toInput(body, prompts), signal, {
+      requestId: request.id,
+      api: "completions",
+      output: gate,
+    });
     exposeRateLimits(reply, run);
     const n = body.n ?? 1;
     // With echo each choice's text starts with its own prompt.
     const echoed = (index: number) => (body.echo ? prompts[Math.floor(index / n)]! : "");
     const wantLogprobs = body.logprobs != null;
-    if (body.stream) return streamCompletion(run, openSse(reply, { gate, limits }), request, { echoed, wantLogprobs, includeUsage: body.stream_options?.include_usage === true });
+    if (body.stream)
+      return streamCompletion(run, openSse(reply, { gate, limits }), request, {
+        echoed,
+        wantLogprobs,
+        includeUsage: body.stream_options?.include_usage === true,
+      });
     return sendCompletion(run, reply, prompts.length * n, echoed, wantLogprobs);
   });
 }
@@ -77,8 +86,18 @@ const completionObject = (run: ChatRun, choices: Choice[], usage?: WireUsage | n
   ...(usage !== undefined ? { usage } : {}),
 });
 
-async function sendCompletion(run: ChatRun, reply: FastifyReply, count: number, echoed: (index: number) => string, wantLogprobs: boolean): Promise<FastifyReply> {
-  const choices = Array.from({ length: count }, (_, index) => ({ text: echoed(index), tokens: [] as TokenLogprob[], finish: "stop" as "stop" | "length" }));
+async function sendCompletion(
+  run: ChatRun,
+  reply: FastifyReply,
+  count: number,
+  echoed: (index: number) => string,
+  wantLogprobs: boolean,
+): Promise<FastifyReply> {
+  const choices = Array.from({ length: count }, (_, index) => ({
+    text: echoed(index),
+    tokens: [] as TokenLogprob[],
+    finish: "stop" as "stop" | "length",
+  }));
   for await (const event of run.events) {
     if (event.type === "text") {
       choices[event.index]!.text += event.text;

@@ -35,7 +35,12 @@ export function toWireDeployment(d: Deployment) {
     status: d.status,
     fail_reason: d.failReason,
     instances: d.instances,
-    settings: { min_instances: d.settings.minInstances, max_instances: d.settings.maxInstances, max_batch_size: d.settings.maxBatchSize, context_length: d.settings.contextLength },
+    settings: {
+      min_instances: d.settings.minInstances,
+      max_instances: d.settings.maxInstances,
+      max_batch_size: d.settings.maxBatchSize,
+      context_length: d.settings.contextLength,
+    },
     created_at: Math.floor(d.createdAt.getTime() / 1000),
     updated_at: Math.floor(d.updatedAt.getTime() / 1000),
   };
@@ -56,7 +61,10 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
   const deployer = (request: Parameters<typeof callerOf>[0]): DeploymentCaller => {
     const caller = callerOf(request);
     if (!caller.manageDeployments) {
-      throw new Forbidden("This API key cannot manage deployments. Use a key of this account created with the manage-deployments right.", "missing_manage_deployments_right");
+      throw new Forbidden(
+        "This API key cannot manage deployments. Use a key of this account created with the manage-deployments right.",
+        "missing_manage_deployments_right",
+      );
     }
     return { accountId: caller.accountId, accountName: caller.accountName, keyId: caller.keyId, allowedModels: caller.allowedModels };
   };
@@ -64,7 +72,12 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
   app.post("/v1/deployments", async (request) => {
     const caller = deployer(request);
     const body = parse(createDeploymentBody, request.body ?? {});
-    const settings = { minInstances: body.min_instances, maxInstances: body.max_instances, maxBatchSize: body.max_batch_size, contextLength: body.context_length ?? undefined };
+    const settings = {
+      minInstances: body.min_instances,
+      maxInstances: body.max_instances,
+      maxBatchSize: body.max_batch_size,
+      contextLength: body.context_length ?? undefined,
+    };
     return toWireDeployment(await deployments.create(caller, { model: body.model, name: body.name, settings }));
   });
 
@@ -83,7 +96,10 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
   app.patch<{ Params: { id: string } }>("/v1/deployments/:id", async (request) => {
     const caller = deployer(request);
     const body = parse(scaleDeploymentBody, request.body ?? {});
-    const scaled = await deployments.scale(caller, request.params.id, { minInstances: body.min_instances, maxInstances: body.max_instances });
+    const scaled = await deployments.scale(caller, request.params.id, {
+      minInstances: body.min_instances,
+      maxInstances: body.max_instances,
+    });
     if (!scaled) throw missing(request.params.id);
     return toWireDeployment(scaled);
   });

@@ -18,8 +18,18 @@ export function embeddingsRoutes(app: FastifyInstance, embeddings: EmbeddingServ
 /** A single string or token array is one input; an array of them is many. */
 function toInput(body: EmbeddingsRequestBody): EmbeddingInput {
   const input = body.input;
-  const inputs = typeof input === "string" ? [input] : input.length > 0 && typeof input[0] === "number" ? [input as number[]] : (input as Array<string | number[]>);
-  return { model: body.model, inputs, ...(body.dimensions != null ? { dimensions: body.dimensions } : {}), ...(body.service_tier != null ? { serviceTier: body.service_tier } : {}) };
+  const inputs =
+    typeof input === "string"
+      ? [input]
+      : input.length > 0 && typeof input[0] === "number"
+        ? [input as number[]]
+        : (input as Array<string | number[]>);
+  return {
+    model: body.model,
+    inputs,
+    ...(body.dimensions != null ? { dimensions: body.dimensions } : {}),
+    ...(body.service_tier != null ? { serviceTier: body.service_tier } : {}),
+  };
 }
 
 /** base64: the vector's float32 values, little-endian, as OpenAI sends them. */

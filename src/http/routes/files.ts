@@ -19,14 +19,21 @@ export function fileRoutes(app: FastifyInstance, batches: BatchService, files: F
   const gate = new UploadGate(limits);
   void app.register(async (uploads) => {
     // Only this route reads multipart bodies, streamed: the file goes to storage a chunk at a time.
-    await uploads.register(multipart, { limits: { fileSize: limits.maxFileBytes + 1, files: 1, fields: 8, fieldSize: 1024, parts: 10, headerPairs: 64 } });
+    await uploads.register(multipart, {
+      limits: { fileSize: limits.maxFileBytes + 1, files: 1, fields: 8, fieldSize: 1024, parts: 10, headerPairs: 64 },
+    });
     // The slot is taken before the body is read and freed when the exchange ends, answered or cut off.
     uploads.addHook("preParsing", async (request, reply) => {
       const release = gate.take(callerOf(request).accountId);
       reply.raw.once("close", release);
     });
     uploads.post("/files", async (request, reply) => {
-      if (!request.isMultipart()) throw new InvalidRequest("Upload the file as multipart/form-data with the fields 'file' and 'purpose'.", "file", "invalid_content_type");
+      if (!request.isMultipart())
+        throw new InvalidRequest(
+          "Upload the file as multipart/form-data with the fields 'file' and 'purpose'.",
+          "file",
+          "invalid_content_type",
+        );
       try {
         return reply.send(toWireFile(await batches.uploadFile(callerOf(request), formParts(request))));
       } catch (error) {
@@ -94,4 +101,10 @@ async function* checkedBytes(stream: AsyncIterable<Buffer>): AsyncGenerator<Buff
 }
 
 const malformed = (error: unknown) =>
-  error instanceof ServiceError ? error : new InvalidRequest(`The multipart/form-data body could not be read (${error instanceof Error ? error.message : String(error)}).`, "file", "invalid_multipart");
+  error instanceof ServiceError
+    ? error
+    : new InvalidRequest(
+        `The multipart/form-data body could not be read (${error instanceof Error ? error.message : String(error)}).`,
+        "file",
+        "invalid_multipart",
+      );

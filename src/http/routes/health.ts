@@ -11,14 +11,17 @@ import type { Drain } from "../drain.js";
 export function healthRoutes(app: FastifyInstance, registry: ModelRegistry, drain?: Pick<Drain, "draining">): void {
   app.get("/health", async (_request, reply) => {
     // Unauthenticated: private deployments are never listed here.
-    const models = registry.list().filter((m) => !m.dedicated).map(({ entry, state, backend, embedder, error }) => ({
-      id: entry.id,
-      state,
-      ...(backend ? load(backend.stats()) : {}),
-      // An embedding model: inputs waiting, inputs and tokens embedded, batches, decode seconds.
-      ...(embedder ? { embeddings: embedder.stats() } : {}),
-      ...(error ? { error } : {}),
-    }));
+    const models = registry
+      .list()
+      .filter((m) => !m.dedicated)
+      .map(({ entry, state, backend, embedder, error }) => ({
+        id: entry.id,
+        state,
+        ...(backend ? load(backend.stats()) : {}),
+        // An embedding model: inputs waiting, inputs and tokens embedded, batches, decode seconds.
+        ...(embedder ? { embeddings: embedder.stats() } : {}),
+        ...(error ? { error } : {}),
+      }));
     if (drain?.draining) return reply.status(503).send({ status: "draining", models });
     const ready = registry.allReady();
     const status = ready ? "ok" : models.some((m) => m.state === "loading") ? "loading" : "degraded";
@@ -38,8 +41,20 @@ function load(stats: BackendStats) {
     ...(stats.prioritySaturated !== undefined ? { priority_saturated: stats.prioritySaturated } : {}),
     ...(stats.paused !== undefined ? { paused: stats.paused } : {}),
     by_tier: { running: stats.running, waiting: stats.waiting },
-    ...(stats.engine ? { engine: { ...engineCounters(stats.engine), ...(stats.stepBudgets ? { shards: stats.stepBudgets.map(stepBudget) } : {}) } } : {}),
-    ...(stats.replicas ? { replicas: stats.replicas.map((r) => ({ index: r.index, health: r.health, running: r.running, max_concurrency: r.maxConcurrency, served: r.served })) } : {}),
+    ...(stats.engine
+      ? { engine: { ...engineCounters(stats.engine), ...(stats.stepBudgets ? { shards: stats.stepBudgets.map(stepBudget) } : {}) } }
+      : {}),
+    ...(stats.replicas
+      ? {
+          replicas: stats.replicas.map((r) => ({
+            index: r.index,
+            health: r.health,
+            running: r.running,
+            max_concurrency: r.maxConcurrency,
+            served: r.served,
+          })),
+        }
+      : {}),
   };
 }
 
@@ -50,10 +65,26 @@ function load(stats: BackendStats) {
  */
 function stepBudget(b: ShardStepBudget) {
   const { draftTokens, acceptedTokens, acceptanceRate } = b.speculation;
-  const speculation = { draft_tokens: draftTokens, accepted_tokens: acceptedTokens, acceptance_rate: acceptanceRate === null ? null : Number(acceptanceRate.toFixed(4)) };
+  const speculation = {
+    draft_tokens: draftTokens,
+    accepted_tokens: acceptedTokens,
+    acceptance_rate: acceptanceRate === null ? null : Number(acceptanceRate.toFixed(4)),
+  };
   const [fixed, perSampled, perPrompt, per1kAttended, perDraft] = b.costModel.map((ms) => Number(ms.toFixed(3)));
-  const costModel = { fixed_ms: fixed, per_sampled_token_ms: perSampled, per_prompt_token_ms: perPrompt, per_1k_attended_ms: per1kAttended, per_draft_token_ms: perDraft };
-  return { step_budget_ms: b.budgetMs, step_budget_tokens: b.tokens, planned_step_ms: Number(b.plannedMs.toFixed(1)), cost_model: costModel, speculation };
+  const costModel = {
+    fixed_ms: fixed,
+    per_sampled_token_ms: perSampled,
+    per_prompt_token_ms: perPrompt,
+    per_1k_attended_ms: per1kAttended,
+    per_draft_token_ms: perDraft,
+  };
+  return {
+    step_budget_ms: b.budgetMs,
+    step_budget_tokens: b.tokens,
+    planned_step_ms: Number(b.plannedMs.toFixed(1)),
+    cost_model: costModel,
+    speculation,
+  };
 }
 
 /** The step loop's totals, so an operator (and the benchmark) can see where the time goes. */

@@ -53,7 +53,11 @@ export function parse<T>(schema: z.ZodType<T>, input: unknown): T {
   const issue = result.error.issues[0];
   const param = issue && issue.path.length > 0 ? issue.path.join(".") : null;
   const code = issue?.code === "invalid_type" || issue?.code === "invalid_union" ? "invalid_type" : "invalid_value";
-  throw new InvalidRequest(param ? `Invalid '${param}': ${issue?.message}` : `Invalid request: ${issue?.message ?? "malformed"}`, param, code);
+  throw new InvalidRequest(
+    param ? `Invalid '${param}': ${issue?.message}` : `Invalid request: ${issue?.message ?? "malformed"}`,
+    param,
+    code,
+  );
 }
 
 /** undefined and null pass through; a JSON number becomes its shortest text, which the store then validates. */

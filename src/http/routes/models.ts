@@ -48,7 +48,9 @@ export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void
     const id = (request.params as { "*": string })["*"];
     const model = visible(callerOf(request)).find((m) => m.entry.id === id);
     if (!model) throw new ModelNotFound(id);
-    const how = model.dedicated ? "Delete its deployment (DELETE /v1/deployments/{id}) instead." : "Catalog models are managed by the operator.";
+    const how = model.dedicated
+      ? "Delete its deployment (DELETE /v1/deployments/{id}) instead."
+      : "Catalog models are managed by the operator.";
     throw new Forbidden(`The model '${id}' cannot be deleted through the API. ${how}`, "model_not_deletable");
   });
 }

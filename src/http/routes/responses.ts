@@ -25,7 +25,11 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
     const body = parseRequest(responsesRequestSchema, request.body);
     if (body.background) {
       // Accepted and run in the foreground, a later cancel or stream=true retrieve would be refused: say so now.
-      throw new InvalidRequest("background=true is not supported: this server runs every response within its request. Omit 'background' (or set it to false).", "background", "unsupported_parameter");
+      throw new InvalidRequest(
+        "background=true is not supported: this server runs every response within its request. Omit 'background' (or set it to false).",
+        "background",
+        "unsupported_parameter",
+      );
     }
     const caller = callerOf(request);
     const earlier = await previousResponse(store, caller, body.previous_response_id);
@@ -37,10 +41,16 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
       if (body.store === false) return;
       try {
         const inputItems = chainedInputItems(earlier, body.input);
-        await store.save(caller.accountId, run.id, { conversation: [...conversation, builder.assistantMessage()], body: stringifyJson(response), inputItems });
+        await store.save(caller.accountId, run.id, {
+          conversation: [...conversation, builder.assistantMessage()],
+          body: stringifyJson(response),
+          inputItems,
+        });
       } catch (error) {
         // The client gets an error instead of the response, so its ledger row must not say completed.
-        await run.undelivered("response_not_stored").catch((failure: unknown) => request.log.error({ err: failure }, "could not mark the ledger row failed"));
+        await run
+          .undelivered("response_not_stored")
+          .catch((failure: unknown) => request.log.error({ err: failure }, "could not mark the ledger row failed"));
         throw error;
       }
     };
@@ -58,7 +68,12 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
 
   app.get<{ Params: { id: string }; Querystring: { stream?: unknown } }>("/responses/:id", async (request, reply) => {
     // openai-node's retrieve(id, {stream: true}) would otherwise get JSON and yield nothing, silently.
-    if (["true", "1"].includes(String(request.query?.stream))) throw new InvalidRequest("Streaming a stored response (stream=true) is only for background responses; this server runs none in the background. Retrieve it without stream.", "stream", "stream_not_supported");
+    if (["true", "1"].includes(String(request.query?.stream)))
+      throw new InvalidRequest(
+        "Streaming a stored response (stream=true) is only for background responses; this server runs none in the background. Retrieve it without stream.",
+        "stream",
+        "stream_not_supported",
+      );
     const stored = await store.get(callerOf(request).accountId, request.params.id);
     if (!stored) throw notFound(request.params.id);
     return reply.type("application/json; charset=utf-8").send(stored.body);
@@ -67,7 +82,11 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
   // Only background responses can be cancelled, and none are: every response here runs in its request.
   app.post<{ Params: { id: string } }>("/responses/:id/cancel", async (request) => {
     if (!(await store.get(callerOf(request).accountId, request.params.id))) throw notFound(request.params.id);
-    throw new InvalidRequest("Only responses created with background=true can be cancelled; this server runs none in the background.", null, "not_cancellable");
+    throw new InvalidRequest(
+      "Only responses created with background=true can be cancelled; this server runs none in the background.",
+      null,
+      "not_cancellable",
+    );
   });
 
   responseInputItemRoutes(app, store);
@@ -81,7 +100,14 @@ export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: 
 async function previousResponse(store: ResponseStore, caller: Caller, id: string | null | undefined): Promise<StoredResponse | null> {
   if (!id) return null;
   const stored = await store.get(caller.accountId, id);
-  if (!stored) throw new ServiceError(404, "invalid_request_error", `Previous response with id '${id}' not found.`, "previous_response_not_found", "previous_response_id");
+  if (!stored)
+    throw new ServiceError(
+      404,
+      "invalid_request_error",
+      `Previous response with id '${id}' not found.`,
+      "previous_response_not_found",
+      "previous_response_id",
+    );
   return stored;
 }
 

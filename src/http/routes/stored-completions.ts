@@ -18,11 +18,18 @@ export type StoreCompletion = (completion: ChatCompletion, streamed: boolean) =>
 export const updateCompletionBody = z.object({ metadata: metadataSchema.nullable() });
 const listQuery = listPageQuery("asc").extend({ model: identifier().optional() });
 const metadataFilter = z.object({ metadata: metadataSchema });
-const notFound = (id: string) => new NotFound(`No chat completion with id '${id.slice(0, 64)}' found. Only completions created with store: true are kept.`);
+const notFound = (id: string) =>
+  new NotFound(`No chat completion with id '${id.slice(0, 64)}' found. Only completions created with store: true are kept.`);
 
 export function storing(store: CompletionStore, accountId: string, body: ChatRequestBody, run: ChatRun): StoreCompletion {
   return async (completion, streamed) => {
-    const record: StoredCompletion = { id: completion.id, model: completion.model, metadata: body.metadata ?? {}, messages: body.messages as StoredCompletion["messages"], body: stringifyJson(completion) };
+    const record: StoredCompletion = {
+      id: completion.id,
+      model: completion.model,
+      metadata: body.metadata ?? {},
+      messages: body.messages as StoredCompletion["messages"],
+      body: stringifyJson(completion),
+    };
     try {
       await store.save(accountId, record);
     } catch (error) {
@@ -51,7 +58,11 @@ export function storedCompletionRoutes(app: FastifyInstance, store: CompletionSt
     const rows = await store.list(callerOf(request).accountId, { ...query, metadata });
     if (!rows) throw unknownCursor("chat completion", query.after!);
     const data = rows.slice(0, query.limit);
-    const rest = JSON.stringify({ first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: rows.length > query.limit }).slice(1);
+    const rest = JSON.stringify({
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+      has_more: rows.length > query.limit,
+    }).slice(1);
     // The completions go in as stored text, so their costs stay exact decimals.
     return sendJson(reply, `{"object":"list","data":[${data.map(wireText).join(",")}],${rest}`);
   });
@@ -78,7 +89,10 @@ export function storedCompletionRoutes(app: FastifyInstance, store: CompletionSt
     const query = parse(listPageQuery("asc"), request.query ?? {});
     const found = await store.get(callerOf(request).accountId, request.params.id);
     if (!found) throw notFound(request.params.id);
-    const page = pageOf(found.messages.map((m, i) => toStoreMessage(found.id, m, i)), query);
+    const page = pageOf(
+      found.messages.map((m, i) => toStoreMessage(found.id, m, i)),
+      query,
+    );
     if (!page) throw unknownCursor("message in this completion", query.after!);
     return page;
   });
@@ -95,9 +109,20 @@ function metadataFilters(raw: Record<string, unknown>): Record<string, string> {
     if (!param.startsWith("metadata")) continue;
     const key = /^metadata\[(.+)\]$/.exec(param)?.[1];
     const shown = param.slice(0, 80);
-    if (key === undefined) throw new InvalidRequest(`Invalid '${shown}': filter on metadata as metadata[key]=value.`, shown, "invalid_value");
-    if (typeof value !== "string") throw new InvalidRequest(`Invalid '${shown}': given more than once; a metadata filter takes one value per key.`, shown, "invalid_value");
-    if (key === "__proto__") throw new InvalidRequest(`Invalid '${shown}': the key '__proto__' is not accepted (it names an object's prototype).`, shown, "invalid_value");
+    if (key === undefined)
+      throw new InvalidRequest(`Invalid '${shown}': filter on metadata as metadata[key]=value.`, shown, "invalid_value");
+    if (typeof value !== "string")
+      throw new InvalidRequest(
+        `Invalid '${shown}': given more than once; a metadata filter takes one value per key.`,
+        shown,
+        "invalid_value",
+      );
+    if (key === "__proto__")
+      throw new InvalidRequest(
+        `Invalid '${shown}': the key '__proto__' is not accepted (it names an object's prototype).`,
+        shown,
+        "invalid_value",
+      );
     filters.push([key, value]);
   }
   return Object.fromEntries(filters);

@@ -131,31 +131,22 @@ const SCENARIOS: Record<string, Scenario[]> = {
     },
   ],
 };
+/** Our server's scenarios, on this checkout and on a `--baseline` one (which has no `edit`: its prediction support may differ). */
+const OURS = [
+  "random-c16",
+  "random-c1",
+  "openai-c16",
+  "openai-c1",
+  "disturbed-c16",
+  "multiturn",
+  "mixed",
+  "mixed-batch",
+  "priority-beside",
+];
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
-  switchyard: [
-    "random-c16",
-    "random-c1",
-    "openai-c16",
-    "openai-c1",
-    "disturbed-c16",
-    "multiturn",
-    "mixed",
-    "mixed-batch",
-    "priority-beside",
-    "edit",
-  ],
-  "switchyard-baseline": [
-    "random-c16",
-    "random-c1",
-    "openai-c16",
-    "openai-c1",
-    "disturbed-c16",
-    "multiturn",
-    "mixed",
-    "mixed-batch",
-    "priority-beside",
-  ],
+  switchyard: [...OURS, "edit"],
+  "switchyard-baseline": OURS,
   // Speculative decoding off (SWITCHYARD_SPECULATION=off; "switchyard" runs the default, auto).
   "switchyard-spec-off": ["random-c16", "random-c1", "priority-beside", "edit"],
   // Priority's inter-token target at 100 ms, where 8 lower-tier decodes fit beside it: the tier mix without lower tiers giving way.

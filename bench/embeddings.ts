@@ -172,6 +172,18 @@ export async function compareEmbeddings(options: {
       : rows.sort((a, b) => b.inputsPerS - a.inputsPerS)[0];
   };
   const ratio = (a?: number, b?: number) => (a !== undefined && b !== undefined && b > 0 ? Number((a / b).toFixed(2)) : null);
+  /** Ours against another target on each shape: inputs/s (256 inputs, 16 clients) and one input's p50. */
+  const against = (other: string, label: string) => ({
+    [`embeddings, ${label}: 256 inputs`]: ratio(of("switchyard", "batch-256")?.inputsPerS, of(other, "batch-256")?.inputsPerS),
+    [`embeddings, ${label}: 16 concurrent single inputs`]: ratio(
+      of("switchyard", "c16-single")?.inputsPerS,
+      of(other, "c16-single")?.inputsPerS,
+    ),
+    [`embeddings, ${label}: one short input, p50 latency`]: ratio(
+      of("switchyard", "single")?.latencyMs.p50,
+      of(other, "single")?.latencyMs.p50,
+    ),
+  });
   const ratios = {
     "embeddings, one request of 256 inputs: inputs/s vs llama-server (target >= 1.2)": ratio(
       of("switchyard", "batch-256")?.inputsPerS,
@@ -185,34 +197,12 @@ export async function compareEmbeddings(options: {
       of("switchyard", "single")?.latencyMs.p50,
       of("llama-server", "single")?.latencyMs.p50,
     ),
-    "embeddings, this checkout vs --baseline: 256 inputs": ratio(
-      of("switchyard", "batch-256")?.inputsPerS,
-      of("switchyard-baseline", "batch-256")?.inputsPerS,
-    ),
-    "embeddings, this checkout vs --baseline: 16 concurrent single inputs": ratio(
-      of("switchyard", "c16-single")?.inputsPerS,
-      of("switchyard-baseline", "c16-single")?.inputsPerS,
-    ),
-    "embeddings, this checkout vs --baseline: one short input, p50 latency": ratio(
-      of("switchyard", "single")?.latencyMs.p50,
-      of("switchyard-baseline", "single")?.latencyMs.p50,
-    ),
+    ...against("switchyard-baseline", "this checkout vs --baseline"),
     "embeddings, one short input: mean latency vs llama-server": ratio(
       of("switchyard", "single")?.latencyMs.mean,
       of("llama-server", "single")?.latencyMs.mean,
     ),
-    "embeddings, same binaries (llama-server on node-llama-cpp's libraries): 256 inputs": ratio(
-      of("switchyard", "batch-256")?.inputsPerS,
-      of("llama-server-our-binaries", "batch-256")?.inputsPerS,
-    ),
-    "embeddings, same binaries: 16 concurrent single inputs": ratio(
-      of("switchyard", "c16-single")?.inputsPerS,
-      of("llama-server-our-binaries", "c16-single")?.inputsPerS,
-    ),
-    "embeddings, same binaries: one short input, mean latency": ratio(
-      of("switchyard", "single")?.latencyMs.mean,
-      of("llama-server-our-binaries", "single")?.latencyMs.mean,
-    ),
+    ...against("llama-server-our-binaries", "same binaries (llama-server on node-llama-cpp's libraries)"),
   };
   return { results, variants, skipped, ratios, modelPath: listed.path };
 }

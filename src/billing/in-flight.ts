@@ -46,18 +46,36 @@ interface Tracked {
 export function createInFlightLedger(db: Database, ownerId: string, options: InFlightOptions = {}): InFlightLedgerHandle {
   const step = options.stepTokens ?? 16;
   const writeRow = coalesced((rows: NewRow[]) => writeRows(db, rows, ownerId, DEFAULT_RESERVATION_TTL_SECONDS));
+  const counts = countWriter(db);
+  return {
+    async begin(start: InFlightStart): Promise<InFlightBegun> {
+      // The row covers the first step from the start: the first tokens are delivered with no write
+      // of their own on their way (the next step is written while they stream).
+      const ahead = Math.min(start.maxCompletionTokens, step);
+      const reserved = await writeRow({ start, ahead });
+      const t: Tracked = {
+        requestId: start.requestId,
+        durable: ahead,
+        wanted: ahead,
+        cached: 0,
+        max: start.maxCompletionTokens,
+        waiters: [],
+        closed: false,
+      };
+      return { guard: deliveryGuard(t, step, counts.schedule, () => counts.forget(t)), reserved };
+    },
+    drain: counts.drain,
+  };
+}
+
+/**
+ * The rows whose counts are to be raised, written by one loop: every request marked while a write
+ * is under way goes in the next one (one UPDATE for all of them), and each write settles the
+ * deliveries it covers.
+ */
+function countWriter(db: Database) {
   const dirty = new Set<Tracked>();
   let flushing: Promise<void> | null = null;
-
-  // Cleared in the same step as the loop sees nothing left, so a request marked dirty after that
-  // always starts a new loop.
-  const flushLoop = async (): Promise<void> => {
-    try {
-      await flushAll();
-    } finally {
-      flushing = null;
-    }
-  };
   const flushAll = async (): Promise<void> => {
     while (dirty.size > 0) {
       const batch = [...dirty].map((t) => ({ t, tokens: t.wanted, cached: t.cached }));
@@ -82,29 +100,24 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
       }
     }
   };
-  const schedule = (t: Tracked) => {
-    dirty.add(t);
-    flushing ??= flushLoop();
+  // Cleared in the same step as the loop sees nothing left, so a request marked dirty after that
+  // always starts a new loop.
+  const flushLoop = async (): Promise<void> => {
+    try {
+      await flushAll();
+    } finally {
+      flushing = null;
+    }
   };
-
   return {
-    async begin(start: InFlightStart): Promise<InFlightBegun> {
-      // The row covers the first step from the start: the first tokens are delivered with no write
-      // of their own on their way (the next step is written while they stream).
-      const ahead = Math.min(start.maxCompletionTokens, step);
-      const reserved = await writeRow({ start, ahead });
-      const t: Tracked = {
-        requestId: start.requestId,
-        durable: ahead,
-        wanted: ahead,
-        cached: 0,
-        max: start.maxCompletionTokens,
-        waiters: [],
-        closed: false,
-      };
-      return { guard: deliveryGuard(t, step, schedule, () => dirty.delete(t)), reserved };
+    schedule(t: Tracked): void {
+      dirty.add(t);
+      flushing ??= flushLoop();
     },
-    async drain() {
+    forget(t: Tracked): void {
+      dirty.delete(t);
+    },
+    async drain(): Promise<void> {
       while (flushing) await flushing;
     },
   };

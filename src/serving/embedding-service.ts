@@ -8,7 +8,7 @@ import { newRequestId } from "../protocol/request-ids.js";
 import type { ChatServiceDeps } from "./chat-service.js";
 import type { Caller, RequestContext } from "./types.js";
 import { beside, reserve, type Holdings } from "./admission.js";
-import { RequestMeter } from "./request-meter.js";
+import { RequestMeter, type MeterOutcome } from "./request-meter.js";
 import { requireServedModel } from "./served-model.js";
 
 export interface EmbeddingInput {
@@ -53,17 +53,10 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
       });
       const held: Holdings = { tier: "default", promptTokens: 0 };
       try {
-        const served = requireServedModel(registry, caller, input.model, "embeddings");
-        const embedder = served.embedder;
-        if (!embedder) throw new CapacityUnavailable(`The model '${input.model}' is still loading; retry shortly.`, 5);
-        checkDimensions(embedder, input.dimensions);
-        const tokens = tokenizeInputs(embedder, input.inputs);
-        const promptTokens = (held.promptTokens = tokens.reduce((sum, t) => sum + t.length, 0));
-        const tier = (held.tier = caller.batchId ? "batch" : resolveTier(served.entry.pricing, input.serviceTier));
-        const prices = effectivePrices(served.entry.pricing, tier);
-        const cost = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: 0 });
+        const { entry, embedder, tokens, prices, cost } = prepare(registry, caller, input, held);
+        const { tier, promptTokens } = held;
         const { durable } = await reserve({ inFlight, budgets, limits }, caller, meter, held, {
-          model: served.entry.id,
+          model: entry.id,
           prices,
           maxCompletionTokens: 0,
         });
@@ -72,43 +65,43 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
           () => runEmbedding(embedder, tokens, tier, signal),
           async () => {},
         );
-        const observer = metrics?.request(served.entry.id, tier);
+        const observer = metrics?.request(entry.id, tier);
         observer?.admitted(0, promptTokens, 0);
         observer?.finished("stop", 0);
         const lease = held.lease!;
         held.lease = undefined; // released here, never again on an error below
         await lease.release(promptTokens);
         // The row settles the budget reservation in the same statement.
-        await meter.record({
-          status: "completed",
-          serviceTier: tier,
-          promptTokens,
-          cachedTokens: 0,
-          completionTokens: 0,
-          costUsd: cost,
-          finishReason: "stop",
-          errorCode: null,
-        });
-        return { model: served.entry.id, serviceTier: tier, vectors, promptTokens, cost };
+        await meter.record(outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null }));
+        return { model: entry.id, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {
-        const { tier, promptTokens } = held;
-        await Promise.allSettled([held.lease?.release(promptTokens)]);
+        await Promise.allSettled([held.lease?.release(held.promptTokens)]);
         const status = signal.aborted ? "cancelled" : held.lease ? "failed" : "rejected";
         const errorCode = error instanceof ServiceError ? (error.code ?? error.type) : signal.aborted ? "cancelled" : "internal_error";
-        await meter.record({
-          status,
-          serviceTier: tier,
-          promptTokens,
-          cachedTokens: 0,
-          completionTokens: 0,
-          costUsd: "0",
-          finishReason: null,
-          errorCode,
-        });
+        await meter.record(outcome(held, { status, costUsd: "0", finishReason: null, errorCode }));
         throw error;
       }
     },
   };
+}
+
+/** The model that serves the request, its inputs' tokens, and the tier's prices and cost (in `held` as they are known). */
+function prepare(registry: ChatServiceDeps["registry"], caller: Caller, input: EmbeddingInput, held: Holdings) {
+  const served = requireServedModel(registry, caller, input.model, "embeddings");
+  const embedder = served.embedder;
+  if (!embedder) throw new CapacityUnavailable(`The model '${input.model}' is still loading; retry shortly.`, 5);
+  checkDimensions(embedder, input.dimensions);
+  const tokens = tokenizeInputs(embedder, input.inputs);
+  const promptTokens = (held.promptTokens = tokens.reduce((sum, t) => sum + t.length, 0));
+  const tier = (held.tier = caller.batchId ? "batch" : resolveTier(served.entry.pricing, input.serviceTier));
+  const prices = effectivePrices(served.entry.pricing, tier);
+  const cost = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: 0 });
+  return { entry: served.entry, embedder, tokens, prices, cost };
+}
+
+/** An embedding request's ledger outcome: its prompt tokens, nothing generated. */
+function outcome(held: Holdings, result: Pick<MeterOutcome, "status" | "costUsd" | "finishReason" | "errorCode">): MeterOutcome {
+  return { ...result, serviceTier: held.tier, promptTokens: held.promptTokens, cachedTokens: 0, completionTokens: 0 };
 }
 
 function checkDimensions(embedder: EmbeddingBackend, dimensions: number | undefined): void {

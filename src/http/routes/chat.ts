@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { stringifyJson } from "../../protocol/money-json.js";
 import type { CompletionStore } from "../../chat-store/store.js";
 import type { ChatCompletionChunk, WireFinishReason, WireUsage } from "../../protocol/chat-response.js";
-import type { ChatRun, ChatService, TokenLogprob } from "../../serving/types.js";
+import type { ChatRun, ChatService, ServingEvent, TokenLogprob } from "../../serving/types.js";
 import { CompletionAssembler, toWireLogprobs } from "../completion-assembler.js";
 import { storedCompletionRoutes, storing, type StoreCompletion } from "./stored-completions.js";
 import { callerOf } from "../auth.js";
@@ -68,6 +68,26 @@ async function streamRun(
   n: number,
 ): Promise<void> {
   const assembler = store ? new CompletionAssembler(run, n, logprobs) : null;
+  const chunks = chunkShapes(run, includeUsage, logprobs);
+  const started = new Set<number>([0]);
+  try {
+    sse.send(chunks.content(0, "")); // first byte as soon as generation starts, as OpenAI does
+    for await (const event of run.events) {
+      const completion = assembler?.apply(event);
+      // Stored before the stream ends, so the client may retrieve it as soon as it has read [DONE].
+      if (completion) await store!(completion, true);
+      for (const chunk of eventChunks(event, chunks, started, includeUsage)) sse.send(chunk);
+    }
+  } catch (error) {
+    sse.send(toErrorBody(midStreamFailure(request, error)));
+  }
+  sse.done();
+}
+
+type ChunkShapes = ReturnType<typeof chunkShapes>;
+
+/** The run's chunks, each kind of delta in the wire's shape. */
+function chunkShapes(run: ChatRun, includeUsage: boolean, logprobs: boolean) {
   const chunk = (choices: ChatCompletionChunk["choices"], usage?: WireUsage): ChatCompletionChunk => ({
     id: run.id,
     object: "chat.completion.chunk",
@@ -78,53 +98,53 @@ async function streamRun(
     choices,
     ...(includeUsage ? { usage: usage ?? null } : {}),
   });
-  const started = new Set<number>();
-  const content = (index: number, text: string, tokens?: readonly TokenLogprob[]) =>
-    chunk([
-      { index, delta: { role: "assistant", content: text }, finish_reason: null, logprobs: logprobs ? toWireLogprobs(tokens ?? []) : null },
-    ]);
-  const finish = (index: number, reason: WireFinishReason) => chunk([{ index, delta: {}, finish_reason: reason, logprobs: null }]);
-
-  try {
-    sse.send(content(0, "")); // first byte as soon as generation starts, as OpenAI does
-    started.add(0);
-    for await (const event of run.events) {
-      const completion = assembler?.apply(event);
-      // Stored before the stream ends, so the client may retrieve it as soon as it has read [DONE].
-      if (completion) await store!(completion, true);
-      if (event.type === "reasoning") {
-        started.add(event.index);
-        sse.send(
-          chunk([{ index: event.index, delta: { role: "assistant", reasoning_content: event.text }, finish_reason: null, logprobs: null }]),
-        );
-      } else if (event.type === "text") {
-        started.add(event.index);
-        sse.send(content(event.index, event.text, event.logprobs));
-      } else if (event.type === "tool_calls") {
-        // One fragment per call, carrying its id, name and the whole arguments text.
-        const deltas = event.calls.map((call, i) => ({
+  const delta = (index: number, value: ChatCompletionChunk["choices"][number]["delta"]) =>
+    chunk([{ index, delta: value, finish_reason: null, logprobs: null }]);
+  return {
+    content: (index: number, text: string, tokens?: readonly TokenLogprob[]) =>
+      chunk([
+        {
+          index,
+          delta: { role: "assistant", content: text },
+          finish_reason: null,
+          logprobs: logprobs ? toWireLogprobs(tokens ?? []) : null,
+        },
+      ]),
+    reasoning: (index: number, text: string) => delta(index, { role: "assistant", reasoning_content: text }),
+    // One fragment per call, carrying its id, name and the whole arguments text.
+    toolCalls: (index: number, calls: ReadonlyArray<{ id: string; name: string; arguments: string }>) =>
+      delta(index, {
+        role: "assistant",
+        content: null,
+        tool_calls: calls.map((call, i) => ({
           index: i,
           id: call.id,
           type: "function" as const,
           function: { name: call.name, arguments: call.arguments },
-        }));
-        sse.send(
-          chunk([
-            { index: event.index, delta: { role: "assistant", content: null, tool_calls: deltas }, finish_reason: null, logprobs: null },
-          ]),
-        );
-      } else if (event.type === "finish") {
-        if (!started.has(event.index)) {
-          started.add(event.index);
-          sse.send(content(event.index, ""));
-        }
-        sse.send(finish(event.index, event.finishReason));
-      } else if (event.finishReason !== "cancelled" && includeUsage) {
-        sse.send(chunk([], toWireUsage(event.usage)));
-      }
+        })),
+      }),
+    finish: (index: number, reason: WireFinishReason) => chunk([{ index, delta: {}, finish_reason: reason, logprobs: null }]),
+    usage: (usage: WireUsage) => chunk([], usage),
+  };
+}
+
+/** What one event of the run sends; a choice that finishes without output still gets its role first. */
+function eventChunks(event: ServingEvent, chunks: ChunkShapes, started: Set<number>, includeUsage: boolean): ChatCompletionChunk[] {
+  switch (event.type) {
+    case "reasoning":
+      started.add(event.index);
+      return [chunks.reasoning(event.index, event.text)];
+    case "text":
+      started.add(event.index);
+      return [chunks.content(event.index, event.text, event.logprobs)];
+    case "tool_calls":
+      return [chunks.toolCalls(event.index, event.calls)];
+    case "finish": {
+      const opening = started.has(event.index) ? [] : [chunks.content(event.index, "")];
+      started.add(event.index);
+      return [...opening, chunks.finish(event.index, event.finishReason)];
     }
-  } catch (error) {
-    sse.send(toErrorBody(midStreamFailure(request, error)));
+    default:
+      return event.finishReason !== "cancelled" && includeUsage ? [chunks.usage(toWireUsage(event.usage))] : [];
   }
-  sse.done();
 }

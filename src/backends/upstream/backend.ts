@@ -38,15 +38,7 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
   const agent = createAgent();
   const bodyOptions = { model: options.model, sendPriority: options.sendPriority ?? false };
 
-  const checkHealth = async () => {
-    await Promise.all(
-      replicas.map(async (replica) => {
-        if (await probe(replica.baseUrl, options.apiKey, agent, 2_000)) replica.succeeded();
-        else if (replica.health === "up" || replica.running === 0) replica.failed(true);
-      }),
-    );
-    pool.dispatch();
-  };
+  const checkHealth = healthCheck(replicas, pool, agent, options.apiKey);
   const timer = setInterval(() => void checkHealth(), options.healthIntervalMs ?? DEFAULT_HEALTH_INTERVAL_MS);
   timer.unref();
 
@@ -91,6 +83,22 @@ export function createUpstreamBackend(options: UpstreamOptions): Backend<Upstrea
       clearInterval(timer);
       await agent.close();
     },
+  };
+}
+
+/**
+ * Probes every replica: one that answers is up again, one that does not is taken down (one already
+ * down with requests still running is left as it is); then waiters are dispatched.
+ */
+function healthCheck(replicas: readonly Replica[], pool: ReplicaPool, agent: ReturnType<typeof createAgent>, apiKey: string | undefined) {
+  return async (): Promise<void> => {
+    await Promise.all(
+      replicas.map(async (replica) => {
+        if (await probe(replica.baseUrl, apiKey, agent, 2_000)) replica.succeeded();
+        else if (replica.health === "up" || replica.running === 0) replica.failed(true);
+      }),
+    );
+    pool.dispatch();
   };
 }
 

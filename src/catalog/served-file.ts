@@ -28,7 +28,12 @@ function formatFor(entry: CatalogEntry, setting: ServeFormatSetting): "f16" | un
 
 const servedSource = (published: { sha256: string }) => `f16-of-sha256:${published.sha256}`;
 
-export async function ensureServedFile(entry: CatalogEntry, published: ModelFile, modelDir: string, setting: ServeFormatSetting): Promise<ModelFile> {
+export async function ensureServedFile(
+  entry: CatalogEntry,
+  published: ModelFile,
+  modelDir: string,
+  setting: ServeFormatSetting,
+): Promise<ModelFile> {
   if (entry.convert) return ensureConvertedFile(entry, published, modelDir);
   if (formatFor(entry, setting) !== "f16") return published;
   const cached = await findVerifiedFile(modelDir, servedSource(published));
@@ -42,7 +47,12 @@ export async function ensureServedFile(entry: CatalogEntry, published: ModelFile
 }
 
 /** The served copy if it is already there (size check only, for listings). */
-export async function findServedFile(entry: CatalogEntry, published: { sha256: string }, modelDir: string, setting: ServeFormatSetting): Promise<{ path: string; bytes: number } | null> {
+export async function findServedFile(
+  entry: CatalogEntry,
+  published: { sha256: string },
+  modelDir: string,
+  setting: ServeFormatSetting,
+): Promise<{ path: string; bytes: number } | null> {
   if (entry.convert) return findConvertedFile(entry, published, modelDir);
   if (formatFor(entry, setting) !== "f16") return null;
   const found = await findManifestedFile(modelDir, servedSource(published));

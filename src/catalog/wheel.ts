@@ -44,7 +44,8 @@ function requireMember(wheel: Wheel, name: string): Entry {
 /** For checksum and metadata files only: refuses anything big rather than buffering it. */
 export async function readMemberText(wheel: Wheel, name: string, maxBytes = 4 << 20): Promise<string> {
   const entry = requireMember(wheel, name);
-  if (entry.uncompressedSize > maxBytes) throw new Error(`wheel member ${name} is ${entry.uncompressedSize} bytes, too big to read as text`);
+  if (entry.uncompressedSize > maxBytes)
+    throw new Error(`wheel member ${name} is ${entry.uncompressedSize} bytes, too big to read as text`);
   const chunks: Buffer[] = [];
   for await (const chunk of await wheel.zip.openReadStreamPromise(entry)) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString("utf8");
@@ -60,7 +61,9 @@ export async function extractMember(wheel: Wheel, name: string, destPath: string
 
 /** The wheel's `<name>-<version>.dist-info/<file>` member, e.g. RECORD or METADATA. */
 export function findDistInfoMember(wheel: Wheel, file: string): string | undefined {
-  return [...wheel.members.keys()].find((name) => /^[^/]+\.dist-info\//.test(name) && name.endsWith(`.dist-info/${file}`) && name.split("/").length === 2);
+  return [...wheel.members.keys()].find(
+    (name) => /^[^/]+\.dist-info\//.test(name) && name.endsWith(`.dist-info/${file}`) && name.split("/").length === 2,
+  );
 }
 
 export interface RecordLine {

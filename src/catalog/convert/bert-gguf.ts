@@ -11,7 +11,9 @@ import { writeGguf, type GgufTensor, type GgufValue } from "../gguf/writer.js";
 import type { SafeTensor } from "./safetensors.js";
 import type { SentenceTransformersModel, TokenizerJson } from "./sentence-transformers.js";
 
-export type BertPrecision = "f32" | "f16" | "q8_0";
+/** The precisions a converted BERT is written in (the catalog's schema accepts these). */
+export const BERT_PRECISIONS = ["f32", "f16", "q8_0"] as const;
+export type BertPrecision = (typeof BERT_PRECISIONS)[number];
 
 /** llama.cpp's `general.file_type` (`LLAMA_FTYPE_*`): the type of the model's large matrices. */
 const FILE_TYPE: Record<BertPrecision, number> = { f32: 0, f16: 1, q8_0: 7 };
@@ -43,7 +45,10 @@ const GLOBAL_TENSORS: Record<string, string> = {
 const DROPPED = /^(embeddings\.position_ids|pooler\.dense\.(weight|bias)|cls\..*)$/;
 
 export function ggufTensorName(hfName: string): string | null {
-  const name = hfName.replace(/^bert\./, "").replace(/\.gamma$/, ".weight").replace(/\.beta$/, ".bias");
+  const name = hfName
+    .replace(/^bert\./, "")
+    .replace(/\.gamma$/, ".weight")
+    .replace(/\.beta$/, ".bias");
   if (DROPPED.test(name)) return null;
   const suffix = name.endsWith(".weight") ? "weight" : name.endsWith(".bias") ? "bias" : null;
   if (!suffix) throw new Error(`unexpected BERT tensor ${hfName}`);
@@ -96,7 +101,8 @@ function convertTensor(hfName: string, tensor: SafeTensor, precision: BertPrecis
   if (!name) return null;
   if (tensor.dtype !== "F32") throw new Error(`tensor ${hfName} is ${tensor.dtype}; only F32 sources are converted`);
   const type = storedType(name, tensor.shape, precision, keptF16);
-  const data = type === GgmlType.F16 ? toF16(tensor.data) : type === GgmlType.Q8_0 ? quantizeQ8_0(floats(tensor.data)) : Buffer.from(tensor.data);
+  const data =
+    type === GgmlType.F16 ? toF16(tensor.data) : type === GgmlType.Q8_0 ? quantizeQ8_0(floats(tensor.data)) : Buffer.from(tensor.data);
   return { name, dims: [...tensor.shape].reverse(), type, data };
 }
 
@@ -125,7 +131,9 @@ function specialTokenIds(tokenizer: TokenizerJson): Array<[string, GgufValue]> {
     ["cls_token_id", "[CLS]"],
     ["mask_token_id", "[MASK]"],
   ];
-  return keys.flatMap(([key, content]) => (idOf(content) === undefined ? [] : [[`tokenizer.ggml.${key}`, { u32: idOf(content)! }] as [string, GgufValue]]));
+  return keys.flatMap(([key, content]) =>
+    idOf(content) === undefined ? [] : [[`tokenizer.ggml.${key}`, { u32: idOf(content)! }] as [string, GgufValue]],
+  );
 }
 
 function hparam(config: Record<string, unknown>, key: string): number {
@@ -169,7 +177,13 @@ export function bertMetadata(model: SentenceTransformersModel, name: string, pre
  * Writes the GGUF; returns its size, sha256 and tensor count. `keptF16` replaces Q8_0's choice of F16
  * tensors: for bench/embedding-formats.ts, which measures the candidates.
  */
-export async function writeBertGguf(model: SentenceTransformersModel, path: string, name: string, precision: BertPrecision, keptF16 = Q8_0_KEPT_F16): Promise<{ bytes: number; sha256: string; tensors: number }> {
+export async function writeBertGguf(
+  model: SentenceTransformersModel,
+  path: string,
+  name: string,
+  precision: BertPrecision,
+  keptF16 = Q8_0_KEPT_F16,
+): Promise<{ bytes: number; sha256: string; tensors: number }> {
   const tensors = [...model.tensors].flatMap(([hfName, tensor]) => convertTensor(hfName, tensor, precision, keptF16) ?? []);
   const order = (n: string) => (n.startsWith("blk.") ? 1 : 0);
   tensors.sort((a, b) => order(a.name) - order(b.name) || a.name.localeCompare(b.name, "en", { numeric: true }));

@@ -11,7 +11,10 @@ export function readSafetensors(file: Buffer): Map<string, SafeTensor> {
   if (file.length < 8) throw new Error("model.safetensors is too short to be a safetensors file");
   const headerLength = Number(file.readBigUInt64LE(0));
   if (headerLength > file.length - 8) throw new Error("model.safetensors has a header longer than the file");
-  const header = JSON.parse(file.toString("utf8", 8, 8 + headerLength)) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>;
+  const header = JSON.parse(file.toString("utf8", 8, 8 + headerLength)) as Record<
+    string,
+    { dtype: string; shape: number[]; data_offsets: [number, number] }
+  >;
   const dataStart = 8 + headerLength;
   const tensors = new Map<string, SafeTensor>();
   for (const [name, entry] of Object.entries(header)) {

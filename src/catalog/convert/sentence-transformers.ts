@@ -51,7 +51,9 @@ export async function readSentenceTransformersZip(zipPath: string): Promise<Sent
   };
   const modules = files.has(`${root}modules.json`) ? json<Array<{ type: string; path: string }>>("modules.json") : [];
   const poolingModule = modules.find((m) => m.type.endsWith("Pooling"));
-  const poolingConfig = poolingModule ? json<Record<string, unknown>>(`${poolingModule.path}/config.json`) : { pooling_mode_mean_tokens: true };
+  const poolingConfig = poolingModule
+    ? json<Record<string, unknown>>(`${poolingModule.path}/config.json`)
+    : { pooling_mode_mean_tokens: true };
   return {
     config: json("config.json"),
     tokenizer: json("tokenizer.json"),

@@ -28,7 +28,11 @@ export async function ensureConvertedFile(entry: CatalogEntry, published: ModelF
   return { path, bytes: written.bytes, sha256: written.sha256 };
 }
 
-export async function findConvertedFile(entry: CatalogEntry, published: { sha256: string }, modelDir: string): Promise<{ path: string; bytes: number } | null> {
+export async function findConvertedFile(
+  entry: CatalogEntry,
+  published: { sha256: string },
+  modelDir: string,
+): Promise<{ path: string; bytes: number } | null> {
   const found = await findManifestedFile(modelDir, convertedSource(entry, published));
   return found ? { path: found.path, bytes: found.manifest.bytes } : null;
 }

@@ -28,7 +28,12 @@ export async function expandToF16(sourcePath: string, targetPath: string): Promi
   const stored = storedSizes(layout.tensors, layout.fileSize - layout.dataStart, layout.alignment);
   const plan = layout.tensors.map((tensor, i) => {
     const expand = tensor.type === GgmlType.Q4_1;
-    return { tensor, expand, type: expand ? GgmlType.F16 : tensor.type, size: expand ? alignUp(tensor.elements * 2, layout.alignment) : stored[i]! };
+    return {
+      tensor,
+      expand,
+      type: expand ? GgmlType.F16 : tensor.type,
+      size: expand ? alignUp(tensor.elements * 2, layout.alignment) : stored[i]!,
+    };
   });
 
   const source = await open(sourcePath, "r");
@@ -54,10 +59,16 @@ export async function expandToF16(sourcePath: string, targetPath: string): Promi
       offset += step.size;
     }
     const infoBytes = Buffer.concat(infos);
-    await write(Buffer.concat([infoBytes, Buffer.alloc(alignUp(written + infoBytes.length, layout.alignment) - written - infoBytes.length)]));
+    await write(
+      Buffer.concat([infoBytes, Buffer.alloc(alignUp(written + infoBytes.length, layout.alignment) - written - infoBytes.length)]),
+    );
 
     for (const [i, step] of plan.entries()) {
-      const raw = Buffer.alloc(step.expand ? (step.tensor.elements / Q4_1_BLOCK.values) * Q4_1_BLOCK.bytes : Math.min(stored[i]!, layout.fileSize - layout.dataStart - step.tensor.offset));
+      const raw = Buffer.alloc(
+        step.expand
+          ? (step.tensor.elements / Q4_1_BLOCK.values) * Q4_1_BLOCK.bytes
+          : Math.min(stored[i]!, layout.fileSize - layout.dataStart - step.tensor.offset),
+      );
       await source.read(raw, 0, raw.length, layout.dataStart + step.tensor.offset);
       const data = step.expand ? expandQ4_1(raw) : raw;
       await write(data.length === step.size ? data : Buffer.concat([data, Buffer.alloc(step.size - data.length)]));

@@ -144,7 +144,16 @@ function parse(head: Buffer, fileSize: number): GgufLayout {
     const offset = cursor.count();
     tensors.push({ name, dims, type, offset, elements: Number(dims.reduce((a, b) => a * b, 1n)) });
   }
-  return { version, alignment, metadataEnd, fileTypeValueOffset, tensors, general, dataStart: alignUp(cursor.position, alignment), fileSize };
+  return {
+    version,
+    alignment,
+    metadataEnd,
+    fileTypeValueOffset,
+    tensors,
+    general,
+    dataStart: alignUp(cursor.position, alignment),
+    fileSize,
+  };
 }
 
 export function alignUp(value: number, alignment: number): number {

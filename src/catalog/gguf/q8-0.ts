@@ -12,7 +12,8 @@ const BLOCK_BYTES = 2 + Q8_0_BLOCK_VALUES;
 const roundAwayFromZero = (x: number) => (x < 0 ? -Math.round(-x) : Math.round(x));
 
 export function quantizeQ8_0(values: Float32Array): Buffer {
-  if (values.length % Q8_0_BLOCK_VALUES !== 0) throw new Error(`Q8_0 needs rows of a multiple of ${Q8_0_BLOCK_VALUES} values, not ${values.length}`);
+  if (values.length % Q8_0_BLOCK_VALUES !== 0)
+    throw new Error(`Q8_0 needs rows of a multiple of ${Q8_0_BLOCK_VALUES} values, not ${values.length}`);
   const out = Buffer.alloc((values.length / Q8_0_BLOCK_VALUES) * BLOCK_BYTES);
   for (let block = 0, at = 0; at < values.length; block++, at += Q8_0_BLOCK_VALUES) {
     let amax = 0;

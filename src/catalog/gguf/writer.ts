@@ -62,7 +62,8 @@ function encodeValue(value: GgufValue): Buffer {
   }
   if ("bool" in value) return Buffer.concat([u32(Kind.BOOL), Buffer.from([value.bool ? 1 : 0])]);
   if ("str" in value) return Buffer.concat([u32(Kind.STRING), stringBytes(value.str)]);
-  if ("strings" in value) return Buffer.concat([u32(Kind.ARRAY), u32(Kind.STRING), u64(value.strings.length), ...value.strings.map(stringBytes)]);
+  if ("strings" in value)
+    return Buffer.concat([u32(Kind.ARRAY), u32(Kind.STRING), u64(value.strings.length), ...value.strings.map(stringBytes)]);
   const ints = Int32Array.from(value.i32s);
   return Buffer.concat([u32(Kind.ARRAY), u32(Kind.INT32), u64(ints.length), Buffer.from(ints.buffer, ints.byteOffset, ints.byteLength)]);
 }
@@ -81,7 +82,11 @@ function encodeHead(metadata: Array<[string, GgufValue]>, tensors: GgufTensor[])
 }
 
 /** Writes the file atomically (a crash leaves no partial file under `path`); returns its size and sha256. */
-export async function writeGguf(path: string, metadata: Array<[string, GgufValue]>, tensors: GgufTensor[]): Promise<{ bytes: number; sha256: string }> {
+export async function writeGguf(
+  path: string,
+  metadata: Array<[string, GgufValue]>,
+  tensors: GgufTensor[],
+): Promise<{ bytes: number; sha256: string }> {
   const temp = tempPathBeside(path);
   const file = await open(temp, "w");
   const hash = createHash("sha256");

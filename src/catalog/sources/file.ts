@@ -19,13 +19,19 @@ interface FileHashCache {
   sha256: string;
 }
 
-export async function resolveLocalGguf(path: string, modelsDir: string, kind: "gguf" | "zip" = "gguf"): Promise<{ path: string; bytes: number; sha256: string }> {
+export async function resolveLocalGguf(
+  path: string,
+  modelsDir: string,
+  kind: "gguf" | "zip" = "gguf",
+): Promise<{ path: string; bytes: number; sha256: string }> {
   const info = await stat(path).catch((err: NodeJS.ErrnoException) => {
     throw new Error(`local file ${path} is not readable (${err.code ?? err.message})`, { cause: err });
   });
   if (!info.isFile()) throw new Error(`local path ${path} is not a file`);
-  if (kind === "zip" && !(await startsWithMagic(path, ZIP_MAGIC))) throw new Error(`local file ${path} is not a zip of a sentence-transformers model folder`);
-  if (kind === "gguf" && !(await startsWithMagic(path, GGUF_MAGIC))) throw new Error(`local file ${path} is not a GGUF model (it does not begin with the bytes 'GGUF')`);
+  if (kind === "zip" && !(await startsWithMagic(path, ZIP_MAGIC)))
+    throw new Error(`local file ${path} is not a zip of a sentence-transformers model folder`);
+  if (kind === "gguf" && !(await startsWithMagic(path, GGUF_MAGIC)))
+    throw new Error(`local file ${path} is not a GGUF model (it does not begin with the bytes 'GGUF')`);
 
   const cachePath = join(modelsDir, "file-sources", `${createHash("sha256").update(path).digest("hex").slice(0, 24)}.json`);
   const cached = await readCache(cachePath);
@@ -35,7 +41,12 @@ export async function resolveLocalGguf(path: string, modelsDir: string, kind: "g
   const sha256 = await sha256File(path);
   // Only a speed-up: a read-only models dir must not stop a local model from being served.
   await mkdir(join(modelsDir, "file-sources"), { recursive: true })
-    .then(() => writeFileAtomic(cachePath, `${JSON.stringify({ path, size: info.size, mtimeMs: info.mtimeMs, sha256 } satisfies FileHashCache, null, 2)}\n`))
+    .then(() =>
+      writeFileAtomic(
+        cachePath,
+        `${JSON.stringify({ path, size: info.size, mtimeMs: info.mtimeMs, sha256 } satisfies FileHashCache, null, 2)}\n`,
+      ),
+    )
     .catch(() => {});
   return { path, bytes: info.size, sha256 };
 }

@@ -65,7 +65,12 @@ export async function fetchRelease(baseUrl: string, packageName: string, version
   return {
     packageName,
     version,
-    wheel: { filename: wheel.filename, url: new URL(wheel.url, `${baseUrl}/`).href, size: wheel.size, sha256: wheel.digests.sha256.toLowerCase() },
+    wheel: {
+      filename: wheel.filename,
+      url: new URL(wheel.url, `${baseUrl}/`).href,
+      size: wheel.size,
+      sha256: wheel.digests.sha256.toLowerCase(),
+    },
     requiresDist: project.data.info.version === version ? (project.data.info.requires_dist ?? []) : null,
   };
 }

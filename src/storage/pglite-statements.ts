@@ -30,7 +30,7 @@ export function preparedStatements(pglite: PGlite): PreparedStatements {
   const prepare = async (sql: string): Promise<Prepared> => {
     const name = `switchyard_${++counter}`;
     const { messages } = await pglite.execProtocol(
-      frame([
+      Buffer.concat([
         protocol.serialize.parse({ name, text: sql, types: [] }),
         protocol.serialize.describe({ type: "S", name }),
         protocol.serialize.sync(),
@@ -44,7 +44,7 @@ export function preparedStatements(pglite: PGlite): PreparedStatements {
   const closeOldest = async () => {
     const [sql, oldest] = bySql.entries().next().value as [string, Prepared];
     bySql.delete(sql);
-    await pglite.execProtocol(frame([protocol.serialize.close({ type: "S", name: oldest.name }), protocol.serialize.sync()]));
+    await pglite.execProtocol(Buffer.concat([protocol.serialize.close({ type: "S", name: oldest.name }), protocol.serialize.sync()]));
   };
 
   return {
@@ -58,7 +58,7 @@ export function preparedStatements(pglite: PGlite): PreparedStatements {
       }
       const values = params.map((value, i) => serialize(pglite, value, prepared.paramTypes[i]));
       const { messages } = await pglite.execProtocol(
-        frame([
+        Buffer.concat([
           protocol.serialize.bind({ statement: prepared.name, values }),
           protocol.serialize.describe({ type: "P" }),
           protocol.serialize.execute({}),
@@ -75,15 +75,4 @@ function serialize(pglite: PGlite, value: unknown, type: number | undefined): st
   if (value === null || value === undefined) return null;
   const serializer = type === undefined ? undefined : pglite.serializers[type];
   return serializer ? serializer(value) : String(value);
-}
-
-/** Protocol messages sent to PGlite in one call (it answers them all, up to the Sync). */
-function frame(messages: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(messages.reduce((sum, m) => sum + m.length, 0));
-  let offset = 0;
-  for (const m of messages) {
-    out.set(m, offset);
-    offset += m.length;
-  }
-  return out;
 }

@@ -19,7 +19,24 @@ export async function loadCatalog(options: LoadCatalogOptions = {}): Promise<Cat
   const entries = await readCatalogFile(DEFAULT_CATALOG_PATH);
   const extraPath = options.extraCatalogPath ?? (process.env.SWITCHYARD_CATALOG || undefined);
   if (!extraPath) return entries;
-  return mergeCatalogs(entries, await readCatalogFile(resolve(extraPath)));
+  const merged = mergeCatalogs(entries, await readCatalogFile(resolve(extraPath)));
+  checkNamesUnique(merged, `catalogs ${DEFAULT_CATALOG_PATH} + ${resolve(extraPath)}`);
+  return merged;
+}
+
+/** Every id and alias names one model: an alias that is another entry's id or alias would make a request ambiguous. */
+export function checkNamesUnique(entries: readonly CatalogEntry[], origin: string): void {
+  const owner = new Map<string, string>();
+  for (const [index, entry] of entries.entries()) {
+    for (const name of [entry.id, ...(entry.aliases ?? [])]) {
+      const other = owner.get(name);
+      if (other !== undefined) {
+        const problem = name === entry.id && other === entry.id ? "id appears more than once" : `'${name}' already names '${other}'`;
+        throw new Error(`Invalid ${origin}:\n  - entry #${index + 1} '${entry.id}': ${problem}`);
+      }
+      owner.set(name, entry.id);
+    }
+  }
 }
 
 /** A user entry with the same id replaces the default one in place; new ids are appended. */
@@ -54,11 +71,7 @@ export function parseCatalog(raw: unknown, origin: string): CatalogEntry[] {
     throw new Error(`Invalid catalog ${origin}:\n  - ${problems.join("\n  - ")}`);
   }
   const entries = result.data.models;
-  const seen = new Set<string>();
-  for (const [index, entry] of entries.entries()) {
-    if (seen.has(entry.id)) throw new Error(`Invalid catalog ${origin}:\n  - entry #${index + 1} '${entry.id}': id appears more than once`);
-    seen.add(entry.id);
-  }
+  checkNamesUnique(entries, `catalog ${origin}`);
   const catalogDir = dirname(origin);
   return entries.map((entry) => ({
     ...entry,

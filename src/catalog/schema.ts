@@ -10,6 +10,8 @@ import { BERT_PRECISIONS } from "./convert/bert-gguf.js";
 
 const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const DECIMAL = /^\d+(\.\d+)?$/;
+/** An alias has no slash, so it never reads as `<owner>/<model_name>` (a catalog id or a deployment's). */
+export const MODEL_ALIAS = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 export const CAPABILITY_TAGS = ["JSON", "Function", "Multimodal", "Embedding"] as const;
 
 function decimalString(example: string) {
@@ -60,6 +62,17 @@ const upstreamSchema = z.strictObject({
 const entrySchema = z
   .strictObject({
     id: z.string({ error: "must be a string" }).regex(MODEL_ID, { error: "must look like '<owner>/<model_name>'" }),
+    aliases: z
+      .array(
+        z
+          .string({ error: "must be a string" })
+          .regex(MODEL_ALIAS, { error: "must be a short name without a slash, such as 'smollm2-135m'" }),
+        {
+          error: "must be an array of short names",
+        },
+      )
+      .refine((aliases) => new Set(aliases).size === aliases.length, { error: "must not repeat an alias" })
+      .optional(),
     source: z
       .string({ error: "must be a string" })
       .refine((value) => parseSource(value) !== null, {

@@ -38,6 +38,12 @@ export interface UpstreamBackendSpec {
 export interface CatalogEntry {
   /** `<owner>/<model_name>` */
   id: string;
+  /**
+   * Short names requests may use instead of `id` (`smollm2-135m`): clients that read a slash in a
+   * model name as a provider prefix (the OpenAI Agents SDK, LiteLLM-style routers) can call the model.
+   * No slash; unique across the catalog. The response echoes the name the request used.
+   */
+  aliases?: string[];
   /** `pypi:<package>==<version>` or `file:<path to .gguf>`; absent when `backend` serves the model. */
   source?: string;
   /** OpenAI-compatible engines that serve the model instead of the embedded one (exactly one of `source`, `backend`). */

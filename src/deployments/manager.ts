@@ -121,7 +121,7 @@ class Deployments implements DeploymentManager {
 
   async create(caller: DeploymentCaller, input: Parameters<DeploymentService["create"]>[1]): Promise<Deployment> {
     const base = deployableEntry(this.catalog, input.model);
-    checkAllowed(caller.allowedModels, base.id);
+    checkAllowed(caller.allowedModels, base);
     const name = checkName(input.name, caller.accountName, this.catalog);
     const settings = resolveSettings(undefined, input.settings, this.limits);
     await this.checkRoom(caller.keyId, base, settings, settings.minInstances);
@@ -150,7 +150,7 @@ class Deployments implements DeploymentManager {
     const settings = resolveSettings(row.settings, changes, this.limits);
     const base = this.catalog.find((m) => m.id === row.model);
     if (base) {
-      checkAllowed(caller.allowedModels, base.id);
+      checkAllowed(caller.allowedModels, base);
       const more = settings.minInstances - row.openInstances;
       if (more > 0) await this.checkRoom(row.keyId, base, settings, more);
     }

@@ -15,13 +15,14 @@ export const DEFAULT_MAX_BATCH_SIZE = 4;
 export const MIN_CONTEXT_LENGTH = 256;
 
 /** A key limited to some models deploys only those: the same 404 as chat on a model outside its list. */
-export function checkAllowed(allowedModels: string[] | null, model: string): void {
-  if (allowedModels !== null && !allowedModels.includes(model)) throw new ModelNotFound(model);
+export function checkAllowed(allowedModels: string[] | null, base: CatalogEntry): void {
+  if (allowedModels !== null && ![base.id, ...(base.aliases ?? [])].some((name) => allowedModels.includes(name)))
+    throw new ModelNotFound(base.id);
 }
 
 /** The catalog model to deploy; a 400 that says why when it cannot be. */
 export function deployableEntry(catalog: readonly CatalogEntry[], model: string): CatalogEntry {
-  const entry = catalog.find((m) => m.id === model);
+  const entry = catalog.find((m) => m.id === model || (m.aliases ?? []).includes(model));
   const dedicated = catalog.filter((m) => m.dedicated === true).map((m) => m.id);
   const which = dedicated.length
     ? `Models that support them: ${dedicated.join(", ")}.`
@@ -95,7 +96,8 @@ function integerIn(value: number, low: number, high: number, param: string): voi
  * and no token prices, since its instance time is what is billed (requests report cost 0).
  */
 export function privateEntry(base: CatalogEntry, modelId: string, createdAt: Date): CatalogEntry {
-  const { pull: _pull, dedicated: _dedicated, ...rest } = base;
+  // The catalog's aliases name the public model, never an account's private copy of it.
+  const { pull: _pull, dedicated: _dedicated, aliases: _aliases, ...rest } = base;
   return {
     ...rest,
     id: modelId,

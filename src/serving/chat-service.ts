@@ -25,6 +25,7 @@ import { shapeChoice } from "./choice-shaping.js";
 import { checkedChoice } from "./output-check.js";
 import { meteredEvents, serverAbort, settlement } from "./metered-events.js";
 import type { Caller, ChatInput, ChatRun, ChatService } from "./types.js";
+import { canonicalId } from "./model-registry.js";
 
 export interface ChatServiceDeps extends AdmissionDeps {
   ledger: UsageLedger;
@@ -54,7 +55,7 @@ export function createChatService(deps: ChatServiceDeps): ChatService {
         requestId,
         accountId: caller.accountId,
         keyId: caller.keyId,
-        model: input.model,
+        model: canonicalId(deps.registry, input.model),
         api,
         batchId: caller.batchId,
       });
@@ -155,7 +156,8 @@ function eventPipeline(
   return {
     id: meter.context.requestId,
     created: Math.floor(Date.now() / 1000),
-    model: model.entry.id,
+    // The name the request used: an alias is echoed, as the caller named the model.
+    model: run.input.model,
     serviceTier: tier,
     systemFingerprint: model.systemFingerprint,
     rateLimits: admission.lease.state,

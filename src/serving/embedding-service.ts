@@ -10,6 +10,7 @@ import type { Caller, RequestContext } from "./types.js";
 import { beside, reserve, type Holdings } from "./admission.js";
 import { RequestMeter, type MeterOutcome } from "./request-meter.js";
 import { requireServedModel } from "./served-model.js";
+import { canonicalId } from "./model-registry.js";
 
 export interface EmbeddingInput {
   model: string;
@@ -47,7 +48,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         requestId,
         accountId: caller.accountId,
         keyId: caller.keyId,
-        model: input.model,
+        model: canonicalId(registry, input.model),
         api: "embeddings",
         batchId: caller.batchId,
       });
@@ -73,7 +74,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         await lease.release(promptTokens);
         // The row settles the budget reservation in the same statement.
         await meter.record(outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null }));
-        return { model: entry.id, serviceTier: tier, vectors, promptTokens, cost };
+        return { model: input.model, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {
         await Promise.allSettled([held.lease?.release(held.promptTokens)]);
         const status = signal.aborted ? "cancelled" : held.lease ? "failed" : "rejected";

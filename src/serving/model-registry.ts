@@ -36,8 +36,10 @@ export function visibleTo(model: ServedModel, accountId: string): boolean {
 
 /** The models this server publishes, and the backend serving each once it is loaded. */
 export interface ModelRegistry {
+  /** Each model once, under its canonical id. */
   list(): ServedModel[];
-  get(id: string): ServedModel | undefined;
+  /** The model an id or a catalog alias names. */
+  get(name: string): ServedModel | undefined;
   ready(id: string, backend: Backend, systemFingerprint?: string): void;
   readyEmbedder(id: string, embedder: EmbeddingBackend): void;
   failed(id: string, error: string): void;
@@ -52,6 +54,8 @@ export interface ModelRegistry {
 
 export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegistry {
   const models = new Map<string, ServedModel>(entries.map((entry) => [entry.id, { entry, state: "loading" }]));
+  // Aliases have no slash and deployments' ids do, so a deployment never takes an alias's name.
+  const aliases = new Map(entries.flatMap((entry) => (entry.aliases ?? []).map((alias) => [alias, entry.id] as const)));
   const mustGet = (id: string) => {
     const model = models.get(id);
     if (!model) throw new Error(`Model ${id} is not in this registry.`);
@@ -59,7 +63,7 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
   };
   return {
     list: () => [...models.values()],
-    get: (id) => models.get(id),
+    get: (name) => models.get(name) ?? models.get(aliases.get(name) ?? ""),
     ready(id, backend, systemFingerprint) {
       Object.assign(mustGet(id), { state: "ready", backend, systemFingerprint, error: undefined });
     },
@@ -87,6 +91,11 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
       await Promise.all([...models.values()].filter((m) => !m.dedicated).map((m) => (m.embedder ?? m.backend)?.close()));
     },
   };
+}
+
+/** The id a request's model name stands for (an alias resolved): what the ledger and the limits count under. */
+export function canonicalId(registry: Pick<ModelRegistry, "get">, name: string): string {
+  return registry.get(name)?.entry.id ?? name;
 }
 
 /**

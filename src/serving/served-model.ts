@@ -1,14 +1,23 @@
 import { CapacityUnavailable, InvalidRequest, ModelNotFound, ServiceError } from "../errors.js";
 import { visibleTo, type ModelRegistry, type ServedModel } from "./model-registry.js";
 
-/** Which API serves a model: a sentence-embedding model (catalog tag `Embedding`) only the embeddings API. */
-export type ModelApi = "chat" | "embeddings";
+/**
+ * Which API serves a model: a sentence-embedding model (catalog tag `Embedding`) only the embeddings
+ * API; `any`: an API every model takes (the token endpoints).
+ */
+export type ModelApi = "chat" | "embeddings" | "any";
 
-const servesEmbeddings = (model: ServedModel) => model.entry.tags.includes("Embedding");
+export const servesEmbeddings = (model: ServedModel) => model.entry.tags.includes("Embedding");
+
+/** Whether a key limited to some models may use this one: the key may list it by its id or by an alias. */
+export function allowedFor(allowedModels: readonly string[] | null, model: ServedModel): boolean {
+  return allowedModels === null || [model.entry.id, ...(model.entry.aliases ?? [])].some((name) => allowedModels.includes(name));
+}
 
 /**
- * The model a request names, once it can take the request: visible to the caller and allowed by its
- * key (else 404, as for a model that does not exist), served by this API (else 400), and loaded.
+ * The model a request names (by id or alias), once it can take the request: visible to the caller
+ * and allowed by its key (else 404, as for a model that does not exist), served by this API (else
+ * 400), and loaded.
  */
 export function requireServedModel(
   registry: ModelRegistry,
@@ -18,8 +27,7 @@ export function requireServedModel(
 ): ServedModel {
   const served = registry.get(id);
   // Another account's deployment is refused exactly like a model that does not exist.
-  if (!served || !visibleTo(served, caller.accountId) || (caller.allowedModels && !caller.allowedModels.includes(id)))
-    throw new ModelNotFound(id);
+  if (!served || !visibleTo(served, caller.accountId) || !allowedFor(caller.allowedModels, served)) throw new ModelNotFound(id);
   if (api === "chat" && servesEmbeddings(served)) {
     throw new InvalidRequest(
       `The model '${id}' is an embedding model: call POST /v1/embeddings with it, not this API.`,

@@ -122,6 +122,17 @@ test("a duplicated id within one file is refused", () => {
   );
 });
 
+test("aliases are short names without a slash, unique across ids and aliases", () => {
+  assert.deepEqual(parseCatalog({ models: [{ ...validEntry, aliases: ["tiny", "tiny-1"] }] }, "/c.json")[0]!.aliases, ["tiny", "tiny-1"]);
+  assert.match(invalidCatalogMessage({ ...validEntry, aliases: ["acme/tiny"] }), /aliases\[0\] must be a short name without a slash/);
+  assert.match(invalidCatalogMessage({ ...validEntry, aliases: ["tiny", "tiny"] }), /aliases must not repeat an alias/);
+  const other = { ...validEntry, id: "acme/other", aliases: ["tiny"] };
+  assert.throws(
+    () => parseCatalog({ models: [{ ...validEntry, aliases: ["tiny"] }, other] }, "/c.json"),
+    /entry #2 'acme\/other': 'tiny' already names 'acme\/tiny-model'/,
+  );
+});
+
 test("a user catalog adds a file: model (relative to the catalog's folder) and replaces same-id entries", async () => {
   await withTempDir(async (dir) => {
     const userCatalog = join(dir, "my-models.json");

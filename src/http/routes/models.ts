@@ -3,7 +3,11 @@ import { stringifyJson } from "../../protocol/money-json.js";
 import { pricingView } from "../../billing/pricing-view.js";
 import { Forbidden, ModelNotFound } from "../../errors.js";
 import { visibleTo, type ModelRegistry, type ServedModel } from "../../serving/model-registry.js";
+import { allowedFor } from "../../serving/served-model.js";
 import { callerOf } from "../auth.js";
+
+/** A model by its id or one of its aliases; each is listed once, under its id. */
+const named = (model: ServedModel, name: string) => model.entry.id === name || (model.entry.aliases ?? []).includes(name);
 
 function toWireModel({ entry, state, dedicated }: ServedModel) {
   return {
@@ -15,6 +19,7 @@ function toWireModel({ entry, state, dedicated }: ServedModel) {
       context_length: entry.context_length,
       precision: entry.precision,
       tags: entry.tags,
+      aliases: entry.aliases ?? [],
       pricing: pricingView(entry.pricing),
       dedicated_endpoint: entry.dedicated === true,
       status: state,
@@ -27,7 +32,7 @@ function toWireModel({ entry, state, dedicated }: ServedModel) {
 export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void {
   // Public models and the caller's own deployments; another account's are never listed.
   const visible = ({ allowedModels: allowed, accountId }: { allowedModels: string[] | null; accountId: string }) =>
-    registry.list().filter((m) => visibleTo(m, accountId) && (!allowed || allowed.includes(m.entry.id)));
+    registry.list().filter((m) => visibleTo(m, accountId) && allowedFor(allowed, m));
 
   app.get("/models", async (request, reply) => {
     const data = visible(callerOf(request)).map(toWireModel);
@@ -38,7 +43,7 @@ export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void
   // already decoded it: decoding again turned `%25` into a stray `%` (a 500 for `a%25b`).
   app.get("/models/*", async (request, reply) => {
     const id = (request.params as { "*": string })["*"];
-    const model = visible(callerOf(request)).find((m) => m.entry.id === id);
+    const model = visible(callerOf(request)).find((m) => named(m, id));
     if (!model) throw new ModelNotFound(id);
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireModel(model)));
   });
@@ -46,7 +51,7 @@ export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void
   // The SDK's models.delete: OpenAI deletes fine-tuned models; here no model can be deleted by a key.
   app.delete("/models/*", async (request) => {
     const id = (request.params as { "*": string })["*"];
-    const model = visible(callerOf(request)).find((m) => m.entry.id === id);
+    const model = visible(callerOf(request)).find((m) => named(m, id));
     if (!model) throw new ModelNotFound(id);
     const how = model.dedicated
       ? "Delete its deployment (DELETE /v1/deployments/{id}) instead."

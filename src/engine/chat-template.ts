@@ -54,7 +54,7 @@ export function chatTemplateFor(
         text = template.render({
           messages: conversation,
           ...(rendersTools && tools.length > 0 ? { tools: tools.map(templateTool) } : {}),
-          add_generation_prompt: true,
+          add_generation_prompt: options.addGenerationPrompt ?? true,
           bos_token: bosToken,
           eos_token: eosToken,
           // Qwen3-style templates read this; a template that does not simply ignores it.

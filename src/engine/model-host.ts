@@ -73,6 +73,10 @@ export interface ModelHost {
   tokenizeChat(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[], options?: PromptOptions): Promise<RenderedPrompt>;
   /** A raw prompt's tokens, with no chat template: BOS first where the tokenizer adds one, special tokens parsed. */
   tokenizeText(text: string, options?: Pick<PromptOptions, "fairnessKey">): Promise<Token[]>;
+  /** Tokens back into text, special tokens spelled out (`/detokenize`); ids must be below `vocabularySize`. */
+  detokenize(tokens: readonly Token[]): string;
+  /** The token as text, special tokens spelled out. */
+  tokenText(token: Token): string;
   /** A prediction's text (Predicted Outputs) as the plain tokens the model would generate for it: no BOS. */
   tokenizePrediction(text: string, options?: Pick<PromptOptions, "fairnessKey">): Promise<Token[]>;
   /** Lower bounds on a prompt's tokens, found cheaply without rendering or tokenizing it. */
@@ -168,6 +172,8 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
       contextWindow,
       vocabularySize: model.vocabularySize,
       ...promptTokenizers(model, template, prompts),
+      detokenize: model.detokenize,
+      tokenText: model.tokenText,
       templateRendersTools: template.rendersTools,
       generate: (request, signal, pause) => router.generate(request, signal, pause),
       stats: () => router.stats(),

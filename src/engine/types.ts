@@ -32,6 +32,8 @@ export interface ToolDefinition {
 export interface PromptOptions {
   /** `false`: ask the template not to think (passed as `enable_thinking: false`). Absent: the template's default. */
   thinking?: boolean;
+  /** `false`: render the conversation without the assistant turn's opening (for counting tokens). Absent: true. */
+  addGenerationPrompt?: boolean;
   /**
    * Whose prompt it is (the account), opaque to the engine: the prompt workers are shared fairly
    * between keys, so one key's huge prompts cannot hold them all.

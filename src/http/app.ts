@@ -16,7 +16,9 @@ import { consoleRoutes } from "./console.js";
 import { accountKeyRoutes } from "./routes/account-keys.js";
 import { chatRoutes } from "./routes/chat.js";
 import { embeddingsRoutes } from "./routes/embeddings.js";
+import { tokenRoutes } from "./routes/tokens.js";
 import type { EmbeddingService } from "../serving/embedding-service.js";
+import type { TokenService } from "../serving/token-service.js";
 import { docsRoutes } from "./routes/docs.js";
 import { completionsRoutes } from "./routes/completions.js";
 import { deploymentRoutes } from "./routes/deployments.js";
@@ -44,6 +46,8 @@ export interface AppDeps {
   chat: ChatService;
   /** `/v1/embeddings`; absent: the route is not served. */
   embeddings?: EmbeddingService;
+  /** `/tokenize` and `/detokenize` (at the root and under each prefix); absent: not served. */
+  tokens?: TokenService;
   registry: ModelRegistry;
   authenticate: Authenticate;
   /** The usage report reads the ledger; the route only ever queries the caller's own account. */
@@ -109,10 +113,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     if (deps.deployments) deploymentRoutes(routes, deps.deployments);
     void routes.register(consoleRoutes);
     void routes.register(docsRoutes);
+    // vLLM and llama-server serve these at the root; SDKs with a `/v1` base URL find them under it.
+    if (deps.tokens) tokenRoutes(routes, deps.tokens);
     for (const prefix of API_PREFIXES) {
       void routes.register(
         async (api) => {
           modelRoutes(api, deps.registry);
+          if (deps.tokens) tokenRoutes(api, deps.tokens);
           if (deps.batches) {
             fileRoutes(api, deps.batches.service, deps.batches.files, deps.batches.limits);
             batchRoutes(api, deps.batches.service);

@@ -1,7 +1,7 @@
 import type { z } from "zod";
-import type { ChatMessage } from "../serving/types.js";
+import type { ChatMessage, ToolDefinition } from "../serving/types.js";
 import { InvalidRequest } from "../errors.js";
-import { chatRequestSchema, type ChatRequestBody, type WireMessage, type WirePrediction } from "../protocol/chat-request.js";
+import { chatRequestSchema, type ChatRequestBody, type WireMessage, type WirePrediction, type WireTool } from "../protocol/chat-request.js";
 import type { ChatInput } from "../serving/types.js";
 import { innermostIssue } from "../protocol/zod-issues.js";
 
@@ -87,11 +87,7 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
         : format?.type === "json_schema"
           ? { type: "json_schema", schema: format.json_schema.schema }
           : undefined,
-    tools: body.tools?.map((t) => ({
-      name: t.function.name,
-      ...(t.function.description !== undefined ? { description: t.function.description } : {}),
-      parameters: t.function.parameters ?? { type: "object", properties: {} },
-    })),
+    tools: body.tools ? toToolDefinitions(body.tools) : undefined,
     toolChoice: choice == null ? undefined : typeof choice === "string" ? choice : { name: choice.function.name },
     ...(body.reasoning_effort ? { reasoningEffort: body.reasoning_effort } : {}),
     ...(body.prompt_cache_key != null ? { promptCacheKey: body.prompt_cache_key } : {}),
@@ -100,13 +96,22 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
   };
 }
 
+/** Wire tools as the service takes them: a tool without parameters takes an empty object. */
+export function toToolDefinitions(tools: readonly WireTool[]): ToolDefinition[] {
+  return tools.map((t) => ({
+    name: t.function.name,
+    ...(t.function.description !== undefined ? { description: t.function.description } : {}),
+    parameters: t.function.parameters ?? { type: "object", properties: {} },
+  }));
+}
+
 /** A prediction's text: its string, or its text parts joined with nothing between them. */
 export function predictionText(prediction: WirePrediction): string {
   const content = prediction.content;
   return typeof content === "string" ? content : content.map((part) => part.text).join("");
 }
 
-function toChatMessage(message: WireMessage, index: number): ChatMessage {
+export function toChatMessage(message: WireMessage, index: number): ChatMessage {
   const role = message.role === "developer" ? "system" : message.role;
   const content = message.content ?? "";
   const toolCalls = message.tool_calls?.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));

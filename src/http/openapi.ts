@@ -2,6 +2,7 @@ import { z } from "zod";
 import { chatRequestSchema } from "../protocol/chat-request.js";
 import { completionsRequestSchema } from "../protocol/completions-request.js";
 import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
+import { detokenizeRequestSchema, tokenizeRequestSchema } from "../protocol/tokenize-request.js";
 import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { createBatchSchema, listBatchesQuery, listFilesQuery, uploadFileForm } from "../protocol/batches-request.js";
 import { API_PREFIXES } from "./api-paths.js";
@@ -89,6 +90,29 @@ const API_OPERATIONS: Operation[] = [
         '`{object: "list", data: [{object: "embedding", index, embedding}], model, usage: {prompt_tokens, total_tokens, estimated_cost}}`; `embedding` is floats, or base64 of little-endian float32 with `encoding_format: "base64"`.',
     },
     errors: [400, 401, 402, 404, 429, 503],
+  },
+  {
+    method: "post",
+    path: "/tokenize",
+    id: "tokenize",
+    summary:
+      "Token ids of a prompt, or of chat messages rendered as a chat request renders them (vLLM's shape; authenticated, counted against the request rate, never billed)",
+    auth: "key",
+    body: tokenizeRequestSchema,
+    response: {
+      description: "`{count, max_model_len, tokens, token_strs?}`; for messages, `count` is that chat request's `usage.prompt_tokens`.",
+    },
+    errors: [400, 401, 404, 429, 503],
+  },
+  {
+    method: "post",
+    path: "/detokenize",
+    id: "detokenize",
+    summary: "Token ids of a model back into text, special tokens spelled out",
+    auth: "key",
+    body: detokenizeRequestSchema,
+    response: { description: "`{prompt}`" },
+    errors: [400, 401, 404, 429, 503],
   },
   {
     method: "get",
@@ -654,6 +678,9 @@ export function openApiDocument(version: string): Record<string, unknown> {
     }
   }
   for (const op of OTHER_OPERATIONS) add(op.path, op.method, operationObject(op, op.id));
+  // The token endpoints are served at the root too, where vLLM and llama-server serve them.
+  for (const op of API_OPERATIONS.filter((o) => o.path === "/tokenize" || o.path === "/detokenize"))
+    add(op.path, op.method, operationObject(op, `${op.id}_root`));
   return {
     openapi: "3.1.0",
     info: {

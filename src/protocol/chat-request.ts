@@ -24,7 +24,7 @@ const toolCall = z.object({
   function: z.object({ name: functionName, arguments: text }),
 });
 
-const message = z.object({
+export const message = z.object({
   role: z.enum(["system", "developer", "user", "assistant", "tool"], {
     error: (issue) => `Invalid value ${preview(issue.input)}: 'role' must be one of 'system', 'developer', 'user', 'assistant', 'tool'.`,
   }),
@@ -34,7 +34,7 @@ const message = z.object({
   tool_call_id: identifier().nullish(),
 });
 
-const tool = z.object({
+export const tool = z.object({
   type: z.literal("function"),
   function: z.object({
     name: functionName,

@@ -2,6 +2,7 @@ import { Worker } from "node:worker_threads";
 import { availableParallelism } from "node:os";
 import { loadModel, type LoadedModel } from "../native/loaded-model.js";
 import type { ServiceTier } from "../../protocol/tiers.js";
+import type { Token } from "../types.js";
 import type { EmbedFailure, EmbedReply, EmbeddingRunnerInit } from "./embedding-protocol.js";
 import { EmbeddingQueue, type EmbeddingStats, type QueuedInput } from "./embedding-queue.js";
 
@@ -32,8 +33,12 @@ export interface EmbeddingHost {
   /** Tokens one input may hold, CLS and SEP included (the model's trained context). */
   readonly maxInputTokens: number;
   readonly vocabularySize: number;
-  /** The text's token ids as the model sees them: CLS, WordPiece tokens, SEP. */
-  tokenize(text: string): Int32Array;
+  /** The text's token ids as the model sees them: CLS, WordPiece tokens, SEP (`addSpecial` false: the WordPiece tokens alone). */
+  tokenize(text: string, addSpecial?: boolean): Int32Array;
+  /** Token ids back into text, CLS and SEP spelled out. */
+  detokenize(ids: readonly number[]): string;
+  /** One token as text. */
+  tokenText(id: number): string;
   /** Token ids a client sent: wrapped in CLS/SEP where they are not already. */
   wrapTokens(ids: readonly number[]): Int32Array;
   /** Each input's L2-normalised embedding, in order. Rejects with EmbeddingQueueFull when too many wait. */
@@ -76,7 +81,9 @@ export async function createEmbeddingHost(options: EmbeddingHostOptions): Promis
     dimensions,
     maxInputTokens,
     vocabularySize: model.vocabularySize,
-    tokenize: (text) => Int32Array.from(model.tokenize(text, { addSpecial: true })),
+    tokenize: (text, addSpecial = true) => Int32Array.from(model.tokenize(text, { addSpecial })),
+    detokenize: (ids) => model.detokenize(ids as Token[]),
+    tokenText: (id) => model.tokenText(id as Token),
     wrapTokens: (ids) => wrapTokens(model, ids),
     embed: (inputs, tier, signal) => queue.submit(inputs, tier, signal),
     stats: () => queue.stats(),

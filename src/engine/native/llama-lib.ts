@@ -98,6 +98,15 @@ export interface LlamaLibrary {
     parseSpecial: boolean,
   ): number;
   llama_token_to_piece(vocab: Handle, token: number, out: Buffer, length: number, lstrip: number, special: boolean): number;
+  llama_detokenize(
+    vocab: Handle,
+    tokens: Int32Array,
+    count: number,
+    out: Buffer,
+    max: number,
+    removeSpecial: boolean,
+    unparseSpecial: boolean,
+  ): number;
   llama_sampler_chain_init(params: { no_perf: boolean }): Handle;
   llama_sampler_chain_add(chain: Handle, sampler: Handle): void;
   llama_sampler_free(sampler: Handle): void;
@@ -156,6 +165,7 @@ const DECLARATIONS = [
   "bool llama_vocab_get_add_eos(uintptr_t vocab)",
   "int32_t llama_tokenize(uintptr_t vocab, const uint8_t *text, int32_t len, _Out_ int32_t *tokens, int32_t max, bool add_special, bool parse_special)",
   "int32_t llama_token_to_piece(uintptr_t vocab, int32_t token, _Out_ uint8_t *buf, int32_t length, int32_t lstrip, bool special)",
+  "int32_t llama_detokenize(uintptr_t vocab, const int32_t *tokens, int32_t n_tokens, _Out_ uint8_t *text, int32_t text_len_max, bool remove_special, bool unparse_special)",
   "uintptr_t llama_sampler_chain_init(llama_sampler_chain_params params)",
   "void llama_sampler_chain_add(uintptr_t chain, uintptr_t smpl)",
   "void llama_sampler_free(uintptr_t smpl)",

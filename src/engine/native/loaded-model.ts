@@ -37,6 +37,7 @@ export function loadModel(path: string): LoadedModel {
     pieceBytes: vocabulary.pieceBytes,
     tokenText: vocabulary.tokenText,
     isEndOfGeneration: vocabulary.isEndOfGeneration,
+    detokenize: vocabulary.detokenize,
     free: () => lib.llama_model_free(handle),
   };
 }

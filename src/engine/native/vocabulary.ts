@@ -31,6 +31,8 @@ export interface Vocabulary {
   pieceBytes(token: Token): Uint8Array;
   /** The token as text, special tokens spelled out (for log probabilities). */
   tokenText(token: Token): string;
+  /** Tokens back into text as the tokenizer writes it (a leading space prefix removed), special tokens spelled out. */
+  detokenize(tokens: readonly Token[]): string;
   isEndOfGeneration(token: Token): boolean;
 }
 
@@ -87,6 +89,7 @@ export function openVocabulary(lib: LlamaLibrary, vocab: Handle, { bounds = true
       return text;
     },
     isEndOfGeneration: (token) => lib.llama_vocab_is_eog(vocab, token),
+    detokenize: (tokens) => detokenizeAll(lib, vocab, Int32Array.from(tokens)),
   };
 }
 
@@ -142,6 +145,17 @@ function tokenizeBytes(lib: LlamaLibrary, vocab: Handle, bytes: Buffer, addSpeci
   }
   if (count < 0) throw new Error(`llama.cpp could not tokenize a text of ${bytes.length} bytes`);
   return out.subarray(0, count);
+}
+
+function detokenizeAll(lib: LlamaLibrary, vocab: Handle, tokens: Int32Array): string {
+  let out = Buffer.alloc(tokens.length * 8 + 16);
+  let length = lib.llama_detokenize(vocab, tokens, tokens.length, out, out.length, false, true);
+  if (length < 0) {
+    out = Buffer.alloc(-length);
+    length = lib.llama_detokenize(vocab, tokens, tokens.length, out, out.length, false, true);
+  }
+  if (length < 0) throw new Error(`llama.cpp could not detokenize ${tokens.length} tokens`);
+  return out.subarray(0, length).toString("utf8");
 }
 
 function tokenPiece(lib: LlamaLibrary, vocab: Handle, token: Token, special: boolean): Uint8Array {

@@ -1,0 +1,121 @@
+import { CapacityUnavailable, InvalidRequest } from "../errors.js";
+import type { RateLimitState } from "../protocol/rate-limit-headers.js";
+import type { RequestLimits } from "../limits/ports.js";
+import { PromptRejected } from "../backends/backend.js";
+import type { ModelRegistry, ServedModel } from "./model-registry.js";
+import { requireServedModel, servesEmbeddings } from "./served-model.js";
+import type { Caller, ChatMessage, ToolDefinition } from "./types.js";
+
+export interface TokenizeInput {
+  model: string;
+  /** A raw text, or a conversation rendered by the chat template (exactly one). */
+  prompt?: { text: string; addSpecialTokens: boolean };
+  chat?: { messages: ChatMessage[]; tools: ToolDefinition[]; addGenerationPrompt: boolean };
+  withTokenTexts: boolean;
+}
+
+export interface TokenizeResult {
+  tokens: number[];
+  /** Each token as text, when asked for. */
+  tokenTexts?: string[];
+  /** Tokens one request may hold on this model. */
+  maxModelLength: number;
+  rateLimits?: RateLimitState;
+}
+
+export interface TokenService {
+  tokenize(caller: Caller, input: TokenizeInput): Promise<TokenizeResult>;
+  detokenize(caller: Caller, input: { model: string; tokens: number[] }): Promise<{ text: string; rateLimits?: RateLimitState }>;
+}
+
+/** What tokenizing needs of a model, chat or embedding alike. */
+interface Tokenizer {
+  maxModelLength: number;
+  vocabularySize: number;
+  tokenize(input: TokenizeInput, fairnessKey: string): Promise<readonly number[]>;
+  detokenize(tokens: readonly number[]): string;
+  tokenText(token: number): string;
+}
+
+/**
+ * `/tokenize` and `/detokenize`: the served model's own tokenizer, the chat template rendered as a
+ * chat request renders it (so `count` is that request's `prompt_tokens`). Each call counts against
+ * the key's request rate like any request; nothing is billed and no ledger row is written.
+ */
+export function createTokenService({ registry, limits }: { registry: ModelRegistry; limits: RequestLimits }): TokenService {
+  const admitted = async (caller: Caller, model: ServedModel) => {
+    const lease = await limits.admit({ ...caller, model: model.entry.id, estimatedTokens: 0, limits: caller.limits });
+    await lease.release(0);
+    return lease.state;
+  };
+  return {
+    async tokenize(caller, input) {
+      const served = requireServedModel(registry, caller, input.model, "any");
+      const tokenizer = tokenizerOf(served);
+      const rateLimits = await admitted(caller, served);
+      const tokens = [...(await tokenizer.tokenize(input, caller.accountId))];
+      const tokenTexts = input.withTokenTexts ? tokens.map((token) => tokenizer.tokenText(token)) : undefined;
+      return { tokens, maxModelLength: tokenizer.maxModelLength, rateLimits, ...(tokenTexts ? { tokenTexts } : {}) };
+    },
+    async detokenize(caller, input) {
+      const served = requireServedModel(registry, caller, input.model, "any");
+      const tokenizer = tokenizerOf(served);
+      const outside = input.tokens.findIndex((token) => token >= tokenizer.vocabularySize);
+      if (outside >= 0)
+        throw new InvalidRequest(
+          `Invalid 'tokens[${outside}]': token id ${input.tokens[outside]} is outside the model's vocabulary of ${tokenizer.vocabularySize} tokens.`,
+          `tokens[${outside}]`,
+          "invalid_value",
+        );
+      const rateLimits = await admitted(caller, served);
+      return { text: tokenizer.detokenize(input.tokens), rateLimits };
+    },
+  };
+}
+
+function tokenizerOf(served: ServedModel): Tokenizer {
+  const id = served.entry.id;
+  if (servesEmbeddings(served)) {
+    const embedder = served.embedder;
+    if (!embedder) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
+    return {
+      maxModelLength: embedder.maxInputTokens,
+      vocabularySize: embedder.vocabularySize,
+      async tokenize(input) {
+        if (!input.prompt)
+          throw new InvalidRequest(`The model '${id}' is an embedding model: it has no chat template; send 'prompt'.`, "messages");
+        return Array.from(embedder.tokenize(input.prompt.text, input.prompt.addSpecialTokens));
+      },
+      detokenize: (tokens) => embedder.detokenize(tokens),
+      tokenText: (token) => embedder.tokenText(token),
+    };
+  }
+  const backend = served.backend;
+  if (!backend) throw new CapacityUnavailable(`The model '${id}' is still loading; retry shortly.`, 5);
+  const { detokenize, tokenText } = backend;
+  if (!detokenize || !tokenText)
+    throw new InvalidRequest(
+      `The model '${id}' is served by an upstream engine, which tokenizes it: call that engine's /tokenize.`,
+      "model",
+      "model_not_supported",
+    );
+  return {
+    maxModelLength: backend.contextWindow,
+    vocabularySize: backend.vocabularySize,
+    async tokenize(input, fairnessKey) {
+      const prompt = input.chat
+        ? await backend
+            .prepare(input.chat.messages, input.chat.tools, { fairnessKey, addGenerationPrompt: input.chat.addGenerationPrompt })
+            .catch((error: unknown) => {
+              throw error instanceof PromptRejected ? new InvalidRequest(error.message, "messages") : error;
+            })
+        : input.prompt!.addSpecialTokens
+          ? await backend.prepareText(input.prompt!.text, { fairnessKey })
+          : await backend.preparePrediction!(input.prompt!.text, { fairnessKey });
+      // A backend that knows its tokenizer also knows each prompt's tokens (the detokenize check above).
+      return prompt.tokens ?? [];
+    },
+    detokenize,
+    tokenText,
+  };
+}

@@ -143,7 +143,7 @@ function printTable(rows: ReturnType<typeof row>[], background: { requests: numb
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) => `| ${c.map((v, i) => v.padEnd(widths[i]!)).join(" | ")} |`;
-  process.stdout.write([line(header), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n") + "\n");
+  process.stdout.write(`${[line(header), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n")}\n`);
   process.stdout.write(
     `public background load: ${background.requests} requests (${background.failed} failed), ${background.outputTokensPerSecond} output tok/s\n`,
   );

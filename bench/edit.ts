@@ -97,7 +97,7 @@ export function alterPrediction(answer: string, id: string): { text: string; alt
     }
     const words = [...line.matchAll(/[A-Za-z_][A-Za-z0-9_]{2,}/g)];
     const last = words.at(-1);
-    lines[i] = last ? line.slice(0, last.index + last[0].length) + "2" + line.slice(last.index + last[0].length) : `${line} x`;
+    lines[i] = last ? `${line.slice(0, last.index + last[0].length)}2${line.slice(last.index + last[0].length)}` : `${line} x`;
   }
   return { text: lines.join("\n"), alteredLines: [...chosen].sort((a, b) => a - b) };
 }

@@ -35,7 +35,7 @@ const WORDS =
 /** A short sentence of 8 to 16 words, fixed by its index: the same inputs for every target. */
 function sentence(i: number): string {
   const length = 8 + (i % 9);
-  return Array.from({ length }, (_, k) => WORDS[(i * 7 + k * 13) % WORDS.length]).join(" ") + ` ${i}.`;
+  return `${Array.from({ length }, (_, k) => WORDS[(i * 7 + k * 13) % WORDS.length]).join(" ")} ${i}.`;
 }
 
 async function embedOnce(target: RunningTarget["target"], input: string | string[]): Promise<{ ms: number; ok: boolean }> {

@@ -213,7 +213,10 @@ async function reconcile(ledger: pg.Client) {
     rows_for_admitted_requests: rows.length - rejectedRows,
     rows_missing: missing,
     rows_doubled: doubled,
-    statuses: rows.reduce<Record<string, number>>((acc, r) => ((acc[r.status] = (acc[r.status] ?? 0) + 1), acc), {}),
+    statuses: rows.reduce<Record<string, number>>((acc, r) => {
+      acc[r.status] = (acc[r.status] ?? 0) + 1;
+      return acc;
+    }, {}),
     completed: { client_cost_usd: sums.completedClientCost, ledger_cost_usd: sums.completedLedgerCost },
     unfinished: {
       tokens_received: sums.otherTokensReceived,

@@ -174,7 +174,10 @@ function rssSampler(pid: number | undefined) {
   read();
   const timer = setInterval(read, 500);
   return {
-    peak: () => (read(), peak),
+    peak: () => {
+      read();
+      return peak;
+    },
     stop: () => clearInterval(timer),
   };
 }

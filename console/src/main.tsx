@@ -68,15 +68,15 @@ function App() {
           ))}
         </nav>
         <span class="who">{session ? "API key" : "no key"}</span>
-        <button class="ghost" onClick={() => setTheme(toggleTheme())} title="Switch between light and dark">
+        <button type="button" class="ghost" onClick={() => setTheme(toggleTheme())} title="Switch between light and dark">
           {theme === "dark" ? "Light" : "Dark"}
         </button>
         {session ? (
-          <button class="ghost" onClick={signOut}>
+          <button type="button" class="ghost" onClick={signOut}>
             Sign out
           </button>
         ) : (
-          <button class="ghost" onClick={() => (location.hash = "")}>
+          <button type="button" class="ghost" onClick={() => (location.hash = "")}>
             Sign in
           </button>
         )}

@@ -38,7 +38,7 @@ export function writeServerFile(dataDir: string, server: LocalServer): void {
   const contents: ServerFile = { pid: process.pid, url: server.url, adminToken: server.adminToken };
   // Write then rename, so a reader never sees a half-written file; the temp file is 0600 from birth.
   const temporary = `${serverFilePath(dataDir)}.${process.pid}.tmp`;
-  writeFileSync(temporary, JSON.stringify(contents, null, 2) + "\n", { mode: 0o600 });
+  writeFileSync(temporary, `${JSON.stringify(contents, null, 2)}\n`, { mode: 0o600 });
   renameSync(temporary, serverFilePath(dataDir));
 }
 

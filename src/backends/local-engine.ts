@@ -87,7 +87,7 @@ async function* backendErrors(events: AsyncGenerator<EngineEvent>): AsyncGenerat
 }
 
 /** A choice refused before it queued: its stream throws at its first read, like any refusal. */
-// eslint-disable-next-line require-yield
+// biome-ignore lint/correctness/useYield: it only throws, at its first read, as every refusal does
 async function* failing(error: unknown): AsyncGenerator<EngineEvent> {
   throw translate(error);
 }

@@ -183,7 +183,7 @@ function tracked(stream: AsyncGenerator<EngineEvent>, release: () => void): Asyn
 }
 
 /** A stream refused before it queued: it throws at its first read, like any refusal. */
-// eslint-disable-next-line require-yield
+// biome-ignore lint/correctness/useYield: it only throws, at its first read, as every refusal does
 async function* refused(error: Error): AsyncGenerator<EngineEvent> {
   throw error;
 }

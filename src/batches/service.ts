@@ -59,7 +59,7 @@ const notFound = (kind: string, id: string) => new NotFound(`No ${kind} with id 
  * is created: a bad file fails it at once, with an error file naming each bad line.
  */
 export function createBatchService(deps: BatchServiceDeps) {
-  const { db, files, limits } = deps;
+  const { db, files } = deps;
   return {
     uploadFile: (caller: Caller, parts: AsyncIterable<UploadPart>) => storeUpload(deps, caller, parts),
 

@@ -72,7 +72,7 @@ const FINAL_ROW_TYPES = [
  * reservation charged with its cost in the same statement: the rows and the keys' spend change
  * together or not at all.
  */
-async function writeFinalRows(db: Database, records: UsageRecord[]): Promise<void[]> {
+async function writeFinalRows(db: Database, records: UsageRecord[]): Promise<undefined[]> {
   const values = valuesList(records.map(finalRowValues), FINAL_ROW_TYPES);
   await db.query(
     `WITH q (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens, completion_tokens, cost_usd,

@@ -46,7 +46,7 @@ export function lockDataDir(dataDir: string): DataDirLock {
 /** Creates the lock file complete or not at all: written aside, then hard-linked into place (fails if it exists). */
 function tryCreate(path: string, contents: LockContents): boolean {
   const temporary = `${path}.${process.pid}-${randomBytes(4).toString("hex")}.tmp`;
-  writeFileSync(temporary, JSON.stringify(contents) + "\n", { mode: 0o600 });
+  writeFileSync(temporary, `${JSON.stringify(contents)}\n`, { mode: 0o600 });
   try {
     linkSync(temporary, path);
     return true;
@@ -62,7 +62,7 @@ function heldLock(path: string, contents: LockContents): DataDirLock {
   return {
     listening(url) {
       const temporary = `${path}.${process.pid}.tmp`;
-      writeFileSync(temporary, JSON.stringify({ ...contents, url }) + "\n", { mode: 0o600 });
+      writeFileSync(temporary, `${JSON.stringify({ ...contents, url })}\n`, { mode: 0o600 });
       renameSync(temporary, path);
     },
     release() {

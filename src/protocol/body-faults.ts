@@ -60,8 +60,7 @@ function keyFault(value: object, path: () => string): BodyFault | null {
     if (fault) return fault;
     const member = (value as Record<string, unknown>)[key];
     const prototypeKey =
-      key === "__proto__" ||
-      (key === "constructor" && member !== null && typeof member === "object" && Object.prototype.hasOwnProperty.call(member, "prototype"));
+      key === "__proto__" || (key === "constructor" && member !== null && typeof member === "object" && Object.hasOwn(member, "prototype"));
     if (prototypeKey)
       return {
         param: path(),

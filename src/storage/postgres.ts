@@ -105,7 +105,14 @@ export async function holdAdvisoryLock(url: string, key: string, onError: (error
   // Until it is held again, another process may close this one's rows as a dead owner's; its own
   // final writes then change nothing and its reservations are not charged twice (see recovery.ts).
   const retake = (): void => {
-    setTimeout(() => void take().catch((error: Error) => (onError(error), released || retake())), 1000).unref();
+    setTimeout(
+      () =>
+        void take().catch((error: Error) => {
+          onError(error);
+          if (!released) retake();
+        }),
+      1000,
+    ).unref();
   };
   await take();
   return {

@@ -136,7 +136,7 @@ describe("a deployment called through another server sharing the database", () =
   });
 
   test("a forged or spent batch-line token is refused by the owner", async () => {
-    for (const token of ["sy-batch-" + "A".repeat(32), "sy-batch-short"]) {
+    for (const token of [`sy-batch-${"A".repeat(32)}`, "sy-batch-short"]) {
       const reply = await postChat(
         a!,
         { model: modelId, messages: MESSAGES, max_tokens: 4 },

@@ -240,11 +240,13 @@ function chiSquareSurvival(x: number, k: number): number {
   const z = x / 2;
   if (z <= 0) return 1;
   const logGamma = (v: number): number => {
+    // biome-ignore lint/correctness/noPrecisionLoss: Lanczos's coefficients as published (Numerical Recipes' gammln)
     const c = [76.18009172947146, -86.50532032941677, 24.01409824083091, -1.231739572450155, 0.1208650973866179e-2, -0.5395239384953e-5];
     let y = v;
     const t = v + 5.5 - (v + 0.5) * Math.log(v + 5.5);
     let sum = 1.000000000190015;
     for (const coefficient of c) sum += coefficient / ++y;
+    // biome-ignore lint/correctness/noPrecisionLoss: sqrt(2*pi) as published with the coefficients above
     return -t + Math.log((2.5066282746310005 * sum) / v);
   };
   if (z < s + 1) {

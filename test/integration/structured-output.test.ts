@@ -161,7 +161,7 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
   });
 
   test("every schema the grammar cannot hold is a 400 naming the parameter, and the server keeps serving", async () => {
-    const deep = (levels: number) => '{"type":"object","properties":{"a":'.repeat(levels) + '{"type":"string"}' + "}}".repeat(levels);
+    const deep = (levels: number) => `${'{"type":"object","properties":{"a":'.repeat(levels)}{"type":"string"}${"}}".repeat(levels)}`;
     const format = (schema: string) => `"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":${schema}}}`;
     const tools = (parameters: string, choice = '"auto"') =>
       `"tools":[${JSON.stringify(otherTool)},{"type":"function","function":{"name":"f","parameters":${parameters}}}],"tool_choice":${choice}`;

@@ -41,7 +41,7 @@ describe("tenant guards on input (issue 30: items 5, 6)", () => {
 
   test("item 5: a field nested 200,000 deep is a 400 nesting_too_deep naming it on chat, responses, embeddings and stored-completion update; the server stays up", async () => {
     const deepArray = "[".repeat(200_000) + "]".repeat(200_000);
-    const deepObject = '{"a":'.repeat(200_000) + "1" + "}".repeat(200_000);
+    const deepObject = `${'{"a":'.repeat(200_000)}1${"}".repeat(200_000)}`;
     const cases: Array<[string, string, string]> = [
       [
         "/v1/chat/completions",

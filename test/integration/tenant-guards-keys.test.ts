@@ -97,7 +97,7 @@ describe("tenants cannot hurt each other: keys, spend and the admin key", () => 
     assert.equal(created.budget_usd, null);
     const client = new OpenAI({ baseURL: server.baseURL, apiKey: created.key, maxRetries: 0 });
     // A long prompt, so this request costs far more than the small one's worst case below.
-    const long = "Summarise this list: " + Array.from({ length: 150 }, (_, i) => `item${i}`).join(", ");
+    const long = `Summarise this list: ${Array.from({ length: 150 }, (_, i) => `item${i}`).join(", ")}`;
     const first = await client.chat.completions.create({
       model: SMOLLM2,
       messages: [{ role: "user", content: long }],

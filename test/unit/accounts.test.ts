@@ -53,7 +53,7 @@ forEachDatabase("accounts and keys", ({ db, kind }) => {
     assert.equal(await authenticate(db, "not-a-key"), null);
     assert.equal(await authenticate(db, ""), null);
     const created = await createKey(db, { account: "acme" });
-    assert.equal(await authenticate(db, created.key + "x"), null);
+    assert.equal(await authenticate(db, `${created.key}x`), null);
     assert.equal(await authenticate(db, created.key.slice(0, -1)), null);
   });
 

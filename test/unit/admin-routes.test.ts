@@ -162,7 +162,7 @@ forEachDatabase("admin routes", ({ db }) => {
   });
 
   test("a wrong or missing admin token is a 401, and an API key is not an admin token", async () => {
-    for (const token of ["wrong", null, adminToken + "x", ""]) {
+    for (const token of ["wrong", null, `${adminToken}x`, ""]) {
       const { status, body } = await call("GET", "/admin/v1/keys", undefined, token);
       assert.equal(status, 401);
       assert.equal(body.error.type, "authentication_error");

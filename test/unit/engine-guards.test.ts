@@ -178,7 +178,7 @@ function serving(generation: () => AsyncGenerator<EngineEvent>) {
 
 describe("serving around the engine's refusals", () => {
   test("an empty prompt the model cannot repair is a 400 empty_prompt, recorded as rejected at no charge", async () => {
-    // eslint-disable-next-line require-yield
+    // biome-ignore lint/correctness/useYield: a backend stream that refuses at its first read
     const { chat, caller, rows } = serving(async function* () {
       throw new EmptyPrompt("The prompt is empty.");
     });

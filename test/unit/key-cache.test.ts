@@ -52,7 +52,7 @@ forEachDatabase("the accepted-key cache", ({ db }) => {
 
   test("unknown and refused keys are never remembered: a key refused once is looked up again", async () => {
     const c = cache(60_000);
-    const unknown = "sk-sy-" + "x".repeat(43);
+    const unknown = `sk-sy-${"x".repeat(43)}`;
     assert.equal(await c.authenticate(unknown), null);
     assert.equal(await c.authenticate(unknown), null);
     assert.equal(c.lookups(), 2);

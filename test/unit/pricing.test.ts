@@ -228,7 +228,7 @@ describe("stringifyJson / ExactDecimal", () => {
     JSON.stringify = function (this: unknown, ...args: Parameters<typeof original>) {
       const raw = original.apply(this, args);
       const m = /"([^"]*:)7"/.exec(raw ?? "");
-      if (m && m[1]) marker = m[1];
+      if (m?.[1]) marker = m[1];
       return raw;
     } as typeof JSON.stringify;
     try {

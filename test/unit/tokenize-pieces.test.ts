@@ -92,7 +92,7 @@ describe("prompts are tokenized in pieces, exactly as whole (issue 11)", () => {
   test("no cut where a special text spans it or one starts inside the token found there", () => {
     const splitter = new SpecialTextSplitter(["ab", "ba", "x"].map((t) => ({ bytes: Buffer.from(t), stripsSpaces: false })));
     // "aba": "ab" at 0 and "ba" at 1 overlap; the only clean cuts are before each "x".
-    const text = Buffer.from("x".repeat(3) + "aba" + "x".repeat(3));
+    const text = Buffer.from(`${"x".repeat(3)}aba${"x".repeat(3)}`);
     const cuts = splitter.cuts(text, 1);
     assert.ok(!cuts.includes(4) && !cuts.includes(5), `${cuts}`);
     assert.ok(cuts.includes(6), `${cuts}`);
@@ -106,7 +106,7 @@ describe("prompts are tokenized in pieces, exactly as whole (issue 11)", () => {
       const longWords = "ManagementPlaneProtection translatesAutoresizingMaskIntoConstraints addEventListener ";
       for (const content of [
         "hello world ".repeat(500),
-        "\n" + " ".repeat(80),
+        `\n${" ".repeat(80)}`,
         "#".repeat(5000),
         "日本語のテキスト".repeat(300),
         `<think>${"x".repeat(9000)}</think>  answer  `,

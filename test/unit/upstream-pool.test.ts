@@ -25,7 +25,11 @@ describe("the replica pool", () => {
     const pool = new ReplicaPool([replica!], { maxWaiting: 10, flexMaxWaitMs: 60_000 });
     await pool.acquire(claim(), never);
     const order: string[] = [];
-    const wait = (name: string, tier: Claim["tier"]) => pool.acquire(claim({ tier }), never).then((r) => (order.push(name), r));
+    const wait = (name: string, tier: Claim["tier"]) =>
+      pool.acquire(claim({ tier }), never).then((r) => {
+        order.push(name);
+        return r;
+      });
     const waits = [
       wait("batch", "batch"),
       wait("flex", "flex"),

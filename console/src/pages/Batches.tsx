@@ -55,7 +55,9 @@ export function BatchesPage({ session }: { session: Session }) {
     <section class="page">
       <div class="page-head">
         <h1>Batches</h1>
-        <button onClick={() => void load()}>Refresh</button>
+        <button type="button" onClick={() => void load()}>
+          Refresh
+        </button>
       </div>
       <p class="muted">
         Jobs of the Batch API (upload a JSONL file to /v1/files, then POST /v1/batches). They run on spare capacity at the batch price.
@@ -94,19 +96,19 @@ export function BatchesPage({ session }: { session: Session }) {
                   <td>{when(b.created_at)}</td>
                   <td>
                     {b.output_file_id ? (
-                      <button class="small" onClick={() => void download(b.output_file_id!, `${b.id}_output.jsonl`)}>
+                      <button type="button" class="small" onClick={() => void download(b.output_file_id!, `${b.id}_output.jsonl`)}>
                         Output
                       </button>
                     ) : null}{" "}
                     {b.error_file_id ? (
-                      <button class="small" onClick={() => void download(b.error_file_id!, `${b.id}_errors.jsonl`)}>
+                      <button type="button" class="small" onClick={() => void download(b.error_file_id!, `${b.id}_errors.jsonl`)}>
                         Errors
                       </button>
                     ) : null}
                   </td>
                   <td>
                     {ACTIVE.includes(b.status) && b.status !== "cancelling" && b.status !== "finalizing" ? (
-                      <button class="danger small" onClick={() => void cancel(b)}>
+                      <button type="button" class="danger small" onClick={() => void cancel(b)}>
                         Cancel
                       </button>
                     ) : null}

@@ -29,7 +29,7 @@ export function KeysPage({ session }: { session: Session }) {
   }, [session.key]);
 
   const revoke = async (key: WireKey) => {
-    if (!confirm(`Revoke ${key.name ?? key.prefix + "…"}? Requests with it will fail at once.`)) return;
+    if (!confirm(`Revoke ${key.name ?? `${key.prefix}…`}? Requests with it will fail at once.`)) return;
     try {
       await call(session.key, `/v1/keys/${encodeURIComponent(key.id)}`, { method: "DELETE" });
       notify("ok", `Revoked ${key.name ?? key.id}.`);
@@ -103,7 +103,7 @@ function KeysTable({ keys, onRevoke }: { keys: WireKey[]; onRevoke: (key: WireKe
                 </td>
                 <td>
                   {status === "active" ? (
-                    <button class="danger small" onClick={() => onRevoke(k)}>
+                    <button type="button" class="danger small" onClick={() => onRevoke(k)}>
                       Revoke
                     </button>
                   ) : null}
@@ -128,6 +128,7 @@ function CreatedKey({ created, onDone }: { created: WireKey; onDone: () => void 
       </pre>
       <div class="actions">
         <button
+          type="button"
           onClick={() =>
             navigator.clipboard.writeText(created.key ?? "").then(
               () => notify("ok", "Copied."),
@@ -137,7 +138,7 @@ function CreatedKey({ created, onDone }: { created: WireKey; onDone: () => void 
         >
           Copy
         </button>
-        <button class="primary" onClick={onDone}>
+        <button type="button" class="primary" onClick={onDone}>
           I have stored it
         </button>
       </div>

@@ -36,7 +36,9 @@ export function ModelsPage({ session }: { session: Session }) {
     <section class="page">
       <div class="page-head">
         <h1>Models</h1>
-        <button onClick={() => void load(true)}>Refresh</button>
+        <button type="button" onClick={() => void load(true)}>
+          Refresh
+        </button>
       </div>
       <p class="muted">Prices in US dollars per 1M tokens: input / output / cached input.</p>
       <ErrorBox error={error} />

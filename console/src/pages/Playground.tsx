@@ -57,7 +57,7 @@ export function PlaygroundPage({ session }: { session: Session }) {
       setMessages((list) => {
         const last = list[list.length - 1];
         // A failed answer with no text is dropped; one that was stopped part-way keeps its text.
-        return last && last.content ? list.map((m, i) => (i === list.length - 1 ? { ...m, streaming: false } : m)) : list.slice(0, -1);
+        return last?.content ? list.map((m, i) => (i === list.length - 1 ? { ...m, streaming: false } : m)) : list.slice(0, -1);
       });
       if (stopped) notify("info", "Stopped.");
       else {
@@ -97,10 +97,11 @@ export function PlaygroundPage({ session }: { session: Session }) {
       <div class="page-head">
         <h1>Playground</h1>
         <div class="actions">
-          <button onClick={() => setShowCode(true)} disabled={!codeBody}>
+          <button type="button" onClick={() => setShowCode(true)} disabled={!codeBody}>
             View code
           </button>
           <button
+            type="button"
             onClick={() => {
               setMessages([]);
               notify("info", "Conversation cleared.");

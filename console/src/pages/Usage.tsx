@@ -58,7 +58,7 @@ export function UsagePage({ session }: { session: Session }) {
   useEffect(() => {
     // Key names, when this key may list its account's keys; otherwise the ids are shown.
     call<{ data: WireKey[] }>(session.key, "/v1/keys")
-      .then((list) => setKeyNames(new Map(list.data.map((k) => [k.id, k.name ?? k.prefix + "…"]))))
+      .then((list) => setKeyNames(new Map(list.data.map((k) => [k.id, k.name ?? `${k.prefix}…`]))))
       .catch((failure) => {
         if (!(failure instanceof ApiError && failure.status === 403)) console.warn(messageOf(failure));
       });
@@ -85,6 +85,7 @@ export function UsagePage({ session }: { session: Session }) {
           To <input type="date" value={end} min={start} name="end" onInput={(e) => setEnd((e.target as HTMLInputElement).value)} />
         </label>
         <span class="muted small">UTC days</span>
+        {/* biome-ignore lint/a11y/useSemanticElements: a fieldset's border and legend would restyle the segmented control */}
         <div class="segmented" role="group" aria-label="Group by">
           {(["model", "key"] as const).map((g) => (
             <button type="button" key={g} class={groupBy === g ? "active" : ""} aria-pressed={groupBy === g} onClick={() => setGroupBy(g)}>
@@ -253,7 +254,7 @@ function downloadCsv(data: Loaded, groupBy: GroupBy, label: (g: string) => strin
       String(r.cost_usd),
     ]),
   );
-  const csv = [csvRow(header), ...lines].join("\n") + "\n";
+  const csv = `${[csvRow(header), ...lines].join("\n")}\n`;
   const link = document.createElement("a");
   link.href = URL.createObjectURL(new Blob([csv], { type: "text/csv" }));
   link.download = `switchyard-usage-${start}-${end}-by-${groupBy}.csv`;

@@ -21,6 +21,8 @@ export function CodeDialog({ body, onClose }: { body: Record<string, unknown>; o
     }
   };
   return (
+    // biome-ignore lint/a11y/noStaticElementInteractions: a click on the backdrop is a mouse shortcut; the Close button is the keyboard's way out
+    // biome-ignore lint/a11y/useKeyWithClickEvents: as above
     <div
       class="overlay"
       onClick={(e) => {
@@ -30,13 +32,14 @@ export function CodeDialog({ body, onClose }: { body: Record<string, unknown>; o
       <div class="card dialog" role="dialog" aria-label="View code">
         <div class="page-head">
           <h2>This request as code</h2>
-          <button class="ghost" onClick={onClose} aria-label="Close">
+          <button type="button" class="ghost" onClick={onClose} aria-label="Close">
             ✕
           </button>
         </div>
         <div class="tabs" role="tablist">
           {LANGUAGES.map(([id, label]) => (
             <button
+              type="button"
               key={id}
               role="tab"
               aria-selected={language === id}
@@ -51,7 +54,9 @@ export function CodeDialog({ body, onClose }: { body: Record<string, unknown>; o
           {code}
         </pre>
         <p class="muted small">The key is read from SWITCHYARD_API_KEY; it is never written into the code.</p>
-        <button onClick={copy}>Copy</button>
+        <button type="button" onClick={copy}>
+          Copy
+        </button>
       </div>
     </div>
   );

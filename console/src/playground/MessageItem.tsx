@@ -27,10 +27,12 @@ export function MessageItem({ message, busy, editing, onEdit, onSaveEdit, onRege
         <div class="edit">
           <textarea value={editing} onInput={(e) => onEdit((e.target as HTMLTextAreaElement).value)} rows={3} />
           <div class="actions">
-            <button class="primary" onClick={onSaveEdit}>
+            <button type="button" class="primary" onClick={onSaveEdit}>
               Save &amp; resend
             </button>
-            <button onClick={() => onEdit(null)}>Cancel</button>
+            <button type="button" onClick={() => onEdit(null)}>
+              Cancel
+            </button>
           </div>
         </div>
       ) : (
@@ -42,12 +44,12 @@ export function MessageItem({ message, busy, editing, onEdit, onSaveEdit, onRege
       <div class="message-foot">
         {message.stats ? <Stats stats={message.stats} /> : null}
         {message.role === "user" && !busy && editing === null ? (
-          <button class="link" onClick={() => onEdit(message.content)}>
+          <button type="button" class="link" onClick={() => onEdit(message.content)}>
             Edit
           </button>
         ) : null}
         {message.role === "assistant" && !busy ? (
-          <button class="link" onClick={onRegenerate}>
+          <button type="button" class="link" onClick={onRegenerate}>
             Regenerate
           </button>
         ) : null}

@@ -55,9 +55,9 @@ function pythonArgs(known: Record<string, unknown>, streaming: Record<string, un
 /** JSON is nearly Python: only the literals differ. */
 function python(value: unknown): string {
   return JSON.stringify(value, null, 2)
-    .replace(/(?<=[:\[,\s])true(?=[,\s\]}]|$)/g, "True")
-    .replace(/(?<=[:\[,\s])false(?=[,\s\]}]|$)/g, "False")
-    .replace(/(?<=[:\[,\s])null(?=[,\s\]}]|$)/g, "None")
+    .replace(/(?<=[:[,\s])true(?=[,\s\]}]|$)/g, "True")
+    .replace(/(?<=[:[,\s])false(?=[,\s\]}]|$)/g, "False")
+    .replace(/(?<=[:[,\s])null(?=[,\s\]}]|$)/g, "None")
     .replace(/^true$/, "True")
     .replace(/^false$/, "False");
 }

@@ -135,7 +135,7 @@ async function* generation(
       if (error instanceof BackendUnavailable && lastFailure) throw new BackendUnavailable(`${error.message} Last: ${lastFailure}`);
       throw error;
     }
-    let opened;
+    let opened: Awaited<ReturnType<typeof openStream>>;
     try {
       opened = await openStream(`${replica.baseUrl}${path}`, body, apiKey, agent, signal);
     } catch (error) {

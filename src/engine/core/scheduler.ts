@@ -252,7 +252,10 @@ export class ShardScheduler {
   /** Post-processing of a request's sampled run (core/verified-run.ts); the request may finish on any of its tokens. */
   private onSampled(request: EngineRequest, run: SampledRun, draft: Draft | undefined): void {
     if (request.status !== "running") return;
-    if (run.tokens[0]! < 0) return this.fail(request, new Error("the request's sampler could not be built"));
+    if (run.tokens[0]! < 0) {
+      this.fail(request, new Error("the request's sampler could not be built"));
+      return;
+    }
     const { finish, extraCellsFrom } = takeRun(request, this.outputs.get(request)!, run, draft, this.options.cellsPerSequence);
     if (extraCellsFrom !== undefined) this.pendingOps.push({ op: "rm", seq: request.sequence!, from: extraCellsFrom });
     if (finish) this.finish(request, finish, this.pendingOps, this.pendingFrees);
@@ -350,7 +353,10 @@ export class ShardScheduler {
     if (request.samplerBuilt) this.pendingFrees.push(request.id);
     const output = this.outputs.get(request);
     this.outputs.delete(request);
-    if (!output) return request.events.fail(reason ?? new Error("aborted"));
+    if (!output) {
+      request.events.fail(reason ?? new Error("aborted"));
+      return;
+    }
     for (const event of output.finish("cancelled")) request.events.push(event);
     request.events.close();
   }

@@ -116,7 +116,10 @@ export class EmbeddingQueue {
   private pump(): void {
     while (this.idle.length > 0) {
       const batch = this.nextBatch();
-      if (batch.length === 0) return this.pumpLater();
+      if (batch.length === 0) {
+        this.pumpLater();
+        return;
+      }
       const runner = this.idle.pop()!;
       const run: Promise<void> = this.options.runners[runner]!(batch)
         .then(

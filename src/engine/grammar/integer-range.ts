@@ -1,5 +1,5 @@
 import { alt, chars, type Expr, lit, rep, seq } from "./gbnf.js";
-import { type Schema } from "./keywords.js";
+import type { Schema } from "./keywords.js";
 import { SchemaError } from "./limits.js";
 
 /**
@@ -32,7 +32,9 @@ export function integerBounds(schema: Schema, path: string): { low: bigint | nul
     if (key === "maximum") highs.push(BigInt(Math.floor(value)));
     if (key === "exclusiveMaximum") highs.push(BigInt(Math.ceil(value)) - 1n);
   }
+  // biome-ignore lint/complexity/useMathMinMax: bigints, which Math.max cannot take
   const low = lows.length === 0 ? null : lows.reduce((a, b) => (a > b ? a : b));
+  // biome-ignore lint/complexity/useMathMinMax: bigints, which Math.min cannot take
   const high = highs.length === 0 ? null : highs.reduce((a, b) => (a < b ? a : b));
   if (low !== null && high !== null && low > high) throw new SchemaError(path, "no integer lies between its minimum and maximum.");
   return { low: low !== null && low < -LARGEST ? null : low, high: high !== null && high > LARGEST ? null : high };

@@ -1,5 +1,5 @@
 import { alt, type Expr, type Grammar, lit, ref, rep, seq } from "./gbnf.js";
-import { type Format, type JsonRules } from "./json-rules.js";
+import type { Format, JsonRules } from "./json-rules.js";
 import { checkKeywords, isLiteral, isPlainObject, literalHasType, onlyBeside, type JsonType, type Schema, typesOf } from "./keywords.js";
 import { integerBounds, integerRange } from "./integer-range.js";
 import { SCHEMA_LIMITS, SchemaError, type Budget } from "./limits.js";

@@ -176,8 +176,14 @@ class FairPromptPool implements PromptPool {
     this.lastKey = queued.key;
     this.running.set(queued.key, (this.running.get(queued.key) ?? 0) + 1);
     const { resolve, reject } = queued;
-    queued.resolve = (prompt) => (this.release(queued.key), resolve(prompt));
-    queued.reject = (error) => (this.release(queued.key), reject(error));
+    queued.resolve = (prompt) => {
+      this.release(queued.key);
+      resolve(prompt);
+    };
+    queued.reject = (error) => {
+      this.release(queued.key);
+      reject(error);
+    };
     worker.runJob(queued);
   }
 

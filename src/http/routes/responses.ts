@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { stringifyJson } from "../../protocol/money-json.js";
 import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
 import { responsesRequestSchema, type ResponsesRequestBody } from "../../protocol/responses-request.js";

@@ -33,7 +33,7 @@ export function parseUsageTime(value: string, param: string): Date {
   const text = value.trim();
   if (UNIX_SECONDS.test(text)) {
     const [whole, fraction = ""] = text.split(".");
-    return new Date(Number(whole) * 1000 + Number((fraction + "000").slice(0, 3)));
+    return new Date(Number(whole) * 1000 + Number(`${fraction}000`.slice(0, 3)));
   }
   // A space may stand for the "T", and for an offset's "+": an unencoded "+" in a query string arrives as a space.
   const iso = text.replace(/^(\d{4}-\d{2}-\d{2}) /, "$1T").replace(/(:\d{2}(?:[.,]\d+)?) (\d{2}:?\d{2})$/, "$1+$2");

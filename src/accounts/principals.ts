@@ -5,21 +5,10 @@
 import type { Database } from "../storage/database.js";
 import { hashApiKey, hashesEqual, looksLikeApiKey } from "./api-key.js";
 import type { CachedKey } from "./key-cache.js";
-import type { KeyLimits } from "../limits/ports.js";
-import { normalDecimal } from "./store.js";
+import type { Principal } from "../protocol/principal.js";
 
-export interface Principal {
-  accountId: string;
-  accountName: string;
-  keyId: string;
-  allowedModels: string[] | null;
-  /** The key's own limits (null fields: server default / no budget). */
-  limits: KeyLimits;
-  /** The key was created with the manage-keys right. */
-  manageKeys: boolean;
-  /** The key was created with the manage-deployments right. */
-  manageDeployments: boolean;
-}
+export type { Principal };
+import { normalDecimal } from "./store.js";
 
 /** Keys that would authenticate right now: not revoked, not expired, account enabled. */
 export async function countActiveKeys(db: Database): Promise<number> {

@@ -5,7 +5,7 @@ import { createBatchService } from "../batches/service.js";
 import { batchCapacity } from "../batches/capacity.js";
 import { createLinePasses } from "../accounts/batch-line-passes.js";
 import { BatchLineCallers, type PrincipalOf } from "../http/batch-lines.js";
-import type { ApiCaller } from "../http/auth.js";
+import type { Principal } from "../protocol/principal.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { Database } from "../storage/database.js";
 import { createFileStore } from "../storage/files.js";
@@ -79,7 +79,7 @@ export function startBatches({
   });
   return {
     lineCallers,
-    api: { service, files, limits, passFor: (caller: ApiCaller) => lineCallers.passFor(caller) },
+    api: { service, files, limits, passFor: (caller: Principal) => lineCallers.passFor(caller) },
     run(app: FastifyInstance) {
       runner = new BatchRunner({
         db,

@@ -5,6 +5,7 @@
  */
 import type { Backend } from "../backends/backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
+import type { Principal } from "../protocol/principal.js";
 
 export type DeploymentStatus = "initializing" | "deploying" | "running" | "stopped" | "failed" | "deleted";
 export const DEPLOYMENT_STATUSES: readonly DeploymentStatus[] = ["initializing", "deploying", "running", "stopped", "failed", "deleted"];
@@ -63,17 +64,10 @@ export interface Deployment {
 }
 
 /** Whose deployments: only ever the calling key's own account. */
-export interface DeploymentAccount {
-  accountId: string;
-  accountName: string;
-}
+export type DeploymentAccount = Pick<Principal, "accountId" | "accountName">;
 
 /** Who creates or scales one: the key (with the manage-deployments right), its models and its budget. */
-export interface DeploymentCaller extends DeploymentAccount {
-  keyId: string;
-  /** null: every model. */
-  allowedModels: string[] | null;
-}
+export type DeploymentCaller = Pick<Principal, "accountId" | "accountName" | "keyId" | "allowedModels">;
 
 export interface CreateDeploymentInput {
   model: string;

@@ -5,7 +5,8 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastif
 import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
-import { installAuth, loggableUrl, type ApiCaller, type Authenticate } from "./auth.js";
+import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
+import type { Principal } from "../protocol/principal.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { frameworkErrors, installErrorHandlers } from "./errors.js";
 import { installJsonBodyParser, installPathParamCheck } from "./edge-input.js";
@@ -80,7 +81,7 @@ export interface AppDeps {
     files: FileStore;
     limits: BatchLimits;
     /** The bearer token that carries a batch line to the server process running its deployment. */
-    passFor(caller: ApiCaller): Promise<string | null>;
+    passFor(caller: Principal): Promise<string | null>;
   };
 }
 

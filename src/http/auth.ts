@@ -1,22 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { InvalidRequest, Unauthorized } from "../errors.js";
-import type { Caller } from "../serving/types.js";
+import type { Principal } from "../protocol/principal.js";
 import { markAuthenticated } from "./connections.js";
 
-/** The serving layer's caller, plus what only the account-scoped key API needs. */
-export interface ApiCaller extends Caller {
-  accountName: string;
-  /** The key was created with the manage-keys right: it may list, create and revoke its account's keys. */
-  manageKeys: boolean;
-  /** The key was created with the manage-deployments right: it may create, scale and delete its account's deployments. */
-  manageDeployments: boolean;
-}
-
-export type Authenticate = (token: string) => Promise<ApiCaller | null>;
+export type Authenticate = (token: string) => Promise<Principal | null>;
 
 declare module "fastify" {
   interface FastifyRequest {
-    caller: ApiCaller | null;
+    caller: Principal | null;
   }
 }
 
@@ -92,7 +83,7 @@ export function installAuth(app: FastifyInstance, authenticate: Authenticate): v
   });
 }
 
-export function callerOf(request: FastifyRequest): ApiCaller {
+export function callerOf(request: FastifyRequest): Principal {
   if (!request.caller) throw new Unauthorized();
   return request.caller;
 }

@@ -1,10 +1,11 @@
 import type { FastifyInstance } from "fastify";
 import { LINE_TOKEN_PREFIX, newLineToken, type LineIdentity, type LinePasses } from "../accounts/batch-line-passes.js";
 import type { LineExecutor } from "../batches/runner.js";
-import type { ApiCaller, Authenticate } from "./auth.js";
+import type { Authenticate } from "./auth.js";
+import type { Principal } from "../protocol/principal.js";
 
 /** The batch's key as it stands now: null once it is revoked or expired, or its account disabled. */
-export type PrincipalOf = (keyId: string) => Promise<Omit<ApiCaller, "batchId"> | null>;
+export type PrincipalOf = (keyId: string) => Promise<Omit<Principal, "batchId"> | null>;
 
 /** A line token is this long; anything else with the prefix costs no query. */
 const LINE_TOKEN_LENGTH = newLineToken().length;
@@ -18,7 +19,7 @@ const LINE_TOKEN_LENGTH = newLineToken().length;
  * process runs is forwarded there with a one-time pass from the database instead (`passFor`).
  */
 export class BatchLineCallers {
-  private readonly callers = new Map<string, ApiCaller>();
+  private readonly callers = new Map<string, Principal>();
 
   constructor(
     private readonly principalOf: PrincipalOf,
@@ -38,7 +39,7 @@ export class BatchLineCallers {
   }
 
   /** The bearer token that carries a batch line to another server process; null for a client's own request. */
-  async passFor(caller: ApiCaller): Promise<string | null> {
+  async passFor(caller: Principal): Promise<string | null> {
     return caller.batchId === undefined
       ? null
       : this.passes.issue({ keyId: caller.keyId, accountId: caller.accountId, batchId: caller.batchId });
@@ -79,7 +80,7 @@ export class BatchLineCallers {
     };
   }
 
-  private async callerFor(identity: LineIdentity): Promise<ApiCaller | null> {
+  private async callerFor(identity: LineIdentity): Promise<Principal | null> {
     const principal = await this.principalOf(identity.keyId);
     return principal && principal.accountId === identity.accountId ? { ...principal, batchId: identity.batchId } : null;
   }

@@ -10,14 +10,15 @@ import { pipeline } from "node:stream/promises";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Agent, request as send, type Dispatcher } from "undici";
 import { CapacityUnavailable } from "../errors.js";
-import { callerOf, type ApiCaller } from "./auth.js";
+import { callerOf } from "./auth.js";
+import type { Principal } from "../protocol/principal.js";
 import { abortOnDisconnect } from "./runs.js";
 
 /** The URL of the server process to send a request for `model` to; null when this one answers. */
-export type LocateDeployment = (caller: ApiCaller, model: string) => Promise<string | null>;
+export type LocateDeployment = (caller: Principal, model: string) => Promise<string | null>;
 
 /** A batch line's own bearer token for the owner (its line tokens exist only in this process); null: the caller's headers as they came. */
-export type LinePassFor = (caller: ApiCaller) => Promise<string | null>;
+export type LinePassFor = (caller: Principal) => Promise<string | null>;
 
 /** Marks a forwarded request: the process receiving it answers it itself, never forwards it again. */
 export const FORWARDED_HEADER = "x-switchyard-forwarded";

@@ -5,7 +5,8 @@ import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { buildBaseApp, DEFAULT_CONNECTION_LIMITS, type BaseAppDeps } from "./app.js";
-import type { ApiCaller, Authenticate } from "./auth.js";
+import type { Authenticate } from "./auth.js";
+import type { Principal } from "../protocol/principal.js";
 import { chatRoutes } from "./routes/chat.js";
 import { completionsRoutes } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
@@ -47,7 +48,7 @@ export function buildWorkerApp(deps: WorkerAppDeps): FastifyInstance {
 }
 
 /** The gateway, as the one caller a worker has. */
-const GATEWAY: ApiCaller = {
+const GATEWAY: Principal = {
   accountId: "gateway",
   accountName: "gateway",
   keyId: "gateway",

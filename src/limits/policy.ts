@@ -1,6 +1,6 @@
 import { RateLimited, ServiceError } from "../errors.js";
 import { rateLimitHeaders, type RateLimitState, type WindowState } from "../protocol/rate-limit-headers.js";
-import type { KeyLimits } from "./ports.js";
+import type { KeyLimits } from "../protocol/principal.js";
 import type { LimitDefaults } from "./defaults.js";
 
 /**

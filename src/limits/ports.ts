@@ -1,14 +1,7 @@
 import type { RateLimitState } from "../protocol/rate-limit-headers.js";
+import type { KeyLimits } from "../protocol/principal.js";
 
 /** What the request lifecycle needs from limits: a key's stored limits, and admission under them. */
-
-/** Per-key limits as stored with the key; null means the server default applies. */
-export interface KeyLimits {
-  requestsPerMinute: number | null;
-  tokensPerMinute: number | null;
-  /** Spend budget in US dollars (exact decimal string); null means unlimited. */
-  budgetUsd: string | null;
-}
 
 export interface LimitLease {
   /** Frees the concurrency slot and charges the tokens actually used against the per-minute window. */

@@ -18,18 +18,10 @@ import type {
 /** The conversation's vocabulary, as the layers above serving see it (they import nothing of the engine). */
 export type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition };
 import type { ApiKind } from "../protocol/request-ids.js";
-import type { KeyLimits } from "../limits/ports.js";
-import type { ToolChoice } from "./tool-calls.js";
+import type { Caller } from "../protocol/principal.js";
 
-/** Who is asking; the serving layer needs only what scopes and limits the request. */
-export interface Caller {
-  accountId: string;
-  keyId: string;
-  allowedModels: string[] | null;
-  limits: KeyLimits;
-  /** Set when the request is a line of this batch: it is served and billed at the batch tier. */
-  batchId?: string;
-}
+export type { Caller };
+import type { ToolChoice } from "./tool-calls.js";
 
 /**
  * What the model is asked to continue: a conversation (rendered by the model's chat template, with

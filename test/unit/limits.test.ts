@@ -8,7 +8,8 @@ import { createMemoryLimits } from "../../src/limits/memory.js";
 import { openRequestLimits } from "../../src/limits/open.js";
 import { retryAfterMs, WINDOW_MS } from "../../src/limits/policy.js";
 import { createRedisLimits } from "../../src/limits/redis.js";
-import type { KeyLimits, LimitLease, RequestLimits } from "../../src/limits/ports.js";
+import type { KeyLimits } from "../../src/protocol/principal.js";
+import type { LimitLease, RequestLimits } from "../../src/limits/ports.js";
 
 const REDIS_URL = process.env.SWITCHYARD_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 /** Every Redis key this run writes starts with this, and is deleted at the end. */

@@ -7,7 +7,8 @@ import { createKey, listKeys, optionalBudget, revokeKey, type CreateKeyInput } f
 import { remainingBudget } from "../../billing/budgets.js";
 import { Forbidden, NotFound } from "../../errors.js";
 import type { Database } from "../../storage/database.js";
-import { callerOf, type ApiCaller } from "../auth.js";
+import { callerOf } from "../auth.js";
+import type { Principal } from "../../protocol/principal.js";
 import { newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
 
 /** Strict: a body naming an `account` (or anything unknown) is a 400, never quietly another account. */
@@ -66,7 +67,7 @@ export function accountKeyRoutes(app: FastifyInstance, db: Database, rateDefault
   });
 }
 
-function keyManager(request: Parameters<typeof callerOf>[0]): ApiCaller {
+function keyManager(request: Parameters<typeof callerOf>[0]): Principal {
   const caller = callerOf(request);
   if (!caller.manageKeys) {
     throw new Forbidden(
@@ -77,7 +78,7 @@ function keyManager(request: Parameters<typeof callerOf>[0]): ApiCaller {
   return caller;
 }
 
-async function ownStanding(db: Database, caller: ApiCaller): Promise<KeyStanding> {
+async function ownStanding(db: Database, caller: Principal): Promise<KeyStanding> {
   const standing = await loadKeyStanding(db, caller.keyId, caller.accountId);
   // Authentication found this key a moment ago; only a concurrent deletion could get here.
   if (!standing) throw new NotFound(`No API key with id '${caller.keyId}'.`);

@@ -1,15 +1,7 @@
 import type { ServiceTier } from "../protocol/tiers.js";
-import type {
-  ChatMessage,
-  EngineEvent,
-  ModelHostStats,
-  OutputConstraint,
-  PauseControl,
-  PromptOptions,
-  SamplingSettings,
-  Token,
-  ToolDefinition,
-} from "../engine/types.js";
+import type { ModelHostStats } from "../engine/types.js";
+import type { PauseControl, PromptOptions } from "../protocol/generation.js";
+import type { ChatMessage, GenerationEvent, OutputConstraint, SamplingSettings, Token, ToolDefinition } from "../protocol/generation.js";
 
 /** The engine's load figures, as health and metrics read them through a backend's stats. */
 export type { EngineCounters, ShardStepBudget } from "../engine/types.js";
@@ -27,7 +19,7 @@ export interface PreparedPrompt {
   /**
    * `tokenCount` is only a safe upper bound (an upstream engine tokenizes, not us): it sizes budget
    * reservations and limits, the context-length check is left to the engine, and the bill uses the
-   * prompt tokens the engine reports (EngineEvent `finish`).
+   * prompt tokens the engine reports (GenerationEvent `finish`).
    */
   tokenCountIsUpperBound?: boolean;
   /** The rendered prompt leaves a `<think>` block open: the output starts as reasoning. */
@@ -107,7 +99,7 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
    * is paused (the caller cannot deliver more output), generation holds: the embedded engine keeps
    * the sequences and skips their steps; an upstream stops reading its response (TCP backpressure).
    */
-  generate(prompt: P, choices: readonly GenerationParams[], signal: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[];
+  generate(prompt: P, choices: readonly GenerationParams[], signal: AbortSignal, pause?: PauseControl): AsyncGenerator<GenerationEvent>[];
   stats(): BackendStats;
   close(): Promise<void>;
 }

@@ -8,7 +8,7 @@ import {
   type ModelHostOptions,
 } from "../engine/model-host.js";
 import { SchemaError } from "../engine/grammar/index.js";
-import type { EngineEvent, Token } from "../engine/types.js";
+import type { GenerationEvent, Token } from "../protocol/generation.js";
 import {
   BackendBusy,
   BackendWaitExpired,
@@ -78,7 +78,7 @@ function translate(error: unknown): unknown {
   return error;
 }
 
-async function* backendErrors(events: AsyncGenerator<EngineEvent>): AsyncGenerator<EngineEvent> {
+async function* backendErrors(events: AsyncGenerator<GenerationEvent>): AsyncGenerator<GenerationEvent> {
   try {
     yield* events;
   } catch (error) {
@@ -88,6 +88,6 @@ async function* backendErrors(events: AsyncGenerator<EngineEvent>): AsyncGenerat
 
 /** A choice refused before it queued: its stream throws at its first read, like any refusal. */
 // biome-ignore lint/correctness/useYield: it only throws, at its first read, as every refusal does
-async function* failing(error: unknown): AsyncGenerator<EngineEvent> {
+async function* failing(error: unknown): AsyncGenerator<GenerationEvent> {
   throw translate(error);
 }

@@ -1,4 +1,4 @@
-import type { EngineEvent } from "../engine/types.js";
+import type { GenerationEvent } from "../protocol/generation.js";
 import { sumPerTier, tierTotal } from "../protocol/tiers.js";
 import {
   BackendBusy,
@@ -72,7 +72,7 @@ export class BackendPool implements Backend {
     choices: readonly GenerationParams[],
     signal: AbortSignal,
     pause?: PauseControl,
-  ): AsyncGenerator<EngineEvent>[] {
+  ): AsyncGenerator<GenerationEvent>[] {
     const candidates = this.serving();
     // Only in the moment between a request finding the deployment and its last instance draining.
     if (candidates.length === 0) return choices.map(() => refused(new BackendBusy("The deployment has no running instance right now.")));
@@ -148,14 +148,14 @@ export class BackendPool implements Backend {
  * A stream that calls `release` exactly once when it ends, however it ends: drained, failed, or
  * returned early, even before its first read (when a generator's body, and so its `finally`, never runs).
  */
-function tracked(stream: AsyncGenerator<EngineEvent>, release: () => void): AsyncGenerator<EngineEvent> {
+function tracked(stream: AsyncGenerator<GenerationEvent>, release: () => void): AsyncGenerator<GenerationEvent> {
   let released = false;
   const end = () => {
     if (released) return;
     released = true;
     release();
   };
-  const settle = async (step: Promise<IteratorResult<EngineEvent>>) => {
+  const settle = async (step: Promise<IteratorResult<GenerationEvent>>) => {
     try {
       const result = await step;
       if (result.done) end();
@@ -179,11 +179,11 @@ function tracked(stream: AsyncGenerator<EngineEvent>, release: () => void): Asyn
       return wrapper;
     },
   };
-  return wrapper as unknown as AsyncGenerator<EngineEvent>;
+  return wrapper as unknown as AsyncGenerator<GenerationEvent>;
 }
 
 /** A stream refused before it queued: it throws at its first read, like any refusal. */
 // biome-ignore lint/correctness/useYield: it only throws, at its first read, as every refusal does
-async function* refused(error: Error): AsyncGenerator<EngineEvent> {
+async function* refused(error: Error): AsyncGenerator<GenerationEvent> {
   throw error;
 }

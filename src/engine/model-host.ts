@@ -19,7 +19,7 @@ import { startShardRunner } from "./runner/shard-runner.js";
 import type { SamplerSpec } from "./runner/step-protocol.js";
 import type {
   ChatMessage,
-  EngineEvent,
+  GenerationEvent,
   GenerationRequest,
   ModelHostStats,
   OutputConstraint,
@@ -93,7 +93,7 @@ export interface ModelHost {
    * is lifted); when it expires, they fail with StalledError. Throws QueueFullError, EmptyPromptError, or the grammar's
    * error for a schema it cannot express, before anything queues.
    */
-  generate(choices: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[];
+  generate(choices: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<GenerationEvent>[];
   stats(): ModelHostStats;
   close(): Promise<void>;
 }
@@ -206,7 +206,7 @@ class ShardRouter {
   }
 
   /** The choices of one prompt: submitted as one group, each its own stream of events. */
-  generate(specs: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<EngineEvent>[] {
+  generate(specs: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<GenerationEvent>[] {
     signal?.throwIfAborted();
     // Whatever path a request came by, none with no prompt tokens queues: it would never be scheduled.
     const requests = specs
@@ -241,7 +241,7 @@ class ShardRouter {
     return requests.map((request) => this.stream(request, closed));
   }
 
-  private async *stream(request: EngineRequest, closed: () => void): AsyncGenerator<EngineEvent> {
+  private async *stream(request: EngineRequest, closed: () => void): AsyncGenerator<GenerationEvent> {
     try {
       yield* request.events.drain();
     } finally {

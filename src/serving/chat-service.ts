@@ -11,7 +11,8 @@ import {
   EmptyPrompt,
   UpstreamRejected,
 } from "../backends/backend.js";
-import type { EngineEvent, PauseControl } from "../engine/types.js";
+import type { PauseControl } from "../protocol/generation.js";
+import type { GenerationEvent } from "../protocol/generation.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
 import { admit, beside, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";
@@ -34,7 +35,7 @@ export interface ChatServiceDeps extends AdmissionDeps {
 
 /** What launching found: the generations, each admitted by its backend, and what they found cached. */
 interface Launch {
-  generations: AsyncGenerator<EngineEvent>[];
+  generations: AsyncGenerator<GenerationEvent>[];
   queuedMs: number;
   /** Per prompt, the tokens every one of its choices found cached. */
   cachedByPrompt: number[];
@@ -202,7 +203,7 @@ function cacheNamespace(caller: Caller, input: ChatInput): string {
  * found no spare capacity in time a 429 `resource_unavailable`, not billed.
  */
 async function admitted(
-  generation: AsyncGenerator<EngineEvent>,
+  generation: AsyncGenerator<GenerationEvent>,
   constraintParam: string | null,
   promptParam: string,
 ): Promise<{ queuedMs: number; cachedTokens: number }> {

@@ -1,4 +1,4 @@
-import type { TokenLogprob, ToolDefinition } from "../engine/types.js";
+import type { TokenLogprob, ToolDefinition } from "../protocol/generation.js";
 import type { ChoiceEvent } from "./types.js";
 import { mayBeToolCall, parseToolCalls, partialToolCall } from "./tool-calls.js";
 

@@ -1,5 +1,5 @@
 import { needsOutputCheck, violation } from "../engine/grammar/index.js";
-import type { ToolDefinition } from "../engine/types.js";
+import type { ToolDefinition } from "../protocol/generation.js";
 import { ServiceError } from "../errors.js";
 import type { ChoiceEvent } from "./types.js";
 

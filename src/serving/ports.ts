@@ -2,7 +2,7 @@ import type { ServiceTier } from "../protocol/tiers.js";
 import type { SpeculationCounts } from "./types.js";
 
 /** A stream's hold on its generation (backpressure), as the HTTP layer implements it: see engine/types.ts. */
-export type { PauseControl } from "../engine/types.js";
+export type { PauseControl } from "../protocol/generation.js";
 
 /**
  * What one request reports to monitoring as it goes. Labels are the model and the tier served,

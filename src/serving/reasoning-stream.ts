@@ -1,4 +1,4 @@
-import type { EngineEvent, PredictionCounts, TokenLogprob } from "../engine/types.js";
+import type { GenerationEvent, PredictionCounts, TokenLogprob } from "../protocol/generation.js";
 import type { ReasoningSplitter, SplitDelta } from "./reasoning-split.js";
 import type { ChoiceEvent } from "./types.js";
 
@@ -11,7 +11,7 @@ import type { ChoiceEvent } from "./types.js";
  */
 export async function* splitReasoning(
   index: number,
-  events: AsyncIterable<EngineEvent>,
+  events: AsyncIterable<GenerationEvent>,
   splitter: ReasoningSplitter,
 ): AsyncGenerator<ChoiceEvent> {
   let tokensSeen = 0;

@@ -1,7 +1,7 @@
 /** What a request must satisfy before it is admitted: each a 400 naming the parameter. */
 import type { Backend, PreparedPrediction, PreparedPrompt } from "../backends/backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
-import type { OutputConstraint, ToolDefinition } from "../engine/types.js";
+import type { OutputConstraint, ToolDefinition } from "../protocol/generation.js";
 import { ContextLengthExceeded, InvalidRequest } from "../errors.js";
 import type { ChatInput, ChatParam } from "./types.js";
 import { toolCallConstraint } from "./tool-calls.js";

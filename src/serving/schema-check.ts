@@ -1,5 +1,5 @@
 import { checkSchemaDepth, jsonSchemaToGbnf, SchemaError, toolCallGbnf } from "../engine/grammar/index.js";
-import type { ToolDefinition } from "../engine/types.js";
+import type { ToolDefinition } from "../protocol/generation.js";
 import { InvalidRequest } from "../errors.js";
 import { paramName } from "./request-checks.js";
 import type { ChatInput } from "./types.js";

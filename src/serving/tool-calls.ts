@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { OutputConstraint, ToolCall, ToolDefinition } from "../engine/types.js";
+import type { OutputConstraint, ToolCall, ToolDefinition } from "../protocol/generation.js";
 
 export type ToolChoice = "none" | "auto" | "required" | { name: string };
 

@@ -5,15 +5,8 @@
 import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import type { RequestedTier } from "../billing/prices.js";
 import type { ServiceTier } from "../protocol/tiers.js";
-import type {
-  ChatMessage,
-  PauseControl,
-  PredictionCounts,
-  SpeculationCounts,
-  TokenLogprob,
-  ToolCall,
-  ToolDefinition,
-} from "../engine/types.js";
+import type { PauseControl } from "../protocol/generation.js";
+import type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition } from "../protocol/generation.js";
 
 /** The conversation's vocabulary, as the layers above serving see it (they import nothing of the engine). */
 export type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition };
@@ -118,7 +111,7 @@ export type OutputEvent = ChoiceCounts &
     | { type: "tool_calls"; index: number; calls: ToolCall[] }
   );
 
-/** The prompt's size as an upstream engine's usage reported it (see EngineEvent `finish`). */
+/** The prompt's size as an upstream engine's usage reported it (see GenerationEvent `finish`). */
 export interface ReportedPrompt {
   promptTokens: number;
   cachedTokens: number;

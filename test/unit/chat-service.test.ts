@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Backend, PreparedPrompt } from "../../src/backends/backend.js";
 import type { CatalogEntry } from "../../src/catalog/types.js";
-import type { EngineEvent } from "../../src/engine/types.js";
+import type { GenerationEvent } from "../../src/protocol/generation.js";
 import { createMemoryLimits } from "../../src/limits/memory.js";
 import { createChatService } from "../../src/serving/chat-service.js";
 import type { Caller } from "../../src/serving/types.js";
@@ -34,7 +34,7 @@ function faultyBackend(failAfterTokens: number): Backend {
       return { tokenCount: 10, opensThinking: false };
     },
     generate(_prompt, choices) {
-      return choices.map(async function* (): AsyncGenerator<EngineEvent> {
+      return choices.map(async function* (): AsyncGenerator<GenerationEvent> {
         yield { type: "started", queuedMs: 0, cachedTokens: 0 };
         for (let n = 1; n <= failAfterTokens; n++) yield { type: "text", text: `t${n} `, completionTokens: n };
         throw new Error("llama_decode failed");

@@ -9,7 +9,7 @@ import { ShardScheduler, StalledError } from "../../src/engine/core/scheduler.js
 import { EmptyPromptError, nonEmptyPrompt } from "../../src/engine/prompt/empty-prompt.js";
 import { nextFairJob } from "../../src/engine/prompt/prompt-pool.js";
 import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
-import type { EngineEvent } from "../../src/engine/types.js";
+import type { GenerationEvent } from "../../src/protocol/generation.js";
 import { InvalidRequest, ServiceError } from "../../src/errors.js";
 import { step } from "../helpers/scheduler-steps.js";
 import { createMemoryLimits } from "../../src/limits/memory.js";
@@ -140,7 +140,7 @@ const entry: CatalogEntry = {
   created: 0,
 };
 
-function serving(generation: () => AsyncGenerator<EngineEvent>) {
+function serving(generation: () => AsyncGenerator<GenerationEvent>) {
   const backend: Backend = {
     contextWindow: 1024,
     vocabularySize: 0,

@@ -7,7 +7,8 @@ import { ShardScheduler } from "../../src/engine/core/scheduler.js";
 import type { StepPlan } from "../../src/engine/core/step-plan.js";
 import { step } from "../helpers/scheduler-steps.js";
 import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
-import type { EngineEvent, GenerationRequest } from "../../src/engine/types.js";
+import type { GenerationRequest } from "../../src/engine/types.js";
+import type { GenerationEvent } from "../../src/protocol/generation.js";
 import type { ServiceTier } from "../../src/protocol/tiers.js";
 
 // The scheduler's decisions on their own: which tokens each step carries, who is admitted, who
@@ -55,8 +56,8 @@ function scheduler(
 
 const tokensOf = (plan: StepPlan, r: EngineRequest) => plan.scheduled.find((s) => s.request === r)?.count ?? 0;
 
-async function events(r: EngineRequest): Promise<EngineEvent[]> {
-  const out: EngineEvent[] = [];
+async function events(r: EngineRequest): Promise<GenerationEvent[]> {
+  const out: GenerationEvent[] = [];
   for await (const event of r.events.drain()) out.push(event);
   return out;
 }

@@ -6,7 +6,7 @@ import { chatPrompt } from "../../src/backends/upstream/prompt.js";
 import { streamEvents } from "../../src/backends/upstream/stream-events.js";
 import type { InFlightLedger, InFlightStart, SpendBudgets, UsageLedger, UsageRecord } from "../../src/billing/ports.js";
 import type { CatalogEntry } from "../../src/catalog/types.js";
-import type { EngineEvent } from "../../src/engine/types.js";
+import type { GenerationEvent } from "../../src/protocol/generation.js";
 import { parseChatRequest, toChatInput } from "../../src/http/chat-input.js";
 import { toWireUsage } from "../../src/http/runs.js";
 import { createMemoryLimits } from "../../src/limits/memory.js";
@@ -105,7 +105,7 @@ const words = (text: string) =>
 
 interface Script {
   /** Per choice: the engine's events after `started`. */
-  events: (choice: number) => EngineEvent[];
+  events: (choice: number) => GenerationEvent[];
   /** A lower bound of a text's tokens (the cheap check before tokenizing). */
   minimumTextTokens?: (text: string) => number;
 }
@@ -128,7 +128,7 @@ function predictingBackend(script: Script, seen: { params: GenerationParams[]; p
     minimumTextTokens: script.minimumTextTokens,
     generate(_prompt, choices) {
       seen.params.push(...choices);
-      return choices.map(async function* (_params, choice): AsyncGenerator<EngineEvent> {
+      return choices.map(async function* (_params, choice): AsyncGenerator<GenerationEvent> {
         yield { type: "started", queuedMs: 0, cachedTokens: 0 };
         yield* script.events(choice);
       });
@@ -362,7 +362,7 @@ describe("an upstream engine and predictions", () => {
     const body = (async function* () {
       yield new TextEncoder().encode(`${sse}data: [DONE]\n\n`);
     })();
-    const events: EngineEvent[] = [];
+    const events: GenerationEvent[] = [];
     for await (const e of streamEvents(body, never)) events.push(e);
     assert.deepEqual(events.at(-1), {
       type: "finish",

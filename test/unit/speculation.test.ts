@@ -9,7 +9,8 @@ import { ShardScheduler } from "../../src/engine/core/scheduler.js";
 import { DRAFT_TOKENS_PER_STEP, MAX_DRAFT_PER_REQUEST, RequestSpeculation, ShardSpeculation } from "../../src/engine/core/speculation.js";
 import type { StepPlan } from "../../src/engine/core/step-plan.js";
 import type { SamplerSpec, StepReply } from "../../src/engine/runner/step-protocol.js";
-import type { EngineEvent, GenerationRequest } from "../../src/engine/types.js";
+import type { GenerationRequest } from "../../src/engine/types.js";
+import type { GenerationEvent } from "../../src/protocol/generation.js";
 import type { ServiceTier } from "../../src/protocol/tiers.js";
 
 // Speculative decoding's bookkeeping on its own: the drafter's guesses, the cost model's draft
@@ -76,8 +77,8 @@ function verifyStep(s: ShardScheduler, script: readonly number[]): StepPlan {
   return plan;
 }
 
-async function drain(r: EngineRequest): Promise<EngineEvent[]> {
-  const out: EngineEvent[] = [];
+async function drain(r: EngineRequest): Promise<GenerationEvent[]> {
+  const out: GenerationEvent[] = [];
   for await (const event of r.events.drain()) out.push(event);
   return out;
 }
@@ -271,7 +272,7 @@ describe("a verified run in the scheduler", () => {
       while (r.status !== "finished" && steps++ < 100) verifyStep(s, script);
       const events = await drain(r);
       outputs.push(events.map((e) => (e.type === "text" ? e.text : "")).join(""));
-      const finish = events.at(-1) as Extract<EngineEvent, { type: "finish" }>;
+      const finish = events.at(-1) as Extract<GenerationEvent, { type: "finish" }>;
       assert.equal(finish.completionTokens, script.length);
       if (prediction) {
         assert.ok(steps < script.length / 2, `${steps} steps for ${script.length} tokens`);
@@ -303,7 +304,7 @@ describe("a verified run in the scheduler", () => {
     const drafted = verifyStep(t, script).drafts.get(stopped)!.tokens.length;
     const events = await drain(stopped);
     assert.equal(events.map((e) => (e.type === "text" ? e.text : "")).join(""), "abc");
-    const finish = events.at(-1) as Extract<EngineEvent, { type: "finish" }>;
+    const finish = events.at(-1) as Extract<GenerationEvent, { type: "finish" }>;
     assert.equal(finish.reason, "stop");
     // "bcdefgh…" drafted and accepted whole; the output ended at "d": b, c and d were output, the rest thrown away.
     assert.ok(drafted > 3);

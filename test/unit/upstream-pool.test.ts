@@ -6,7 +6,7 @@ import { chatPrompt } from "../../src/backends/upstream/prompt.js";
 import { Replica, rendezvousOrder, CONSECUTIVE_FAILURES } from "../../src/backends/upstream/replica.js";
 import { requestBody } from "../../src/backends/upstream/request-body.js";
 import { streamEvents } from "../../src/backends/upstream/stream-events.js";
-import type { EngineEvent } from "../../src/engine/types.js";
+import type { GenerationEvent } from "../../src/protocol/generation.js";
 
 const replicas = (n: number, cap = 1) => Array.from({ length: n }, (_, i) => new Replica(i, `http://replica-${i}/v1`, cap));
 const claim = (extra: Partial<Claim> = {}): Claim => ({ tier: "default", exclude: new Set(), ...extra });
@@ -168,7 +168,7 @@ describe("the upstream request and stream", () => {
     const body = (async function* () {
       yield new TextEncoder().encode(`${sse}data: [DONE]\n\n`);
     })();
-    const events: EngineEvent[] = [];
+    const events: GenerationEvent[] = [];
     for await (const e of streamEvents(body, never)) events.push(e);
     assert.deepEqual(events.at(-2), {
       type: "tool_calls",
@@ -198,7 +198,7 @@ describe("the upstream request and stream", () => {
     const body = (async function* () {
       yield new TextEncoder().encode(`data: ${JSON.stringify({ choices: [{ delta: { content: "Hi" } }] })}\n\n`);
     })();
-    const events: EngineEvent[] = [];
+    const events: GenerationEvent[] = [];
     await assert.rejects(async () => {
       for await (const e of streamEvents(body, never)) events.push(e);
     }, /without finishing/);

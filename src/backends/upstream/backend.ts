@@ -1,4 +1,5 @@
-import type { EngineEvent, PauseControl } from "../../engine/types.js";
+import type { PauseControl } from "../../protocol/generation.js";
+import type { GenerationEvent } from "../../protocol/generation.js";
 import { BackendUnavailable, type Backend, type BackendStats, type GenerationParams } from "../backend.js";
 import { createAgent, openStream, probe, ReplicaFailed } from "./http.js";
 import { ReplicaPool } from "./pool.js";
@@ -118,7 +119,7 @@ async function* generation(
   signal: AbortSignal,
   pause?: PauseControl,
   firstSlot?: Promise<Replica>,
-): AsyncGenerator<EngineEvent> {
+): AsyncGenerator<GenerationEvent> {
   const { pool, agent, apiKey, bodyOptions } = upstream;
   const queuedAt = performance.now();
   const tier = params.tier ?? "default";

@@ -1,4 +1,5 @@
-import type { ChatMessage, PromptOptions, ToolDefinition } from "../../engine/types.js";
+import type { PromptOptions } from "../../protocol/generation.js";
+import type { ChatMessage, ToolDefinition } from "../../protocol/generation.js";
 import type { PreparedPrompt } from "../backend.js";
 
 /**

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { ChatMessage, OutputConstraint, ToolDefinition } from "../../engine/types.js";
+import type { ChatMessage, OutputConstraint, ToolDefinition } from "../../protocol/generation.js";
 import type { PerTier, ServiceTier } from "../../protocol/tiers.js";
 import type { GenerationParams } from "../backend.js";
 import type { UpstreamPrompt } from "./prompt.js";

@@ -1,7 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { THINK_CLOSE, THINK_OPEN } from "../../engine/think-tags.js";
-import type { EngineEvent, FinishReason, PredictionCounts, TokenAlternative, TokenLogprob, ToolCall } from "../../engine/types.js";
+import type {
+  GenerationEvent,
+  FinishReason,
+  PredictionCounts,
+  TokenAlternative,
+  TokenLogprob,
+  ToolCall,
+} from "../../protocol/generation.js";
 
 /** The upstream stopped answering in the middle of a stream (it died, or the connection broke). */
 export class UpstreamStreamFailed extends Error {}
@@ -41,7 +48,7 @@ interface WireChunk {
  * counts as one completion token (what an engine that streams token by token sends), and the prompt
  * stays at its estimate. A body that ends before `finish_reason` and `[DONE]` is a failure.
  */
-export async function* streamEvents(body: AsyncIterable<Uint8Array>, signal: AbortSignal): AsyncGenerator<EngineEvent> {
+export async function* streamEvents(body: AsyncIterable<Uint8Array>, signal: AbortSignal): AsyncGenerator<GenerationEvent> {
   const chunks: WireChunk[] = [];
   let done = false;
   const parser = createParser({
@@ -83,7 +90,7 @@ class StreamState {
   private usage: WireChunk["usage"] = null;
   private inReasoning = false;
 
-  *read(chunk: WireChunk): Generator<EngineEvent> {
+  *read(chunk: WireChunk): Generator<GenerationEvent> {
     if (chunk.error) throw new UpstreamStreamFailed(`The upstream engine failed mid-stream: ${chunk.error.message ?? "unknown error"}`);
     if (chunk.usage) this.usage = chunk.usage;
     const choice = chunk.choices?.[0];
@@ -121,7 +128,7 @@ class StreamState {
     return text + content;
   }
 
-  *finish(): Generator<EngineEvent> {
+  *finish(): Generator<GenerationEvent> {
     const prediction = this.predictionCounts();
     // The upstream's completion_tokens holds the rejected prediction tokens; ours are the output's alone.
     const reported = this.usage?.completion_tokens;

@@ -2,7 +2,7 @@ import { JsonEnd } from "../json-end.js";
 import { TextStream } from "../text-stream.js";
 import type { SampledLogprob } from "../runner/step-protocol.js";
 import type { RequestSpeculation } from "./speculation.js";
-import type { EngineEvent, FinishReason, GenerationRequest, Token, TokenAlternative, TokenLogprob } from "../types.js";
+import type { GenerationEvent, FinishReason, GenerationRequest, Token, TokenAlternative, TokenLogprob } from "../types.js";
 
 /** What post-processing needs of the vocabulary. */
 export interface TokenTexts {
@@ -37,7 +37,7 @@ export class RequestOutput {
   }
 
   /** Takes a sampled token; returns the events it makes and, if generation ends with it, why. */
-  accept(token: Token, logprob: SampledLogprob | null, cellsLeft: number): { events: EngineEvent[]; finish?: FinishReason } {
+  accept(token: Token, logprob: SampledLogprob | null, cellsLeft: number): { events: GenerationEvent[]; finish?: FinishReason } {
     if (this.texts.isEndOfGeneration(token)) return { events: [], finish: "stop" };
     if (logprob) this.logprobs.push(this.wireLogprob(token, logprob));
     const delta = this.text.push(token);
@@ -49,7 +49,7 @@ export class RequestOutput {
   }
 
   /** The text held back, then the finish event. */
-  finish(reason: FinishReason): EngineEvent[] {
+  finish(reason: FinishReason): GenerationEvent[] {
     const events = reason === "cancelled" ? [] : this.textEvents(this.text.flush());
     const prediction = this.speculation?.prediction;
     const speculation = this.speculation && this.speculation.totals.drafts > 0 ? { ...this.speculation.totals } : undefined;
@@ -63,7 +63,7 @@ export class RequestOutput {
     return events;
   }
 
-  private textEvents(delta: string): EngineEvent[] {
+  private textEvents(delta: string): GenerationEvent[] {
     const logprobs = this.released();
     if (!delta && !logprobs?.length) return [];
     const prediction = this.speculation?.prediction;

@@ -1,5 +1,5 @@
 import { EventQueue } from "./event-queue.js";
-import type { EngineEvent, GenerationRequest, Token } from "../types.js";
+import type { GenerationEvent, GenerationRequest, Token } from "../types.js";
 import type { ServiceTier } from "../../protocol/tiers.js";
 import type { SamplerSpec } from "../runner/step-protocol.js";
 import type { RequestSpeculation } from "./speculation.js";
@@ -24,7 +24,7 @@ export class EngineRequest {
   readonly tokens: Token[];
   readonly promptLength: number;
   readonly arrivedAt = performance.now();
-  readonly events = new EventQueue<EngineEvent>();
+  readonly events = new EventQueue<GenerationEvent>();
   status: RequestStatus = "waiting";
   computed = 0;
   /** The shard whose scheduler owns it (set when it is queued there). */

@@ -4,15 +4,11 @@ import { fromWireCreatedKey, fromWireKey, type WireCreatedKey, type WireKey } fr
 import type { KeyAdmin } from "./key-admin-types.js";
 import type { LocalServer } from "./local-server.js";
 
-/** KeyAdmin over a running server's admin API, for when that server holds the database. */
-export function httpKeyAdmin(server: LocalServer): KeyAdmin {
-  /** `parse` turns a successful body into the result; plain JSON.parse unless a caller needs exact numbers. */
-  const call = async <T>(
-    method: string,
-    path: string,
-    body?: unknown,
-    parse: (text: string) => T = (text) => parseOrNull(text) as T,
-  ): Promise<T> => {
+/** One admin API call; `parse` turns a successful body into the result (plain JSON.parse unless a caller needs exact numbers). */
+type AdminCall = <T>(method: string, path: string, body?: unknown, parse?: (text: string) => T) => Promise<T>;
+
+function adminCaller(server: LocalServer): AdminCall {
+  return async <T>(method: string, path: string, body?: unknown, parse: (text: string) => T = (text) => parseOrNull(text) as T) => {
     const headers: Record<string, string> = { authorization: `Bearer ${server.adminToken}` };
     if (body !== undefined) headers["content-type"] = "application/json";
     let response: Response;
@@ -25,7 +21,11 @@ export function httpKeyAdmin(server: LocalServer): KeyAdmin {
     if (!response.ok) throw errorFromResponse(response.status, parseOrNull(text));
     return parse(text);
   };
+}
 
+/** KeyAdmin over a running server's admin API, for when that server holds the database. */
+export function httpKeyAdmin(server: LocalServer): KeyAdmin {
+  const call = adminCaller(server);
   return {
     async createKey(input) {
       const created = await call<WireCreatedKey>("POST", "/admin/v1/keys", {

@@ -64,31 +64,8 @@ export function createBatchService(deps: BatchServiceDeps) {
     uploadFile: (caller: Caller, parts: AsyncIterable<UploadPart>) => storeUpload(deps, caller, parts),
 
     async create(owner: BatchOwner, input: CreateBatchInput): Promise<BatchRow> {
-      if (!(BATCH_ENDPOINTS as readonly string[]).includes(input.endpoint)) {
-        throw new InvalidRequest(
-          `Unsupported endpoint '${input.endpoint.slice(0, 60)}'; use one of ${BATCH_ENDPOINTS.join(", ")}.`,
-          "endpoint",
-          "invalid_value",
-        );
-      }
-      if (!(input.completionWindow in WINDOWS))
-        throw new InvalidRequest("Invalid 'completion_window': only '24h' is supported.", "completion_window", "invalid_value");
-      const found = await files.read(owner.accountId, input.inputFileId);
-      const file = found?.file;
-      if (!found || !file)
-        throw new ServiceError(
-          404,
-          "invalid_request_error",
-          `No file with id '${input.inputFileId.slice(0, 64)}' found.`,
-          "not_found",
-          "input_file_id",
-        );
-      if (file.purpose !== "batch")
-        throw new InvalidRequest(
-          `The file '${file.id}' has purpose '${file.purpose}'; a batch's input file must have purpose 'batch'.`,
-          "input_file_id",
-          "invalid_value",
-        );
+      checkBatchOptions(input);
+      const found = await batchInputFile(files, owner, input.inputFileId);
       await checkActiveBatches(deps, owner.accountId);
       const windowSeconds = deps.windowSeconds?.(input.completionWindow) ?? WINDOWS[input.completionWindow]!;
       const batch = await insertBatch(
@@ -96,7 +73,7 @@ export function createBatchService(deps: BatchServiceDeps) {
         {
           ...owner,
           endpoint: input.endpoint,
-          inputFileId: file.id,
+          inputFileId: found.file.id,
           completionWindow: input.completionWindow,
           windowSeconds,
           metadata: input.metadata,
@@ -133,6 +110,34 @@ export function createBatchService(deps: BatchServiceDeps) {
       );
     },
   };
+}
+
+/** The endpoint and completion window a batch names: each a 400 naming its parameter when unsupported. */
+function checkBatchOptions(input: CreateBatchInput): void {
+  if (!(BATCH_ENDPOINTS as readonly string[]).includes(input.endpoint)) {
+    throw new InvalidRequest(
+      `Unsupported endpoint '${input.endpoint.slice(0, 60)}'; use one of ${BATCH_ENDPOINTS.join(", ")}.`,
+      "endpoint",
+      "invalid_value",
+    );
+  }
+  if (!(input.completionWindow in WINDOWS))
+    throw new InvalidRequest("Invalid 'completion_window': only '24h' is supported.", "completion_window", "invalid_value");
+}
+
+/** The account's input file, with purpose `batch`: a 404 for another account's or a missing one. */
+async function batchInputFile(files: BatchServiceDeps["files"], owner: BatchOwner, fileId: string) {
+  const found = await files.read(owner.accountId, fileId);
+  const file = found?.file;
+  if (!found || !file)
+    throw new ServiceError(404, "invalid_request_error", `No file with id '${fileId.slice(0, 64)}' found.`, "not_found", "input_file_id");
+  if (file.purpose !== "batch")
+    throw new InvalidRequest(
+      `The file '${file.id}' has purpose '${file.purpose}'; a batch's input file must have purpose 'batch'.`,
+      "input_file_id",
+      "invalid_value",
+    );
+  return { file, chunks: found.chunks };
 }
 
 /** Streams the form's file into storage as it arrives; nothing is listed unless all of it was stored. */

@@ -34,6 +34,15 @@ const UPLOADS = "files:upload";
 /** On a shared PostgreSQL, a file still incomplete this long after it was opened was left by a stopped server (an upload lasts at most the request timeout). */
 const INCOMPLETE_FILE_SECONDS = 6 * 3600;
 
+/** An upload counts against the key's request rate (no tokens), and needs budget left. */
+function uploadAdmission(db: BatchesWiring["db"], requestLimits: BatchesWiring["requestLimits"]) {
+  return async (caller: Caller) => {
+    const lease = await requestLimits.admit({ ...caller, model: UPLOADS, estimatedTokens: 0, limits: caller.limits });
+    await lease.release(0);
+    await requireBudgetLeft(db, caller.keyId);
+  };
+}
+
 /** The Files and Batch APIs and the runner of batch lines, wired for `switchyard serve`. */
 export function startBatches({
   db,
@@ -49,17 +58,7 @@ export function startBatches({
   const files = createFileStore(db);
   const lineCallers = new BatchLineCallers(principalOf, createLinePasses(db));
   let runner: BatchRunner | undefined;
-  const admitUpload = async (caller: Caller) => {
-    const lease = await requestLimits.admit({
-      accountId: caller.accountId,
-      keyId: caller.keyId,
-      model: UPLOADS,
-      estimatedTokens: 0,
-      limits: caller.limits,
-    });
-    await lease.release(0);
-    await requireBudgetLeft(db, caller.keyId);
-  };
+  const admitUpload = uploadAdmission(db, requestLimits);
   // Files half-written when a server stopped (an upload cut off, a batch's results) are never listed; they go, before
   // this server takes uploads. On PGlite no other process writes files; on a shared PostgreSQL only long-abandoned ones go.
   const abandonedAfter = db.kind === "pglite" ? 0 : INCOMPLETE_FILE_SECONDS;

@@ -95,60 +95,16 @@ async function run(
   lock: DataDirLock,
   fullCatalog: CatalogEntry[],
 ): Promise<void> {
-  const db = await openDatabase({ dataDir, url: settings.databaseUrl });
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
-  const ownership = await takeOwnership(db, settings.databaseUrl, reconcileDeadOwners, log);
-  if (ownership.recovered.rows > 0) {
-    log(
-      `closed ${ownership.recovered.rows} in-flight ledger rows left by ${ownership.recovered.owners || "a"} stopped server process(es): billed what they delivered, budgets released`,
-    );
-  }
-  const inFlight = createInFlightLedger(db, ownership.owner.id);
-  await ensureFirstKey(db, dataDir);
-
-  const limits = await openRequestLimits();
-  const registry = createModelRegistry(catalog);
-  // Deployments' gauges would name their accounts: metrics are public.
-  const metrics = createMetrics(() =>
-    registry
-      .list()
-      .flatMap(({ entry, backend, dedicated }) => (backend && !dedicated ? [{ model: entry.id, stats: backend.stats() }] : [])),
-  );
-  const deployments = createDeploymentManager({
-    db,
-    registry,
-    catalog: fullCatalog,
-    factory: localInstanceFactory(settings),
-    sizer: localInstanceSizer(settings),
-    memory: new MemoryGuard(settings.deploymentMemoryBytes),
-    limits: { ...settings.deploymentLimits, maxContext: settings.maxContext },
-    owner: { id: ownership.owner.id, isGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId) },
-    log,
-    ...settings.deployments,
-  });
-  const drain = createDrain();
-  const batches = startBatches({
-    db,
-    registry,
-    requestLimits: limits,
-    ownerId: ownership.owner.id,
-    ownerIsGone: (tx, ownerId) => ownerIsGone(tx, ownership.owner, ownerId),
-    log,
-    limits: settings.batchLimits,
-    principalOf: (keyId) => principalOfKey(db, keyId),
-    windowSeconds: settings.batchWindowSeconds,
-  });
-  const app = buildServerApp(
-    settings,
-    { db, registry, limits, inFlight, metrics, deployments, drain, batches },
-    await connectionCapsAtStart(settings, log),
-  );
+  const { db, ownership, inFlight } = await openLedger(settings, dataDir, log);
+  const parts = await startParts(settings, { db, ownership, inFlight, catalog, fullCatalog, log });
+  const app = buildServerApp(settings, parts, await connectionCapsAtStart(settings, log));
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, {
     db,
     adminToken,
     throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs },
-    onAccountDisabled: (accountId) => deployments.stopAccount(accountId),
+    onAccountDisabled: (accountId) => parts.deployments.stopAccount(accountId),
   });
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
@@ -157,14 +113,76 @@ async function run(
   writeServerFile(dataDir, { url: address, adminToken });
   process.stdout.write(`Console: ${address}/console/ (sign in with an API key)\n`);
   // Deployments this server (or a dead one) ran come back; their instances load beside the public models.
-  await deployments.start();
+  await parts.deployments.start();
   // Batches this server (or a dead one) was running resume; their lines run on spare capacity.
-  batches.run(app);
+  parts.batches.run(app);
 
-  stopOnSignals(settings, dataDir, lock, { app, drain, deployments, registry, inFlight, ownership, limits, db, batches });
+  stopOnSignals(settings, dataDir, lock, { ...parts, app, ownership });
 
-  await loadModels(catalog, registry, settings);
+  await loadModels(catalog, parts.registry, settings);
   app.log.info(`serving ${catalog.map((m) => m.id).join(", ")} on ${address}/v1/compat`);
+}
+
+/** The database, this process's ownership (closing what a dead process left in flight), and a first key. */
+async function openLedger(settings: Settings, dataDir: string, log: (message: string) => void) {
+  const db = await openDatabase({ dataDir, url: settings.databaseUrl });
+  const ownership = await takeOwnership(db, settings.databaseUrl, reconcileDeadOwners, log);
+  if (ownership.recovered.rows > 0) {
+    log(
+      `closed ${ownership.recovered.rows} in-flight ledger rows left by ${ownership.recovered.owners || "a"} stopped server process(es): billed what they delivered, budgets released`,
+    );
+  }
+  const inFlight = createInFlightLedger(db, ownership.owner.id);
+  await ensureFirstKey(db, dataDir);
+  return { db, ownership, inFlight };
+}
+
+/** Limits, the model registry, metrics, deployments, the drain and the batch runtime: what the app is built on. */
+async function startParts(
+  settings: Settings,
+  context: {
+    db: Database;
+    ownership: Ownership;
+    inFlight: ServerParts["inFlight"];
+    catalog: CatalogEntry[];
+    fullCatalog: CatalogEntry[];
+    log: (message: string) => void;
+  },
+): Promise<ServerParts> {
+  const { db, ownership, inFlight, catalog, fullCatalog, log } = context;
+  const limits = await openRequestLimits();
+  const registry = createModelRegistry(catalog);
+  // Deployments' gauges would name their accounts: metrics are public.
+  const metrics = createMetrics(() =>
+    registry
+      .list()
+      .flatMap(({ entry, backend, dedicated }) => (backend && !dedicated ? [{ model: entry.id, stats: backend.stats() }] : [])),
+  );
+  const isGone = (tx: Parameters<typeof ownerIsGone>[0], ownerId: string) => ownerIsGone(tx, ownership.owner, ownerId);
+  const deployments = createDeploymentManager({
+    db,
+    registry,
+    catalog: fullCatalog,
+    factory: localInstanceFactory(settings),
+    sizer: localInstanceSizer(settings),
+    memory: new MemoryGuard(settings.deploymentMemoryBytes),
+    limits: { ...settings.deploymentLimits, maxContext: settings.maxContext },
+    owner: { id: ownership.owner.id, isGone },
+    log,
+    ...settings.deployments,
+  });
+  const batches = startBatches({
+    db,
+    registry,
+    requestLimits: limits,
+    ownerId: ownership.owner.id,
+    ownerIsGone: isGone,
+    log,
+    limits: settings.batchLimits,
+    principalOf: (keyId) => principalOfKey(db, keyId),
+    windowSeconds: settings.batchWindowSeconds,
+  });
+  return { db, registry, limits, inFlight, metrics, deployments, drain: createDrain(), batches };
 }
 
 interface ServerParts {

@@ -50,27 +50,43 @@ export async function* shapeChoice(generation: AsyncGenerator<ChoiceEvent>, shap
       yield event;
       continue;
     }
-    const reported = {
-      ...(event.reported ? { reported: event.reported } : {}),
-      ...(event.speculation ? { speculation: event.speculation } : {}),
-    };
-    if (upstreamCalls) {
-      if (held && event.reason !== "cancelled")
-        yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
-      yield { type: "finish", index, reason: event.reason === "stop" ? "tool_calls" : event.reason, ...counts, ...reported };
+    yield* finishEvents(event, { held, heldLogprobs, holding, upstreamCalls }, shaping, counts);
+    return;
+  }
+}
+
+type FinishEvent = Extract<ChoiceEvent, { type: "finish" }>;
+type Counts = Pick<FinishEvent, "completionTokens" | "reasoningTokens" | "prediction">;
+
+/** The end of a choice: held text released, or parsed into tool calls, then the finish with its reason. */
+function* finishEvents(
+  event: FinishEvent,
+  state: { held: string; heldLogprobs: TokenLogprob[] | undefined; holding: boolean; upstreamCalls: boolean },
+  shaping: ToolShaping,
+  counts: Counts,
+): Generator<ChoiceEvent> {
+  const { index } = event;
+  const { held, heldLogprobs } = state;
+  const heldText = (): ChoiceEvent => ({ type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) });
+  const reported = {
+    ...(event.reported ? { reported: event.reported } : {}),
+    ...(event.speculation ? { speculation: event.speculation } : {}),
+  };
+  if (state.upstreamCalls) {
+    if (held && event.reason !== "cancelled") yield heldText();
+    yield { type: "finish", index, reason: event.reason === "stop" ? "tool_calls" : event.reason, ...counts, ...reported };
+    return;
+  }
+  if (state.holding && event.reason !== "cancelled" && shaping.mode !== "none") {
+    // A forced call cut by max_tokens still comes back as a call, with its partial arguments.
+    const cut = event.reason === "length";
+    const calls = cut ? (shaping.mode === "forced" ? partialToolCall(held, shaping.tools) : null) : parseToolCalls(held, shaping.tools);
+    if (calls) {
+      yield { type: "tool_calls", index, calls, ...counts };
+      yield { type: "finish", index, reason: cut ? "length" : "tool_calls", ...counts, ...reported };
       return;
     }
-    if (holding && event.reason !== "cancelled" && shaping.mode !== "none") {
-      // A forced call cut by max_tokens still comes back as a call, with its partial arguments.
-      const cut = event.reason === "length";
-      const calls = cut ? (shaping.mode === "forced" ? partialToolCall(held, shaping.tools) : null) : parseToolCalls(held, shaping.tools);
-      if (calls) {
-        yield { type: "tool_calls", index, calls, ...counts };
-        yield { type: "finish", index, reason: cut ? "length" : "tool_calls", ...counts, ...reported };
-        return;
-      }
-      if (held) yield { type: "text", index, text: held, ...counts, ...(heldLogprobs ? { logprobs: heldLogprobs } : {}) };
-    }
-    yield event;
+    if (held) yield heldText();
   }
+  yield event;
 }

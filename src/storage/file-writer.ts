@@ -60,6 +60,20 @@ export const toStoredFile = (row: FileRow): StoredFile => ({
   createdAt: new Date(row.created_at),
 });
 
+/** Writes a file's chunks in order, each with its checksum, paced behind interactive work. */
+function chunkWriter(db: Database, id: string): (chunk: Buffer) => Promise<void> {
+  let seq = 0;
+  return async (chunk) => {
+    await bulkPace();
+    const digest = createHash("sha256").update(chunk).digest("hex");
+    // The row's size grows with its chunks, so the account's usage counts a file while it is written.
+    await db.query(
+      "WITH chunk AS (INSERT INTO file_chunks (file_id, seq, sha256, content) VALUES ($1, $2, $3, decode($4, 'base64'))) UPDATE files SET bytes = bytes + $5 WHERE id = $1",
+      [id, seq++, digest, chunk.toString("base64"), chunk.byteLength],
+    );
+  };
+}
+
 /** Opens a file row (incomplete) and returns its writer. `room`: the bytes the file may reach. */
 export async function openFileWriter(
   db: Database,
@@ -77,17 +91,8 @@ export async function openFileWriter(
   const room = file.room ?? Number.MAX_SAFE_INTEGER;
   let pending: Buffer[] = [];
   let pendingBytes = 0;
-  let seq = 0;
   let bytes = 0;
-  const writeChunk = async (chunk: Buffer) => {
-    await bulkPace();
-    const digest = createHash("sha256").update(chunk).digest("hex");
-    // The row's size grows with its chunks, so the account's usage counts a file while it is written.
-    await db.query(
-      "WITH chunk AS (INSERT INTO file_chunks (file_id, seq, sha256, content) VALUES ($1, $2, $3, decode($4, 'base64'))) UPDATE files SET bytes = bytes + $5 WHERE id = $1",
-      [id, seq++, digest, chunk.toString("base64"), chunk.byteLength],
-    );
-  };
+  const writeChunk = chunkWriter(db, id);
   const drain = async (all: boolean) => {
     while (pendingBytes >= FILE_CHUNK_BYTES || (all && pendingBytes > 0)) {
       const joined = Buffer.concat(pending);

@@ -69,23 +69,7 @@ export function createFileStore(db: Database): FileStore {
       for await (const chunk of found.chunks) parts.push(chunk);
       return Buffer.concat(parts);
     },
-    async list(accountId, { purpose, limit, order, after }) {
-      const params: unknown[] = [accountId, limit];
-      const where = ["account_id = $1", "complete"];
-      if (purpose !== undefined) where.push(`purpose = $${params.push(purpose)}`);
-      const direction = order === "asc" ? "ASC" : "DESC";
-      if (after !== undefined) {
-        const comparison = order === "asc" ? ">" : "<";
-        where.push(
-          `(created_at, id) ${comparison} (SELECT created_at, id FROM files WHERE id = $${params.push(after)} AND account_id = $1)`,
-        );
-      }
-      const rows = await db.query<FileRow>(
-        `SELECT ${COLUMNS} FROM files WHERE ${where.join(" AND ")} ORDER BY created_at ${direction}, id ${direction} LIMIT $2`,
-        params,
-      );
-      return rows.map(toStoredFile);
-    },
+    list: (accountId, options) => listFiles(db, accountId, options),
     async delete(accountId, id) {
       const rows = await db.query("DELETE FROM files WHERE id = $1 AND account_id = $2 AND complete RETURNING id", [id, accountId]);
       return rows.length > 0;
@@ -105,6 +89,23 @@ export function createFileStore(db: Database): FileStore {
     },
   };
   return store;
+}
+
+/** The account's complete files, newest first (or oldest with `order: "asc"`), after a cursor file id. */
+async function listFiles(db: Database, accountId: string, { purpose, limit, order, after }: Parameters<FileStore["list"]>[1]) {
+  const params: unknown[] = [accountId, limit];
+  const where = ["account_id = $1", "complete"];
+  if (purpose !== undefined) where.push(`purpose = $${params.push(purpose)}`);
+  const direction = order === "asc" ? "ASC" : "DESC";
+  if (after !== undefined) {
+    const comparison = order === "asc" ? ">" : "<";
+    where.push(`(created_at, id) ${comparison} (SELECT created_at, id FROM files WHERE id = $${params.push(after)} AND account_id = $1)`);
+  }
+  const rows = await db.query<FileRow>(
+    `SELECT ${COLUMNS} FROM files WHERE ${where.join(" AND ")} ORDER BY created_at ${direction}, id ${direction} LIMIT $2`,
+    params,
+  );
+  return rows.map(toStoredFile);
 }
 
 /**

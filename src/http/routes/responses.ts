@@ -1,9 +1,9 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { stringifyJson } from "../../protocol/money-json.js";
 import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
 import { responsesRequestSchema, type ResponsesRequestBody } from "../../protocol/responses-request.js";
 import type { ResponseStore, StoredResponse } from "../../responses/store.js";
-import type { Caller, ChatRun, ChatService } from "../../serving/types.js";
+import type { Caller, ChatMessage, ChatRun, ChatService } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
@@ -21,51 +21,74 @@ const notFound = (id: string) => new NotFound(`No response with id '${id.length 
  * become output items (and, streamed, typed events). Stored responses belong to one account.
  */
 export function responsesRoutes(app: FastifyInstance, chat: ChatService, store: ResponseStore, limits: StreamLimits): void {
-  app.post("/responses", async (request, reply) => {
-    const body = parseRequest(responsesRequestSchema, request.body);
-    if (body.background) {
-      // Accepted and run in the foreground, a later cancel or stream=true retrieve would be refused: say so now.
-      throw new InvalidRequest(
-        "background=true is not supported: this server runs every response within its request. Omit 'background' (or set it to false).",
-        "background",
-        "unsupported_parameter",
-      );
-    }
-    const caller = callerOf(request);
-    const earlier = await previousResponse(store, caller, body.previous_response_id);
-    const { input, conversation } = toResponsesChatInput(body, earlier?.conversation ?? []);
-    const gate = new OutputGate();
-    const run = await chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses", output: gate });
-    exposeRateLimits(reply, run);
-    const save = async (builder: ResponseBuilder, response: unknown) => {
-      if (body.store === false) return;
-      try {
-        const inputItems = chainedInputItems(earlier, body.input);
-        await store.save(caller.accountId, run.id, {
-          conversation: [...conversation, builder.assistantMessage()],
-          body: stringifyJson(response),
-          inputItems,
-        });
-      } catch (error) {
-        // The client gets an error instead of the response, so its ledger row must not say completed.
-        await run
-          .undelivered("response_not_stored")
-          .catch((failure: unknown) => request.log.error({ err: failure }, "could not mark the ledger row failed"));
-        throw error;
-      }
-    };
-    if (body.stream) return streamResponse(run, body, openSse(reply, { gate, limits }), request, save);
-    const builder = new ResponseBuilder(run, body);
-    for await (const event of run.events) {
-      const response = builder.apply(event);
-      if (response) {
-        await save(builder, response);
-        return reply.type("application/json; charset=utf-8").send(stringifyJson(response));
-      }
-    }
-    return reply; // cancelled: the client is gone
-  });
+  app.post("/responses", (request, reply) => createResponse(request, reply, { chat, store, limits }));
+  storedResponseRoutes(app, store);
+}
 
+async function createResponse(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  { chat, store, limits }: { chat: ChatService; store: ResponseStore; limits: StreamLimits },
+): Promise<FastifyReply | undefined> {
+  const body = parseRequest(responsesRequestSchema, request.body);
+  if (body.background) {
+    // Accepted and run in the foreground, a later cancel or stream=true retrieve would be refused: say so now.
+    throw new InvalidRequest(
+      "background=true is not supported: this server runs every response within its request. Omit 'background' (or set it to false).",
+      "background",
+      "unsupported_parameter",
+    );
+  }
+  const caller = callerOf(request);
+  const earlier = await previousResponse(store, caller, body.previous_response_id);
+  const { input, conversation } = toResponsesChatInput(body, earlier?.conversation ?? []);
+  const gate = new OutputGate();
+  const run = await chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses", output: gate });
+  exposeRateLimits(reply, run);
+  const save = responseSaver(request, run, { store, body, earlier, conversation });
+  if (body.stream) {
+    await streamResponse(run, body, openSse(reply, { gate, limits }), request, save);
+    return undefined;
+  }
+  const builder = new ResponseBuilder(run, body);
+  for await (const event of run.events) {
+    const response = builder.apply(event);
+    if (response) {
+      await save(builder, response);
+      return reply.type("application/json; charset=utf-8").send(stringifyJson(response));
+    }
+  }
+  return reply; // cancelled: the client is gone
+}
+
+/** Keeps the response (unless `store: false`), chained to the one it continues; a failure marks the run undelivered. */
+function responseSaver(
+  request: FastifyRequest,
+  run: ChatRun,
+  context: { store: ResponseStore; body: ResponsesRequestBody; earlier: StoredResponse | null; conversation: ChatMessage[] },
+) {
+  const { store, body, earlier, conversation } = context;
+  return async (builder: ResponseBuilder, response: unknown): Promise<void> => {
+    if (body.store === false) return;
+    try {
+      const inputItems = chainedInputItems(earlier, body.input);
+      await store.save(callerOf(request).accountId, run.id, {
+        conversation: [...conversation, builder.assistantMessage()],
+        body: stringifyJson(response),
+        inputItems,
+      });
+    } catch (error) {
+      // The client gets an error instead of the response, so its ledger row must not say completed.
+      await run
+        .undelivered("response_not_stored")
+        .catch((failure: unknown) => request.log.error({ err: failure }, "could not mark the ledger row failed"));
+      throw error;
+    }
+  };
+}
+
+/** Stored responses: retrieve, cancel (none can be), input items, delete; each only the caller's account's. */
+function storedResponseRoutes(app: FastifyInstance, store: ResponseStore): void {
   app.get<{ Params: { id: string }; Querystring: { stream?: unknown } }>("/responses/:id", async (request, reply) => {
     // openai-node's retrieve(id, {stream: true}) would otherwise get JSON and yield nothing, silently.
     if (["true", "1"].includes(String(request.query?.stream)))

@@ -1,4 +1,4 @@
-import type { Account, CreatedKey, KeyInfo } from "./store.js";
+import type { Account, CreatedKey, KeyInfo } from "./key-store.js";
 
 /**
  * The admin API's JSON shapes, in the OpenAI style (snake_case, unix-second timestamps). Shared by

@@ -1,6 +1,6 @@
 /** What the CLI's key and usage commands need, served by the database (key-admin.ts) or by a running server (admin-client.ts). */
 import type { UsageGroupBy, UsageReport } from "../protocol/usage.js";
-import type { CreateKeyInput, CreatedKey, KeyInfo, KeyLimitChanges } from "./store.js";
+import type { CreateKeyInput, CreatedKey, KeyInfo, KeyLimitChanges } from "./key-store.js";
 
 /** One account's usage, by account name; start inclusive, end exclusive. */
 export interface AccountUsageQuery {

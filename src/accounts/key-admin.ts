@@ -4,7 +4,7 @@ import { openDatabase } from "../storage/open.js";
 import { httpKeyAdmin } from "./admin-client.js";
 import { liveLockHolder } from "../config/data-dir-lock.js";
 import { findLiveServer, type LocalServer } from "./local-server.js";
-import { createKey, findAccount, listKeys, revokeKey, setKeyLimits } from "./store.js";
+import { createKey, findAccount, listKeys, revokeKey, setKeyLimits } from "./key-store.js";
 import type { KeyAdmin } from "./key-admin-types.js";
 
 export type { AccountUsageQuery, KeyAdmin } from "./key-admin-types.js";

@@ -1,6 +1,6 @@
 /**
  * Who a key is: the principal behind a bearer token (or behind a key id, for work the key started
- * earlier), as the request path needs it. Creating and changing accounts and keys is store.ts.
+ * earlier), as the request path needs it. Creating and changing accounts and keys is key-store.ts.
  */
 import type { Database } from "../storage/database.js";
 import { hashApiKey, hashesEqual, looksLikeApiKey } from "./api-key.js";
@@ -8,7 +8,7 @@ import type { CachedKey } from "./key-cache.js";
 import type { Principal } from "../protocol/principal.js";
 
 export type { Principal };
-import { normalDecimal } from "./store.js";
+import { normalDecimal } from "./key-store.js";
 
 /** Keys that would authenticate right now: not revoked, not expired, account enabled. */
 export async function countActiveKeys(db: Database): Promise<number> {

@@ -1,5 +1,5 @@
 import type { Database } from "../storage/database.js";
-import { pendingLines, type BatchRow, type BatchStatus } from "./store.js";
+import { pendingLines, type BatchRow, type BatchStatus } from "./batch-store.js";
 
 /** A line waiting to run in this process. */
 export interface QueuedLine {

@@ -3,7 +3,7 @@ import type { Database } from "../storage/database.js";
 import type { FileStore } from "../storage/files.js";
 import { BatchMoved, finalTarget, writeResults } from "./finalize.js";
 import { ActiveBatch, type QueuedLine } from "./active-batch.js";
-import { answerLine, closeOpenLines, failBatch, setStatus, type BatchRow } from "./store.js";
+import { answerLine, closeOpenLines, failBatch, setStatus, type BatchRow } from "./batch-store.js";
 
 /** What running one line through the API answered. `requestId`: its ledger row, when one was written. */
 export interface LineResult {

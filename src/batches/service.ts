@@ -15,9 +15,9 @@ import {
   requestCancel,
   startBatch,
   type BatchRow,
-} from "./store.js";
+} from "./batch-store.js";
 import { BATCH_ENDPOINTS, checkBatchFile, type BatchEndpoint, type LineError } from "./validate.js";
-import { jsonl, validationErrorLines } from "./output.js";
+import { jsonl, validationErrorLines } from "./output-files.js";
 
 /** The one completion window OpenAI offers. */
 const WINDOWS: Record<string, number> = { "24h": 24 * 3600 };

@@ -1,5 +1,5 @@
 import type { StoredFile } from "../storage/files.js";
-import type { BatchRow } from "./store.js";
+import type { BatchRow } from "./batch-store.js";
 import type { LineError } from "./validate.js";
 
 const seconds = (date: Date | null) => (date === null ? null : Math.floor(new Date(date).getTime() / 1000));

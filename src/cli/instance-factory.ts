@@ -5,7 +5,7 @@ import type { CatalogEntry } from "../catalog/types.js";
 import { resolveModelsDir } from "../config/paths.js";
 import type { Settings } from "../config/settings.js";
 import { readKvShape } from "../deployments/gguf-shape.js";
-import { instanceBytes } from "../deployments/memory.js";
+import { instanceBytes } from "../deployments/memory-guard.js";
 import type { InstanceFactory, InstanceSizer } from "../deployments/types.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { upstreamBackend } from "./upstream.js";
@@ -64,7 +64,7 @@ export function localInstanceFactory(settings: Settings): InstanceFactory {
 
 /**
  * An instance's memory: the pulled GGUF's size plus KV for max_batch_size sequences of the context
- * window engineOptions gives it (see deployments/memory.ts). A model not pulled yet is sized when
+ * window engineOptions gives it (see deployments/memory-guard.ts). A model not pulled yet is sized when
  * its instance loads (the factory pulls it first); an upstream model takes no memory here.
  */
 export function localInstanceSizer(settings: Settings): InstanceSizer {

@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError } from "commander";
 import { toWireKey } from "../accounts/admin-wire.js";
 import { openKeyAdmin, type KeyAdmin } from "../accounts/key-admin.js";
-import type { CreatedKey, KeyInfo } from "../accounts/store.js";
+import type { CreatedKey, KeyInfo } from "../accounts/key-store.js";
 import { resolveDataDir } from "../config/paths.js";
 
 export interface KeysCommandOptions {

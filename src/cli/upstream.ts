@@ -1,4 +1,4 @@
-import { createUpstreamBackend } from "../backends/upstream/backend.js";
+import { createUpstreamBackend } from "../backends/upstream/upstream-backend.js";
 import type { Backend } from "../backends/backend.js";
 import type { CatalogEntry, UpstreamBackendSpec } from "../catalog/types.js";
 import type { Settings } from "../config/settings.js";

@@ -5,16 +5,16 @@
  */
 import type { Backend } from "../backends/backend.js";
 import { ServiceError } from "../errors.js";
-import { BackendPool } from "../backends/pool.js";
+import { BackendPool } from "../backends/instance-pool.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { Database } from "../storage/database.js";
 import { holdInstanceTime, releaseInstanceHold } from "../billing/instance-budget.js";
 import { segmentCost } from "../billing/instance-time.js";
-import type { MemoryGuard } from "./memory.js";
+import type { MemoryGuard } from "./memory-guard.js";
 import { newInstanceId, type InstanceMeter } from "./metering.js";
 import { privateEntry } from "./settings.js";
-import { setStatus, type DeploymentRow } from "./store.js";
+import { setStatus, type DeploymentRow } from "./deployment-store.js";
 import type { DeploymentSettings, DeploymentStatus, InstanceFactory, InstanceSizer } from "./types.js";
 
 export interface InstanceContext {

@@ -13,7 +13,7 @@ import type { CatalogEntry } from "../catalog/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { Database } from "../storage/database.js";
 import { LocalDeployment } from "./instances.js";
-import { MemoryGuard } from "./memory.js";
+import { MemoryGuard } from "./memory-guard.js";
 import { closeDeadIntervals, createInstanceMeter, type InstanceMeter } from "./metering.js";
 import { checkAllowed, checkName, deployableEntry, privateEntry, resolveSettings } from "./settings.js";
 import {
@@ -28,7 +28,7 @@ import {
   stopDeployments,
   updateSettings,
   type DeploymentRow,
-} from "./store.js";
+} from "./deployment-store.js";
 import {
   DEFAULT_DEPLOYMENT_LIMITS,
   type Deployment,

@@ -100,5 +100,5 @@ export type InstanceFactory = (
   settings: DeploymentSettings,
 ) => Promise<{ backend: Backend; systemFingerprint?: string }>;
 
-/** The memory one instance of `entry` with `settings` takes (deployments/memory.ts); 0 where it takes none here (an upstream model). */
+/** The memory one instance of `entry` with `settings` takes (deployments/memory-guard.ts); 0 where it takes none here (an upstream model). */
 export type InstanceSizer = (entry: CatalogEntry, settings: DeploymentSettings) => Promise<number>;

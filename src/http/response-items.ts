@@ -2,9 +2,9 @@ import type { FastifyInstance } from "fastify";
 import { NotFound } from "../errors.js";
 import { listPageQuery, pageOf, unknownCursor } from "../protocol/list-page.js";
 import type { ResponsesInputItem } from "../protocol/responses-request.js";
-import type { ResponseStore, StoredResponse } from "../responses/store.js";
+import type { ResponseStore, StoredResponse } from "../responses/response-store.js";
 import { callerOf } from "./auth.js";
-import { itemId } from "../responses/output.js";
+import { itemId } from "../responses/response-builder.js";
 import { parse } from "./routes/key-input.js";
 
 /** An input item as `GET /v1/responses/{id}/input_items` lists it: with an id and a status. */

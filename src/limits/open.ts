@@ -1,6 +1,6 @@
 import type { RequestLimits } from "./ports.js";
 import { limitDefaultsFromEnv } from "./defaults.js";
-import { createMemoryLimits } from "./memory.js";
+import { createMemoryLimits } from "./in-memory-limits.js";
 import { createRedisLimits } from "./redis.js";
 
 export interface OpenedRequestLimits extends RequestLimits {

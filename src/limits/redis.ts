@@ -12,7 +12,7 @@ import {
   releasedTokens,
   WINDOW_BUCKETS,
   type RefusedLimit,
-} from "./policy.js";
+} from "./limit-policy.js";
 
 export interface RedisLimitsOptions {
   /** Prepended to every key; tests use a unique one per run. Default "switchyard:limits:". */
@@ -28,7 +28,7 @@ export interface RedisRequestLimits extends RequestLimits {
 }
 
 /*
- * The same rules as the in-memory limiter (see policy.ts), checked and taken inside Redis by Lua
+ * The same rules as the in-memory limiter (see limit-policy.ts), checked and taken inside Redis by Lua
  * scripts, so every server process sharing the Redis shares the limits exactly. Time is Redis's own
  * clock (TIME), so processes on machines with skewed clocks still agree on the windows.
  *

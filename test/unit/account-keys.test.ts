@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import Fastify, { type FastifyInstance } from "fastify";
 import { generateAdminToken } from "../../src/accounts/local-server.js";
-import { createKey } from "../../src/accounts/store.js";
+import { createKey } from "../../src/accounts/key-store.js";
 import { authenticate } from "../../src/accounts/principals.js";
 import { installAuth } from "../../src/http/auth.js";
 import { installErrorHandlers } from "../../src/http/errors.js";

@@ -10,7 +10,7 @@ import {
   revokeKey,
   setAccountDisabled,
   setKeyLimits,
-} from "../../src/accounts/store.js";
+} from "../../src/accounts/key-store.js";
 import { InvalidRequest } from "../../src/errors.js";
 import { forEachDatabase } from "../helpers/databases.js";
 

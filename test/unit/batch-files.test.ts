@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { createAccount } from "../../src/accounts/store.js";
+import { createAccount } from "../../src/accounts/key-store.js";
 import { validateBatchFile } from "../../src/batches/validate.js";
-import { resultFiles } from "../../src/batches/output.js";
+import { resultFiles } from "../../src/batches/output-files.js";
 import { createFileStore, FileCorrupted } from "../../src/storage/files.js";
 import { forEachDatabase } from "../helpers/databases.js";
 

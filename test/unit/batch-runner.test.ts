@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { createKey } from "../../src/accounts/store.js";
+import { createKey } from "../../src/accounts/key-store.js";
 import { BatchRunner, type LineRequest } from "../../src/batches/runner.js";
-import { insertBatch, insertLines, startBatch, getBatch } from "../../src/batches/store.js";
+import { insertBatch, insertLines, startBatch, getBatch } from "../../src/batches/batch-store.js";
 import { validateBatchFile } from "../../src/batches/validate.js";
 import { createFileStore } from "../../src/storage/files.js";
 import type { Database } from "../../src/storage/database.js";

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { test } from "node:test";
-import { createKey, listKeys, setKeyLimits } from "../../src/accounts/store.js";
+import { createKey, listKeys, setKeyLimits } from "../../src/accounts/key-store.js";
 import { createSpendBudgets } from "../../src/billing/budgets.js";
 import { InsufficientQuota } from "../../src/errors.js";
 import type { BudgetReservation } from "../../src/billing/ports.js";

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import type { Backend, PreparedPrompt } from "../../src/backends/backend.js";
 import type { CatalogEntry } from "../../src/catalog/types.js";
 import type { GenerationEvent } from "../../src/protocol/generation.js";
-import { createMemoryLimits } from "../../src/limits/memory.js";
+import { createMemoryLimits } from "../../src/limits/in-memory-limits.js";
 import { createChatService } from "../../src/serving/chat-service.js";
 import type { Caller } from "../../src/serving/types.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
-import { createKey, findAccount } from "../../src/accounts/store.js";
+import { createKey, findAccount } from "../../src/accounts/key-store.js";
 import { createSpendBudgets } from "../../src/billing/budgets.js";
 import { coalesced } from "../../src/billing/coalesced.js";
 import { createUsageLedger } from "../../src/billing/ledger.js";

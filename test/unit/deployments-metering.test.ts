@@ -1,11 +1,16 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { findOrCreateAccount } from "../../src/accounts/store.js";
+import { findOrCreateAccount } from "../../src/accounts/key-store.js";
 import { queryInstanceUsage } from "../../src/billing/instance-usage.js";
 import { instanceTimeCost, millisecondsToSeconds, segmentsToBill } from "../../src/billing/instance-time.js";
 import { billInstance, closeDeadIntervals, createInstanceMeter, newInstanceId } from "../../src/deployments/metering.js";
 import { resolveSettings } from "../../src/deployments/settings.js";
-import { findDeployment, insertDeployment as insertWithLimits, listDeployments, markDeleting } from "../../src/deployments/store.js";
+import {
+  findDeployment,
+  insertDeployment as insertWithLimits,
+  listDeployments,
+  markDeleting,
+} from "../../src/deployments/deployment-store.js";
 import { DEFAULT_DEPLOYMENT_LIMITS } from "../../src/deployments/types.js";
 import type { Database } from "../../src/storage/database.js";
 import { forEachDatabase } from "../helpers/databases.js";

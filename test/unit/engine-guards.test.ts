@@ -12,7 +12,7 @@ import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
 import type { GenerationEvent } from "../../src/protocol/generation.js";
 import { InvalidRequest, ServiceError } from "../../src/errors.js";
 import { step } from "../helpers/scheduler-steps.js";
-import { createMemoryLimits } from "../../src/limits/memory.js";
+import { createMemoryLimits } from "../../src/limits/in-memory-limits.js";
 import { createChatService } from "../../src/serving/chat-service.js";
 import type { Caller } from "../../src/serving/types.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";

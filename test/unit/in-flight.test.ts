@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
-import { createKey } from "../../src/accounts/store.js";
+import { createKey } from "../../src/accounts/key-store.js";
 import { createSpendBudgets } from "../../src/billing/budgets.js";
 import { requestCost } from "../../src/billing/cost.js";
 import { createInFlightLedger } from "../../src/billing/in-flight.js";

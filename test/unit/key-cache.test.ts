@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { cachedKeyLookup } from "../../src/accounts/key-cache.js";
 import { lookUpKey } from "../../src/accounts/principals.js";
-import { createKey, revokeKey, setAccountDisabled, setKeyLimits } from "../../src/accounts/store.js";
+import { createKey, revokeKey, setAccountDisabled, setKeyLimits } from "../../src/accounts/key-store.js";
 import { forEachDatabase } from "../helpers/databases.js";
 import { waitFor } from "../helpers/server.js";
 

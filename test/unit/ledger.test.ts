@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
-import { createKey, findAccount } from "../../src/accounts/store.js";
+import { createKey, findAccount } from "../../src/accounts/key-store.js";
 import { createUsageLedger, queryUsage } from "../../src/billing/ledger.js";
 import { parseUsageParams, parseUsageTime } from "../../src/http/routes/usage.js";
 import { parseWireUsageReport as parseWireUsage, toWireUsageReport as toWireUsage } from "../../src/protocol/usage.js";

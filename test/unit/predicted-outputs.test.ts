@@ -9,7 +9,7 @@ import type { CatalogEntry } from "../../src/catalog/types.js";
 import type { GenerationEvent } from "../../src/protocol/generation.js";
 import { parseChatRequest, toChatInput } from "../../src/http/chat-input.js";
 import { toWireUsage } from "../../src/http/runs.js";
-import { createMemoryLimits } from "../../src/limits/memory.js";
+import { createMemoryLimits } from "../../src/limits/in-memory-limits.js";
 import { createMetrics } from "../../src/observability/metrics.js";
 import { createChatService } from "../../src/serving/chat-service.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";

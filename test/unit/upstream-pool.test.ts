@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { BackendBusy, BackendUnavailable, BackendWaitExpired } from "../../src/backends/backend.js";
-import { ReplicaPool, type Claim } from "../../src/backends/upstream/pool.js";
+import { ReplicaPool, type Claim } from "../../src/backends/upstream/replica-pool.js";
 import { chatPrompt } from "../../src/backends/upstream/prompt.js";
 import { Replica, rendezvousOrder, CONSECUTIVE_FAILURES } from "../../src/backends/upstream/replica.js";
 import { requestBody } from "../../src/backends/upstream/request-body.js";

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, afterEach, before, beforeEach, describe, test } from "node:test";
 import Fastify, { type FastifyInstance } from "fastify";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../../src/accounts/local-server.js";
-import { createKey, findAccount, revokeKey } from "../../src/accounts/store.js";
+import { createKey, findAccount, revokeKey } from "../../src/accounts/key-store.js";
 import { authenticate } from "../../src/accounts/principals.js";
 import { createUsageLedger } from "../../src/billing/ledger.js";
 import { usageCommand } from "../../src/cli/usage.js";

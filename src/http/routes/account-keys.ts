@@ -3,7 +3,7 @@ import { z } from "zod";
 import { toWireCreatedKey, toWireKey, type WireRevokedKey } from "../../accounts/admin-wire.js";
 import { exceededRight, type KeyRights } from "../../accounts/key-rights.js";
 import { loadKeyStanding, rightsOf, UNLIMITED_RATES, type KeyStanding, type RateDefaults } from "../../accounts/key-standing.js";
-import { createKey, listKeys, optionalBudget, revokeKey, type CreateKeyInput } from "../../accounts/store.js";
+import { createKey, listKeys, optionalBudget, revokeKey, type CreateKeyInput } from "../../accounts/key-store.js";
 import { remainingBudget } from "../../billing/budgets.js";
 import { Forbidden, NotFound } from "../../errors.js";
 import type { Database } from "../../storage/database.js";

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { stringifyJson } from "../../protocol/money-json.js";
-import type { CompletionStore } from "../../chat-store/store.js";
+import type { CompletionStore } from "../../chat-store/completion-store.js";
 import type { ChatCompletionChunk, WireFinishReason, WireUsage } from "../../protocol/chat-response.js";
 import type { ChatRun, ChatService, ServingEvent, TokenLogprob } from "../../serving/types.js";
 import { CompletionAssembler, toWireLogprobs } from "../completion-assembler.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { CreateKeyInput } from "../../accounts/store.js";
+import type { CreateKeyInput } from "../../accounts/key-store.js";
 import { InvalidRequest } from "../../errors.js";
 
 /**

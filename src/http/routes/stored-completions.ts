@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { z } from "zod";
 import { stringifyJson } from "../../protocol/money-json.js";
-import type { CompletionStore, StoredCompletion } from "../../chat-store/store.js";
+import type { CompletionStore, StoredCompletion } from "../../chat-store/completion-store.js";
 import { InvalidRequest, NotFound } from "../../errors.js";
 import type { ChatCompletion } from "../../protocol/chat-response.js";
 import type { ChatRequestBody } from "../../protocol/chat-request.js";

@@ -4,7 +4,7 @@ import type { KeyLimits } from "../protocol/principal.js";
 import type { LimitDefaults } from "./defaults.js";
 
 /**
- * The limit rules both limiters follow (memory.ts in-process, redis.ts in Lua), and everything about
+ * The limit rules both limiters follow (in-memory-limits.ts in-process, redis.ts in Lua), and everything about
  * a refusal that is not the atomic check-and-take itself: which limits apply, the Retry-After
  * arithmetic, and the messages. The Redis script returns the window it refused on, so the
  * Retry-After computed here is the same in both.

@@ -2,7 +2,7 @@ import type { PauseControl } from "../../protocol/generation.js";
 import type { GenerationEvent } from "../../protocol/generation.js";
 import { BackendUnavailable, type Backend, type BackendStats, type GenerationParams } from "../backend.js";
 import { createAgent, openStream, probe, ReplicaFailed } from "./http.js";
-import { ReplicaPool } from "./pool.js";
+import { ReplicaPool } from "./replica-pool.js";
 import { chatPrompt, textPrompt, type UpstreamPrompt } from "./prompt.js";
 import { Replica } from "./replica.js";
 import { requestBody } from "./request-body.js";

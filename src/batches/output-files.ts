@@ -1,4 +1,4 @@
-import type { DoneLine } from "./store.js";
+import type { DoneLine } from "./batch-store.js";
 import type { LineError } from "./validate.js";
 import type { ResultLine } from "./wire.js";
 

@@ -10,7 +10,7 @@ import {
   releasedTokens,
   WINDOW_MS,
   type Refusal,
-} from "./policy.js";
+} from "./limit-policy.js";
 
 export interface MemoryLimitsOptions {
   /** Milliseconds since the epoch; tests move time forward with it. */
@@ -19,7 +19,7 @@ export interface MemoryLimitsOptions {
 
 /**
  * Request limits held in this process: right for a single server. Node runs admit() start to end
- * without yielding, so check-and-take is atomic without locks. Windows follow policy.ts (a sliding
+ * without yielding, so check-and-take is atomic without locks. Windows follow limit-policy.ts (a sliding
  * minute of one-second buckets).
  */
 export function createMemoryLimits(defaults: LimitDefaults, options: MemoryLimitsOptions = {}): RequestLimits {

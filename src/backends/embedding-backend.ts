@@ -1,6 +1,5 @@
 import { createEmbeddingHost, type EmbeddingHost, type EmbeddingHostOptions } from "../engine/embedding/embedding-host.js";
-import { EmbeddingQueueFull } from "../engine/embedding/embedding-queue.js";
-import { BackendBusy } from "./backend.js";
+import { fromEngineError } from "./engine-errors.js";
 
 /**
  * What serving needs from a sentence-embedding model: the engine's embedding host, whose queue-full
@@ -16,8 +15,7 @@ export async function createLocalEmbeddingBackend(options: EmbeddingHostOptions)
       try {
         return await host.embed(inputs, tier, signal);
       } catch (error) {
-        if (error instanceof EmbeddingQueueFull) throw new BackendBusy(error.message);
-        throw error;
+        throw fromEngineError(error);
       }
     },
   };

@@ -1,24 +1,7 @@
-import { PromptTemplateError } from "../engine/chat-template.js";
-import {
-  EmptyPromptError,
-  loadModelHost,
-  QueueFullError,
-  StalledError,
-  WaitExpiredError,
-  type ModelHostOptions,
-} from "../engine/model-host.js";
-import { SchemaError } from "../engine/grammar/index.js";
+import { loadModelHost, type ModelHostOptions } from "../engine/model-host.js";
 import type { GenerationEvent, Token } from "../protocol/generation.js";
-import {
-  BackendBusy,
-  BackendWaitExpired,
-  ConstraintRejected,
-  EmptyPrompt,
-  GenerationStalled,
-  PromptRejected,
-  type Backend,
-  type PreparedPrompt,
-} from "./backend.js";
+import type { Backend, PreparedPrompt } from "./backend.js";
+import { fromEngineError } from "./engine-errors.js";
 
 interface LocalPrompt extends PreparedPrompt {
   tokens: Token[];
@@ -35,13 +18,16 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
         const { tokens, opensThinking } = await host.tokenizeChat(messages, tools, options);
         return { tokens, tokenCount: tokens.length, opensThinking };
       } catch (error) {
-        if (error instanceof PromptTemplateError) throw new PromptRejected(error.message);
-        throw error;
+        throw fromEngineError(error);
       }
     },
     async prepareText(text, options) {
-      const tokens = await host.tokenizeText(text, options);
-      return { tokens, tokenCount: tokens.length, opensThinking: false };
+      try {
+        const tokens = await host.tokenizeText(text, options);
+        return { tokens, tokenCount: tokens.length, opensThinking: false };
+      } catch (error) {
+        throw fromEngineError(error);
+      }
     },
     async preparePrediction(text, options) {
       const tokens = await host.tokenizePrediction(text, options);
@@ -68,26 +54,16 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
   };
 }
 
-/** Engine errors as the backend errors serving knows. */
-function translate(error: unknown): unknown {
-  if (error instanceof QueueFullError) return new BackendBusy(error.message);
-  if (error instanceof WaitExpiredError) return new BackendWaitExpired(error.message);
-  if (error instanceof SchemaError) return new ConstraintRejected(error.message);
-  if (error instanceof EmptyPromptError) return new EmptyPrompt(error.message);
-  if (error instanceof StalledError) return new GenerationStalled(error.message);
-  return error;
-}
-
 async function* backendErrors(events: AsyncGenerator<GenerationEvent>): AsyncGenerator<GenerationEvent> {
   try {
     yield* events;
   } catch (error) {
-    throw translate(error);
+    throw fromEngineError(error);
   }
 }
 
 /** A choice refused before it queued: its stream throws at its first read, like any refusal. */
 // biome-ignore lint/correctness/useYield: it only throws, at its first read, as every refusal does
 async function* failing(error: unknown): AsyncGenerator<GenerationEvent> {
-  throw translate(error);
+  throw fromEngineError(error);
 }

@@ -5,14 +5,15 @@ import { StepCostModel } from "./core/cost-model.js";
 import { chooseShard } from "./core/placement.js";
 import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
-import { QueueFullError, ShardScheduler, StalledError, WaitExpiredError } from "./core/scheduler.js";
+import { ShardScheduler, StalledError } from "./core/scheduler.js";
+import { QueueFullError, WaitExpiredError } from "./errors.js";
 import { Shard, type StepCounters } from "./core/shard.js";
 import { ShardGroup } from "./core/shard-group.js";
 import { DRAFT_TOKENS_PER_STEP, type SpeculationMode } from "./core/speculation.js";
 import type { TargetsByTier } from "./core/step-budget.js";
 import { constraintToGbnf } from "./grammar/index.js";
 import { loadModel } from "./native/loaded-model.js";
-import { EmptyPromptError, nonEmptyPrompt } from "./prompt/empty-prompt.js";
+import { nonEmptyPrompt } from "./prompt/empty-prompt.js";
 import { startPromptPool } from "./prompt/prompt-pool.js";
 import { promptTokenizers } from "./prompt/prompt-tokenizers.js";
 import { startShardRunner } from "./runner/shard-runner.js";
@@ -30,8 +31,6 @@ import type {
   ToolDefinition,
 } from "./types.js";
 import { sumPerTier, tierTotal } from "../protocol/tiers.js";
-
-export { EmptyPromptError, QueueFullError, StalledError, WaitExpiredError };
 
 export interface ModelHostOptions {
   modelPath: string;

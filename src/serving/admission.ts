@@ -3,14 +3,14 @@
  * prices, what its output must look like, its prompts prepared, and its budget and limits reserved.
  * Every refusal happens here or while the backend admits the generations (see chat-service.ts).
  */
-import { PromptRejected, type Backend, type PreparedPrediction, type PreparedPrompt } from "../backends/backend.js";
+import type { Backend, PreparedPrediction, PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier } from "../billing/prices.js";
 import type { CatalogEntry, TokenPrices } from "../catalog/types.js";
 import type { ServiceTier } from "../protocol/tiers.js";
 import type { PromptOptions } from "../protocol/generation.js";
 import type { OutputConstraint, ToolDefinition } from "../protocol/generation.js";
-import { CapacityUnavailable, InvalidRequest } from "../errors.js";
+import { CapacityUnavailable } from "../errors.js";
 import type { ModelRegistry } from "./model-registry.js";
 import { requireServedModel } from "./served-model.js";
 import type { InFlightLedger, SpendBudgets } from "../billing/ports.js";
@@ -29,6 +29,7 @@ import { checkSchemas } from "./schema-check.js";
 import type { ToolShaping } from "./choice-shaping.js";
 import type { ToolChoice } from "./tool-calls.js";
 import type { Caller, ChatInput } from "./types.js";
+import { apiErrorOf } from "./backend-refusals.js";
 
 export interface AdmissionDeps {
   registry: ModelRegistry;
@@ -228,8 +229,7 @@ async function preparePrompts(backend: Backend, input: ChatInput, output: Output
   try {
     return [await backend.prepare(prompt.messages, output.offered, options)];
   } catch (error) {
-    if (error instanceof PromptRejected) throw new InvalidRequest(error.message, promptParam(input));
-    throw error;
+    throw apiErrorOf(error, { promptParam: promptParam(input) });
   }
 }
 

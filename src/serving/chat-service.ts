@@ -1,20 +1,7 @@
-/**
- * The request lifecycle, in three named steps: `admit` (admission.ts: model, checks, tier, prompts,
- * budget and limits) → `launch` (the backend's generations, and the wait for each to be admitted)
- * → the event pipeline (reasoning split, tool-call shaping, metering and settlement).
- */
-import {
-  BackendBusy,
-  BackendUnavailable,
-  BackendWaitExpired,
-  ConstraintRejected,
-  EmptyPrompt,
-  UpstreamRejected,
-} from "../backends/backend.js";
 import type { PauseControl } from "../protocol/generation.js";
 import type { GenerationEvent } from "../protocol/generation.js";
 import { newRequestId } from "../protocol/request-ids.js";
-import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
+import { RateLimited, ServiceError } from "../errors.js";
 import { admit, beside, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";
 import type { UsageLedger } from "../billing/ports.js";
 import type { RequestObserver, ServingMetrics } from "./ports.js";
@@ -27,6 +14,7 @@ import { checkedChoice } from "./output-check.js";
 import { meteredEvents, serverAbort, settlement } from "./metered-events.js";
 import type { Caller, ChatInput, ChatRun, ChatService } from "./types.js";
 import { canonicalId } from "./model-registry.js";
+import { apiErrorOf } from "./backend-refusals.js";
 
 export interface ChatServiceDeps extends AdmissionDeps {
   ledger: UsageLedger;
@@ -212,15 +200,6 @@ async function admitted(
     if (first.done || first.value.type !== "started") throw new Error("The backend did not start the generation.");
     return first.value;
   } catch (error) {
-    if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
-    if (error instanceof BackendWaitExpired)
-      throw new RateLimited(`${error.message} Retry later, or use the default tier.`, 60, "resource_unavailable");
-    if (error instanceof ConstraintRejected)
-      throw new InvalidRequest(`Unsupported schema: ${error.message}`, constraintParam, "invalid_schema");
-    if (error instanceof EmptyPrompt) throw new InvalidRequest(error.message, promptParam, "empty_prompt");
-    if (error instanceof UpstreamRejected)
-      throw new InvalidRequest(error.message, error.param === "messages" ? promptParam : error.param, error.code);
-    if (error instanceof BackendUnavailable) throw new CapacityUnavailable(`${error.message} Retry shortly.`, 5);
-    throw error;
+    throw apiErrorOf(error, { promptParam, constraintParam });
   }
 }

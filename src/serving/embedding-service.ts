@@ -1,9 +1,8 @@
-import { BackendBusy } from "../backends/backend.js";
 import type { EmbeddingBackend } from "../backends/embedding-backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
 import type { ServiceTier } from "../protocol/tiers.js";
-import { CapacityUnavailable, InvalidRequest, RateLimited, ServiceError } from "../errors.js";
+import { CapacityUnavailable, InvalidRequest, ServiceError } from "../errors.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import type { ChatServiceDeps } from "./chat-service.js";
 import type { Caller, RequestContext } from "./types.js";
@@ -11,6 +10,7 @@ import { beside, reserve, type Holdings } from "./admission.js";
 import { RequestMeter, type MeterOutcome } from "./request-meter.js";
 import { requireServedModel } from "./served-model.js";
 import { canonicalId } from "./model-registry.js";
+import { apiErrorOf } from "./backend-refusals.js";
 
 export interface EmbeddingInput {
   model: string;
@@ -147,7 +147,6 @@ async function runEmbedding(
   try {
     return await embedder.embed(tokens, tier, signal);
   } catch (error) {
-    if (error instanceof BackendBusy) throw new RateLimited(`${error.message} Retry shortly.`, 1, "queue_full");
-    throw error;
+    throw apiErrorOf(error, { promptParam: "input" });
   }
 }

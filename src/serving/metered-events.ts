@@ -7,6 +7,7 @@ import { GenerationStalled } from "../backends/backend.js";
 import { ServiceError } from "../errors.js";
 import type { ChoiceCounts, ChoiceEvent, ReportedPrompt, ServingEvent, Usage } from "./types.js";
 import type { RequestMeter } from "./request-meter.js";
+import { apiErrorOf } from "./backend-refusals.js";
 
 /** A run's token counts over all its choices. `completionTokens`: generated (output) tokens only. */
 export interface RunTokens {
@@ -253,6 +254,5 @@ async function failed(metering: Metering, tally: Tally, failure: unknown): Promi
 
 /** A backend's failure after output began, as the caller sees it (the HTTP layer sends it as an error event). */
 function midStreamError(error: unknown): unknown {
-  if (error instanceof GenerationStalled) return new ServiceError(500, "server_error", error.message, "timeout");
-  return error;
+  return error instanceof GenerationStalled ? apiErrorOf(error, { promptParam: "messages" }) : error;
 }

@@ -1,10 +1,10 @@
 import { CapacityUnavailable, InvalidRequest } from "../errors.js";
 import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import type { RequestLimits } from "../limits/ports.js";
-import { PromptRejected } from "../backends/backend.js";
 import type { ModelRegistry, ServedModel } from "./model-registry.js";
 import { requireServedModel, servesEmbeddings } from "./served-model.js";
 import type { Caller, ChatMessage, ToolDefinition } from "./types.js";
+import { apiErrorOf } from "./backend-refusals.js";
 
 export interface TokenizeInput {
   model: string;
@@ -104,16 +104,16 @@ function tokenizerOf(served: ServedModel): Tokenizer {
     vocabularySize: backend.vocabularySize,
     async tokenize(input, fairnessKey) {
       const prompt = input.chat
-        ? await backend
-            .prepare(input.chat.messages, input.chat.tools, { fairnessKey, addGenerationPrompt: input.chat.addGenerationPrompt })
-            .catch((error: unknown) => {
-              throw error instanceof PromptRejected ? new InvalidRequest(error.message, "messages") : error;
-            })
+        ? backend.prepare(input.chat.messages, input.chat.tools, { fairnessKey, addGenerationPrompt: input.chat.addGenerationPrompt })
         : input.prompt!.addSpecialTokens
-          ? await backend.prepareText(input.prompt!.text, { fairnessKey })
-          : await backend.preparePrediction!(input.prompt!.text, { fairnessKey });
-      // A backend that knows its tokenizer also knows each prompt's tokens (the detokenize check above).
-      return prompt.tokens ?? [];
+          ? backend.prepareText(input.prompt!.text, { fairnessKey })
+          : backend.preparePrediction!(input.prompt!.text, { fairnessKey });
+      try {
+        // A backend that knows its tokenizer also knows each prompt's tokens (the detokenize check above).
+        return (await prompt).tokens ?? [];
+      } catch (error) {
+        throw apiErrorOf(error, { promptParam: input.chat ? "messages" : "prompt" });
+      }
     },
     detokenize,
     tokenText,

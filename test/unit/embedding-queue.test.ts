@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { EmbedReply } from "../../src/engine/embedding/embedding-protocol.js";
 import { waitFor } from "../helpers/server.js";
-import { EmbeddingQueue, EmbeddingQueueFull, type QueuedInput } from "../../src/engine/embedding/embedding-queue.js";
+import { EmbeddingQueue, type QueuedInput } from "../../src/engine/embedding/embedding-queue.js";
+import { QueueFullError } from "../../src/engine/errors.js";
 
 /** A runner that records each batch and answers when released: the queue's packing, not llama.cpp, is under test. */
 function heldRunner(dimensions: number) {
@@ -58,7 +59,7 @@ test("an aborted request's waiting inputs never run; a full queue refuses", asyn
   const running = queue.submit([input(1, 4)], "default");
   const controller = new AbortController();
   const aborted = queue.submit([input(2, 1), input(3, 1)], "default", controller.signal);
-  await assert.rejects(queue.submit([input(4, 1), input(5, 1)], "default"), EmbeddingQueueFull);
+  await assert.rejects(queue.submit([input(4, 1), input(5, 1)], "default"), QueueFullError);
   controller.abort();
   await assert.rejects(aborted, /aborted/);
   runner.releaseNext();

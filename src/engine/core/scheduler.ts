@@ -16,8 +16,6 @@ import { takeRun, type SampledRun } from "./verified-run.js";
 import type { MemoryOp, StepReply } from "../runner/step-protocol.js";
 import type { FinishReason } from "../types.js";
 
-export class QueueFullError extends Error {}
-export class WaitExpiredError extends Error {}
 export { StalledError };
 
 export type { ShardSchedulerOptions, ShardStats };

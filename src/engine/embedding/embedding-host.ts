@@ -41,7 +41,7 @@ export interface EmbeddingHost {
   tokenText(id: number): string;
   /** Token ids a client sent: wrapped in CLS/SEP where they are not already. */
   wrapTokens(ids: readonly number[]): Int32Array;
-  /** Each input's L2-normalised embedding, in order. Rejects with EmbeddingQueueFull when too many wait. */
+  /** Each input's L2-normalised embedding, in order. Rejects with QueueFullError when too many wait. */
   embed(inputs: readonly Int32Array[], tier: ServiceTier, signal?: AbortSignal): Promise<Float32Array[]>;
   stats(): EmbeddingStats;
   close(): Promise<void>;

@@ -1,5 +1,6 @@
 import { SERVICE_TIERS, type ServiceTier } from "../../protocol/tiers.js";
 import type { EmbedReply } from "./embedding-protocol.js";
+import { QueueFullError } from "../errors.js";
 
 /** An embedding model's queue and what it has done, for /health. */
 export interface EmbeddingStats {
@@ -11,7 +12,6 @@ export interface EmbeddingStats {
 }
 
 /** Too many inputs wait already: the caller should retry shortly. */
-export class EmbeddingQueueFull extends Error {}
 
 export interface QueuedInput {
   tokens: Int32Array;
@@ -79,7 +79,7 @@ export class EmbeddingQueue {
   submit(inputs: readonly Int32Array[], tier: ServiceTier, signal?: AbortSignal): Promise<Float32Array[]> {
     if (this.closed) return Promise.reject(new Error("the embedding engine is closed"));
     if (this.waitingInputs() + inputs.length > this.options.maxWaiting) {
-      return Promise.reject(new EmbeddingQueueFull(`The embedding queue is full (${this.options.maxWaiting} inputs waiting).`));
+      return Promise.reject(new QueueFullError(`The embedding queue is full (${this.options.maxWaiting} inputs waiting).`));
     }
     return new Promise((resolve, reject) => {
       const request: PendingRequest = { vectors: new Array(inputs.length), remaining: inputs.length, resolve, reject, settled: false };

@@ -1,0 +1,11 @@
+/**
+ * The engine's refusals that are about capacity, not the request: each is one class here, whichever
+ * part of the engine refuses (a chat model's request queue, an embedding model's input queue), and
+ * the backend seam turns each into one backend error (backends/engine-errors.ts).
+ */
+
+/** Too many requests (or embedding inputs) wait already. */
+export class QueueFullError extends Error {}
+
+/** A flex request found no spare capacity within its wait. */
+export class WaitExpiredError extends Error {}

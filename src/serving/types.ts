@@ -20,6 +20,7 @@ export type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, To
 import type { ApiKind } from "../protocol/request-ids.js";
 import type { KeyLimits } from "../limits/ports.js";
 import type { ToolChoice } from "./tool-calls.js";
+import type { RequestTrace } from "./trace-port.js";
 
 /** Who is asking; the serving layer needs only what scopes and limits the request. */
 export interface Caller {
@@ -86,6 +87,8 @@ export interface RequestContext {
   api?: ApiKind;
   /** Held by the HTTP layer while the client is not reading its stream: generation pauses. */
   output?: PauseControl;
+  /** The request's trace (the HTTP layer's span for it); absent: not traced. */
+  trace?: RequestTrace;
 }
 
 export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";

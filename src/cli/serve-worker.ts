@@ -3,6 +3,7 @@ import { createModelRegistry, type ModelRegistry } from "../serving/model-regist
 import { UNMETERED } from "../serving/unmetered.js";
 import { createMetrics } from "../observability/metrics.js";
 import { buildWorkerApp } from "../http/worker-app.js";
+import { startTracing } from "../observability/tracing.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { Settings } from "../config/settings.js";
 
@@ -19,6 +20,7 @@ export async function runWorker(settings: Settings, catalog: CatalogEntry[], loa
       "serve --worker needs SWITCHYARD_WORKER_KEY (16 characters or more): the key the gateway sends, and the only thing that guards this worker.",
     );
   const registry = createModelRegistry(catalog);
+  const tracing = await startTracing();
   const metrics = createMetrics(() =>
     registry.list().flatMap(({ entry, backend }) => (backend ? [{ model: entry.id, stats: backend.stats() }] : [])),
   );
@@ -26,6 +28,7 @@ export async function runWorker(settings: Settings, catalog: CatalogEntry[], loa
     chat: createChatService({ registry, ...UNMETERED, metrics }),
     registry,
     metrics,
+    ...(tracing ? { tracing } : {}),
     workerKey: settings.workerKey,
     bodyLimit: settings.bodyLimit,
     maxJsonDepth: settings.maxJsonDepth,
@@ -46,6 +49,7 @@ export async function runWorker(settings: Settings, catalog: CatalogEntry[], loa
     setTimeout(() => app.server.closeAllConnections(), 10_000).unref();
     await app.close();
     await registry.closeAll();
+    await tracing?.shutdown(5_000);
     process.exit(0);
   };
   process.once("SIGINT", stop);

@@ -15,6 +15,7 @@ import { cachedKeyLookup } from "../accounts/key-cache.js";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
 import { adminRoutes } from "../http/routes/admin.js";
 import { createMetrics } from "../observability/metrics.js";
+import { startTracing, type Tracing } from "../observability/tracing.js";
 import { buildApp } from "../http/app.js";
 import { createDrain } from "../http/drain.js";
 import { createChatService } from "../serving/chat-service.js";
@@ -151,6 +152,8 @@ async function startParts(
 ): Promise<ServerParts> {
   const { db, ownership, inFlight, catalog, fullCatalog, log } = context;
   const limits = await openRequestLimits();
+  const tracing = await startTracing();
+  if (tracing) log("tracing: exporting spans over OTLP/HTTP (OTEL_EXPORTER_OTLP_* variables)");
   const registry = createModelRegistry(catalog);
   // Deployments' gauges would name their accounts: metrics are public.
   const metrics = createMetrics(() =>
@@ -182,7 +185,7 @@ async function startParts(
     principalOf: (keyId) => principalOfKey(db, keyId),
     windowSeconds: settings.batchWindowSeconds,
   });
-  return { db, registry, limits, inFlight, metrics, deployments, drain: createDrain(), batches };
+  return { db, registry, limits, inFlight, metrics, tracing, deployments, drain: createDrain(), batches };
 }
 
 interface ServerParts {
@@ -191,6 +194,8 @@ interface ServerParts {
   limits: Awaited<ReturnType<typeof openRequestLimits>>;
   inFlight: ReturnType<typeof createInFlightLedger>;
   metrics: ReturnType<typeof createMetrics>;
+  /** Null: tracing is off (no OTLP endpoint set). */
+  tracing: Tracing | null;
   deployments: ReturnType<typeof createDeploymentManager>;
   drain: ReturnType<typeof createDrain>;
   batches: ReturnType<typeof startBatches>;
@@ -213,7 +218,7 @@ async function connectionCapsAtStart(settings: Settings, log: (message: string) 
 
 function buildServerApp(
   settings: Settings,
-  { db, registry, limits, inFlight, metrics, deployments, drain, batches }: ServerParts,
+  { db, registry, limits, inFlight, metrics, tracing, deployments, drain, batches }: ServerParts,
   caps: ConnectionCaps,
 ) {
   const servingDeps = { registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics };
@@ -223,6 +228,7 @@ function buildServerApp(
     embeddings: createEmbeddingService(servingDeps),
     tokens: createTokenService(servingDeps),
     metrics,
+    ...(tracing ? { tracing } : {}),
     registry,
     db,
     responses: createResponseStore(db, settings.storedObjects),
@@ -261,6 +267,7 @@ function stopOnSignals(
     limits,
     db,
     batches,
+    tracing,
   }: Omit<ServerParts, "metrics"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
 ): void {
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
@@ -282,6 +289,8 @@ function stopOnSignals(
     await deployments.close();
     await registry.closeAll();
     await inFlight.drain();
+    // The spans of the last requests go out, unless the exporter is down: then the stop goes on.
+    await tracing?.shutdown(TRACE_FLUSH_TIMEOUT_MS);
     await ownership.close();
     await limits.close();
     await db.close();
@@ -330,6 +339,8 @@ async function ensureFirstKey(db: Database, dataDir: string): Promise<void> {
 const FIRST_KEY_FILE = "first-api-key.txt";
 
 const SHUTDOWN_GRACE_MS = 10_000;
+/** How long a stop waits for the last spans to be exported. */
+const TRACE_FLUSH_TIMEOUT_MS = 5_000;
 
 export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
   // An on-demand model is served only once someone has pulled it (`switchyard models pull <id>`).

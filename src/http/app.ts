@@ -35,6 +35,8 @@ import type { BatchService } from "../batches/service.js";
 import type { FileStore } from "../storage/files.js";
 import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { Tracing } from "../observability/tracing.js";
+import { installTracing } from "./tracing.js";
 import type { ResponseStore } from "../responses/response-store.js";
 import type { CompletionStore } from "../chat-store/completion-store.js";
 import type { RequestLimits } from "../limits/ports.js";
@@ -58,6 +60,8 @@ export interface AppDeps {
   /** Levels of objects and arrays a JSON body may nest; default DEFAULT_MAX_JSON_DEPTH. */
   maxJsonDepth?: number;
   metrics: Metrics;
+  /** OpenTelemetry traces (observability/tracing.ts); absent: off, and no request is traced. */
+  tracing?: Tracing;
   /** Request timeout and the per-IP cap on unauthenticated connections. */
   connections?: Partial<ConnectionLimits>;
   /** Responses kept with `store: true` (the Responses API). */
@@ -130,6 +134,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             const deployments = deps.deployments;
             if (deployments)
               installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model), deps.batches?.passFor);
+            if (deps.tracing) installTracing(generation, deps.tracing);
             const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
             chatRoutes(generation, deps.chat, streams, deps.completions);
             completionsRoutes(generation, deps.chat, streams);

@@ -1,6 +1,8 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { Metrics } from "../observability/metrics.js";
+import type { Tracing } from "../observability/tracing.js";
+import { installTracing } from "./tracing.js";
 import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
@@ -17,6 +19,8 @@ export interface WorkerAppDeps extends Omit<BaseAppDeps, "authenticate"> {
   chat: ChatService;
   registry: ModelRegistry;
   metrics: Metrics;
+  /** OpenTelemetry traces; absent: off. A gateway's `traceparent` makes each request its upstream call's child. */
+  tracing?: Tracing;
   /** The one key a gateway presents (SWITCHYARD_WORKER_KEY). */
   workerKey: string;
 }
@@ -36,6 +40,7 @@ export function buildWorkerApp(deps: WorkerAppDeps): FastifyInstance {
       void routes.register(
         async (api) => {
           modelRoutes(api, deps.registry);
+          if (deps.tracing) installTracing(api, deps.tracing);
           const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
           chatRoutes(api, deps.chat, streams);
           completionsRoutes(api, deps.chat, streams);

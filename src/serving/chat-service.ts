@@ -4,7 +4,8 @@ import { newRequestId } from "../protocol/request-ids.js";
 import { RateLimited, ServiceError } from "../errors.js";
 import { admit, beside, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";
 import type { UsageLedger } from "../billing/ports.js";
-import type { RequestObserver, ServingMetrics } from "./ports.js";
+import type { RequestObserver, RequestTrace, ServingMetrics } from "./ports.js";
+import { admittedAttributes, tracedEvents, UNTRACED } from "./run-trace.js";
 import { ReasoningSplitter } from "./reasoning-split.js";
 import { splitReasoning } from "./reasoning-stream.js";
 import { RequestMeter } from "./request-meter.js";
@@ -40,19 +41,27 @@ export function createChatService(deps: ChatServiceDeps): ChatService {
     async start(caller, input, signal, context = {}) {
       const api = context.api ?? "chat.completions";
       const requestId = context.requestId ?? newRequestId(api);
-      const meter = new RequestMeter(deps.ledger, {
+      const trace = context.trace ?? UNTRACED;
+      const meterContext = {
         requestId,
         accountId: caller.accountId,
         keyId: caller.keyId,
         model: canonicalId(deps.registry, input.model),
         api,
         batchId: caller.batchId,
-      });
+      };
+      const meter = new RequestMeter(deps.ledger, meterContext, trace);
       const held: Holdings = { tier: "default", promptTokens: 0 };
       try {
-        const admission = await admit(deps, caller, input, meter, held);
-        const launched = await beside(admission.durable, () => launch(admission, caller, input, signal, context.output), stopAll);
-        return eventPipeline(admission, launched, { input, meter, held, signal, metrics: deps.metrics });
+        const admitting = trace.stage("switchyard.admission");
+        const admission = await admit(deps, caller, input, meter, held).finally(() => admitting.end());
+        const { model, tier } = admission;
+        trace.annotate(admittedAttributes({ api, requestedModel: input.model, model: model.entry.id, id: requestId, tier }));
+        // Launched inside the request's span: a call to an upstream engine is its child and carries its traceparent.
+        const queued = trace.stage("switchyard.queue");
+        const launching = () => trace.within(() => launch(admission, caller, input, signal, context.output));
+        const launched = await beside(admission.durable, launching, stopAll).finally(() => queued.end());
+        return eventPipeline(admission, launched, { input, meter, held, signal, metrics: deps.metrics, trace });
       } catch (thrown) {
         throw await rejected(meter, held, signal, thrown);
       }
@@ -122,7 +131,7 @@ function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) 
 function eventPipeline(
   admission: Admission,
   launched: Launch,
-  run: { input: ChatInput; meter: RequestMeter; held: Holdings; signal: AbortSignal; metrics?: ServingMetrics },
+  run: { input: ChatInput; meter: RequestMeter; held: Holdings; signal: AbortSignal; metrics?: ServingMetrics; trace: RequestTrace },
 ): ChatRun {
   const { model, tier, prompts, choicesPerPrompt: n, output } = admission;
   const { meter, signal } = run;
@@ -142,6 +151,15 @@ function eventPipeline(
     return checkedChoice(shapeChoice(splitReasoning(index, generation, splitter), output.shaping), schema, forced);
   });
   const cover = (completionTokens: number) => meter.cover(completionTokens, cachedPromptTokens);
+  const metered = meteredEvents(choices, {
+    meter,
+    settle,
+    observer,
+    cover,
+    interruptedBy: () => serverAbort(signal),
+    predictionTokens: admission.prediction?.tokenCount ?? 0,
+  });
+  run.trace.annotate({ "switchyard.queue_ms": Math.round(launched.queuedMs) });
   return {
     id: meter.context.requestId,
     created: Math.floor(Date.now() / 1000),
@@ -150,14 +168,7 @@ function eventPipeline(
     serviceTier: tier,
     systemFingerprint: model.systemFingerprint,
     rateLimits: admission.lease.state,
-    events: meteredEvents(choices, {
-      meter,
-      settle,
-      observer,
-      cover,
-      interruptedBy: () => serverAbort(signal),
-      predictionTokens: admission.prediction?.tokenCount ?? 0,
-    }),
+    events: run.trace === UNTRACED ? metered : tracedEvents(metered, run.trace, choices.length),
     undelivered: (errorCode) => meter.undelivered(errorCode),
   };
 }

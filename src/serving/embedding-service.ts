@@ -11,6 +11,7 @@ import { RequestMeter, type MeterOutcome } from "./request-meter.js";
 import { requireServedModel } from "./served-model.js";
 import { canonicalId } from "./model-registry.js";
 import { apiErrorOf } from "./backend-refusals.js";
+import { admittedAttributes, UNTRACED, usageAttributes } from "./run-trace.js";
 
 export interface EmbeddingInput {
   model: string;
@@ -33,7 +34,12 @@ export interface EmbeddingResult {
 
 export interface EmbeddingService {
   /** Every request, served or refused, leaves exactly one ledger row (api `embeddings`). */
-  embed(caller: Caller, input: EmbeddingInput, signal: AbortSignal, context?: Pick<RequestContext, "requestId">): Promise<EmbeddingResult>;
+  embed(
+    caller: Caller,
+    input: EmbeddingInput,
+    signal: AbortSignal,
+    context?: Pick<RequestContext, "requestId" | "trace">,
+  ): Promise<EmbeddingResult>;
 }
 
 /**
@@ -44,28 +50,32 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
   return {
     async embed(caller, input, signal, context = {}) {
       const requestId = context.requestId ?? newRequestId("embeddings");
-      const meter = new RequestMeter(ledger, {
+      const trace = context.trace ?? UNTRACED;
+      const meterContext = {
         requestId,
         accountId: caller.accountId,
         keyId: caller.keyId,
         model: canonicalId(registry, input.model),
-        api: "embeddings",
         batchId: caller.batchId,
-      });
+      };
+      const meter = new RequestMeter(ledger, { ...meterContext, api: "embeddings" }, trace);
       const held: Holdings = { tier: "default", promptTokens: 0 };
       try {
+        const admitting = trace.stage("switchyard.admission");
         const { entry, embedder, tokens, prices, cost } = prepare(registry, caller, input, held);
         const { tier, promptTokens } = held;
         const { durable } = await reserve({ inFlight, budgets, limits }, caller, meter, held, {
           model: entry.id,
           prices,
           maxCompletionTokens: 0,
-        });
+        }).finally(() => admitting.end());
+        trace.annotate(admittedAttributes({ api: "embeddings", requestedModel: input.model, model: entry.id, id: requestId, tier }));
+        const embedding = trace.stage("switchyard.embed");
         const vectors = await beside(
           durable,
           () => runEmbedding(embedder, tokens, tier, signal),
           async () => {},
-        );
+        ).finally(() => embedding.end());
         const observer = metrics?.request(entry.id, tier);
         observer?.admitted(0, promptTokens, 0);
         observer?.finished("stop", 0);
@@ -74,6 +84,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         await lease.release(promptTokens);
         // The row settles the budget reservation in the same statement.
         await meter.record(outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null }));
+        trace.annotate(usageAttributes({ promptTokens, cachedPromptTokens: 0, completionTokens: 0, cost }));
         return { model: input.model, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {
         await Promise.allSettled([held.lease?.release(held.promptTokens)]);

@@ -23,3 +23,6 @@ export interface RequestObserver {
 export interface ServingMetrics {
   request(model: string, tier: ServiceTier): RequestObserver;
 }
+
+/** What serving tells a request's trace (observability/tracing.ts implements it). */
+export type { RequestTrace, TraceAttributes, TraceStage } from "./trace-port.js";

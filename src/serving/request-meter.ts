@@ -1,5 +1,7 @@
 import type { ServiceTier } from "../protocol/tiers.js";
 import type { ApiKind } from "../protocol/request-ids.js";
+import type { RequestTrace } from "./ports.js";
+import { UNTRACED } from "./run-trace.js";
 import type { DeliveryGuard, InFlightLedger, InFlightStart, UsageLedger, UsageRecord, UsageStatus } from "../billing/ports.js";
 
 export interface MeterContext {
@@ -39,6 +41,7 @@ export class RequestMeter {
   constructor(
     private readonly ledger: UsageLedger,
     readonly context: MeterContext,
+    private readonly trace: RequestTrace = UNTRACED,
   ) {}
 
   /**
@@ -86,7 +89,8 @@ export class RequestMeter {
       ttftMs: this.ttftMs,
       durationMs: Math.round(performance.now() - this.startedAt),
     };
-    this.written = this.ledger.record(row);
+    const writing = this.trace.stage("switchyard.ledger");
+    this.written = this.ledger.record(row).finally(() => writing.end({ "switchyard.ledger.status": outcome.status }));
     return this.written;
   }
 }

@@ -12,6 +12,7 @@ import type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, To
 export type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition };
 import type { ApiKind } from "../protocol/request-ids.js";
 import type { Caller } from "../protocol/principal.js";
+import type { RequestTrace } from "./trace-port.js";
 
 export type { Caller };
 import type { ToolChoice } from "./tool-calls.js";
@@ -71,6 +72,8 @@ export interface RequestContext {
   api?: ApiKind;
   /** Held by the HTTP layer while the client is not reading its stream: generation pauses. */
   output?: PauseControl;
+  /** The request's trace (the HTTP layer's span for it); absent: not traced. */
+  trace?: RequestTrace;
 }
 
 export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";

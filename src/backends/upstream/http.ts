@@ -1,3 +1,4 @@
+import { context, propagation, SpanKind, SpanStatusCode, trace, type Span } from "@opentelemetry/api";
 import { Agent, request, type Dispatcher } from "undici";
 import { UpstreamRejected } from "../backend.js";
 
@@ -34,31 +35,60 @@ export async function openStream(
   agent: Agent,
   signal: AbortSignal,
 ): Promise<OpenedStream> {
+  const span = upstreamSpan(url);
   let response: Dispatcher.ResponseData;
   try {
     response = await request(url, {
       method: "POST",
       dispatcher: agent,
       signal,
-      headers: {
+      headers: tracedHeaders(span, {
         "content-type": "application/json",
         accept: "text/event-stream",
         ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
-      },
+      }),
       body,
       headersTimeout: 0,
       bodyTimeout: 0,
     });
   } catch (error) {
+    span.setStatus({ code: SpanStatusCode.ERROR }).end();
     if (signal.aborted) throw signal.reason;
     throw new ReplicaFailed(`cannot reach it: ${(error as Error).message}`, true, true);
   }
+  span.setAttribute("http.response.status_code", response.statusCode);
+  // The call lasts until its stream is read to the end or dropped.
+  response.body.once("close", () => span.end());
   if (response.statusCode === 200) return { body: response.body };
+  span.setStatus({ code: SpanStatusCode.ERROR });
   const text = await response.body.text().catch(() => "");
   const error = parseError(text);
   const message = error?.message ?? `HTTP ${response.statusCode}`;
   if ([400, 413, 422].includes(response.statusCode)) throw rejection(message, error);
   throw new ReplicaFailed(`it answered ${response.statusCode}: ${message}`, false, response.statusCode !== 429);
+}
+
+/**
+ * A client span for one call to an upstream, the child of the request being served (the active
+ * context). Without a tracer registered (tracing off) OpenTelemetry's API makes it a no-op.
+ */
+function upstreamSpan(url: string): Span {
+  const { hostname, port, pathname, protocol } = new URL(url);
+  return trace.getTracer("switchyard").startSpan(`POST ${pathname}`, {
+    kind: SpanKind.CLIENT,
+    attributes: {
+      "http.request.method": "POST",
+      "server.address": hostname,
+      "server.port": Number(port) || (protocol === "https:" ? 443 : 80),
+      "url.path": pathname,
+    },
+  });
+}
+
+/** The headers with the span's W3C `traceparent`, so the upstream's own trace joins the request's. */
+function tracedHeaders(span: Span, headers: Record<string, string>): Record<string, string> {
+  propagation.inject(trace.setSpan(context.active(), span), headers);
+  return headers;
 }
 
 interface WireError {

@@ -9,6 +9,7 @@ import { callerOf } from "../auth.js";
 import { parseChatRequest, toChatInput } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
+import { traceOf } from "../tracing.js";
 import { abortOnDisconnect, midStreamFailure, toWireUsage } from "../runs.js";
 import { COMPAT_PREFIX } from "../api-paths.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
@@ -26,7 +27,12 @@ export function chatRoutes(app: FastifyInstance, chat: ChatService, limits: Stre
     const input = toChatInput(body);
     const gate = new OutputGate();
     const caller = callerOf(request);
-    const run = await chat.start(caller, input, signal, { requestId: request.id, api: "chat.completions", output: gate });
+    const run = await chat.start(caller, input, signal, {
+      requestId: request.id,
+      api: "chat.completions",
+      output: gate,
+      trace: traceOf(request),
+    });
     exposeRateLimits(reply, run);
     const logprobs = input.logprobs !== undefined;
     const store = body.store === true && completions ? storing(completions, caller.accountId, body, run) : null;

@@ -9,6 +9,7 @@ import { parseRequest, sharedGenerationFields } from "../chat-input.js";
 import { toErrorBody } from "../errors.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
+import { traceOf } from "../tracing.js";
 import { abortOnDisconnect, midStreamFailure, toWireUsage } from "../runs.js";
 
 /** OpenAI's default completion length for this API. */
@@ -25,6 +26,7 @@ export function completionsRoutes(app: FastifyInstance, chat: ChatService, limit
       requestId: request.id,
       api: "completions",
       output: gate,
+      trace: traceOf(request),
     });
     exposeRateLimits(reply, run);
     const n = body.n ?? 1;

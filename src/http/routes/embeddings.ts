@@ -4,13 +4,17 @@ import { embeddingsRequestSchema, type EmbeddingsRequestBody } from "../../proto
 import type { EmbeddingInput, EmbeddingResult, EmbeddingService } from "../../serving/embedding-service.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
+import { traceOf } from "../tracing.js";
 import { abortOnDisconnect } from "../runs.js";
 
 /** `POST /v1/embeddings` in OpenAI's shape: a list of `embedding` objects, float arrays or base64. */
 export function embeddingsRoutes(app: FastifyInstance, embeddings: EmbeddingService): void {
   app.post("/embeddings", async (request, reply) => {
     const body = parseRequest(embeddingsRequestSchema, request.body);
-    const result = await embeddings.embed(callerOf(request), toInput(body), abortOnDisconnect(reply), { requestId: request.id });
+    const result = await embeddings.embed(callerOf(request), toInput(body), abortOnDisconnect(reply), {
+      requestId: request.id,
+      trace: traceOf(request),
+    });
     return reply.type("application/json; charset=utf-8").send(renderEmbeddings(result, body.encoding_format ?? "float"));
   });
 }

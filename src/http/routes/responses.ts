@@ -12,6 +12,7 @@ import { toResponsesChatInput } from "../../responses/chat-input-mapping.js";
 import { chainedInputItems, responseInputItemRoutes } from "../response-items.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
+import { traceOf } from "../tracing.js";
 import { abortOnDisconnect, midStreamFailure } from "../runs.js";
 
 const notFound = (id: string) => new NotFound(`No response with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}' found.`);
@@ -43,7 +44,12 @@ async function createResponse(
   const earlier = await previousResponse(store, caller, body.previous_response_id);
   const { input, conversation } = toResponsesChatInput(body, earlier?.conversation ?? []);
   const gate = new OutputGate();
-  const run = await chat.start(caller, input, abortOnDisconnect(reply), { requestId: request.id, api: "responses", output: gate });
+  const run = await chat.start(caller, input, abortOnDisconnect(reply), {
+    requestId: request.id,
+    api: "responses",
+    output: gate,
+    trace: traceOf(request),
+  });
   exposeRateLimits(reply, run);
   const save = responseSaver(request, run, { store, body, earlier, conversation });
   if (body.stream) {

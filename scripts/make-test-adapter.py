@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a deterministic PEFT LoRA adapter for SmolLM2-135M-Instruct, for the tests (never committed).
 
-    python scripts/make-test-adapter.py OUT_DIR [--seed 35] [--rank 8] [--alpha 16] [--b-std 0.02]
+    python scripts/make-test-adapter.py OUT_DIR [--seed 35] [--rank 8] [--alpha 16] [--b-std 0.1]
 
 OUT_DIR gets adapter_config.json and adapter_model.safetensors, as PEFT writes them: every linear
 layer of every block (q, k, v, o, gate, up, down), lora_A [r, in] and lora_B [out, r] in float32,
@@ -51,7 +51,7 @@ def main():
     parser.add_argument("--seed", type=int, default=35)
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--alpha", type=float, default=16)
-    parser.add_argument("--b-std", type=float, default=0.02)
+    parser.add_argument("--b-std", type=float, default=0.1)
     parser.add_argument("--base", default="HuggingFaceTB/SmolLM2-135M-Instruct")
     args = parser.parse_args()
     rng = np.random.Generator(np.random.PCG64(args.seed))

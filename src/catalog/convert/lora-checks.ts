@@ -16,7 +16,7 @@ export function checkLoraAgainstBase(pairs: readonly LoraPair[], base: GgufLayou
   const tensors = new Map(base.tensors.map((t) => [t.name, t.dims.map(Number)]));
   for (const pair of pairs) {
     if (!pair.a || !pair.b)
-      throw new Error(`the adapter has lora_${pair.a ? "B" : "A"} but not lora_${pair.a ? "A" : "B"} for ${pair.base}`);
+      throw new Error(`the adapter has lora_${pair.a ? "A" : "B"} but not lora_${pair.a ? "B" : "A"} for ${pair.base}`);
     const dims = tensors.get(pair.base);
     if (!dims) throw new Error(`the adapter adapts ${pair.base}, which the base model does not have (another model's adapter?)`);
     const [rowsA, inA] = pair.a.shape;

@@ -8,6 +8,7 @@ import OpenAI from "openai";
 import { loadModel, type LoadedModel } from "../../src/engine/native/loaded-model.js";
 import { findPulledModel } from "../../src/catalog/pull.js";
 import { loadCatalog } from "../../src/catalog/load.js";
+import { ensureAdapterFile } from "../../src/catalog/adapter-file.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
 import { ROOT, SMOLLM2, SMOLLM2_NO_END, startServer, type RunningServer } from "../helpers/server.js";
 
@@ -16,6 +17,8 @@ import { ROOT, SMOLLM2, SMOLLM2_NO_END, startServer, type RunningServer } from "
 // into the weights (test/fixtures/lora_reference.py: no llama.cpp, no code of ours).
 
 const ADAPTER = "test/smollm2-lora";
+/** The same adapter, but trained (its config says) on another model: refused at load, with the reason. */
+const WRONG_BASE = "test/qwen-lora-on-smollm2";
 const LORA_PYTHON = process.env.SWITCHYARD_TEST_LORA_PYTHON ?? join(ROOT, ".cache/py-lora/bin/python");
 const MAKER_PYTHON = existsSync(LORA_PYTHON) ? LORA_PYTHON : join(ROOT, ".cache/py-embed/bin/python");
 /** A ChatML prompt as raw text (legacy completions), so this test can tokenize it exactly as the server does. */
@@ -32,6 +35,8 @@ interface Completion {
   choices: Array<{ text: string; logprobs: { tokens: string[]; top_logprobs: Array<Record<string, number>> } }>;
   usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens: number } };
 }
+
+const catalogEntry = { adapter_of: SMOLLM2, context_length: 8192, precision: "f32", tags: ["JSON" as const], created: 1764288000 };
 
 interface Reference {
   tokens: number[];
@@ -59,6 +64,7 @@ describe("LoRA adapters per request", () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "switchyard-lora-"));
     execFileSync(MAKER_PYTHON, [join(ROOT, "scripts/make-test-adapter.py"), join(dir, "peft")]);
+    execFileSync(MAKER_PYTHON, [join(ROOT, "scripts/make-test-adapter.py"), join(dir, "wrong"), "--base", "Qwen/Qwen2.5-0.5B"]);
     const entry = { id: ADAPTER, adapter_of: SMOLLM2, source: `file:${join(dir, "peft")}`, context_length: 8192 };
     writeFileSync(
       join(dir, "catalog.json"),
@@ -88,6 +94,19 @@ describe("LoRA adapters per request", () => {
     assert.equal(adapter.metadata.adapter_of, SMOLLM2);
     assert.equal(adapter.metadata.status, "ready");
     assert.deepEqual(adapter.metadata.pricing, base.metadata.pricing);
+  });
+
+  test("an adapter trained on another model is refused with the reason, before llama.cpp sees it", async () => {
+    const wrong = {
+      ...catalogEntry,
+      id: WRONG_BASE,
+      source: `file:${join(dir, "wrong")}`,
+      pricing: { input: "0", output: "0", cached_input: "0" },
+    };
+    await assert.rejects(
+      ensureAdapterFile(wrong, { id: SMOLLM2, path: basePath, sha256: "0" }, join(dir, "models")),
+      /Cannot use adapter 'test\/qwen-lora-on-smollm2' of 'HuggingFaceTB\/SmolLM2-135M-Instruct' .*trained on 'Qwen\/Qwen2.5-0.5B' \(base_model_name_or_path\), not on 'HuggingFaceTB\/SmolLM2-135M-Instruct'/,
+    );
   });
 
   test(

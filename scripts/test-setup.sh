@@ -28,6 +28,10 @@ fi
 if ! [ -x .cache/py-otel/bin/python ] || ! .cache/py-otel/bin/python -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
   python3 -m venv .cache/py-otel && .cache/py-otel/bin/pip install --quiet opentelemetry-proto==1.45.2 protobuf==6.33.6
 fi
+# numpy and gguf-py, for the LoRA adapters' independent reference (test/fixtures/lora_reference.py).
+if ! [ -x .cache/py-lora/bin/python ] || ! .cache/py-lora/bin/python -c 'import numpy, gguf' 2>/dev/null; then
+  python3 -m venv .cache/py-lora && .cache/py-lora/bin/pip install --quiet numpy==2.4.6 gguf==0.19.0
+fi
 node bin/switchyard.js models pull
 # Pulled on demand, not with the rest; the tests that need a capable model use it.
 node bin/switchyard.js models pull Qwen/Qwen2.5-Coder-0.5B-Instruct

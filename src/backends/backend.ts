@@ -55,6 +55,8 @@ export interface GenerationParams {
   account?: string;
   /** The output the caller expects: drafts come from it; the output is the same without it. */
   prediction?: PreparedPrediction;
+  /** The LoRA adapter to generate under (a key given to `addAdapter`); absent: the base model. */
+  adapter?: string;
 }
 
 /** An upstream replica as /health shows it (its URL stays private: /health needs no key). */
@@ -100,6 +102,11 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
    * the sequences and skips their steps; an upstream stops reading its response (TCP backpressure).
    */
   generate(prompt: P, choices: readonly GenerationParams[], signal: AbortSignal, pause?: PauseControl): AsyncGenerator<GenerationEvent>[];
+  /**
+   * Loads a GGUF LoRA adapter of this model under `key`, for `generate`'s `adapter` (absent: the
+   * backend serves no adapters). Throws if the engine refuses the file.
+   */
+  addAdapter?(key: string, path: string): void;
   stats(): BackendStats;
   close(): Promise<void>;
 }

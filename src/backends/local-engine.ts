@@ -49,6 +49,7 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
         return choices.map(() => failing(error));
       }
     },
+    addAdapter: (key, path) => host.addAdapter(key, path),
     stats: () => host.stats(),
     close: () => host.close(),
   };

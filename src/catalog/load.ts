@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import type { z } from "zod";
 import { catalogFileSchema } from "./schema.js";
 import { parseSource } from "./source.js";
-import type { CatalogEntry } from "./types.js";
+import type { CatalogEntry, CatalogFileEntry } from "./types.js";
 
 /** src/catalog/load.ts and dist/catalog/load.js are both two folders below the package root. */
 export const DEFAULT_CATALOG_PATH = fileURLToPath(new URL("../../catalog/models.json", import.meta.url));
@@ -18,14 +18,14 @@ export interface LoadCatalogOptions {
 export async function loadCatalog(options: LoadCatalogOptions = {}): Promise<CatalogEntry[]> {
   const entries = await readCatalogFile(DEFAULT_CATALOG_PATH);
   const extraPath = options.extraCatalogPath ?? (process.env.SWITCHYARD_CATALOG || undefined);
-  if (!extraPath) return entries;
+  if (!extraPath) return resolveAdapters(entries);
   const merged = mergeCatalogs(entries, await readCatalogFile(resolve(extraPath)));
   checkNamesUnique(merged, `catalogs ${DEFAULT_CATALOG_PATH} + ${resolve(extraPath)}`);
-  return merged;
+  return resolveAdapters(merged);
 }
 
 /** Every id and alias names one model: an alias that is another entry's id or alias would make a request ambiguous. */
-export function checkNamesUnique(entries: readonly CatalogEntry[], origin: string): void {
+export function checkNamesUnique(entries: readonly CatalogFileEntry[], origin: string): void {
   const owner = new Map<string, string>();
   for (const [index, entry] of entries.entries()) {
     for (const name of [entry.id, ...(entry.aliases ?? [])]) {
@@ -39,15 +39,38 @@ export function checkNamesUnique(entries: readonly CatalogEntry[], origin: strin
   }
 }
 
+/**
+ * Adapters (`adapter_of`) against the merged catalog: the base must be there, run here (a `source`,
+ * not a `backend`), be a chat model and no adapter itself; an adapter without pricing takes its base's.
+ */
+export function resolveAdapters(entries: readonly CatalogFileEntry[]): CatalogEntry[] {
+  const byId = new Map(entries.map((entry) => [entry.id, entry]));
+  return entries.map((entry) => {
+    if (entry.adapter_of === undefined) return entry as CatalogEntry;
+    const base = byId.get(entry.adapter_of);
+    const problem = !base
+      ? "which is not in the catalog"
+      : base.adapter_of !== undefined
+        ? "which is an adapter itself"
+        : base.source === undefined
+          ? "which upstream engines serve (an adapter needs the embedded engine)"
+          : base.tags.includes("Embedding")
+            ? "which is an embedding model"
+            : undefined;
+    if (problem) throw new Error(`Invalid catalog: '${entry.id}' is an adapter of '${entry.adapter_of}', ${problem}`);
+    return { ...entry, pricing: entry.pricing ?? base!.pricing! };
+  });
+}
+
 /** A user entry with the same id replaces the default one in place; new ids are appended. */
-export function mergeCatalogs(base: CatalogEntry[], extra: CatalogEntry[]): CatalogEntry[] {
+export function mergeCatalogs<T extends CatalogFileEntry>(base: T[], extra: T[]): T[] {
   const merged = new Map(base.map((entry) => [entry.id, entry]));
   for (const entry of extra) merged.set(entry.id, entry);
   return [...merged.values()];
 }
 
 /** Reads and validates one catalog file; `file:` sources come back as absolute paths. */
-export async function readCatalogFile(path: string): Promise<CatalogEntry[]> {
+export async function readCatalogFile(path: string): Promise<CatalogFileEntry[]> {
   let text: string;
   try {
     text = await readFile(path, "utf8");
@@ -64,7 +87,7 @@ export async function readCatalogFile(path: string): Promise<CatalogEntry[]> {
 }
 
 /** Validates already-parsed catalog JSON; `origin` is the file it came from (names it in errors, anchors relative paths). */
-export function parseCatalog(raw: unknown, origin: string): CatalogEntry[] {
+export function parseCatalog(raw: unknown, origin: string): CatalogFileEntry[] {
   const result = catalogFileSchema.safeParse(raw);
   if (!result.success) {
     const problems = result.error.issues.map((issue) => describeIssue(raw, issue));

@@ -152,6 +152,8 @@ export async function ensureModels(entries: CatalogEntry[], options: EnsureModel
   const models: PulledModel[] = [];
   try {
     for (const entry of entries) {
+      // An adapter is converted against its loaded base model when the server starts (catalog/adapter-file.ts).
+      if (entry.adapter_of !== undefined) continue;
       const started = performance.now();
       const model = await pullModel(entry, {
         modelsDir: options.modelsDir,

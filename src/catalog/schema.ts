@@ -4,7 +4,7 @@
  */
 import Big from "big.js";
 import { z } from "zod";
-import type { CatalogEntry } from "./types.js";
+import type { CatalogFileEntry } from "./types.js";
 import { parseSource } from "./source.js";
 import { BERT_PRECISIONS } from "./convert/bert-gguf.js";
 
@@ -85,7 +85,7 @@ const entrySchema = z
     tags: z
       .array(z.enum(CAPABILITY_TAGS, { error: `must be one of ${CAPABILITY_TAGS.join(", ")}` }), { error: "must be an array" })
       .refine((tags) => new Set(tags).size === tags.length, { error: "must not repeat a tag" }),
-    pricing: pricingSchema,
+    pricing: pricingSchema.optional(),
     created: z.number({ error: "must be a number" }).int({ error: "must be an integer" }).nonnegative({ error: "must not be negative" }),
     dedicated: z.boolean({ error: "must be true or false" }).optional(),
     fallback_chat_template: z.string({ error: "must be a path to a Jinja template file" }).min(1).optional(),
@@ -103,12 +103,30 @@ const entrySchema = z
       })
       .optional(),
     pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
+    adapter_of: z
+      .string({ error: "must be the id of the catalog model the adapter was trained on" })
+      .regex(MODEL_ID, { error: "must look like '<owner>/<model_name>'" })
+      .optional(),
   })
+  .refine((entry) => entry.pricing !== undefined || entry.adapter_of !== undefined, {
+    error: "is required (only an adapter, with adapter_of, may leave it to its base model's)",
+    path: ["pricing"],
+  })
+  .refine((entry) => entry.adapter_of === undefined || (entry.source !== undefined && parseSource(entry.source)?.kind === "file"), {
+    error: "an adapter (adapter_of) needs a 'file:' source: a PEFT adapter folder or a GGUF LoRA",
+    path: ["source"],
+  })
+  .refine(
+    (entry) =>
+      entry.adapter_of === undefined ||
+      (entry.convert === undefined && entry.serve_format === undefined && entry.dedicated !== true && entry.pull === undefined),
+    { error: "an adapter (adapter_of) takes none of convert, serve_format, dedicated or pull", path: ["adapter_of"] },
+  )
   .refine((entry) => entry.convert === undefined || (BERT_PRECISIONS as readonly string[]).includes(entry.precision), {
     error: `a converted model is written in its precision: ${BERT_PRECISIONS.map((p) => `"${p}"`).join(", ")}`,
     path: ["precision"],
   })
-  .refine((entry) => entry.dedicated !== true || entry.pricing.dedicated_instance_hour !== undefined, {
+  .refine((entry) => entry.dedicated !== true || entry.pricing?.dedicated_instance_hour !== undefined, {
     error: "a model with dedicated: true needs pricing.dedicated_instance_hour (US dollars per instance hour)",
     path: ["pricing", "dedicated_instance_hour"],
   });
@@ -125,5 +143,8 @@ export const catalogFileSchema = z.strictObject({
 
 // Fails to compile if the schema and the hand-written CatalogEntry type drift apart.
 type SchemaEntry = z.infer<typeof catalogEntrySchema>;
-const _schemaMatchesType: [SchemaEntry extends CatalogEntry ? true : false, CatalogEntry extends SchemaEntry ? true : false] = [true, true];
+const _schemaMatchesType: [SchemaEntry extends CatalogFileEntry ? true : false, CatalogFileEntry extends SchemaEntry ? true : false] = [
+  true,
+  true,
+];
 void _schemaMatchesType;

@@ -82,7 +82,16 @@ export interface CatalogEntry {
   convert?: "sentence-transformers";
   /** `on_demand`: not pulled with the rest; `switchyard models pull <id>` fetches it. */
   pull?: "on_demand";
+  /**
+   * A LoRA adapter of this catalog model (served by its engine, no copy of its weights): the `source`
+   * is `file:` a PEFT folder (adapter_config.json + adapter_model.safetensors, converted to a GGUF LoRA
+   * when the server starts) or a GGUF LoRA. Its pricing defaults to the base model's.
+   */
+  adapter_of?: string;
 }
+
+/** An entry as a catalog file may write it: an adapter (`adapter_of`) may leave its pricing to its base model's. */
+export type CatalogFileEntry = Omit<CatalogEntry, "pricing"> & { pricing?: ModelPricing };
 
 /** A model file on disk, with its size and hash. */
 export interface ModelFile {

@@ -4,7 +4,7 @@ import { Command } from "commander";
 import { createLocalEngineBackend } from "../backends/local-engine.js";
 import { loadCatalog } from "../catalog/load.js";
 import { ensureModels, findPulledModel } from "../catalog/pull.js";
-import type { CatalogEntry } from "../catalog/types.js";
+import type { CatalogEntry, ModelFile } from "../catalog/types.js";
 import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
 import { connectionCaps, loadSettings, type Settings } from "../config/settings.js";
 import { raiseFileLimit } from "../http/file-limit.js";
@@ -24,6 +24,7 @@ import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
 import { limitDefaultsFromEnv } from "../limits/defaults.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
+import { loadAdapters } from "./serve-adapters.js";
 import { createModelRegistry, localPriorityWork, type ModelRegistry } from "../serving/model-registry.js";
 import { createEmbeddingService } from "../serving/embedding-service.js";
 import { createTokenService } from "../serving/token-service.js";
@@ -159,7 +160,10 @@ async function startParts(
   const metrics = createMetrics(() =>
     registry
       .list()
-      .flatMap(({ entry, backend, dedicated }) => (backend && !dedicated ? [{ model: entry.id, stats: backend.stats() }] : [])),
+      // An adapter's engine is its base model's: counted once, under the base.
+      .flatMap(({ entry, backend, dedicated }) =>
+        backend && !dedicated && entry.adapter_of === undefined ? [{ model: entry.id, stats: backend.stats() }] : [],
+      ),
   );
   const isGone = (tx: Parameters<typeof ownerIsGone>[0], ownerId: string) => ownerIsGone(tx, ownership.owner, ownerId);
   const deployments = createDeploymentManager({
@@ -348,8 +352,9 @@ export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistr
   const absent = await Promise.all(
     catalog.map(async (entry) => entry.pull === "on_demand" && (await findPulledModel(entry, modelsDir)) === null),
   );
-  const toLoad = catalog.filter((_, i) => !absent[i]);
+  const toLoad = catalog.filter((entry, i) => !absent[i] && entry.adapter_of === undefined);
   catalog.filter((_, i) => absent[i]).forEach((entry) => registry.notPulled(entry.id));
+  const files = new Map<string, ModelFile>();
   for (const entry of toLoad) {
     try {
       if (entry.backend) {
@@ -373,9 +378,16 @@ export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistr
       const engine = await engineOptions(entry, settings, settings.parallel);
       const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
       registry.ready(entry.id, backend, systemFingerprint(file.sha256, engine));
+      files.set(entry.id, file);
     } catch (error) {
       registry.failed(entry.id, (error as Error).message);
       process.stderr.write(`failed to load ${entry.id}: ${(error as Error).message}\n`);
     }
   }
+  await loadAdapters(
+    catalog.filter((entry) => entry.adapter_of !== undefined),
+    registry,
+    files,
+    modelsDir,
+  );
 }

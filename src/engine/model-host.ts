@@ -59,7 +59,12 @@ export interface ModelHostOptions {
   targets?: TargetsByTier;
   /** Speculative decoding: drafts from each request's prediction and from prompt lookup (default: auto). */
   speculation?: SpeculationMode;
+  /** LoRA adapters (GGUF) to load at start, each under the key requests name it by (GenerationRequest `adapter`). */
+  adapters?: ReadonlyArray<{ key: string; path: string }>;
 }
+
+/** A request named an adapter this host has not loaded. */
+export class UnknownAdapterError extends Error {}
 
 export interface ModelHost {
   /** Tokens one request may hold in all: prompt plus completion. */
@@ -93,6 +98,11 @@ export interface ModelHost {
    * error for a schema it cannot express, before anything queues.
    */
   generate(choices: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<GenerationEvent>[];
+  /**
+   * Loads a GGUF LoRA adapter under `key` (a key already loaded is left as it is): its tensors once
+   * for the model, applied by each shard to the steps that run its requests. Throws if llama.cpp refuses it.
+   */
+  addAdapter(key: string, path: string): void;
   stats(): ModelHostStats;
   close(): Promise<void>;
 }
@@ -127,7 +137,10 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     started.push(prompts);
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const shardCount = Math.max(1, Math.min(options.shards ?? threads, options.sequences));
-    const router = new ShardRouter(options, model.bosToken);
+    const adapters = new Map<string, bigint>();
+    const addAdapter = (key: string, path: string) => void (adapters.has(key) || adapters.set(key, model.loadAdapter(path)));
+    for (const { key, path } of options.adapters ?? []) addAdapter(key, path);
+    const router = new ShardRouter(options, model.bosToken, adapters);
     // Each shard's threadpool holds every thread; the group decides how many a step uses.
     const group = new ShardGroup(threads);
     let shards: Shard[] = [];
@@ -175,6 +188,7 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
       tokenText: model.tokenText,
       templateRendersTools: template.rendersTools,
       generate: (request, signal, pause) => router.generate(request, signal, pause),
+      addAdapter,
       stats: () => router.stats(),
       close: async () => {
         await Promise.all(shards.map((shard) => shard.close()));
@@ -190,6 +204,15 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
   }
 }
 
+/**
+ * The prefix-cache namespace with the adapter in it: KV computed under an adapter is reused only by
+ * requests of the same namespace under the same adapter, never by the base model or another adapter.
+ */
+export function cacheNamespaceOf(spec: Pick<GenerationRequest, "cacheNamespace" | "adapter">): string | undefined {
+  if (spec.cacheNamespace === undefined || spec.adapter === undefined) return spec.cacheNamespace;
+  return `${spec.cacheNamespace}\u0000lora:${spec.adapter}`;
+}
+
 /** Places requests on shards, bounds the queue, expires flex waits, and hands aborts to the owning shard. */
 class ShardRouter {
   private shards: Shard[] = [];
@@ -198,6 +221,7 @@ class ShardRouter {
   constructor(
     private readonly options: ModelHostOptions,
     private readonly bos: Token | undefined,
+    private readonly adapters: ReadonlyMap<string, bigint>,
   ) {}
 
   attach(shards: Shard[]): void {
@@ -209,8 +233,8 @@ class ShardRouter {
     signal?.throwIfAborted();
     // Whatever path a request came by, none with no prompt tokens queues: it would never be scheduled.
     const requests = specs
-      .map((spec) => ({ ...spec, promptTokens: nonEmptyPrompt(spec.promptTokens, this.bos) }))
-      .map((spec) => new EngineRequest(spec, this.samplerSpec(spec)));
+      .map((spec) => ({ ...spec, promptTokens: nonEmptyPrompt(spec.promptTokens, this.bos), cacheNamespace: cacheNamespaceOf(spec) }))
+      .map((spec) => new EngineRequest(spec, this.samplerSpec(spec), this.adapterOf(spec)));
     if (this.waitingCount() >= this.options.maxWaiting && !this.shards.some((s) => s.scheduler.freeSequences > 0)) {
       throw new QueueFullError("The model's request queue is full.");
     }
@@ -341,6 +365,13 @@ class ShardRouter {
 
   private waitingCount(): number {
     return this.shards.reduce((n, s) => n + s.scheduler.waiting.filter((r) => !r.resumed).length, 0);
+  }
+
+  private adapterOf(spec: GenerationRequest): { key: string; handle: bigint } | undefined {
+    if (spec.adapter === undefined) return undefined;
+    const handle = this.adapters.get(spec.adapter);
+    if (handle === undefined) throw new UnknownAdapterError(`The LoRA adapter '${spec.adapter}' is not loaded for this model.`);
+    return { key: spec.adapter, handle };
   }
 
   private samplerSpec(spec: GenerationRequest): SamplerSpec {

@@ -50,6 +50,11 @@ export interface GenerationRequest {
    * the prediction counts differ.
    */
   prediction?: readonly Token[];
+  /**
+   * The LoRA adapter to generate under (a key the host was given with `addAdapter`); absent: the base
+   * model. Its cached prefixes are its own: KV computed under one adapter is never reused by another.
+   */
+  adapter?: string;
 }
 
 export interface ModelHostStats {

@@ -27,8 +27,10 @@ export interface GgufLayout {
   /** File offset of the u32 value of `general.file_type`, if the file has it. */
   fileTypeValueOffset: number | null;
   tensors: TensorLayout[];
-  /** The `general.*` keys with string values (`general.architecture`, `general.name`, ...). */
+  /** The `general.*` and `adapter.*` keys with string values (`general.architecture`, `general.name`, `adapter.type`, ...). */
   general: Record<string, string>;
+  /** Every key with a scalar u32, i32 or f32 value (`llama.attention.head_count`, `adapter.lora.alpha`, ...). */
+  numbers: Record<string, number>;
   dataStart: number;
   fileSize: number;
 }
@@ -38,6 +40,8 @@ const VALUE_SIZE: Record<number, number> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4,
 const STRING = 8;
 const ARRAY = 9;
 const UINT32 = 4;
+const INT32 = 5;
+const FLOAT32 = 6;
 
 class OutOfBytes extends Error {}
 
@@ -127,12 +131,14 @@ function parse(head: Buffer, fileSize: number): GgufLayout {
   let alignment = 32;
   let fileTypeValueOffset: number | null = null;
   const general: Record<string, string> = {};
+  const numbers: Record<string, number> = {};
   for (let i = 0; i < metadataCount; i++) {
     const key = cursor.string();
     const type = cursor.u32();
     if (key === "general.alignment" && type === UINT32) alignment = head.readUInt32LE(cursor.position);
     if (key === "general.file_type" && type === UINT32) fileTypeValueOffset = cursor.position;
-    if (key.startsWith("general.") && type === STRING) general[key] = cursor.string();
+    if (type === UINT32 || type === INT32 || type === FLOAT32) numbers[key] = readNumber(head, cursor.position, type);
+    if ((key.startsWith("general.") || key.startsWith("adapter.")) && type === STRING) general[key] = cursor.string();
     else cursor.skipValue(type);
   }
   const metadataEnd = cursor.position;
@@ -151,9 +157,15 @@ function parse(head: Buffer, fileSize: number): GgufLayout {
     fileTypeValueOffset,
     tensors,
     general,
+    numbers,
     dataStart: alignUp(cursor.position, alignment),
     fileSize,
   };
+}
+
+function readNumber(head: Buffer, at: number, type: number): number {
+  if (at + 4 > head.length) throw new OutOfBytes();
+  return type === UINT32 ? head.readUInt32LE(at) : type === INT32 ? head.readInt32LE(at) : head.readFloatLE(at);
 }
 
 export function alignUp(value: number, alignment: number): number {

@@ -74,6 +74,8 @@ export class EngineRequest {
   constructor(
     readonly spec: GenerationRequest,
     readonly sampler: SamplerSpec,
+    /** The LoRA adapter its steps run under (its key and llama.cpp handle); absent: the base model. */
+    readonly adapter?: { key: string; handle: bigint },
   ) {
     this.tier = spec.tier ?? "default";
     this.tokens = spec.promptTokens.slice();

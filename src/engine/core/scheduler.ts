@@ -11,6 +11,7 @@ import { countByTier, type ShardSchedulerOptions, type ShardStats } from "./sche
 import { budgetOptions, fillBatch, type StepBudget } from "./step-budget.js";
 import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
+import { AdapterTurns } from "./adapter-turns.js";
 import type { Draft } from "./drafter.js";
 import { takeRun, type SampledRun } from "./verified-run.js";
 import type { MemoryOp, StepReply } from "../runner/step-protocol.js";
@@ -40,6 +41,8 @@ export class ShardScheduler {
   private lastPlan: StepPlan | undefined;
   /** This shard's speculative decoding: its mode and measured acceptance. */
   readonly drafting: ShardSpeculation;
+  /** Which LoRA adapter's requests run in a step, when several run here (core/adapter-turns.ts). */
+  private readonly adapterTurns = new AdapterTurns();
 
   constructor(
     private readonly options: ShardSchedulerOptions,
@@ -154,8 +157,13 @@ export class ShardScheduler {
     copyPrompts(this.running, plan);
     // A sibling waiting for its copy of the prompt, a request waiting for its cells back, or one
     // whose caller is not reading (paused) sits out.
-    const ordered = this.running.filter((r) => r.copyFrom === undefined && r.restoring === 0 && !r.paused).sort(this.policy.compareRunning);
+    const runnable = this.running
+      .filter((r) => r.copyFrom === undefined && r.restoring === 0 && !r.paused)
+      .sort(this.policy.compareRunning);
     if (servesPriority(this.running, this.waiting)) this.lastPriorityAt = performance.now();
+    // One adapter's requests a step: the others wait their turn (counted as progress, as in a full batch).
+    const { chosen: ordered, leftOut } = this.adapterTurns.choose(runnable);
+    plan.adapter = ordered[0]?.adapter?.handle ?? 0n;
     const budget = fillBatch(
       plan,
       ordered,
@@ -163,6 +171,7 @@ export class ShardScheduler {
       this.cost,
       computableTokens,
     );
+    if (leftOut) plan.full = true;
     if (plan.batchSize > 0) this.drafting.planned();
     if (plan.batchSize > 0) this.lastBudget = budget;
     this.lastPlan = plan;

@@ -27,6 +27,8 @@ export class StepPlan {
   private readonly sequences: number[] = [];
   private readonly outputs: number[] = [];
   private readonly samples: SampleOrder[] = [];
+  /** The LoRA adapter the step's batch runs under (0n: the base model alone). */
+  adapter = 0n;
   /** What the step's time depends on, for the shard's cost model. */
   shape: StepShape = EMPTY_SHAPE;
 
@@ -77,6 +79,7 @@ export class StepPlan {
       sequences: Int32Array.from(this.sequences),
       outputs: Uint8Array.from(this.outputs),
       samples: this.samples,
+      adapter: this.adapter,
     };
   }
 }

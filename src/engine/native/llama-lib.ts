@@ -121,6 +121,12 @@ export interface LlamaLibrary {
   llama_sampler_init_grammar(vocab: Handle, grammar: string, root: string): Handle;
   llama_sampler_init_penalties(lastN: number, repeat: number, frequency: number, presence: number): Handle;
   llama_sampler_init_logit_bias(vocabSize: number, count: number, biases: { token: number; bias: number }[]): Handle;
+  /** A LoRA adapter (a GGUF LoRA) for `model`; 0 when llama.cpp refuses the file (its reason goes to the log). */
+  llama_adapter_lora_init(model: Handle, path: string): Handle;
+  llama_adapter_lora_free(adapter: Handle): void;
+  llama_adapter_meta_val_str(adapter: Handle, key: string, buffer: Buffer, size: number): number;
+  /** The adapters the context's next decodes apply (none: `n` 0); 0 on success. */
+  llama_set_adapters_lora(context: Handle, adapters: bigint[] | null, n: number, scales: number[] | null): number;
   /** A threadpool of `threads` workers (null when the CPU backend offers none). */
   newThreadpool(threads: number): Handle | null;
 }
@@ -180,6 +186,10 @@ const DECLARATIONS = [
   "uintptr_t llama_sampler_init_grammar(uintptr_t vocab, const char *grammar, const char *root)",
   "uintptr_t llama_sampler_init_penalties(int32_t last_n, float repeat, float freq, float present)",
   "uintptr_t llama_sampler_init_logit_bias(int32_t n_vocab, int32_t n, const llama_logit_bias *bias)",
+  "uintptr_t llama_adapter_lora_init(uintptr_t model, const char *path_lora)",
+  "void llama_adapter_lora_free(uintptr_t adapter)",
+  "int32_t llama_adapter_meta_val_str(uintptr_t adapter, const char *key, _Out_ uint8_t *buf, size_t size)",
+  "int32_t llama_set_adapters_lora(uintptr_t ctx, const uint64_t *adapters, size_t n_adapters, const float *scales)",
 ];
 
 /** The file names node-llama-cpp gives the two libraries this binding loads (the rest load by their own names). */

@@ -12,6 +12,11 @@ export interface LoadedModel extends Omit<Vocabulary, "size"> {
   readonly vocabularySize: number;
   /** The Jinja chat template in the GGUF's metadata, if any. */
   readonly chatTemplate: string | undefined;
+  /**
+   * Loads a GGUF LoRA adapter for this model: its tensors once, used by every context of the model
+   * (llama.cpp frees them with the model). Throws when llama.cpp refuses the file.
+   */
+  loadAdapter(path: string): bigint;
   free(): void;
 }
 
@@ -38,6 +43,11 @@ export function loadModel(path: string): LoadedModel {
     tokenText: vocabulary.tokenText,
     isEndOfGeneration: vocabulary.isEndOfGeneration,
     detokenize: vocabulary.detokenize,
+    loadAdapter(path) {
+      const adapter = lib.llama_adapter_lora_init(handle, path);
+      if (!adapter) throw new Error(`llama.cpp could not load the LoRA adapter ${path} for this model (its log says why)`);
+      return BigInt(adapter);
+    },
     free: () => lib.llama_model_free(handle),
   };
 }

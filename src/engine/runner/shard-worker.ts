@@ -19,6 +19,8 @@ const samplers = new Map<number, Handle>();
 /** Preempted requests' cells, saved until they are readmitted. */
 const saved = new Map<number, Buffer>();
 let threads = init.threads;
+/** The LoRA adapter set on the context (0n: none): llama.cpp applies it to every decode until changed. */
+let adapter = 0n;
 /** Tokens of the prompt chunk the warm-up runs (see warmUp). */
 const WARM_UP_CHUNK = 32;
 warmUp();
@@ -232,6 +234,19 @@ function bySequence(sequences: Int32Array): Int32Array {
   return placed;
 }
 
+/** Applies `next` to the context's decodes from now on (0n: the base model alone); false if llama.cpp refuses. */
+function setAdapter(next: bigint): boolean {
+  const status = next === 0n ? lib.llama_set_adapters_lora(context, null, 0, null) : lib.llama_set_adapters_lora(context, [next], 1, [1]);
+  if (status === 0) adapter = next;
+  return status === 0;
+}
+
+/** A step whose decode did not happen: nothing sampled, every scheduled request fails with `error`. */
+function failedStep(failedSamplers: StepReply["failedSamplers"], failedRestores: number[], error: string): StepReply {
+  const empty = { tokens: new Int32Array(0), counts: new Uint8Array(0), logprobs: [], decodeMs: 0, sampleMs: 0 };
+  return { type: "step", ...empty, failedSamplers, failedRestores, error };
+}
+
 function step(message: StepMessage): StepReply {
   const failedRestores = applyOps(message.ops);
   const failedSamplers: StepReply["failedSamplers"] = [];
@@ -247,6 +262,8 @@ function step(message: StepMessage): StepReply {
     lib.llama_set_n_threads(context, threads, threads);
   }
   const n = message.tokens.length;
+  if (n > 0 && message.adapter !== adapter && !setAdapter(message.adapter))
+    return failedStep(failedSamplers, failedRestores, "llama.cpp refused to set the step's LoRA adapter");
   const started = performance.now();
   if (n > 0) {
     slots = bySequence(message.sequences);
@@ -260,18 +277,7 @@ function step(message: StepMessage): StepReply {
     }
     batch.value.n_tokens = n;
     const status = lib.llama_decode(context, batch.value);
-    if (status !== 0)
-      return {
-        type: "step",
-        tokens: new Int32Array(0),
-        counts: new Uint8Array(0),
-        logprobs: [],
-        failedSamplers,
-        failedRestores,
-        decodeMs: 0,
-        sampleMs: 0,
-        error: `llama_decode returned ${status}`,
-      };
+    if (status !== 0) return failedStep(failedSamplers, failedRestores, `llama_decode returned ${status}`);
   }
   const decoded = performance.now();
   const { tokens, counts, logprobs } = sampleAll(message);

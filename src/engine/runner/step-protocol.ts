@@ -62,6 +62,8 @@ export interface StepMessage {
   /** 1 where the batch entry's logits are needed. */
   outputs: Uint8Array;
   samples: SampleOrder[];
+  /** The LoRA adapter (llama.cpp handle) the decode applies; 0n: none. Set on the context only when it changes. */
+  adapter: bigint;
 }
 
 export interface SampledLogprob {

@@ -23,6 +23,8 @@ function toWireModel({ entry, state, dedicated }: ServedModel) {
       pricing: pricingView(entry.pricing),
       dedicated_endpoint: entry.dedicated === true,
       status: state,
+      // A LoRA adapter: the catalog model it runs on.
+      ...(entry.adapter_of !== undefined ? { adapter_of: entry.adapter_of } : {}),
       // The caller's own deployment: which one, and the catalog model it runs.
       ...(dedicated ? { deployment: { id: dedicated.deploymentId, model: dedicated.baseModel } } : {}),
     },

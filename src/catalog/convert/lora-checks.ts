@@ -1,0 +1,61 @@
+/**
+ * An adapter's shapes against its base model's, checked before llama.cpp sees it: a LoRA for another
+ * model is a clear error here, not garbage output (or llama.cpp's one-line refusal in the log).
+ */
+import type { GgufLayout } from "../gguf/layout.js";
+
+/** One adapted matrix: its base tensor's GGUF name and the PyTorch-order shapes of A [r, in] and B [out, r]. */
+export interface LoraPair {
+  base: string;
+  a?: { name: string; shape: number[] };
+  b?: { name: string; shape: number[] };
+}
+
+/** Checks every pair against the base's tensors (ggml order: ne = [in, out]); `rank`: the config's r, if it says. */
+export function checkLoraAgainstBase(pairs: readonly LoraPair[], base: GgufLayout, rank?: number): void {
+  const tensors = new Map(base.tensors.map((t) => [t.name, t.dims.map(Number)]));
+  for (const pair of pairs) {
+    if (!pair.a || !pair.b)
+      throw new Error(`the adapter has lora_${pair.a ? "A" : "B"} but not lora_${pair.a ? "B" : "A"} for ${pair.base}`);
+    const dims = tensors.get(pair.base);
+    if (!dims) throw new Error(`the adapter adapts ${pair.base}, which the base model does not have (another model's adapter?)`);
+    const [rowsA, inA] = pair.a.shape;
+    const [outB, colsB] = pair.b.shape;
+    if (pair.a.shape.length !== 2 || pair.b.shape.length !== 2 || dims.length !== 2)
+      throw new Error(`the adapter's tensors for ${pair.base} are not matrices`);
+    if (rowsA !== colsB) throw new Error(`${pair.base}: lora_A has rank ${rowsA} but lora_B has rank ${colsB}`);
+    if (rank !== undefined && rowsA !== rank) throw new Error(`${pair.base}: rank ${rowsA}, but adapter_config.json says r = ${rank}`);
+    if (inA !== dims[0] || outB !== dims[1])
+      throw new Error(
+        `${pair.base}: the adapter maps ${inA} inputs to ${outB} outputs, the base model's matrix ${dims[0]} to ${dims[1]} (an adapter for another model?)`,
+      );
+  }
+}
+
+/** A GGUF given as an adapter: a LoRA (not a model), for the base's architecture, with shapes that fit it. */
+export function checkGgufLora(adapter: GgufLayout, base: GgufLayout): void {
+  const type = adapter.general["general.type"];
+  if (type !== "adapter" || adapter.general["adapter.type"] !== "lora")
+    throw new Error(
+      `the GGUF is not a LoRA adapter (general.type ${type ?? "absent"}, adapter.type ${adapter.general["adapter.type"] ?? "absent"})`,
+    );
+  const [mine, theirs] = [adapter.general["general.architecture"], base.general["general.architecture"]];
+  if (mine !== theirs) throw new Error(`the adapter is for the ${mine} architecture, the base model is ${theirs}`);
+  const pairs = new Map<string, LoraPair>();
+  for (const tensor of adapter.tensors) {
+    const match = /^(.+)\.lora_([ab])$/.exec(tensor.name);
+    if (!match) {
+      if (tensor.name.endsWith("_norm.weight")) continue; // llama.cpp skips these
+      throw new Error(`the adapter's tensor ${tensor.name} is neither a lora_a nor a lora_b`);
+    }
+    const pair = pairs.get(match[1]!) ?? { base: match[1]! };
+    pair[match[2] as "a" | "b"] = { name: tensor.name, shape: tensor.dims.map(Number).reverse() };
+    pairs.set(pair.base, pair);
+  }
+  if (pairs.size === 0) throw new Error("the adapter has no LoRA tensors");
+  // token_embd's pair is stored the other way round (llama.cpp's llm_build_inp_embd); checked by llama.cpp itself.
+  checkLoraAgainstBase(
+    [...pairs.values()].filter((p) => !p.base.startsWith("token_embd.")),
+    base,
+  );
+}

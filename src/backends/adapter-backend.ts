@@ -12,6 +12,9 @@ export function adapterBackend<P extends PreparedPrompt>(base: Backend<P>, key: 
     prepareText: (text, options) => base.prepareText(text, options),
     ...(base.minimumPromptTokens ? { minimumPromptTokens: (messages) => base.minimumPromptTokens!(messages) } : {}),
     ...(base.minimumTextTokens ? { minimumTextTokens: (text) => base.minimumTextTokens!(text) } : {}),
+    // The base's tokenizer is the adapter's: /tokenize and /detokenize answer for an adapter as for its base.
+    ...(base.detokenize ? { detokenize: (tokens) => base.detokenize!(tokens) } : {}),
+    ...(base.tokenText ? { tokenText: (token) => base.tokenText!(token) } : {}),
     ...(base.preparePrediction ? { preparePrediction: (text, options) => base.preparePrediction!(text, options) } : {}),
     generate: (prompt, choices, signal, pause) =>
       base.generate(

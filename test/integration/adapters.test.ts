@@ -96,6 +96,22 @@ describe("LoRA adapters per request", () => {
     assert.deepEqual(adapter.metadata.pricing, base.metadata.pricing);
   });
 
+  test("/tokenize and /detokenize answer for the adapter with its base's tokenizer", async () => {
+    const post = (path: string, body: unknown) =>
+      fetch(`${server.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${server.key}` },
+        body: JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as { tokens: number[]; prompt: string } }));
+    const messages = [{ role: "user", content: "Count to three." }];
+    const [adapter, base] = await Promise.all([ADAPTER, SMOLLM2].map((model) => post("/tokenize", { model, messages })));
+    assert.equal(adapter!.status, 200);
+    assert.deepEqual(adapter!.body.tokens, base!.body.tokens);
+    const back = await post("/detokenize", { model: ADAPTER, tokens: adapter!.body.tokens });
+    assert.equal(back.status, 200);
+    assert.match(back.body.prompt, /Count to three\./);
+  });
+
   test("an adapter trained on another model is refused with the reason, before llama.cpp sees it", async () => {
     const wrong = {
       ...catalogEntry,

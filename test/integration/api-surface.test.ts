@@ -240,12 +240,14 @@ describe("where clients look for the API, and the headers and fields they read",
       tool_choice: "required" as const,
       temperature: 0,
     };
-    // Greedy: the whole call first, then the same output cut three tokens before its end.
-    const whole = await client.chat.completions.create({ ...base, max_tokens: 200 });
+    // Greedy: the whole call first, then the same output cut three tokens before its end. Each computes its prompt
+    // cold (a cache key of its own): a prefix-cache hit computes the last prompt tokens in another batch shape, which
+    // can flip one of SmolLM2's near-ties and give a shorter call that ends within the cut.
+    const whole = await client.chat.completions.create({ ...base, max_tokens: 200, prompt_cache_key: "forced-cut-whole" });
     assert.equal(whole.choices[0]!.finish_reason, "tool_calls");
     const full = whole.choices[0]!.message.tool_calls![0]!;
     assert.ok(full.type === "function");
-    const request = { ...base, max_tokens: whole.usage!.completion_tokens - 3 };
+    const request = { ...base, max_tokens: whole.usage!.completion_tokens - 3, prompt_cache_key: "forced-cut-part" };
     const reply = await client.chat.completions.create(request);
     const [choice] = reply.choices;
     assert.equal(choice!.finish_reason, "length");
@@ -261,7 +263,7 @@ describe("where clients look for the API, and the headers and fields they read",
       "a prefix of the whole call's arguments",
     );
 
-    const stream = await client.chat.completions.create({ ...request, stream: true });
+    const stream = await client.chat.completions.create({ ...request, stream: true, prompt_cache_key: "forced-cut-stream" });
     let streamed = "";
     let finish: string | null = null;
     for await (const chunk of stream) {

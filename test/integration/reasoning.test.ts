@@ -43,6 +43,7 @@ async function testCatalog(dir: string): Promise<string> {
   const file = join(dir, "catalog.json");
   const entry = {
     ...gemma,
+    aliases: undefined, // each alias names one model
     id: THINKER,
     source: `file:${pulled.path}`,
     tags: ["JSON"],

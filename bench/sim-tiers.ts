@@ -20,9 +20,10 @@ import { tieredPolicy } from "../src/engine/core/policy.js";
 import { EngineRequest } from "../src/engine/core/request.js";
 import { ShardScheduler } from "../src/engine/core/scheduler.js";
 import type { StepPlan } from "../src/engine/core/step-plan.js";
-import type { SamplerSpec, StepReply } from "../src/engine/runner/step-protocol.js";
+import type { StepReply } from "../src/engine/runner/step-protocol.js";
 import type { PerTier, ServiceTier } from "../src/protocol/tiers.js";
 import { summarize as stats } from "./load/stats.js";
+import { GREEDY_SAMPLER as SAMPLER } from "../test/helpers/scheduler-steps.js";
 
 const program = new Command()
   .option("--clients <n>", "closed-loop clients", "48")
@@ -42,17 +43,6 @@ const truth = (shape: StepShape, cores: number) =>
   (COST[0]! + COST[1]! * shape.decodeTokens + COST[2]! * shape.promptTokens + (COST[3]! * shape.attended) / 1024) /
   SPEEDUP[Math.min(cores, 2)]!;
 
-const SAMPLER: SamplerSpec = {
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  minP: 0,
-  seed: 1,
-  presencePenalty: 0,
-  frequencyPenalty: 0,
-  repetitionPenalty: 1,
-  logitBias: [],
-};
 const texts = { pieceBytes: () => new Uint8Array([97]), tokenText: () => "a", isEndOfGeneration: () => false };
 
 interface Timing {

@@ -1,7 +1,20 @@
 import type { EngineRequest } from "../../src/engine/core/request.js";
 import type { ShardScheduler } from "../../src/engine/core/scheduler.js";
 import type { StepPlan } from "../../src/engine/core/step-plan.js";
-import type { StepReply } from "../../src/engine/runner/step-protocol.js";
+import type { SamplerSpec, StepReply } from "../../src/engine/runner/step-protocol.js";
+
+/** Greedy sampling with nothing else on: what the scheduler tests and the tier simulator give every request. */
+export const GREEDY_SAMPLER: SamplerSpec = {
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  minP: 0,
+  seed: 1,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  repetitionPenalty: 1,
+  logitBias: [],
+};
 
 /**
  * Plans a step and plays the runner's part: every planned token is computed, every sample draws

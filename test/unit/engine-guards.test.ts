@@ -8,10 +8,9 @@ import { EngineRequest } from "../../src/engine/core/request.js";
 import { ShardScheduler, StalledError } from "../../src/engine/core/scheduler.js";
 import { EmptyPromptError, nonEmptyPrompt } from "../../src/engine/prompt/empty-prompt.js";
 import { nextFairJob } from "../../src/engine/prompt/prompt-pool.js";
-import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
 import type { GenerationEvent } from "../../src/protocol/generation.js";
 import { InvalidRequest, ServiceError } from "../../src/errors.js";
-import { step } from "../helpers/scheduler-steps.js";
+import { step, GREEDY_SAMPLER as SAMPLER } from "../helpers/scheduler-steps.js";
 import { createMemoryLimits } from "../../src/limits/in-memory-limits.js";
 import { createChatService } from "../../src/serving/chat-service.js";
 import type { Caller } from "../../src/serving/types.js";
@@ -30,17 +29,6 @@ describe("a prompt of no tokens", () => {
   });
 });
 
-const SAMPLER: SamplerSpec = {
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  minP: 0,
-  seed: 1,
-  presencePenalty: 0,
-  frequencyPenalty: 0,
-  repetitionPenalty: 1,
-  logitBias: [],
-};
 const texts = { pieceBytes: () => new Uint8Array([97]), tokenText: () => "a", isEndOfGeneration: () => false };
 const request = (promptLength: number) =>
   new EngineRequest(

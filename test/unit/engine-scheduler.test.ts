@@ -5,8 +5,7 @@ import { EngineRequest } from "../../src/engine/core/request.js";
 import { StepCostModel } from "../../src/engine/core/cost-model.js";
 import { ShardScheduler } from "../../src/engine/core/scheduler.js";
 import type { StepPlan } from "../../src/engine/core/step-plan.js";
-import { step } from "../helpers/scheduler-steps.js";
-import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
+import { step, GREEDY_SAMPLER as SAMPLER } from "../helpers/scheduler-steps.js";
 import type { GenerationRequest } from "../../src/engine/types.js";
 import type { GenerationEvent } from "../../src/protocol/generation.js";
 import type { ServiceTier } from "../../src/protocol/tiers.js";
@@ -19,17 +18,6 @@ const texts = {
   pieceBytes: (token: number) => (token === EOS ? new Uint8Array() : new Uint8Array([96 + token])),
   tokenText: (token: number) => String.fromCharCode(96 + token),
   isEndOfGeneration: (token: number) => token === EOS,
-};
-const SAMPLER: SamplerSpec = {
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  minP: 0,
-  seed: 1,
-  presencePenalty: 0,
-  frequencyPenalty: 0,
-  repetitionPenalty: 1,
-  logitBias: [],
 };
 
 function request(promptLength: number, tier: ServiceTier = "default", extra: Partial<GenerationRequest> = {}): EngineRequest {

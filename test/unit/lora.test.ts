@@ -6,25 +6,13 @@ import { EngineRequest } from "../../src/engine/core/request.js";
 import { StepCostModel } from "../../src/engine/core/cost-model.js";
 import { ShardScheduler } from "../../src/engine/core/scheduler.js";
 import { cacheNamespaceOf } from "../../src/engine/model-host.js";
-import { step } from "../helpers/scheduler-steps.js";
+import { step, GREEDY_SAMPLER as SAMPLER } from "../helpers/scheduler-steps.js";
 import { parseCatalog, resolveAdapters } from "../../src/catalog/load.js";
 import { checkBaseName, loraAlpha, loraTensorName, permuteRows } from "../../src/catalog/convert/peft-lora.js";
 import { checkGgufLora, checkLoraAgainstBase } from "../../src/catalog/convert/lora-checks.js";
 import type { GgufLayout } from "../../src/catalog/gguf/layout.js";
-import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
 import type { ServiceTier } from "../../src/protocol/tiers.js";
 
-const SAMPLER: SamplerSpec = {
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  minP: 0,
-  seed: 1,
-  presencePenalty: 0,
-  frequencyPenalty: 0,
-  repetitionPenalty: 1,
-  logitBias: [],
-};
 const texts = { pieceBytes: () => new Uint8Array([97]), tokenText: () => "a", isEndOfGeneration: () => false };
 
 function request(adapter: string | undefined, tier: ServiceTier = "default"): EngineRequest {

@@ -7,8 +7,9 @@ import { ShardScheduler } from "../../src/engine/core/scheduler.js";
 import { Shard } from "../../src/engine/core/shard.js";
 import { ShardGroup } from "../../src/engine/core/shard-group.js";
 import type { ShardRunner } from "../../src/engine/runner/shard-runner.js";
-import type { SamplerSpec, StepMessage, StepReply } from "../../src/engine/runner/step-protocol.js";
+import type { StepMessage, StepReply } from "../../src/engine/runner/step-protocol.js";
 import type { ServiceTier } from "../../src/protocol/tiers.js";
+import { GREEDY_SAMPLER as SAMPLER } from "../helpers/scheduler-steps.js";
 
 // Two shards of a model sharing two cores, their step loops real, the runner's part played by a
 // thread that takes 5 ms a step and records when it ran and on how many threads (the decode itself
@@ -17,17 +18,6 @@ const texts = {
   pieceBytes: (token: number) => (token === 0 ? new Uint8Array() : new Uint8Array([96 + token])),
   tokenText: (token: number) => String.fromCharCode(96 + token),
   isEndOfGeneration: (token: number) => token === 0,
-};
-const SAMPLER: SamplerSpec = {
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  minP: 0,
-  seed: 1,
-  presencePenalty: 0,
-  frequencyPenalty: 0,
-  repetitionPenalty: 1,
-  logitBias: [],
 };
 const request = (promptLength: number, tier: ServiceTier, maxTokens: number) =>
   new EngineRequest(

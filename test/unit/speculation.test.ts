@@ -8,10 +8,11 @@ import { EngineRequest } from "../../src/engine/core/request.js";
 import { ShardScheduler } from "../../src/engine/core/scheduler.js";
 import { DRAFT_TOKENS_PER_STEP, MAX_DRAFT_PER_REQUEST, RequestSpeculation, ShardSpeculation } from "../../src/engine/core/speculation.js";
 import type { StepPlan } from "../../src/engine/core/step-plan.js";
-import type { SamplerSpec, StepReply } from "../../src/engine/runner/step-protocol.js";
+import type { StepReply } from "../../src/engine/runner/step-protocol.js";
 import type { GenerationRequest } from "../../src/engine/types.js";
 import type { GenerationEvent } from "../../src/protocol/generation.js";
 import type { ServiceTier } from "../../src/protocol/tiers.js";
+import { GREEDY_SAMPLER as SAMPLER } from "../helpers/scheduler-steps.js";
 
 // Speculative decoding's bookkeeping on its own: the drafter's guesses, the cost model's draft
 // lengths, and the scheduler taking a verified run. The runner is played by a "model" that always
@@ -23,17 +24,6 @@ const texts = {
   pieceBytes: (token: number) => (token === EOS ? new Uint8Array() : new Uint8Array([token])),
   tokenText: (token: number) => String.fromCharCode(token),
   isEndOfGeneration: (token: number) => token === EOS,
-};
-const SAMPLER: SamplerSpec = {
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  minP: 0,
-  seed: 1,
-  presencePenalty: 0,
-  frequencyPenalty: 0,
-  repetitionPenalty: 1,
-  logitBias: [],
 };
 /** One token per (ASCII) character: its code. */
 const tokensOf = (text: string) => [...text].map((c) => c.charCodeAt(0));

@@ -7,10 +7,9 @@ import { EngineRequest } from "../../src/engine/core/request.js";
 import { ShardScheduler, type ShardSchedulerOptions } from "../../src/engine/core/scheduler.js";
 import { DEFAULT_TARGETS } from "../../src/engine/core/step-budget.js";
 import type { StepPlan } from "../../src/engine/core/step-plan.js";
-import type { SamplerSpec } from "../../src/engine/runner/step-protocol.js";
 import type { GenerationRequest } from "../../src/engine/types.js";
 import type { ServiceTier } from "../../src/protocol/tiers.js";
-import { step } from "../helpers/scheduler-steps.js";
+import { step, GREEDY_SAMPLER as SAMPLER } from "../helpers/scheduler-steps.js";
 
 // The time budget, the cost model and priority isolation, pinned by step composition: each test
 // gives the scheduler a cost model with known coefficients (no observations: its prior), so every
@@ -19,17 +18,6 @@ const texts = {
   pieceBytes: (token: number) => (token === 0 ? new Uint8Array() : new Uint8Array([96 + token])),
   tokenText: (token: number) => String.fromCharCode(96 + token),
   isEndOfGeneration: (token: number) => token === 0,
-};
-const SAMPLER: SamplerSpec = {
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  minP: 0,
-  seed: 1,
-  presencePenalty: 0,
-  frequencyPenalty: 0,
-  repetitionPenalty: 1,
-  logitBias: [],
 };
 
 function request(promptLength: number, tier: ServiceTier = "default", extra: Partial<GenerationRequest> = {}): EngineRequest {

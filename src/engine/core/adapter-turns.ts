@@ -23,7 +23,9 @@ export class AdapterTurns {
   private readonly lastRan = new Map<string, number>();
 
   /** `ordered`: the runnable requests in batch order. Returns the chosen group's requests and whether others were left out. */
-  choose(ordered: readonly EngineRequest[]): { chosen: EngineRequest[]; leftOut: boolean } {
+  choose(ordered: readonly EngineRequest[]): { chosen: readonly EngineRequest[]; leftOut: boolean } {
+    // Every step comes here: with no adapter running (the usual case) nothing is grouped or copied.
+    if (!ordered.some((request) => request.adapter !== undefined)) return { chosen: ordered, leftOut: false };
     const groups = new Map<string, EngineRequest[]>();
     for (const request of ordered) {
       const key = adapterKeyOf(request);
@@ -31,7 +33,7 @@ export class AdapterTurns {
       if (group) group.push(request);
       else groups.set(key, [request]);
     }
-    if (groups.size <= 1) return { chosen: [...ordered], leftOut: false };
+    if (groups.size <= 1) return { chosen: ordered, leftOut: false };
     const step = ++this.steps;
     const waited = (key: string) => step - (this.lastRan.get(key) ?? 0);
     const rank = (key: string) => Math.min(...groups.get(key)!.map((r) => TIER_RANK[r.tier]));

@@ -106,7 +106,7 @@ try {
 async function timeRound(path: string, row: Row): Promise<void> {
   const host = await createEmbeddingHost({ modelPath: path, threads: Number(args.threads) });
   try {
-    const inputs = SHORT.map((text) => host.tokenize(text));
+    const inputs = await Promise.all(SHORT.map((text) => host.tokenize(text)));
     let started = performance.now();
     await host.embed(inputs, "default");
     row.inputsPerS.push(inputs.length / ((performance.now() - started) / 1000));

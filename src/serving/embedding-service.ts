@@ -62,7 +62,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
       const held: Holdings = { tier: "default", promptTokens: 0 };
       try {
         const admitting = trace.stage("switchyard.admission");
-        const { entry, embedder, tokens, prices, cost } = prepare(registry, caller, input, held);
+        const { entry, embedder, tokens, prices, cost } = await prepare(registry, caller, input, held);
         const { tier, promptTokens } = held;
         const { durable } = await reserve({ inFlight, budgets, limits }, caller, meter, held, {
           model: entry.id,
@@ -98,12 +98,12 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
 }
 
 /** The model that serves the request, its inputs' tokens, and the tier's prices and cost (in `held` as they are known). */
-function prepare(registry: ChatServiceDeps["registry"], caller: Caller, input: EmbeddingInput, held: Holdings) {
+async function prepare(registry: ChatServiceDeps["registry"], caller: Caller, input: EmbeddingInput, held: Holdings) {
   const served = requireServedModel(registry, caller, input.model, "embeddings");
   const embedder = served.embedder;
   if (!embedder) throw new CapacityUnavailable(`The model '${input.model}' is still loading; retry shortly.`, 5);
   checkDimensions(embedder, input.dimensions);
-  const tokens = tokenizeInputs(embedder, input.inputs);
+  const tokens = await tokenizeInputs(embedder, input.inputs);
   const promptTokens = (held.promptTokens = tokens.reduce((sum, t) => sum + t.length, 0));
   const tier = (held.tier = caller.batchId ? "batch" : resolveTier(served.entry.pricing, input.serviceTier));
   const prices = effectivePrices(served.entry.pricing, tier);
@@ -125,19 +125,13 @@ function checkDimensions(embedder: EmbeddingBackend, dimensions: number | undefi
   );
 }
 
-/** Each input's tokens; one over the model's context is refused, never truncated. */
-function tokenizeInputs(embedder: EmbeddingBackend, inputs: Array<string | number[]>): Int32Array[] {
-  return inputs.map((input, index) => {
-    if (typeof input !== "string") {
-      const outside = input.find((id) => id >= embedder.vocabularySize);
-      if (outside !== undefined)
-        throw new InvalidRequest(
-          `Invalid 'input[${index}]': token id ${outside} is outside the model's vocabulary of ${embedder.vocabularySize} tokens.`,
-          `input[${index}]`,
-          "invalid_value",
-        );
-    }
-    const tokens = typeof input === "string" ? embedder.tokenize(input) : embedder.wrapTokens(input);
+/** Each input's tokens; one over the model's context is refused, never truncated. Texts yield the event loop as they go. */
+async function tokenizeInputs(embedder: EmbeddingBackend, inputs: Array<string | number[]>): Promise<Int32Array[]> {
+  const all: Int32Array[] = [];
+  let sinceYield = 0;
+  for (const [index, input] of inputs.entries()) {
+    if (typeof input !== "string") checkTokenIds(embedder, input, index);
+    const tokens = typeof input === "string" ? await embedder.tokenize(input) : embedder.wrapTokens(input);
     if (tokens.length > embedder.maxInputTokens) {
       throw new InvalidRequest(
         `This model's maximum context length is ${embedder.maxInputTokens} tokens, but input ${index} has ${tokens.length} tokens. Shorten or split it: inputs are never truncated.`,
@@ -145,9 +139,30 @@ function tokenizeInputs(embedder: EmbeddingBackend, inputs: Array<string | numbe
         "context_length_exceeded",
       );
     }
-    return tokens;
-  });
+    all.push(tokens);
+    // 2,048 short inputs are as much work as one long one: the event loop gets a turn between them too.
+    sinceYield += tokens.length;
+    if (sinceYield >= YIELD_EVERY_TOKENS) {
+      sinceYield = 0;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+  return all;
 }
+
+/** Token ids of an input sent as ids must be the model's own. */
+function checkTokenIds(embedder: EmbeddingBackend, ids: readonly number[], index: number): void {
+  const outside = ids.find((id) => id >= embedder.vocabularySize);
+  if (outside !== undefined)
+    throw new InvalidRequest(
+      `Invalid 'input[${index}]': token id ${outside} is outside the model's vocabulary of ${embedder.vocabularySize} tokens.`,
+      `input[${index}]`,
+      "invalid_value",
+    );
+}
+
+/** Input tokens between two turns of the event loop while a request's inputs are tokenized (about 1 ms of WordPiece). */
+const YIELD_EVERY_TOKENS = 2048;
 
 async function runEmbedding(
   embedder: EmbeddingBackend,

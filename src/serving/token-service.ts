@@ -84,7 +84,7 @@ function tokenizerOf(served: ServedModel): Tokenizer {
       async tokenize(input) {
         if (!input.prompt)
           throw new InvalidRequest(`The model '${id}' is an embedding model: it has no chat template; send 'prompt'.`, "messages");
-        return Array.from(embedder.tokenize(input.prompt.text, input.prompt.addSpecialTokens));
+        return Array.from(await embedder.tokenize(input.prompt.text, { addSpecial: input.prompt.addSpecialTokens }));
       },
       detokenize: (tokens) => embedder.detokenize(tokens),
       tokenText: (token) => embedder.tokenText(token),

@@ -66,6 +66,25 @@ describe(
       }
     });
 
+    test("a long text is tokenized a slice at a time (the event loop free between), giving exactly its whole tokenization", async () => {
+      const gguf = readdirSync(minilmDir()).find((name) => name.endsWith(".Q8_0.gguf"))!;
+      const model = loadModel(join(minilmDir(), gguf));
+      try {
+        // Over 100 KB: a dozen slices, cut at whitespace of every kind, words of every sentence.
+        const text = Array.from({ length: 2000 }, (_, i) => `${SENTENCES[i % SENTENCES.length]}${i % 2 ? "\n\t" : "  "}`).join("");
+        assert.ok(text.length > 100_000);
+        const response = await fetch(`${server.url}/v1/tokenize`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${server.key}` },
+          body: JSON.stringify({ model: MINILM, prompt: text }),
+        });
+        assert.equal(response.status, 200);
+        assert.deepEqual(((await response.json()) as { tokens: number[] }).tokens, model.tokenize(text, { addSpecial: true }));
+      } finally {
+        model.free();
+      }
+    });
+
     test("the served Q8_0 holds the floor: every embedding within cosine 0.9995 of the numpy forward, pairwise similarities ranked alike (Spearman 0.999)", async () => {
       const client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 120_000 });
       const response = await client.embeddings.create({ model: MINILM, input: SENTENCES });

@@ -12,6 +12,7 @@ import { createFileStore } from "../storage/files.js";
 import { requireBudgetLeft } from "../billing/budgets.js";
 import type { RequestLimits } from "../limits/ports.js";
 import type { Caller } from "../serving/types.js";
+import { countRequest } from "../limits/count-request.js";
 
 export interface BatchesWiring {
   db: Database;
@@ -37,8 +38,7 @@ const INCOMPLETE_FILE_SECONDS = 6 * 3600;
 /** An upload counts against the key's request rate (no tokens), and needs budget left. */
 function uploadAdmission(db: BatchesWiring["db"], requestLimits: BatchesWiring["requestLimits"]) {
   return async (caller: Caller) => {
-    const lease = await requestLimits.admit({ ...caller, model: UPLOADS, estimatedTokens: 0, limits: caller.limits });
-    await lease.release(0);
+    await countRequest(requestLimits, caller, UPLOADS);
     await requireBudgetLeft(db, caller.keyId);
   };
 }

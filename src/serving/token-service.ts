@@ -5,6 +5,7 @@ import type { ModelRegistry, ServedModel } from "./model-registry.js";
 import { requireServedModel, servesEmbeddings } from "./served-model.js";
 import type { Caller, ChatMessage, ToolDefinition } from "./types.js";
 import { apiErrorOf } from "./backend-refusals.js";
+import { countRequest } from "../limits/count-request.js";
 
 export interface TokenizeInput {
   model: string;
@@ -43,11 +44,7 @@ interface Tokenizer {
  * the key's request rate like any request; nothing is billed and no ledger row is written.
  */
 export function createTokenService({ registry, limits }: { registry: ModelRegistry; limits: RequestLimits }): TokenService {
-  const admitted = async (caller: Caller, model: ServedModel) => {
-    const lease = await limits.admit({ ...caller, model: model.entry.id, estimatedTokens: 0, limits: caller.limits });
-    await lease.release(0);
-    return lease.state;
-  };
+  const admitted = (caller: Caller, model: ServedModel) => countRequest(limits, caller, model.entry.id);
   return {
     async tokenize(caller, input) {
       const served = requireServedModel(registry, caller, input.model, "any");

@@ -1,7 +1,15 @@
 import type { ServiceTier } from "../protocol/tiers.js";
 import type { ModelHostStats } from "../engine/types.js";
-import type { PauseControl, PromptOptions } from "../protocol/generation.js";
-import type { ChatMessage, GenerationEvent, OutputConstraint, SamplingSettings, Token, ToolDefinition } from "../protocol/generation.js";
+import type {
+  ChatMessage,
+  GenerationEvent,
+  OutputConstraint,
+  PauseControl,
+  PromptOptions,
+  SamplingSettings,
+  Token,
+  ToolDefinition,
+} from "../protocol/generation.js";
 
 /** The engine's load figures, as health and metrics read them through a backend's stats. */
 export type { EngineCounters, ShardStepBudget } from "../engine/types.js";

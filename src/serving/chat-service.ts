@@ -1,5 +1,9 @@
-import type { PauseControl } from "../protocol/generation.js";
-import type { GenerationEvent } from "../protocol/generation.js";
+/**
+ * The request lifecycle, in three named steps: `admit` (admission.ts: model, checks, tier, prompts,
+ * budget and limits) → `launch` (the backend's generations, and the wait for each to be admitted)
+ * → the event pipeline (reasoning split, tool-call shaping, metering and settlement).
+ */
+import type { GenerationEvent, PauseControl } from "../protocol/generation.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import { RateLimited, ServiceError } from "../errors.js";
 import { admit, beside, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";

@@ -5,8 +5,15 @@
 import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import type { RequestedTier } from "../billing/prices.js";
 import type { ServiceTier } from "../protocol/tiers.js";
-import type { PauseControl } from "../protocol/generation.js";
-import type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition } from "../protocol/generation.js";
+import type {
+  ChatMessage,
+  PauseControl,
+  PredictionCounts,
+  SpeculationCounts,
+  TokenLogprob,
+  ToolCall,
+  ToolDefinition,
+} from "../protocol/generation.js";
 
 /** The conversation's vocabulary, as the layers above serving see it (they import nothing of the engine). */
 export type { ChatMessage, PredictionCounts, SpeculationCounts, TokenLogprob, ToolCall, ToolDefinition };

@@ -1,5 +1,4 @@
-import type { PromptOptions } from "../../protocol/generation.js";
-import type { ChatMessage, ToolDefinition } from "../../protocol/generation.js";
+import type { ChatMessage, PromptOptions, ToolDefinition } from "../../protocol/generation.js";
 import type { PreparedPrompt } from "../backend.js";
 
 /**

@@ -1,5 +1,4 @@
-import type { PauseControl } from "../../protocol/generation.js";
-import type { GenerationEvent } from "../../protocol/generation.js";
+import type { GenerationEvent, PauseControl } from "../../protocol/generation.js";
 import { BackendUnavailable, type Backend, type BackendStats, type GenerationParams } from "../backend.js";
 import { createAgent, openStream, probe, ReplicaFailed } from "./http.js";
 import { ReplicaPool } from "./replica-pool.js";

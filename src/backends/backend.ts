@@ -114,7 +114,12 @@ export interface Backend<P extends PreparedPrompt = PreparedPrompt> {
    * Loads a GGUF LoRA adapter of this model under `key`, for `generate`'s `adapter` (absent: the
    * backend serves no adapters). Throws if the engine refuses the file.
    */
-  addAdapter?(key: string, path: string): void;
+  addAdapter?(key: string, path: string): Promise<void>;
+  /**
+   * Generations naming `key` are refused (AdapterUnloaded) from now; resolves once those running
+   * under it have ended and its memory is freed.
+   */
+  removeAdapter?(key: string): Promise<void>;
   stats(): BackendStats;
   close(): Promise<void>;
 }
@@ -127,6 +132,9 @@ export class EmptyPrompt extends Error {}
 
 /** The generation made no progress for the engine's stall limit and was ended (its sequence freed). */
 export class GenerationStalled extends Error {}
+
+/** The generation named an adapter the backend no longer has (deleted while the request was admitted). */
+export class AdapterUnloaded extends Error {}
 
 /** The backend's wait queue is full. */
 export class BackendBusy extends Error {}

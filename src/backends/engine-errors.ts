@@ -1,9 +1,17 @@
 import { PromptTemplateError } from "../engine/chat-template.js";
-import { QueueFullError, WaitExpiredError } from "../engine/errors.js";
+import { QueueFullError, UnknownAdapterError, WaitExpiredError } from "../engine/errors.js";
 import { SchemaError } from "../engine/grammar/index.js";
 import { EmptyPromptError } from "../engine/prompt/empty-prompt.js";
 import { StalledError } from "../engine/core/stall.js";
-import { BackendBusy, BackendWaitExpired, ConstraintRejected, EmptyPrompt, GenerationStalled, PromptRejected } from "./backend.js";
+import {
+  AdapterUnloaded,
+  BackendBusy,
+  BackendWaitExpired,
+  ConstraintRejected,
+  EmptyPrompt,
+  GenerationStalled,
+  PromptRejected,
+} from "./backend.js";
 
 /** The embedded engine's errors as the backend errors serving knows (serving knows nothing of the engine): the one map. */
 export function fromEngineError(error: unknown): unknown {
@@ -13,5 +21,6 @@ export function fromEngineError(error: unknown): unknown {
   if (error instanceof EmptyPromptError) return new EmptyPrompt(error.message);
   if (error instanceof StalledError) return new GenerationStalled(error.message);
   if (error instanceof PromptTemplateError) return new PromptRejected(error.message);
+  if (error instanceof UnknownAdapterError) return new AdapterUnloaded(error.message);
   return error;
 }

@@ -50,6 +50,7 @@ export async function createLocalEngineBackend(options: ModelHostOptions): Promi
       }
     },
     addAdapter: (key, path) => host.addAdapter(key, path),
+    removeAdapter: (key) => host.removeAdapter(key),
     stats: () => host.stats(),
     close: () => host.close(),
   };

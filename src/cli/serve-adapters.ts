@@ -23,7 +23,7 @@ export async function loadAdapters(
       if (!base?.backend || base.state !== "ready" || !baseFile) throw new Error(`its base model '${baseId}' is not served by this server`);
       if (!base.backend.addAdapter) throw new Error(`its base model '${baseId}' runs on an engine that takes no adapters`);
       const file = await ensureAdapterFile(entry, { id: baseId, path: baseFile.path, sha256: baseFile.sha256 }, modelsDir);
-      base.backend.addAdapter(entry.id, file.path);
+      await base.backend.addAdapter(entry.id, file.path);
       const fingerprint = systemFingerprint(file.sha256, { base: base.systemFingerprint });
       registry.ready(entry.id, adapterBackend(base.backend, entry.id), fingerprint);
     } catch (error) {

@@ -6,7 +6,8 @@ import { chooseShard } from "./core/placement.js";
 import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { ShardScheduler, StalledError } from "./core/scheduler.js";
-import { QueueFullError, WaitExpiredError } from "./errors.js";
+import { QueueFullError, UnknownAdapterError, WaitExpiredError } from "./errors.js";
+import { LoadedAdapters } from "./adapter-set.js";
 import { Shard, type StepCounters } from "./core/shard.js";
 import { ShardGroup } from "./core/shard-group.js";
 import { DRAFT_TOKENS_PER_STEP, type SpeculationMode } from "./core/speculation.js";
@@ -63,9 +64,6 @@ export interface ModelHostOptions {
   adapters?: ReadonlyArray<{ key: string; path: string }>;
 }
 
-/** A request named an adapter this host has not loaded. */
-export class UnknownAdapterError extends Error {}
-
 export interface ModelHost {
   /** Tokens one request may hold in all: prompt plus completion. */
   readonly contextWindow: number;
@@ -100,9 +98,15 @@ export interface ModelHost {
   generate(choices: readonly GenerationRequest[], signal?: AbortSignal, pause?: PauseControl): AsyncGenerator<GenerationEvent>[];
   /**
    * Loads a GGUF LoRA adapter under `key` (a key already loaded is left as it is): its tensors once
-   * for the model, applied by each shard to the steps that run its requests. Throws if llama.cpp refuses it.
+   * for the model, applied by each shard to the steps that run its requests. Waits for the steps in
+   * flight (adapter-set.ts). Throws if llama.cpp refuses it.
    */
-  addAdapter(key: string, path: string): void;
+  addAdapter(key: string, path: string): Promise<void>;
+  /**
+   * New requests under `key` fail with UnknownAdapterError from now; resolves once the ones that
+   * hold it have ended and its tensors are freed.
+   */
+  removeAdapter(key: string): Promise<void>;
   stats(): ModelHostStats;
   close(): Promise<void>;
 }
@@ -137,13 +141,12 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
     started.push(prompts);
     const threads = Math.max(1, options.threads ?? availableParallelism());
     const shardCount = Math.max(1, Math.min(options.shards ?? threads, options.sequences));
-    const adapters = new Map<string, bigint>();
-    const addAdapter = (key: string, path: string) => void (adapters.has(key) || adapters.set(key, model.loadAdapter(path)));
-    for (const { key, path } of options.adapters ?? []) addAdapter(key, path);
-    const router = new ShardRouter(options, model.bosToken, adapters);
     // Each shard's threadpool holds every thread; the group decides how many a step uses.
     const group = new ShardGroup(threads);
     let shards: Shard[] = [];
+    const adapters = new LoadedAdapters(model, group.gate, () => shards);
+    for (const { key, path } of options.adapters ?? []) adapters.addNow(key, path);
+    const router = new ShardRouter(options, model.bosToken, adapters);
     // Every shard's start settles before a failure is thrown, so each worker that started is in `started`.
     const starting = await Promise.allSettled(
       Array.from({ length: shardCount }, async (_, i) => {
@@ -188,9 +191,11 @@ export async function loadModelHost(options: ModelHostOptions): Promise<ModelHos
       tokenText: model.tokenText,
       templateRendersTools: template.rendersTools,
       generate: (request, signal, pause) => router.generate(request, signal, pause),
-      addAdapter,
+      addAdapter: (key, path) => adapters.add(key, path),
+      removeAdapter: (key) => adapters.remove(key),
       stats: () => router.stats(),
       close: async () => {
+        await adapters.close();
         await Promise.all(shards.map((shard) => shard.close()));
         await prompts.close();
         model.free();
@@ -221,7 +226,7 @@ class ShardRouter {
   constructor(
     private readonly options: ModelHostOptions,
     private readonly bos: Token | undefined,
-    private readonly adapters: ReadonlyMap<string, bigint>,
+    private readonly adapters: Pick<LoadedAdapters, "get">,
   ) {}
 
   attach(shards: Shard[]): void {

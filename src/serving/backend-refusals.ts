@@ -1,4 +1,5 @@
 import {
+  AdapterUnloaded,
   BackendBusy,
   BackendUnavailable,
   BackendWaitExpired,
@@ -30,6 +31,15 @@ export function apiErrorOf(error: unknown, { promptParam, constraintParam = null
   if (error instanceof PromptRejected) return new InvalidRequest(error.message, promptParam);
   if (error instanceof UpstreamRejected)
     return new InvalidRequest(error.message, error.param === "messages" ? promptParam : error.param, error.code);
+  // Its adapter was deleted between the model's lookup and the engine: as if it had been looked up a moment later.
+  if (error instanceof AdapterUnloaded)
+    return new ServiceError(
+      404,
+      "invalid_request_error",
+      "The model does not exist or you do not have access to it.",
+      "model_not_found",
+      "model",
+    );
   if (error instanceof BackendUnavailable) return new CapacityUnavailable(`${error.message} Retry shortly.`, 5);
   // Mid-stream: the HTTP layer sends it as an error event.
   if (error instanceof GenerationStalled) return new ServiceError(500, "server_error", error.message, "timeout");

@@ -55,6 +55,7 @@ function recordingRunner(shard: number, log: Ran[]): ShardRunner {
         sampleMs: 0,
       };
     },
+    async dropAdapter() {},
     async close() {},
   };
 }

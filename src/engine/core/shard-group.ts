@@ -1,4 +1,5 @@
 import type { Shard, ShardGroupView } from "./shard.js";
+import { StepGate } from "./step-gate.js";
 
 /**
  * For this long after a priority request last ran or waited on one of a model's shards, every
@@ -17,6 +18,7 @@ export const PRIORITY_LINGER_MS = 2000;
  */
 export class ShardGroup implements ShardGroupView {
   shards: Shard[] = [];
+  readonly gate = new StepGate();
 
   constructor(private readonly threads: number) {}
 

@@ -1,4 +1,5 @@
 import type { ShardScheduler } from "./scheduler.js";
+import type { StepGate } from "./step-gate.js";
 import type { StepPlan } from "./step-plan.js";
 import type { ShardRunner } from "../runner/shard-runner.js";
 import type { StepReply } from "../runner/step-protocol.js";
@@ -24,6 +25,8 @@ export interface ShardGroupView {
   othersOf(shard: Shard): Shard[];
   /** A priority request ran or waited on one of the shards a moment ago. */
   priorityNearby(): boolean;
+  /** Held by each step in flight; a change to the model (an adapter loaded or freed) waits for none. */
+  readonly gate: StepGate;
 }
 
 /** What a shard's steps did, since it started: where the engine's time goes. */
@@ -84,6 +87,11 @@ export class Shard {
     await this.runner.close();
   }
 
+  /** The runner's context stops applying `adapter` if it does (before llama.cpp frees it); no step may be in flight. */
+  dropAdapter(adapter: bigint): Promise<void> {
+    return this.failure ? Promise.resolve() : this.runner.dropAdapter(adapter);
+  }
+
   private async loop(): Promise<void> {
     while (!this.closed) {
       if (!this.heldLast && this.group.holdFor(this)) {
@@ -100,12 +108,15 @@ export class Shard {
       this.heldLast = false;
       if (this.scheduler.rushing) await this.othersHeld(planning);
       let reply: StepReply;
+      await this.group.gate.enterStep();
       const started = performance.now();
       try {
         reply = await this.runner.step(plan.message(this.group.threadsFor()));
       } catch (error) {
         this.failAll(error as Error);
         return;
+      } finally {
+        this.group.gate.leaveStep();
       }
       const replied = performance.now();
       // The whole round trip, sampling included: what every stream on the shard waits for.

@@ -14,9 +14,11 @@ export interface LoadedModel extends Omit<Vocabulary, "size"> {
   readonly chatTemplate: string | undefined;
   /**
    * Loads a GGUF LoRA adapter for this model: its tensors once, used by every context of the model
-   * (llama.cpp frees them with the model). Throws when llama.cpp refuses the file.
+   * (llama.cpp frees them with the model, or `freeAdapter` before). Throws when llama.cpp refuses the file.
    */
   loadAdapter(path: string): bigint;
+  /** Frees an adapter's tensors now: no context may apply it any more, and no step may be in flight. */
+  freeAdapter(adapter: bigint): void;
   free(): void;
 }
 
@@ -48,6 +50,7 @@ export function loadModel(path: string): LoadedModel {
       if (!adapter) throw new Error(`llama.cpp could not load the LoRA adapter ${path} for this model (its log says why)`);
       return BigInt(adapter);
     },
+    freeAdapter: (adapter) => lib.llama_adapter_lora_free(adapter),
     free: () => lib.llama_model_free(handle),
   };
 }

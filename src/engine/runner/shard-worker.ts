@@ -1,7 +1,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import koffi from "koffi";
 import { openLlamaLibrary, type BatchValue, type Handle, type LlamaLibrary } from "../native/llama-lib.js";
-import type { MemoryOp, RunnerInit, SampledLogprob, SamplerSpec, StepMessage, StepReply } from "./step-protocol.js";
+import type { DropAdapterMessage, MemoryOp, RunnerInit, SampledLogprob, SamplerSpec, StepMessage, StepReply } from "./step-protocol.js";
 
 /**
  * A shard's runner: one llama.cpp context on this worker thread, so the main thread never waits on
@@ -298,7 +298,12 @@ function step(message: StepMessage): StepReply {
   };
 }
 
-parentPort!.on("message", (message: StepMessage | { type: "close" }) => {
+parentPort!.on("message", (message: StepMessage | DropAdapterMessage | { type: "close" }) => {
+  if (message.type === "drop-adapter") {
+    if (adapter === message.adapter) setAdapter(0n);
+    parentPort!.postMessage({ type: "adapter-dropped" });
+    return;
+  }
   if (message.type === "close") {
     for (const sampler of samplers.values()) lib.llama_sampler_free(sampler);
     lib.llama_free(context);

@@ -66,6 +66,15 @@ export interface StepMessage {
   adapter: bigint;
 }
 
+/**
+ * Before llama.cpp frees a LoRA adapter: the context stops applying it if it does (it would keep
+ * the freed adapter's address, and a later adapter loaded there would pass for it). Answered `adapter-dropped`.
+ */
+export interface DropAdapterMessage {
+  type: "drop-adapter";
+  adapter: bigint;
+}
+
 export interface SampledLogprob {
   logprob: number;
   top: Array<[token: number, logprob: number]>;

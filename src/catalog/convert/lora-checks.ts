@@ -2,7 +2,7 @@
  * An adapter's shapes against its base model's, checked before llama.cpp sees it: a LoRA for another
  * model is a clear error here, not garbage output (or llama.cpp's one-line refusal in the log).
  */
-import type { GgufLayout } from "../gguf/layout.js";
+import { GgmlType, type GgufLayout } from "../gguf/layout.js";
 
 /** One adapted matrix: its base tensor's GGUF name and the PyTorch-order shapes of A [r, in] and B [out, r]. */
 export interface LoraPair {
@@ -58,4 +58,29 @@ export function checkGgufLora(adapter: GgufLayout, base: GgufLayout): void {
     [...pairs.values()].filter((p) => !p.base.startsWith("token_embd.")),
     base,
   );
+}
+
+/** Bytes per block and elements per block of the tensor types a GGUF LoRA may hold (llama.cpp's convert_lora_to_gguf.py outtypes). */
+const LORA_TENSOR_TYPES: Record<number, { name: string; blockBytes: number; blockElements: number }> = {
+  [GgmlType.F32]: { name: "F32", blockBytes: 4, blockElements: 1 },
+  [GgmlType.F16]: { name: "F16", blockBytes: 2, blockElements: 1 },
+  [GgmlType.Q8_0]: { name: "Q8_0", blockBytes: 34, blockElements: 32 },
+  30: { name: "BF16", blockBytes: 2, blockElements: 1 },
+};
+
+/**
+ * Each tensor of a GGUF LoRA is of a type a LoRA is written in, and its data lies inside the file: an
+ * uploaded file is checked here before llama.cpp's loader reads it.
+ */
+export function checkGgufTensorData(adapter: GgufLayout): void {
+  const room = adapter.fileSize - adapter.dataStart;
+  for (const tensor of adapter.tensors) {
+    const type = LORA_TENSOR_TYPES[tensor.type];
+    if (!type) throw new Error(`the adapter's tensor ${tensor.name} is of ggml type ${tensor.type}; F32, F16, BF16 and Q8_0 are accepted`);
+    if (tensor.elements % type.blockElements !== 0)
+      throw new Error(`the adapter's tensor ${tensor.name} has ${tensor.elements} values, not whole ${type.name} blocks`);
+    const bytes = (tensor.elements / type.blockElements) * type.blockBytes;
+    if (!Number.isSafeInteger(tensor.offset) || tensor.offset < 0 || tensor.offset + bytes > room)
+      throw new Error(`the adapter's tensor ${tensor.name} lies outside the file (truncated?)`);
+  }
 }

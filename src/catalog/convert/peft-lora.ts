@@ -86,6 +86,9 @@ export function loraTensorName(peftName: string): { base: string; side: "a" | "b
 /** A safetensors tensor's values as float32 (F32, F16 and BF16 sources). */
 export function toFloat32(tensor: SafeTensor, name: string): Float32Array {
   const count = tensor.shape.reduce((a, b) => a * b, 1);
+  const size = tensor.dtype === "F32" ? 4 : 2;
+  if (tensor.data.byteLength !== count * size)
+    throw new Error(`adapter tensor ${name} is [${tensor.shape.join(", ")}] ${tensor.dtype} but holds ${tensor.data.byteLength} bytes`);
   const bytes = Buffer.from(tensor.data); // aligned copy
   if (tensor.dtype === "F32") return new Float32Array(bytes.buffer, bytes.byteOffset, count);
   const halves = new Uint16Array(bytes.buffer, bytes.byteOffset, count);

@@ -15,13 +15,21 @@ export function readSafetensors(file: Buffer): Map<string, SafeTensor> {
     string,
     { dtype: string; shape: number[]; data_offsets: [number, number] }
   >;
+  if (typeof header !== "object" || header === null || Array.isArray(header))
+    throw new Error("model.safetensors: the header is not a JSON object");
   const dataStart = 8 + headerLength;
   const tensors = new Map<string, SafeTensor>();
   for (const [name, entry] of Object.entries(header)) {
     if (name === "__metadata__") continue;
-    const [begin, end] = entry.data_offsets;
+    // An uploaded file's header is anyone's JSON: each entry must have the shape the format defines.
+    const { dtype, shape, data_offsets: offsets } = (entry ?? {}) as Partial<typeof entry>;
+    if (typeof dtype !== "string" || !Array.isArray(shape) || !shape.every((n) => Number.isSafeInteger(n) && n >= 0))
+      throw new Error(`model.safetensors: tensor ${name} has no valid dtype and shape`);
+    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every((n) => Number.isSafeInteger(n) && n >= 0))
+      throw new Error(`model.safetensors: tensor ${name} has no valid data_offsets`);
+    const [begin, end] = offsets as [number, number];
     if (!(begin <= end && dataStart + end <= file.length)) throw new Error(`model.safetensors: tensor ${name} lies outside the file`);
-    tensors.set(name, { dtype: entry.dtype, shape: entry.shape, data: file.subarray(dataStart + begin, dataStart + end) });
+    tensors.set(name, { dtype, shape, data: file.subarray(dataStart + begin, dataStart + end) });
   }
   return tensors;
 }

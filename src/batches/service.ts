@@ -3,6 +3,7 @@ import type { Database } from "../storage/database.js";
 import { FileQuotaExceeded, type FileStore, type FileWriter, type StoredFile } from "../storage/files.js";
 import type { Caller } from "../serving/types.js";
 import { CONTROL_CHARS } from "../protocol/identifiers.js";
+import type { FormPart } from "../protocol/form-parts.js";
 import type { BatchLimits } from "./limits.js";
 import {
   dropLines,
@@ -28,7 +29,7 @@ export interface BatchOwner {
 }
 
 /** One part of an upload's form, in the order sent: a field, or the file's bytes as they arrive. */
-export type UploadPart = { field: string; value: string } | { filename: string; bytes: AsyncIterable<Buffer> };
+export type UploadPart = FormPart;
 
 export interface CreateBatchInput {
   inputFileId: string;

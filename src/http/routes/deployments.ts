@@ -1,9 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { Forbidden, NotFound } from "../../errors.js";
+import { NotFound } from "../../errors.js";
 import { DEPLOYMENT_STATUSES, type Deployment, type DeploymentCaller, type DeploymentService } from "../../deployments/types.js";
 import { identifier } from "../../protocol/identifiers.js";
-import { callerOf } from "../auth.js";
+import { callerOf, managerOf } from "../auth.js";
 import { parse } from "./key-input.js";
 
 const count = () => z.number().int().optional();
@@ -59,13 +59,7 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
     return { accountId: caller.accountId, accountName: caller.accountName };
   };
   const deployer = (request: Parameters<typeof callerOf>[0]): DeploymentCaller => {
-    const caller = callerOf(request);
-    if (!caller.manageDeployments) {
-      throw new Forbidden(
-        "This API key cannot manage deployments. Use a key of this account created with the manage-deployments right.",
-        "missing_manage_deployments_right",
-      );
-    }
+    const caller = managerOf(request, "deployments");
     return { accountId: caller.accountId, accountName: caller.accountName, keyId: caller.keyId, allowedModels: caller.allowedModels };
   };
 

@@ -1,15 +1,16 @@
 import { Readable } from "node:stream";
-import multipart, { type Multipart } from "@fastify/multipart";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import multipart from "@fastify/multipart";
+import type { FastifyInstance } from "fastify";
 import type { BatchLimits } from "../../batches/limits.js";
-import type { BatchService, UploadPart } from "../../batches/service.js";
+import type { BatchService } from "../../batches/service.js";
 import { listPage, toWireFile } from "../../batches/wire.js";
-import { InvalidRequest, NotFound, ServiceError } from "../../errors.js";
+import { InvalidRequest, NotFound } from "../../errors.js";
 import { listFilesQuery } from "../../protocol/batches-request.js";
 import { unknownCursor } from "../../protocol/list-page.js";
 import type { FileStore } from "../../storage/files.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
+import { answerUpload, formParts } from "../form-upload.js";
 import { UploadGate } from "../upload-gate.js";
 
 const notFound = (id: string) => new NotFound(`No file with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}' found.`);
@@ -34,15 +35,10 @@ export function fileRoutes(app: FastifyInstance, batches: BatchService, files: F
           "file",
           "invalid_content_type",
         );
-      try {
-        return reply.send(toWireFile(await batches.uploadFile(callerOf(request), formParts(request))));
-      } catch (error) {
-        // Refused partway through the body (the quota, the file's limit): the parser stops reading it, so
-        // the connection cannot carry another request; the client is told to open a new one. Refused
-        // before any of it was read (rate limit, budget), Node reads and drops the body as usual.
-        if (request.raw.readableDidRead && !request.raw.complete) reply.header("connection", "close");
-        throw error;
-      }
+      // Refused partway (the quota, the file's limit) or before any of it was read (rate limit, budget): form-upload.ts.
+      return answerUpload(request, reply, async () =>
+        toWireFile(await batches.uploadFile(callerOf(request), formParts(request, ["file"], "file"))),
+      );
     });
   });
 
@@ -73,38 +69,3 @@ export function fileRoutes(app: FastifyInstance, batches: BatchService, files: F
     return { id: request.params.id, object: "file", deleted: true };
   });
 }
-
-/** The form's parts as they arrive; the parser's own failures (a malformed body, too many parts) are 400s. */
-async function* formParts(request: FastifyRequest): AsyncGenerator<UploadPart> {
-  const parts = request.parts()[Symbol.asyncIterator]();
-  for (;;) {
-    let next: IteratorResult<Multipart>;
-    try {
-      next = await parts.next();
-    } catch (error) {
-      throw malformed(error);
-    }
-    if (next.done) return;
-    const part = next.value;
-    if (part.type === "field") yield { field: part.fieldname, value: String(part.value) };
-    else if (part.fieldname === "file") yield { filename: part.filename, bytes: checkedBytes(part.file) };
-    else part.file.resume();
-  }
-}
-
-async function* checkedBytes(stream: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-  try {
-    yield* stream;
-  } catch (error) {
-    throw malformed(error);
-  }
-}
-
-const malformed = (error: unknown) =>
-  error instanceof ServiceError
-    ? error
-    : new InvalidRequest(
-        `The multipart/form-data body could not be read (${error instanceof Error ? error.message : String(error)}).`,
-        "file",
-        "invalid_multipart",
-      );

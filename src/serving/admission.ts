@@ -260,6 +260,9 @@ export function readyModel(registry: ModelRegistry, caller: Caller, id: string):
     entry: served.entry,
     backend: served.backend,
     systemFingerprint: served.systemFingerprint ?? "fp_unknown",
-    metricsModel: served.dedicated && `${served.dedicated.baseModel} (dedicated)`,
+    // Metrics are public: a private model's own id would name its account.
+    metricsModel: served.dedicated
+      ? `${served.dedicated.baseModel} (dedicated)`
+      : served.upload && `${served.upload.baseModel} (uploaded adapter)`,
   };
 }

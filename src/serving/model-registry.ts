@@ -16,6 +16,14 @@ export interface Dedicated {
   baseModel: string;
 }
 
+/** What makes a model private: an account's uploaded LoRA adapter (`POST /v1/adapters`). */
+export interface Upload {
+  accountId: string;
+  adapterId: string;
+  /** The catalog model it runs on. */
+  baseModel: string;
+}
+
 export interface ServedModel {
   entry: CatalogEntry;
   state: ModelState;
@@ -27,11 +35,19 @@ export interface ServedModel {
   error?: string;
   /** Present for a dedicated deployment: only that account may see or call it. */
   dedicated?: Dedicated;
+  /** Present for an account's uploaded adapter: only that account may see or call it. */
+  upload?: Upload;
 }
 
-/** Whether an account may see (and call) a model: public ones, and its own deployments. */
+/** The account a private model (a deployment, an uploaded adapter) belongs to; undefined for a public one. */
+export function privateOwner(model: ServedModel): string | undefined {
+  return model.dedicated?.accountId ?? model.upload?.accountId;
+}
+
+/** Whether an account may see (and call) a model: public ones, and its own deployments and adapters. */
 export function visibleTo(model: ServedModel, accountId: string): boolean {
-  return model.dedicated === undefined || model.dedicated.accountId === accountId;
+  const owner = privateOwner(model);
+  return owner === undefined || owner === accountId;
 }
 
 /** The models this server publishes, and the backend serving each once it is loaded. */
@@ -47,7 +63,10 @@ export interface ModelRegistry {
   /** Adds or replaces a private model (a dedicated deployment); public ones come from the catalog. */
   putDedicated(model: ServedModel & { dedicated: Dedicated }): void;
   removeDedicated(id: string): void;
-  /** Every public model is ready (or not pulled); deployments do not count. */
+  /** Adds a private model (an uploaded adapter); its id must be no other model's. */
+  putUpload(model: ServedModel & { upload: Upload }): void;
+  removeUpload(id: string): void;
+  /** Every public model is ready (or not pulled); private ones do not count. */
   allReady(): boolean;
   closeAll(): Promise<void>;
 }
@@ -78,17 +97,24 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
     },
     putDedicated(model) {
       const existing = models.get(model.entry.id);
-      if (existing && !existing.dedicated) throw new Error(`${model.entry.id} is a public model.`);
+      if (existing && !existing.dedicated) throw new Error(`${model.entry.id} is not a deployment.`);
       models.set(model.entry.id, model);
     },
     removeDedicated(id) {
       if (models.get(id)?.dedicated) models.delete(id);
     },
+    putUpload(model) {
+      if (models.has(model.entry.id)) throw new Error(`${model.entry.id} is another model's id.`);
+      models.set(model.entry.id, model);
+    },
+    removeUpload(id) {
+      if (models.get(id)?.upload) models.delete(id);
+    },
     // A model nobody pulled is not a model this server failed to make ready.
-    allReady: () => [...models.values()].every((m) => m.dedicated !== undefined || m.state === "ready" || m.state === "not_pulled"),
+    allReady: () => [...models.values()].every((m) => privateOwner(m) !== undefined || m.state === "ready" || m.state === "not_pulled"),
     async closeAll() {
-      // Deployments' backends are their manager's to close (it meters their instances).
-      await Promise.all([...models.values()].filter((m) => !m.dedicated).map((m) => (m.embedder ?? m.backend)?.close()));
+      // Deployments' backends are their manager's to close (it meters their instances); an upload's is its base's.
+      await Promise.all([...models.values()].filter((m) => privateOwner(m) === undefined).map((m) => (m.embedder ?? m.backend)?.close()));
     },
   };
 }

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { BackendStats, EngineCounters, ShardStepBudget } from "../../backends/backend.js";
 import { tierTotal } from "../../protocol/tiers.js";
-import type { ModelRegistry } from "../../serving/model-registry.js";
+import { privateOwner, type ModelRegistry } from "../../serving/model-registry.js";
 import type { Drain } from "../drain.js";
 
 /**
@@ -10,10 +10,10 @@ import type { Drain } from "../drain.js";
  */
 export function healthRoutes(app: FastifyInstance, registry: ModelRegistry, drain?: Pick<Drain, "draining">): void {
   app.get("/health", async (_request, reply) => {
-    // Unauthenticated: private deployments are never listed here.
+    // Unauthenticated: private deployments and adapters are never listed here.
     const models = registry
       .list()
-      .filter((m) => !m.dedicated)
+      .filter((m) => privateOwner(m) === undefined)
       .map(({ entry, state, backend, embedder, error }) => ({
         id: entry.id,
         state,

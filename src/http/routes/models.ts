@@ -9,7 +9,7 @@ import { callerOf } from "../auth.js";
 /** A model by its id or one of its aliases; each is listed once, under its id. */
 const named = (model: ServedModel, name: string) => model.entry.id === name || (model.entry.aliases ?? []).includes(name);
 
-function toWireModel({ entry, state, dedicated }: ServedModel) {
+function toWireModel({ entry, state, dedicated, upload }: ServedModel) {
   return {
     id: entry.id,
     object: "model" as const,
@@ -27,12 +27,14 @@ function toWireModel({ entry, state, dedicated }: ServedModel) {
       ...(entry.adapter_of !== undefined ? { adapter_of: entry.adapter_of } : {}),
       // The caller's own deployment: which one, and the catalog model it runs.
       ...(dedicated ? { deployment: { id: dedicated.deploymentId, model: dedicated.baseModel } } : {}),
+      // The caller's own uploaded adapter: its id under /v1/adapters.
+      ...(upload ? { adapter: { id: upload.adapterId } } : {}),
     },
   };
 }
 
 export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void {
-  // Public models and the caller's own deployments; another account's are never listed.
+  // Public models and the caller's own deployments and adapters; another account's are never listed.
   const visible = ({ allowedModels: allowed, accountId }: { allowedModels: string[] | null; accountId: string }) =>
     registry.list().filter((m) => visibleTo(m, accountId) && allowedFor(allowed, m));
 
@@ -57,7 +59,9 @@ export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void
     if (!model) throw new ModelNotFound(id);
     const how = model.dedicated
       ? "Delete its deployment (DELETE /v1/deployments/{id}) instead."
-      : "Catalog models are managed by the operator.";
+      : model.upload
+        ? `Delete the adapter (DELETE /v1/adapters/${model.upload.adapterId}) instead.`
+        : "Catalog models are managed by the operator.";
     throw new Forbidden(`The model '${id}' cannot be deleted through the API. ${how}`, "model_not_deletable");
   });
 }

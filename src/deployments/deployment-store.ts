@@ -71,6 +71,18 @@ export async function insertDeployment(
   const id = newDeploymentId();
   await db.transaction(async (tx) => {
     await checkAccountCaps(tx, input.accountId, null, input.settings.maxInstances, limits);
+    // An uploaded adapter's model id is `<account>/<name>` too (adapters/adapter-store.ts checks the other way round).
+    const adapters = await tx.query("SELECT 1 FROM adapters WHERE account_id = $1 AND name = $2 AND deleted_at IS NULL", [
+      input.accountId,
+      input.name,
+    ]);
+    if (adapters.length > 0) {
+      throw new InvalidRequest(
+        `This account has an uploaded adapter named '${input.name}' (its model id is the same). Choose another name, or delete the adapter first.`,
+        "name",
+        "name_taken",
+      );
+    }
     // The partial unique index (account, name) among the live ones decides races; a loser gets the 400.
     const inserted = await tx.query<{ id: string }>(
       `INSERT INTO deployments (id, account_id, model, name, status, min_instances, max_instances, max_batch_size, owner_id, key_id, context_length)

@@ -5,10 +5,8 @@
  */
 import type { CatalogEntry } from "../catalog/types.js";
 import { InvalidRequest, ModelNotFound } from "../errors.js";
+import { PRIVATE_MODEL_NAME } from "../protocol/identifiers.js";
 import type { DeploymentLimits, DeploymentSettings } from "./types.js";
-
-/** Like the second half of a catalog id: it becomes `<account>/<name>`. */
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export const DEFAULT_MAX_BATCH_SIZE = 4;
 /** The smallest context_length: room for a chat template and a short exchange. */
@@ -36,7 +34,7 @@ export function deployableEntry(catalog: readonly CatalogEntry[], model: string)
 
 /** The deployment's name; its private id `<account>/<name>` must not be a public model's. */
 export function checkName(name: string, accountName: string, catalog: readonly CatalogEntry[]): string {
-  if (!NAME.test(name)) {
+  if (!PRIVATE_MODEL_NAME.test(name)) {
     throw new InvalidRequest(
       "A deployment name is 1-64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit.",
       "name",

@@ -6,6 +6,11 @@ import { z } from "zod";
  * (and echoed) as it came.
  */
 export const MAX_IDENTIFIER_CHARS = 256;
+/**
+ * The name of an account's private model (a deployment, an uploaded adapter): like the second half
+ * of a catalog id, since it becomes `<account name>/<name>`.
+ */
+export const PRIVATE_MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** Control characters (NUL above all: PostgreSQL text cannot hold it) can be in no id, name or file name. */
 export const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 export const identifier = (max = MAX_IDENTIFIER_CHARS) =>

@@ -371,6 +371,31 @@ export const migrations: Migration[] = [
       ALTER TABLE usage_records ADD COLUMN rejected_prediction_tokens integer NOT NULL DEFAULT 0;
     `,
   },
+  {
+    id: 18,
+    name: "uploaded LoRA adapters",
+    // An account's adapter (POST /v1/adapters), served as <account name>/<name>: the GGUF LoRA it
+    // was converted to lies in the data dir of the server that took the upload (adapters/<id>.lora.gguf),
+    // with this size and hash. A live name is unique in its account (a deployment's name is checked
+    // under the account row's lock); a deleted row keeps its name for nobody.
+    sql: `
+      CREATE TABLE adapters (
+        id           text PRIMARY KEY,
+        account_id   text NOT NULL REFERENCES accounts (id),
+        name         text NOT NULL,
+        base_model   text NOT NULL,
+        format       text NOT NULL,
+        bytes        bigint NOT NULL,
+        sha256       text NOT NULL,
+        status       text NOT NULL,
+        fail_reason  text,
+        created_at   timestamptz NOT NULL DEFAULT now(),
+        deleted_at   timestamptz
+      );
+
+      CREATE UNIQUE INDEX adapters_live_name_idx ON adapters (account_id, name) WHERE deleted_at IS NULL;
+    `,
+  },
 ];
 
 /**

@@ -35,10 +35,10 @@ const UPLOADS = "files:upload";
 /** On a shared PostgreSQL, a file still incomplete this long after it was opened was left by a stopped server (an upload lasts at most the request timeout). */
 const INCOMPLETE_FILE_SECONDS = 6 * 3600;
 
-/** An upload counts against the key's request rate (no tokens), and needs budget left. */
-function uploadAdmission(db: BatchesWiring["db"], requestLimits: BatchesWiring["requestLimits"]) {
+/** An upload (a file, an adapter) counts against the key's request rate (no tokens) under `subject`, and needs budget left. */
+export function uploadAdmission(db: Database, requestLimits: RequestLimits, subject = UPLOADS) {
   return async (caller: Caller) => {
-    await countRequest(requestLimits, caller, UPLOADS);
+    await countRequest(requestLimits, caller, subject);
     await requireBudgetLeft(db, caller.keyId);
   };
 }

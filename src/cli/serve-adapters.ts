@@ -1,7 +1,6 @@
-import { adapterBackend } from "../backends/adapter-backend.js";
+import { adapterBaseOf, loadOnBase } from "../adapters/on-base.js";
 import { ensureAdapterFile } from "../catalog/adapter-file.js";
 import type { CatalogEntry, ModelFile } from "../catalog/types.js";
-import { systemFingerprint } from "../serving/fingerprint.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 
 /**
@@ -18,14 +17,12 @@ export async function loadAdapters(
   for (const entry of adapters) {
     try {
       const baseId = entry.adapter_of!;
-      const base = registry.get(baseId);
+      const base = adapterBaseOf(registry, baseId);
       const baseFile = baseFiles.get(baseId);
-      if (!base?.backend || base.state !== "ready" || !baseFile) throw new Error(`its base model '${baseId}' is not served by this server`);
-      if (!base.backend.addAdapter) throw new Error(`its base model '${baseId}' runs on an engine that takes no adapters`);
+      if (!baseFile) throw new Error(`its base model '${baseId}' is not served by this server`);
       const file = await ensureAdapterFile(entry, { id: baseId, path: baseFile.path, sha256: baseFile.sha256 }, modelsDir);
-      await base.backend.addAdapter(entry.id, file.path);
-      const fingerprint = systemFingerprint(file.sha256, { base: base.systemFingerprint });
-      registry.ready(entry.id, adapterBackend(base.backend, entry.id), fingerprint);
+      const { backend, systemFingerprint } = await loadOnBase(base, entry.id, file);
+      registry.ready(entry.id, backend, systemFingerprint);
     } catch (error) {
       registry.failed(entry.id, (error as Error).message);
       process.stderr.write(`failed to load ${entry.id}: ${(error as Error).message}\n`);

@@ -7,7 +7,7 @@ import { startTracing } from "../observability/tracing.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { Settings } from "../config/settings.js";
 
-type LoadModels = (catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings) => Promise<void>;
+type LoadModels = (catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings) => Promise<unknown>;
 
 /**
  * `switchyard serve --worker`: the models and the engine API, for a gateway. It refuses to start

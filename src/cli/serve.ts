@@ -44,6 +44,7 @@ import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
 import { startBatches } from "./batch-runtime.js";
+import { startAdapterUploads } from "./serve-uploads.js";
 
 interface ServeFlags {
   host?: string;
@@ -99,7 +100,7 @@ async function run(
 ): Promise<void> {
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   const { db, ownership, inFlight } = await openLedger(settings, dataDir, log);
-  const parts = await startParts(settings, { db, ownership, inFlight, catalog, fullCatalog, log });
+  const parts = await startParts(settings, { db, ownership, inFlight, catalog, fullCatalog, log, dataDir });
   const app = buildServerApp(settings, parts, await connectionCapsAtStart(settings, log));
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, {
@@ -121,7 +122,9 @@ async function run(
 
   stopOnSignals(settings, dataDir, lock, { ...parts, app, ownership });
 
-  await loadModels(catalog, parts.registry, settings);
+  // Accounts' uploaded adapters load on their base models' engines, once those have loaded.
+  await parts.adapters.announce();
+  await parts.adapters.start(await loadModels(catalog, parts.registry, settings));
   app.log.info(`serving ${catalog.map((m) => m.id).join(", ")} on ${address}/v1/compat`);
 }
 
@@ -149,9 +152,10 @@ async function startParts(
     catalog: CatalogEntry[];
     fullCatalog: CatalogEntry[];
     log: (message: string) => void;
+    dataDir: string;
   },
 ): Promise<ServerParts> {
-  const { db, ownership, inFlight, catalog, fullCatalog, log } = context;
+  const { db, ownership, inFlight, catalog, fullCatalog, log, dataDir } = context;
   const limits = await openRequestLimits();
   const tracing = await startTracing();
   if (tracing) log("tracing: exporting spans over OTLP/HTTP (OTEL_EXPORTER_OTLP_* variables)");
@@ -189,7 +193,8 @@ async function startParts(
     principalOf: (keyId) => principalOfKey(db, keyId),
     windowSeconds: settings.batchWindowSeconds,
   });
-  return { db, registry, limits, inFlight, metrics, tracing, deployments, drain: createDrain(), batches };
+  const adapters = startAdapterUploads(settings, { db, registry, requestLimits: limits, dataDir, log });
+  return { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain: createDrain(), batches };
 }
 
 interface ServerParts {
@@ -201,6 +206,7 @@ interface ServerParts {
   /** Null: tracing is off (no OTLP endpoint set). */
   tracing: Tracing | null;
   deployments: ReturnType<typeof createDeploymentManager>;
+  adapters: ReturnType<typeof startAdapterUploads>;
   drain: ReturnType<typeof createDrain>;
   batches: ReturnType<typeof startBatches>;
 }
@@ -222,7 +228,7 @@ async function connectionCapsAtStart(settings: Settings, log: (message: string) 
 
 function buildServerApp(
   settings: Settings,
-  { db, registry, limits, inFlight, metrics, tracing, deployments, drain, batches }: ServerParts,
+  { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain, batches }: ServerParts,
   caps: ConnectionCaps,
 ) {
   const servingDeps = { registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics };
@@ -251,6 +257,7 @@ function buildServerApp(
     corsOrigins: settings.corsOrigins,
     rateDefaults: limitDefaultsFromEnv(process.env),
     deployments,
+    adapters: { service: adapters, limits: settings.adapterLimits },
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
     batches: batches.api,
   });
@@ -265,6 +272,7 @@ function stopOnSignals(
     app,
     drain,
     deployments,
+    adapters,
     registry,
     inFlight,
     ownership,
@@ -291,6 +299,7 @@ function stopOnSignals(
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     await app.close();
     await deployments.close();
+    adapters.close();
     await registry.closeAll();
     await inFlight.drain();
     // The spans of the last requests go out, unless the exporter is down: then the stop goes on.
@@ -346,7 +355,12 @@ const SHUTDOWN_GRACE_MS = 10_000;
 /** How long a stop waits for the last spans to be exported. */
 const TRACE_FLUSH_TIMEOUT_MS = 5_000;
 
-export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings): Promise<void> {
+/** Loads the catalog's models and adapters; returns the GGUF of each model served on the local engine (what adapters are checked against). */
+export async function loadModels(
+  catalog: CatalogEntry[],
+  registry: ModelRegistry,
+  settings: Settings,
+): Promise<ReadonlyMap<string, ModelFile>> {
   // An on-demand model is served only once someone has pulled it (`switchyard models pull <id>`).
   const modelsDir = resolveModelsDir();
   const absent = await Promise.all(
@@ -390,4 +404,5 @@ export async function loadModels(catalog: CatalogEntry[], registry: ModelRegistr
     files,
     modelsDir,
   );
+  return files;
 }

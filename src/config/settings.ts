@@ -100,6 +100,18 @@ const settingsSchema = z.object({
     uploadsPerAccount: z.coerce.number().int().min(1),
     uploadsInFlight: z.coerce.number().int().min(1),
   }),
+  /** Uploaded LoRA adapters' caps: the clamps live here, the checks in adapters/ (AdapterLimits). */
+  adapterLimits: z.object({
+    maxBytes: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(16 * 1024 ** 3),
+    perAccount: z.coerce.number().int().min(0).max(1000),
+    loadedBytes: z.coerce.number().int().min(0),
+    uploadsPerAccount: z.literal(1),
+    uploadsInFlight: z.literal(2),
+  }),
   /** Tests shorten a batch's completion window to see it expire (seconds); unset: the window asked for. */
   batchWindowSeconds: z.coerce.number().int().min(1).optional(),
   /** Objects kept with `store: true` (chat completions, responses): how many per account and for how long. */
@@ -192,7 +204,7 @@ function engineSettings(env: NodeJS.ProcessEnv) {
   };
 }
 
-/** The Files and Batch APIs' and stored objects' settings (apart, to keep loadSettings short). */
+/** The Files, Batch and adapter upload APIs' and stored objects' settings (apart, to keep loadSettings short). */
 function filesAndStoredObjects(env: NodeJS.ProcessEnv) {
   return {
     batchLimits: {
@@ -204,6 +216,13 @@ function filesAndStoredObjects(env: NodeJS.ProcessEnv) {
       activeBatchesPerAccount: env.SWITCHYARD_BATCHES_PER_ACCOUNT || 100,
       uploadsPerAccount: env.SWITCHYARD_UPLOADS_PER_ACCOUNT || 2,
       uploadsInFlight: env.SWITCHYARD_UPLOADS_IN_FLIGHT || 4,
+    },
+    adapterLimits: {
+      maxBytes: env.SWITCHYARD_ADAPTER_MAX_BYTES || 256 * 1024 * 1024,
+      perAccount: env.SWITCHYARD_ADAPTERS_PER_ACCOUNT ?? 8,
+      loadedBytes: env.SWITCHYARD_ADAPTER_LOADED_BYTES || 2 * 1024 ** 3,
+      uploadsPerAccount: 1,
+      uploadsInFlight: 2,
     },
     batchWindowSeconds: env.SWITCHYARD_BATCH_WINDOW_SECONDS || undefined,
     storedObjects: {

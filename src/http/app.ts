@@ -23,6 +23,7 @@ import type { TokenService } from "../serving/token-service.js";
 import { docsRoutes } from "./routes/docs.js";
 import { completionsRoutes } from "./routes/completions.js";
 import { deploymentRoutes } from "./routes/deployments.js";
+import { adapterRoutes } from "./routes/adapters.js";
 import { responsesRoutes } from "./routes/responses.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
@@ -43,6 +44,7 @@ import type { RequestLimits } from "../limits/ports.js";
 import { installRateLimitHeaders } from "./rate-limit-headers.js";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 import type { DeploymentService } from "../deployments/types.js";
+import type { AdapterLimits, AdapterService } from "../adapters/types.js";
 import type { RateDefaults } from "../accounts/key-standing.js";
 
 export interface AppDeps {
@@ -78,6 +80,8 @@ export interface AppDeps {
   drain?: Drain;
   /** Dedicated deployments (`/v1/deployments`); absent: the routes are not served. */
   deployments?: DeploymentService;
+  /** Uploaded LoRA adapters (`/v1/adapters`); absent: the routes are not served. */
+  adapters?: { service: AdapterService; limits: AdapterLimits };
   logger?: FastifyServerOptions["logger"];
   /** The Files and Batch APIs (`/v1/files`, `/v1/batches`); absent: not served. */
   batches?: {
@@ -116,6 +120,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     usageRoutes(routes, deps.db);
     accountKeyRoutes(routes, deps.db, deps.rateDefaults);
     if (deps.deployments) deploymentRoutes(routes, deps.deployments);
+    if (deps.adapters) adapterRoutes(routes, deps.adapters.service, deps.adapters.limits);
     void routes.register(consoleRoutes);
     void routes.register(docsRoutes);
     // vLLM and llama-server serve these at the root; SDKs with a `/v1` base URL find them under it.

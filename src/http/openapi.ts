@@ -9,6 +9,7 @@ import { API_PREFIXES } from "./api-paths.js";
 import { accountCreateKeyBody } from "./routes/account-keys.js";
 import { createKeyBody, listKeysQuery, patchKeyBody } from "./routes/admin.js";
 import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from "./routes/deployments.js";
+import { uploadAdapterForm } from "./routes/adapters.js";
 import { updateCompletionBody } from "./routes/stored-completions.js";
 import { listPageQuery } from "../protocol/list-page.js";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
@@ -43,6 +44,7 @@ const completionId = [{ name: "id", description: "The chat completion's id (`cha
 const listPage = (order: "asc" | "desc") => listPageQuery(order);
 const deploymentId = [{ name: "id", description: "The deployment's id (`dep_…`)." }];
 const fileId = [{ name: "id", description: "The file's id (`file-…`)." }];
+const adapterId = [{ name: "id", description: "The adapter's id (`adp_…`)." }];
 const batchId = [{ name: "id", description: "The batch's id (`batch_…`)." }];
 
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES. */
@@ -442,6 +444,51 @@ const OTHER_OPERATIONS: Operation[] = [
     auth: "key",
     pathParams: deploymentId,
     response: { description: "The deploy object, status `deleted`." },
+    errors: [401, 403, 404],
+  },
+  {
+    method: "post",
+    path: "/v1/adapters",
+    id: "createAdapter",
+    summary:
+      "Upload a LoRA adapter of a chat model served on this server's engine, as a private model of the caller's account (`<account>/<name>`, billed at the base's prices). multipart/form-data: `base_model`, `name`, and `adapter_config` + `adapter_model` (PEFT) or `adapter_gguf`. Checked (a PEFT adapter converted) against the base, loaded, and kept across restarts. Needs the manage-deployments right (403) and a base the key may use (404); a wrong base or shapes is a 400 invalid_adapter with the reason, a name already taken a 409, more than SWITCHYARD_ADAPTERS_PER_ACCOUNT a 400 too_many_adapters, files over SWITCHYARD_ADAPTER_MAX_BYTES a 413",
+    auth: "key",
+    body: uploadAdapterForm,
+    bodyType: "multipart/form-data",
+    response: {
+      description:
+        "The adapter object: id, object `adapter`, model_id (what requests name as `model`), base_model, name, format (`peft` or `gguf`), bytes and sha256 (of the served GGUF LoRA), status (`ready`, or `failed` with fail_reason after a start that could not load it), created_at.",
+    },
+    errors: [400, 401, 402, 403, 404, 409, 413, 429, 503],
+  },
+  {
+    method: "get",
+    path: "/v1/adapters",
+    id: "listAdapters",
+    summary: "The caller's account's uploaded adapters, newest first",
+    auth: "key",
+    response: { description: '`{object: "list", data: [adapter]}`' },
+    errors: [401],
+  },
+  {
+    method: "get",
+    path: "/v1/adapters/{id}",
+    id: "getAdapter",
+    summary: "One uploaded adapter of the caller's account",
+    auth: "key",
+    pathParams: adapterId,
+    response: { description: "The adapter object." },
+    errors: [401, 404],
+  },
+  {
+    method: "delete",
+    path: "/v1/adapters/{id}",
+    id: "deleteAdapter",
+    summary:
+      "Delete an uploaded adapter: requests naming it get 404 from now, those running on it finish (and are billed), and its memory and file are freed after them (needs the manage-deployments right)",
+    auth: "key",
+    pathParams: adapterId,
+    response: { description: '`{id, object: "adapter", deleted: true}`' },
     errors: [401, 403, 404],
   },
   {

@@ -66,7 +66,7 @@ export interface ModelRegistry {
   /** Adds a private model (an uploaded adapter); its id must be no other model's. */
   putUpload(model: ServedModel & { upload: Upload }): void;
   removeUpload(id: string): void;
-  /** Every public model is ready (or not pulled); private ones do not count. */
+  /** Every public model is ready (or not pulled), and no upload is still loading; deployments do not count. */
   allReady(): boolean;
   closeAll(): Promise<void>;
 }
@@ -110,8 +110,11 @@ export function createModelRegistry(entries: readonly CatalogEntry[]): ModelRegi
     removeUpload(id) {
       if (models.get(id)?.upload) models.delete(id);
     },
-    // A model nobody pulled is not a model this server failed to make ready.
-    allReady: () => [...models.values()].every((m) => privateOwner(m) !== undefined || m.state === "ready" || m.state === "not_pulled"),
+    // A model nobody pulled is not a model this server failed to make ready; an upload still loading at a start is not ready yet.
+    allReady: () =>
+      [...models.values()].every((m) =>
+        m.upload ? m.state !== "loading" : m.dedicated !== undefined || m.state === "ready" || m.state === "not_pulled",
+      ),
     async closeAll() {
       // Deployments' backends are their manager's to close (it meters their instances); an upload's is its base's.
       await Promise.all([...models.values()].filter((m) => privateOwner(m) === undefined).map((m) => (m.embedder ?? m.backend)?.close()));

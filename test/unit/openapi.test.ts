@@ -13,6 +13,8 @@ import { createResponseStore } from "../../src/responses/response-store.js";
 import { buildApp } from "../../src/http/app.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
 import { createDeploymentManager } from "../../src/deployments/manager.js";
+import { createAdapterManager } from "../../src/adapters/manager.js";
+import { DEFAULT_ADAPTER_LIMITS } from "../../src/adapters/types.js";
 import { createChatService } from "../../src/serving/chat-service.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";
 import type { Database } from "../../src/storage/database.js";
@@ -49,6 +51,11 @@ describe("the OpenAPI document and the reference page", () => {
         owner: { id: "own_openapi", isGone: async () => false },
         log: () => {},
       }),
+      // The real manager, never started: an upload would answer 503.
+      adapters: {
+        service: createAdapterManager({ db, registry, dir: join(dataDir, "adapters"), admit: async () => {}, log: () => {} }),
+        limits: DEFAULT_ADAPTER_LIMITS,
+      },
     });
     app.addHook("onRoute", (route) => {
       for (const method of [route.method].flat()) routes.push({ method, url: route.url });

@@ -1,0 +1,89 @@
+import multipart from "@fastify/multipart";
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { ADAPTER_FILE_FIELDS, type Adapter, type AdapterLimits, type AdapterService } from "../../adapters/types.js";
+import { InvalidRequest, NotFound } from "../../errors.js";
+import { callerOf, managerOf } from "../auth.js";
+import { answerUpload, formParts } from "../form-upload.js";
+import { UploadGate } from "../upload-gate.js";
+
+/** The form of `POST /v1/adapters` (multipart/form-data), as the OpenAPI document shows it: the PEFT pair or one GGUF LoRA. */
+export const uploadAdapterForm = z.object({
+  base_model: z
+    .string()
+    .meta({ description: "The catalog model (id or alias) the adapter was trained on; served here on the local engine." }),
+  name: z.string().meta({ description: "1-64 letters, digits, '.', '_' or '-': the adapter's model id is `<account name>/<name>`." }),
+  adapter_config: z.string().optional().meta({ format: "binary", description: "PEFT's adapter_config.json." }),
+  adapter_model: z.string().optional().meta({ format: "binary", description: "PEFT's adapter_model.safetensors (F32, F16 or BF16)." }),
+  adapter_gguf: z
+    .string()
+    .optional()
+    .meta({ format: "binary", description: "Instead of the PEFT pair: a GGUF LoRA (llama.cpp's convert_lora_to_gguf.py output)." }),
+});
+
+/** The adapter object. */
+export function toWireAdapter(a: Adapter) {
+  return {
+    id: a.id,
+    object: "adapter" as const,
+    model_id: a.modelId,
+    base_model: a.baseModel,
+    name: a.name,
+    format: a.format,
+    bytes: a.bytes,
+    sha256: a.sha256,
+    status: a.status,
+    fail_reason: a.failReason,
+    created_at: Math.floor(a.createdAt.getTime() / 1000),
+  };
+}
+
+/**
+ * LoRA adapters uploaded by the calling key's own account. Another account's adapter id is the same
+ * 404 as an id that does not exist. Uploading and deleting need a key with the manage-deployments
+ * right (an adapter takes the server's memory); listing and reading do not: any key of the account
+ * already sees its adapters' model ids in /v1/models.
+ */
+export function adapterRoutes(app: FastifyInstance, adapters: AdapterService, limits: AdapterLimits): void {
+  const missing = (id: string) => new NotFound(`No adapter with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}'.`);
+  const gate = new UploadGate(limits);
+  void app.register(async (uploads) => {
+    // One more byte than the limit per file: the service sees the limit passed and answers 413 itself.
+    await uploads.register(multipart, {
+      limits: { fileSize: limits.maxBytes + 1, files: 3, fields: 4, fieldSize: 1024, parts: 8, headerPairs: 64 },
+    });
+    // The slot is taken before the body is read and freed when the exchange ends, answered or cut off.
+    uploads.addHook("preParsing", async (request, reply) => {
+      const release = gate.take(callerOf(request).accountId);
+      reply.raw.once("close", release);
+    });
+    uploads.post("/v1/adapters", async (request, reply) => {
+      const caller = managerOf(request, "adapters");
+      if (!request.isMultipart())
+        throw new InvalidRequest(
+          "Upload the adapter as multipart/form-data: the fields 'base_model' and 'name', and the files 'adapter_config' and 'adapter_model' (PEFT) or 'adapter_gguf'.",
+          null,
+          "invalid_content_type",
+        );
+      const parts = formParts(request, ADAPTER_FILE_FIELDS, "adapter_model");
+      return answerUpload(request, reply, async () => toWireAdapter(await adapters.upload(caller, parts)));
+    });
+  });
+
+  app.get("/v1/adapters", async (request) => {
+    const list = await adapters.list(callerOf(request));
+    return { object: "list", data: list.map(toWireAdapter) };
+  });
+
+  app.get<{ Params: { id: string } }>("/v1/adapters/:id", async (request) => {
+    const found = await adapters.get(callerOf(request), request.params.id);
+    if (!found) throw missing(request.params.id);
+    return toWireAdapter(found);
+  });
+
+  app.delete<{ Params: { id: string } }>("/v1/adapters/:id", async (request) => {
+    const removed = await adapters.remove(managerOf(request, "adapters"), request.params.id);
+    if (!removed) throw missing(request.params.id);
+    return { id: removed.id, object: "adapter" as const, deleted: true };
+  });
+}

@@ -84,6 +84,12 @@ const CASES: Array<{ name: string; body: Body; predictions: Array<(answer: strin
 ];
 
 /**
+ * The cases each model runs. Qwen2.5-Coder (four times SmolLM2's cost a token) runs the copy, where
+ * drafts and predictions are accepted most, and the grammar-bound tool call; SmolLM2 runs them all.
+ */
+const casesOf = (model: string) => (model === QWEN ? CASES.filter((c) => c.name === "copy" || c.name === "tools") : CASES);
+
+/**
  * Log probabilities this close count as a tie that a batch's arithmetic may break either way. Not
  * only the last bits: activations are quantized to 8-bit blocks before each matmul, so a last-bit
  * difference can move a value across a rounding step, and the differences add up over the
@@ -133,7 +139,9 @@ async function speculation(server: RunningServer): Promise<{ draft: number; acce
   };
 }
 
-const DRAW_GROUPS = 400;
+// 240 seeded draws a mode: the per-seed check (at most 4 of 240 apart) is the strong one; the
+// chi-square test catches a shifted distribution (400 draws cost CI two more minutes).
+const DRAW_GROUPS = 240;
 const DRAW_CHOICES = 1;
 
 /**
@@ -286,7 +294,7 @@ describe("speculative decoding on the real models", () => {
     const baseline = await startServer({ models: MODELS, env: { SWITCHYARD_SPECULATION: "off" } });
     try {
       const baselineClient = new OpenAI({ apiKey: baseline.key, baseURL: baseline.baseURL, timeout: 600_000, maxRetries: 0 });
-      for (const model of MODELS) for (const c of CASES) off.set(`${model} ${c.name}`, await ask(baselineClient, model, c.body));
+      for (const model of MODELS) for (const c of casesOf(model)) off.set(`${model} ${c.name}`, await ask(baselineClient, model, c.body));
     } finally {
       await baseline.stop();
     }
@@ -302,7 +310,7 @@ describe("speculative decoding on the real models", () => {
       const before = await speculation(server);
       let identical = 0;
       let compared = 0;
-      for (const c of CASES) {
+      for (const c of casesOf(model)) {
         const expected = off.get(`${model} ${c.name}`)!;
         const answer = expected.choices[0]!.message.content ?? "";
         const bodies = [

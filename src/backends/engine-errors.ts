@@ -5,7 +5,11 @@ import { EmptyPromptError } from "../engine/prompt/empty-prompt.js";
 import { StalledError } from "../engine/core/stall.js";
 import { BackendBusy, BackendWaitExpired, ConstraintRejected, EmptyPrompt, GenerationStalled, PromptRejected } from "./backend.js";
 
-/** The embedded engine's errors as the backend errors serving knows (serving knows nothing of the engine): the one map. */
+/**
+ * The engine's errors as the backend errors serving knows (serving knows nothing of the engine): the
+ * one map, for the embedded engine and for the tier queue wherever it runs (the upstream gateway's
+ * replica pool refuses with the same QueueFullError and WaitExpiredError).
+ */
 export function fromEngineError(error: unknown): unknown {
   if (error instanceof QueueFullError) return new BackendBusy(error.message);
   if (error instanceof WaitExpiredError) return new BackendWaitExpired(error.message);

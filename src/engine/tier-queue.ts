@@ -109,7 +109,8 @@ export class TierQueue<T> {
       stopFlexWait();
       signal?.removeEventListener("abort", onAbort);
     };
-    this.lines[tier].push(...items.map((item) => ({ item, group })));
+    // One at a time: a request may bring thousands of inputs, too many to spread into one call.
+    for (const item of items) this.lines[tier].push({ item, group });
     this.counts[tier] += items.length;
     return { withdraw: () => void this.remove(group) };
   }

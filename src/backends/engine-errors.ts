@@ -13,7 +13,11 @@ import {
   PromptRejected,
 } from "./backend.js";
 
-/** The embedded engine's errors as the backend errors serving knows (serving knows nothing of the engine): the one map. */
+/**
+ * The engine's errors as the backend errors serving knows (serving knows nothing of the engine): the
+ * one map, for the embedded engine and for the tier queue wherever it runs (the upstream gateway's
+ * replica pool refuses with the same QueueFullError and WaitExpiredError).
+ */
 export function fromEngineError(error: unknown): unknown {
   if (error instanceof QueueFullError) return new BackendBusy(error.message);
   if (error instanceof WaitExpiredError) return new BackendWaitExpired(error.message);

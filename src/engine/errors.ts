@@ -1,8 +1,9 @@
 /**
- * The engine's refusals that are about capacity, not the request: each is one class here, whichever
- * part of the engine refuses (a chat model's request queue, an embedding model's input queue), and
- * the backend seam turns each into one backend error (backends/engine-errors.ts). Also the one about
- * the model itself: the adapter a request names is not (or no longer) loaded.
+ * The refusals that are about capacity, not the request: each is one class here, whichever queue
+ * refuses (a chat model's shards, an embedding model's inputs, an upstream model's replica pool:
+ * all through tier-queue.ts), and the backend seam turns each into one backend error
+ * (backends/engine-errors.ts). Also the one about the model itself: the adapter a request names
+ * is not (or no longer) loaded.
  */
 
 /** Too many requests (or embedding inputs) wait already. */

@@ -6,8 +6,9 @@ import { chooseShard } from "./core/placement.js";
 import { tieredPolicy } from "./core/policy.js";
 import { EngineRequest } from "./core/request.js";
 import { ShardScheduler, StalledError } from "./core/scheduler.js";
-import { QueueFullError, UnknownAdapterError, WaitExpiredError } from "./errors.js";
+import { UnknownAdapterError } from "./errors.js";
 import { LoadedAdapters } from "./adapter-set.js";
+import { refuseWhenFull, startFlexWait } from "./tier-queue.js";
 import { Shard, type StepCounters } from "./core/shard.js";
 import { ShardGroup } from "./core/shard-group.js";
 import { DRAFT_TOKENS_PER_STEP, type SpeculationMode } from "./core/speculation.js";
@@ -218,7 +219,11 @@ export function cacheNamespaceOf(spec: Pick<GenerationRequest, "cacheNamespace" 
   return `${spec.cacheNamespace}\u0000lora:${spec.adapter}`;
 }
 
-/** Places requests on shards, bounds the queue, expires flex waits, and hands aborts to the owning shard. */
+/**
+ * Places requests on shards, bounds the queue, expires flex waits, and hands aborts to the owning
+ * shard. The requests wait in the shards' schedulers (in the tier policy's order), so of the tier
+ * queue only the cap and the flex wait are used here (tier-queue.ts), with its refusals and messages.
+ */
 class ShardRouter {
   private shards: Shard[] = [];
   private readonly grammars = new Map<string, string>();
@@ -240,8 +245,9 @@ class ShardRouter {
     const requests = specs
       .map((spec) => ({ ...spec, promptTokens: nonEmptyPrompt(spec.promptTokens, this.bos), cacheNamespace: cacheNamespaceOf(spec) }))
       .map((spec) => new EngineRequest(spec, this.samplerSpec(spec), this.adapterOf(spec)));
-    if (this.waitingCount() >= this.options.maxWaiting && !this.shards.some((s) => s.scheduler.freeSequences > 0)) {
-      throw new QueueFullError("The model's request queue is full.");
+    // The cap bounds waiting: while a sequence is free somewhere, the request need not wait, so it is not refused.
+    if (!this.shards.some((s) => s.scheduler.freeSequences > 0)) {
+      refuseWhenFull(this.waitingCount(), 1, { maxWaiting: this.options.maxWaiting, unit: "requests" });
     }
     // A group is admitted on one shard, all at once: one larger than a shard is split into groups
     // that fit (each computes the prompt once), or it would wait forever for its own sequences.
@@ -251,8 +257,9 @@ class ShardRouter {
       leader!.siblings.push(...siblings);
       this.place(leader!);
     }
-    const timer =
-      requests[0]!.tier === "flex" ? setTimeout(() => requests.forEach((r) => this.expire(r)), this.options.flexMaxWaitMs) : undefined;
+    const stopFlexWait = startFlexWait(requests[0]!.tier, this.options.flexMaxWaitMs, (expired) =>
+      requests.forEach((r) => this.expire(r, expired)),
+    );
     const onAbort = () => requests.forEach((r) => this.abort(r, signal?.reason));
     signal?.addEventListener("abort", onAbort, { once: true });
     const unsubscribe = pause?.subscribe(() =>
@@ -262,7 +269,7 @@ class ShardRouter {
     let open = requests.length;
     const closed = () => {
       if (--open > 0) return;
-      clearTimeout(timer);
+      stopFlexWait();
       signal?.removeEventListener("abort", onAbort);
       unsubscribe?.();
     };
@@ -361,11 +368,8 @@ class ShardRouter {
   }
 
   /** A flex request still waiting for its first admission when its wait limit ends. */
-  private expire(request: EngineRequest): void {
-    this.owner(request)?.scheduler.expire(
-      request,
-      new WaitExpiredError(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`),
-    );
+  private expire(request: EngineRequest, expired: Error): void {
+    this.owner(request)?.scheduler.expire(request, expired);
   }
 
   private waitingCount(): number {

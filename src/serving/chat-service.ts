@@ -5,7 +5,7 @@
  */
 import type { GenerationEvent, PauseControl } from "../protocol/generation.js";
 import { newRequestId } from "../protocol/request-ids.js";
-import { RateLimited, ServiceError } from "../errors.js";
+import { RateLimited } from "../errors.js";
 import { admit, beside, type Admission, type AdmissionDeps, type Holdings } from "./admission.js";
 import type { UsageLedger } from "../billing/ports.js";
 import type { RequestObserver, RequestTrace, ServingMetrics } from "./ports.js";
@@ -20,6 +20,7 @@ import { meteredEvents, serverAbort, settlement } from "./metered-events.js";
 import type { Caller, ChatInput, ChatRun, ChatService } from "./types.js";
 import { canonicalId } from "./model-registry.js";
 import { apiErrorOf } from "./backend-refusals.js";
+import { errorCodeOf, recordUnserved } from "./unserved-row.js";
 
 export interface ChatServiceDeps extends AdmissionDeps {
   ledger: UsageLedger;
@@ -181,18 +182,8 @@ function eventPipeline(
 async function rejected(meter: RequestMeter, held: Holdings, signal: AbortSignal, thrown: unknown): Promise<unknown> {
   // Aborted by a shutdown while waiting for a sequence: that, not what the abort broke, is the answer.
   const error = serverAbort(signal) ?? thrown;
-  // The row, written with cost 0, frees the budget reservation with it.
-  await Promise.allSettled([held.lease?.release(0)]);
-  await meter.record({
-    status: error instanceof RateLimited && error.code === "resource_unavailable" ? "expired" : "rejected",
-    serviceTier: held.tier,
-    promptTokens: held.promptTokens,
-    cachedTokens: 0,
-    completionTokens: 0,
-    costUsd: "0",
-    finishReason: null,
-    errorCode: error instanceof ServiceError ? (error.code ?? error.type) : "internal_error",
-  });
+  const expired = error instanceof RateLimited && error.code === "resource_unavailable";
+  await recordUnserved(meter, held, { status: expired ? "expired" : "rejected", errorCode: errorCodeOf(error) });
   return error;
 }
 

@@ -2,16 +2,18 @@ import type { EmbeddingBackend } from "../backends/embedding-backend.js";
 import { requestCost } from "../billing/cost.js";
 import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
 import type { ServiceTier } from "../protocol/tiers.js";
-import { CapacityUnavailable, InvalidRequest, ServiceError } from "../errors.js";
+import { CapacityUnavailable, InvalidRequest } from "../errors.js";
 import { newRequestId } from "../protocol/request-ids.js";
-import type { ChatServiceDeps } from "./chat-service.js";
+import type { UsageLedger } from "../billing/ports.js";
+import type { ServingMetrics } from "./ports.js";
 import type { Caller, RequestContext } from "./types.js";
-import { beside, reserve, type Holdings } from "./admission.js";
+import { beside, reserve, type AdmissionDeps, type Holdings } from "./admission.js";
 import { RequestMeter, type MeterOutcome } from "./request-meter.js";
 import { requireServedModel } from "./served-model.js";
 import { canonicalId } from "./model-registry.js";
 import { apiErrorOf } from "./backend-refusals.js";
 import { admittedAttributes, UNTRACED, usageAttributes } from "./run-trace.js";
+import { errorCodeOf, recordUnserved } from "./unserved-row.js";
 
 export interface EmbeddingInput {
   model: string;
@@ -42,11 +44,17 @@ export interface EmbeddingService {
   ): Promise<EmbeddingResult>;
 }
 
+/** What the embedding service needs: the models and the admission's budgets and limits, the ledger, and metrics. */
+export interface EmbeddingServiceDeps extends AdmissionDeps {
+  ledger: UsageLedger;
+  metrics?: ServingMetrics;
+}
+
 /**
  * Embeddings through the platform as chat goes through it: the key's model allow-list, the price
  * of the tier served, a budget reservation, rate limits counting the input tokens, one ledger row.
  */
-export function createEmbeddingService({ registry, ledger, limits, budgets, inFlight, metrics }: ChatServiceDeps): EmbeddingService {
+export function createEmbeddingService({ registry, ledger, limits, budgets, inFlight, metrics }: EmbeddingServiceDeps): EmbeddingService {
   return {
     async embed(caller, input, signal, context = {}) {
       const requestId = context.requestId ?? newRequestId("embeddings");
@@ -87,10 +95,10 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         trace.annotate(usageAttributes({ promptTokens, cachedPromptTokens: 0, completionTokens: 0, cost }));
         return { model: input.model, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {
-        await Promise.allSettled([held.lease?.release(held.promptTokens)]);
         const status = signal.aborted ? "cancelled" : held.lease ? "failed" : "rejected";
-        const errorCode = error instanceof ServiceError ? (error.code ?? error.type) : signal.aborted ? "cancelled" : "internal_error";
-        await meter.record(outcome(held, { status, costUsd: "0", finishReason: null, errorCode }));
+        const errorCode = errorCodeOf(error, signal.aborted ? "cancelled" : "internal_error");
+        // Once admitted, its input tokens count against the key's tokens per minute even though it failed (chat's refusals count none).
+        await recordUnserved(meter, held, { status, errorCode, tokensUsed: held.promptTokens });
         throw error;
       }
     },
@@ -98,7 +106,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
 }
 
 /** The model that serves the request, its inputs' tokens, and the tier's prices and cost (in `held` as they are known). */
-async function prepare(registry: ChatServiceDeps["registry"], caller: Caller, input: EmbeddingInput, held: Holdings) {
+async function prepare(registry: EmbeddingServiceDeps["registry"], caller: Caller, input: EmbeddingInput, held: Holdings) {
   const served = requireServedModel(registry, caller, input.model, "embeddings");
   const embedder = served.embedder;
   if (!embedder) throw new CapacityUnavailable(`The model '${input.model}' is still loading; retry shortly.`, 5);

@@ -143,3 +143,17 @@ test("while priority work runs elsewhere, a batch holds few of lower tiers' toke
   runner.releaseNext();
   await Promise.all([hold, full]);
 });
+
+test("a failed batch fails its requests, and their inputs still waiting leave the queue with them", async () => {
+  const batches: number[][] = [];
+  const failing = async (batch: QueuedInput[]): Promise<EmbedReply> => {
+    batches.push(batch.map((input) => input.tokens[0]!));
+    throw new Error("runner crashed");
+  };
+  const queue = new EmbeddingQueue({ batchTokens: 4, batchSequences: 8, maxWaiting: 10, dimensions: 1, runners: [failing] });
+  const request = queue.submit([input(1, 4), input(2, 4), input(3, 4)], "default");
+  await assert.rejects(request, /runner crashed/);
+  assert.equal(queue.stats().waitingInputs, 0);
+  await settle();
+  assert.deepEqual(batches, [[1]], "the request's other inputs never ran");
+});

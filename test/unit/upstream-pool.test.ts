@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, test } from "node:test";
 import { BackendBusy, BackendUnavailable, BackendWaitExpired } from "../../src/backends/backend.js";
 import { ReplicaPool, type Claim } from "../../src/backends/upstream/replica-pool.js";
+import { createUpstreamBackend } from "../../src/backends/upstream/upstream-backend.js";
+import { QueueFullError, WaitExpiredError } from "../../src/engine/errors.js";
 import { chatPrompt } from "../../src/backends/upstream/prompt.js";
 import { Replica, rendezvousOrder, CONSECUTIVE_FAILURES } from "../../src/backends/upstream/replica.js";
 import { requestBody } from "../../src/backends/upstream/request-body.js";
@@ -63,14 +67,47 @@ describe("the replica pool", () => {
     assert.equal((await second).length, 2);
   });
 
-  test("a flex waiter expires; a full queue refuses at once", async () => {
+  test("a flex waiter expires; a full queue refuses at once (the engine's own refusals)", async () => {
     const pool = new ReplicaPool(replicas(1), { maxWaiting: 1, flexMaxWaitMs: 20 });
     await pool.acquire(claim(), never);
-    await assert.rejects(pool.acquire(claim({ tier: "flex" }), never), BackendWaitExpired);
+    await assert.rejects(pool.acquire(claim({ tier: "flex" }), never), WaitExpiredError);
     const queued = pool.acquire(claim(), never);
-    await assert.rejects(pool.acquire(claim(), never), BackendBusy);
+    await assert.rejects(pool.acquire(claim(), never), QueueFullError);
     pool.done(pool.replicas[0]!, "default", "ok");
     await queued;
+  });
+
+  test("the backend hands them on as the local engine's: BackendWaitExpired and BackendBusy, mapped in one place", async () => {
+    const replica = createServer(() => {}); // answers nothing: its one slot stays taken
+    await new Promise<void>((resolve) => replica.listen(0, "127.0.0.1", resolve));
+    const { port } = replica.address() as AddressInfo;
+    const backend = createUpstreamBackend({
+      replicas: [`http://127.0.0.1:${port}/v1`],
+      model: "m",
+      maxConcurrency: 1,
+      contextWindow: 1000,
+      maxWaiting: 1,
+      flexMaxWaitMs: 20,
+      healthIntervalMs: 60_000,
+    });
+    const prompt = await backend.prepare([{ role: "user", content: "hi" }]);
+    const params = (tier: Claim["tier"]) => ({ maxTokens: 1, sampling: { temperature: 0, topP: 1 }, stop: [], tier });
+    const controller = new AbortController();
+    const start = (tier: Claim["tier"]) => backend.generate(prompt, [params(tier)], controller.signal)[0]!.next();
+    const started: Promise<unknown>[] = [];
+    try {
+      started.push(start("default"));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await assert.rejects(start("flex"), BackendWaitExpired);
+      started.push(start("default"));
+      await assert.rejects(start("default"), BackendBusy);
+    } finally {
+      controller.abort(new Error("done"));
+      await Promise.allSettled(started);
+      await backend.close();
+      replica.closeAllConnections();
+      await new Promise((resolve) => replica.close(resolve));
+    }
   });
 
   test("an aborted waiter leaves the queue with the abort's reason", async () => {

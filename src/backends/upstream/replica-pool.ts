@@ -1,11 +1,12 @@
-import { perTier, SERVICE_TIERS, tierTotal, type PerTier, type ServiceTier } from "../../protocol/tiers.js";
-import { BackendBusy, BackendUnavailable, BackendWaitExpired } from "../backend.js";
+import { perTier, type PerTier, type ServiceTier } from "../../protocol/tiers.js";
+import { TierQueue, type Verdict } from "../../engine/tier-queue.js";
+import { BackendUnavailable } from "../backend.js";
 import { rendezvousOrder, type Replica } from "./replica.js";
 
 export interface PoolOptions {
-  /** Requests that may wait at the gateway (all replicas together) before BackendBusy. */
+  /** Requests that may wait at the gateway (all replicas together) before QueueFullError. */
   maxWaiting: number;
-  /** How long a flex request waits for a free slot before BackendWaitExpired. */
+  /** How long a flex request waits for a free slot before WaitExpiredError. */
   flexMaxWaitMs: number;
 }
 
@@ -26,32 +27,35 @@ interface Waiter {
   claim: Claim;
   resolve(replicas: Replica[]): void;
   reject(error: unknown): void;
-  cleanup(): void;
 }
 
 /**
  * The replicas of one upstream model and the requests waiting for them. Each replica runs at most
- * its `maxConcurrency` requests; the rest wait in one queue in tier order (priority, then standard,
- * then flex; first come first served within a tier) and each freed slot goes to the first waiter
- * that may use it. A waiter goes to its affinity replica (the first of its rendezvous order among
- * the available replicas) when that one has a free slot, else to the least-loaded replica with one:
- * affinity never makes a request wait while another replica is idle.
+ * its `maxConcurrency` requests; the rest wait in one tier queue (engine/tier-queue.ts: priority,
+ * then standard, then flex; first come first served within a tier; the cap and the flex wait the
+ * embedded engine has) and each freed slot goes to the first waiter that may use it. A waiter goes
+ * to its affinity replica (the first of its rendezvous order among the available replicas) when
+ * that one has a free slot, else to the least-loaded replica with one: affinity never makes a
+ * request wait while another replica is idle. Its refusals are the engine's (QueueFullError,
+ * WaitExpiredError), which the upstream backend maps as the local engine's are.
  */
 export class ReplicaPool {
-  private readonly queues: PerTier<Waiter[]> = perTier(() => []);
+  private readonly queue: TierQueue<Waiter>;
   readonly runningByTier: PerTier<number> = perTier(() => 0);
 
   constructor(
     readonly replicas: readonly Replica[],
-    private readonly options: PoolOptions,
-  ) {}
+    options: PoolOptions,
+  ) {
+    this.queue = new TierQueue({ ...options, unit: "requests" });
+  }
 
   get waiting(): number {
-    return tierTotal(this.waitingByTier());
+    return this.queue.size;
   }
 
   waitingByTier(): PerTier<number> {
-    return perTier((tier) => this.queues[tier].length);
+    return this.queue.sizeByTier();
   }
 
   /** Resolves with the replica the request may now send to (its slot taken); release it with `done`. */
@@ -62,34 +66,9 @@ export class ReplicaPool {
 
   /** Resolves with `claim.count` slots at once (a replica may appear more than once); release each with `done`. */
   acquireAll(claim: Claim, signal: AbortSignal): Promise<Replica[]> {
-    signal.throwIfAborted();
-    if (this.waiting >= this.options.maxWaiting)
-      return Promise.reject(new BackendBusy(`The queue for this model is full (${this.options.maxWaiting} waiting).`));
     return new Promise<Replica[]>((resolve, reject) => {
-      const queue = this.queues[claim.tier];
-      const onAbort = () => this.drop(waiter, signal.reason);
-      const timer =
-        claim.tier === "flex"
-          ? setTimeout(
-              () =>
-                this.drop(
-                  waiter,
-                  new BackendWaitExpired(`No capacity for this flex request within ${Math.round(this.options.flexMaxWaitMs / 1000)} s.`),
-                ),
-              this.options.flexMaxWaitMs,
-            )
-          : undefined;
-      const waiter: Waiter = {
-        claim,
-        resolve,
-        reject,
-        cleanup: () => {
-          clearTimeout(timer);
-          signal.removeEventListener("abort", onAbort);
-        },
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-      queue.push(waiter);
+      // A full queue or an aborted signal throws here, and so rejects.
+      this.queue.enqueue(claim.tier, [{ claim, resolve, reject }], { signal, dropped: reject });
       this.dispatch();
     });
   }
@@ -104,50 +83,32 @@ export class ReplicaPool {
   /** Health may have changed (a check passed): waiters may now fit. */
   dispatch(): void {
     const now = Date.now();
-    for (const tier of SERVICE_TIERS) {
-      const queue = this.queues[tier];
-      for (let i = 0; i < queue.length;) {
-        const waiter = queue[i]!;
-        const usable = this.replicas.filter((r) => r.available(now) && !waiter.claim.exclude.has(r));
-        if (usable.length === 0 && !this.replicas.some((r) => !waiter.claim.exclude.has(r) && r.health === "up")) {
-          queue.splice(i, 1);
-          waiter.cleanup();
-          waiter.reject(new BackendUnavailable(this.unavailableMessage(waiter.claim)));
-          continue;
-        }
-        const count = waiter.claim.count ?? 1;
-        // A down replica takes one trial request, however many slots it has.
-        const freeSlots = usable.reduce(
-          (n, r) => n + Math.min(r.health === "up" ? Infinity : 1, Math.max(0, r.maxConcurrency - r.running)),
-          0,
-        );
-        if (freeSlots < count) {
-          i++;
-          continue;
-        }
-        queue.splice(i, 1);
-        waiter.cleanup();
-        const taken = Array.from({ length: count }, () => {
-          const replica = choose(
-            waiter.claim,
-            usable.filter((r) => r.available(now)),
-          )!;
-          replica.take();
-          return replica;
-        });
-        this.runningByTier[tier] += count;
-        waiter.resolve(taken);
-      }
-    }
+    this.queue.take((waiter, tier) => this.serve(waiter, tier, now));
   }
 
-  private drop(waiter: Waiter, reason: unknown): void {
-    const queue = this.queues[waiter.claim.tier];
-    const at = queue.indexOf(waiter);
-    if (at === -1) return;
-    queue.splice(at, 1);
-    waiter.cleanup();
-    waiter.reject(reason);
+  /** Gives the waiter its slots if they are free, or refuses it when no replica it may use is up; else it waits. */
+  private serve(waiter: Waiter, tier: ServiceTier, now: number): Verdict {
+    const { claim } = waiter;
+    const usable = this.replicas.filter((r) => r.available(now) && !claim.exclude.has(r));
+    if (usable.length === 0 && !this.replicas.some((r) => !claim.exclude.has(r) && r.health === "up")) {
+      waiter.reject(new BackendUnavailable(this.unavailableMessage(claim)));
+      return "take";
+    }
+    const count = claim.count ?? 1;
+    // A down replica takes one trial request, however many slots it has.
+    const freeSlots = usable.reduce((n, r) => n + Math.min(r.health === "up" ? Infinity : 1, Math.max(0, r.maxConcurrency - r.running)), 0);
+    if (freeSlots < count) return "leave";
+    const taken = Array.from({ length: count }, () => {
+      const replica = choose(
+        claim,
+        usable.filter((r) => r.available(now)),
+      )!;
+      replica.take();
+      return replica;
+    });
+    this.runningByTier[tier] += count;
+    waiter.resolve(taken);
+    return "take";
   }
 
   private unavailableMessage(claim: Claim): string {

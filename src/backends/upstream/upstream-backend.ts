@@ -1,5 +1,6 @@
 import type { GenerationEvent, PauseControl } from "../../protocol/generation.js";
 import { BackendUnavailable, type Backend, type BackendStats, type GenerationParams } from "../backend.js";
+import { fromEngineError } from "../engine-errors.js";
 import { createAgent, openStream, probe, ReplicaFailed } from "./http.js";
 import { ReplicaPool } from "./replica-pool.js";
 import { chatPrompt, textPrompt, type UpstreamPrompt } from "./prompt.js";
@@ -133,7 +134,8 @@ async function* generation(
       replica = firstSlot && tried.size === 0 ? await firstSlot : await pool.acquire({ tier, affinityKey, exclude: tried }, signal);
     } catch (error) {
       if (error instanceof BackendUnavailable && lastFailure) throw new BackendUnavailable(`${error.message} Last: ${lastFailure}`);
-      throw error;
+      // The pool's tier queue refuses as the engine's does (a full queue, a flex wait over): mapped in the one place.
+      throw fromEngineError(error);
     }
     let opened: Awaited<ReturnType<typeof openStream>>;
     try {

@@ -1,6 +1,6 @@
-import { SERVICE_TIERS, type ServiceTier } from "../../protocol/tiers.js";
+import type { ServiceTier } from "../../protocol/tiers.js";
 import type { EmbedReply } from "./embedding-protocol.js";
-import { QueueFullError } from "../errors.js";
+import { TierQueue, type Place, type Verdict } from "../tier-queue.js";
 
 /** An embedding model's queue and what it has done, for /health. */
 export interface EmbeddingStats {
@@ -10,8 +10,6 @@ export interface EmbeddingStats {
   batches: number;
   decodeSeconds: number;
 }
-
-/** Too many inputs wait already: the caller should retry shortly. */
 
 export interface QueuedInput {
   tokens: Int32Array;
@@ -24,8 +22,10 @@ interface PendingRequest {
   vectors: Float32Array[];
   remaining: number;
   resolve(vectors: Float32Array[]): void;
-  reject(error: Error): void;
+  reject(error: unknown): void;
   settled: boolean;
+  /** Its inputs still waiting in the queue. */
+  place?: Place;
 }
 
 export interface EmbeddingQueueOptions {
@@ -57,13 +57,14 @@ export const LOWER_TIER_PACE_MS = 250;
 export const LOWER_TIER_BATCH_TOKENS = 128;
 
 /**
- * Inputs waiting for the runners, one FIFO per tier. Whenever a runner is free, its next batch is
- * the oldest input of the most demanding tier that has one, then every further input (that tier's
- * first, then the next tier's) that still fits the batch's tokens and sequences: one llama_decode
- * serves many requests, and a long input never waits behind short ones that keep arriving.
+ * Inputs waiting for the runners, one FIFO per tier (a TierQueue: its cap counts inputs; an
+ * embedding has no flex wait limit). Whenever a runner is free, its next batch is the oldest input
+ * of the most demanding tier that has one, then every further input (that tier's first, then the
+ * next tier's) that still fits the batch's tokens and sequences: one llama_decode serves many
+ * requests, and a long input never waits behind short ones that keep arriving.
  */
 export class EmbeddingQueue {
-  private readonly waiting = new Map<ServiceTier, QueuedInput[]>(SERVICE_TIERS.map((tier) => [tier, []]));
+  private readonly waiting: TierQueue<QueuedInput>;
   private readonly idle: number[];
   private readonly running = new Set<Promise<void>>();
   /** When a batch with lower tiers' inputs last started (ms, performance.now). */
@@ -74,17 +75,17 @@ export class EmbeddingQueue {
 
   constructor(private readonly options: EmbeddingQueueOptions) {
     this.idle = options.runners.map((_, i) => i);
+    this.waiting = new TierQueue({ maxWaiting: options.maxWaiting, unit: "inputs" });
   }
 
+  /** The inputs' unit vectors, in order; QueueFullError when they would take the queue past its cap. */
   submit(inputs: readonly Int32Array[], tier: ServiceTier, signal?: AbortSignal): Promise<Float32Array[]> {
     if (this.closed) return Promise.reject(new Error("the embedding engine is closed"));
-    if (this.waitingInputs() + inputs.length > this.options.maxWaiting) {
-      return Promise.reject(new QueueFullError(`The embedding queue is full (${this.options.maxWaiting} inputs waiting).`));
-    }
     return new Promise((resolve, reject) => {
       const request: PendingRequest = { vectors: new Array(inputs.length), remaining: inputs.length, resolve, reject, settled: false };
-      const queue = this.waiting.get(tier)!;
-      inputs.forEach((tokens, index) => queue.push({ tokens, request, index, tier }));
+      const queued = inputs.map((tokens, index) => ({ tokens, request, index, tier }));
+      // A full queue throws here, and so rejects. An abort fails the request even while a batch runs its inputs.
+      request.place = this.waiting.enqueue(tier, queued, { dropped: (reason) => this.fail(request, reason) });
       signal?.addEventListener("abort", () => this.fail(request, new Error("The request was aborted.")), { once: true });
       this.pump();
     });
@@ -97,18 +98,19 @@ export class EmbeddingQueue {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retry);
-    for (const queue of this.waiting.values())
-      queue.splice(0).forEach((input) => this.fail(input.request, new Error("the embedding engine is closing")));
+    for (const input of this.waiting.clear()) this.fail(input.request, new Error("the embedding engine is closing"));
     await Promise.all(this.running);
   }
 
   private waitingInputs(): number {
-    return [...this.waiting.values()].reduce((sum, queue) => sum + queue.length, 0);
+    return this.waiting.size;
   }
 
-  private fail(request: PendingRequest, error: Error): void {
+  /** Settles the request with `error` (once), and takes its inputs that still wait out of the queue. */
+  private fail(request: PendingRequest, error: unknown): void {
     if (request.settled) return;
     request.settled = true;
+    request.place?.withdraw();
     request.reject(error);
   }
 
@@ -151,29 +153,22 @@ export class EmbeddingQueue {
   }
 
   private nextBatch(): QueuedInput[] {
-    const batch: QueuedInput[] = [];
     let tokens = 0;
     let lowerTokens = 0;
+    let sequences = 0;
     const givingWay = this.options.giveWay?.() === true;
     const holdLower = givingWay && performance.now() - this.lowerStartedAt < this.pace();
     const lowerCap = givingWay ? (this.options.lowerTierBatchTokens ?? LOWER_TIER_BATCH_TOKENS) : Infinity;
-    for (const tier of SERVICE_TIERS) {
-      if (holdLower && tier !== "priority") break;
-      const queue = this.waiting.get(tier)!;
-      for (let i = 0; i < queue.length && batch.length < this.options.batchSequences;) {
-        const input = queue[i]!;
-        const length = input.tokens.length;
-        const lower = tier !== "priority";
-        if (input.request.settled) {
-          queue.splice(i, 1); // its request was aborted or failed
-        } else if (tokens + length <= this.options.batchTokens && (!lower || lowerTokens === 0 || lowerTokens + length <= lowerCap)) {
-          batch.push(input);
-          tokens += length;
-          if (lower) lowerTokens += length;
-          queue.splice(i, 1);
-        } else i++;
-      }
-    }
+    const batch = this.waiting.take((input, tier): Verdict => {
+      const lower = tier !== "priority";
+      if ((holdLower && lower) || sequences === this.options.batchSequences) return "stop";
+      const length = input.tokens.length;
+      if (tokens + length > this.options.batchTokens || (lower && lowerTokens > 0 && lowerTokens + length > lowerCap)) return "leave";
+      sequences++;
+      tokens += length;
+      if (lower) lowerTokens += length;
+      return "take";
+    });
     if (lowerTokens > 0) this.lowerStartedAt = performance.now();
     return batch;
   }

@@ -1,7 +1,35 @@
-import type { Multipart } from "@fastify/multipart";
-import type { FastifyReply, FastifyRequest } from "fastify";
+import multipart, { type FastifyMultipartOptions, type Multipart } from "@fastify/multipart";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { InvalidRequest, ServiceError } from "../errors.js";
 import type { FormPart } from "../protocol/form-parts.js";
+import { callerOf } from "./auth.js";
+import type { UploadGate } from "./upload-gate.js";
+
+/**
+ * Upload routes in a scope of their own: only they read multipart bodies, streamed a chunk at a
+ * time, within the parser's `limits`. A slot of `gate` is taken before the body is read and freed
+ * when the exchange ends, answered or cut off.
+ */
+export function uploadScope(
+  app: FastifyInstance,
+  gate: UploadGate,
+  limits: NonNullable<FastifyMultipartOptions["limits"]>,
+  routes: (uploads: FastifyInstance) => void,
+): void {
+  void app.register(async (uploads) => {
+    await uploads.register(multipart, { limits });
+    uploads.addHook("preParsing", async (request, reply) => {
+      const release = gate.take(callerOf(request).accountId);
+      reply.raw.once("close", release);
+    });
+    routes(uploads);
+  });
+}
+
+/** A body that is not multipart/form-data is a 400: `message` says what the form holds. */
+export function requireMultipart(request: FastifyRequest, message: string, param: string | null): void {
+  if (!request.isMultipart()) throw new InvalidRequest(message, param, "invalid_content_type");
+}
 
 /**
  * The form's parts as they arrive: text fields, and the files of `fileFields` (any other file part is

@@ -1,10 +1,9 @@
-import multipart from "@fastify/multipart";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { ADAPTER_FILE_FIELDS, type Adapter, type AdapterLimits, type AdapterService } from "../../adapters/types.js";
-import { InvalidRequest, NotFound } from "../../errors.js";
+import { NotFound } from "../../errors.js";
 import { callerOf, managerOf } from "../auth.js";
-import { answerUpload, formParts } from "../form-upload.js";
+import { answerUpload, formParts, requireMultipart, uploadScope } from "../form-upload.js";
 import { UploadGate } from "../upload-gate.js";
 
 /** The form of `POST /v1/adapters` (multipart/form-data), as the OpenAPI document shows it: the PEFT pair or one GGUF LoRA. */
@@ -46,25 +45,16 @@ export function toWireAdapter(a: Adapter) {
  */
 export function adapterRoutes(app: FastifyInstance, adapters: AdapterService, limits: AdapterLimits): void {
   const missing = (id: string) => new NotFound(`No adapter with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}'.`);
-  const gate = new UploadGate(limits);
-  void app.register(async (uploads) => {
-    // One more byte than the limit per file: the service sees the limit passed and answers 413 itself.
-    await uploads.register(multipart, {
-      limits: { fileSize: limits.maxBytes + 1, files: 3, fields: 4, fieldSize: 1024, parts: 8, headerPairs: 64 },
-    });
-    // The slot is taken before the body is read and freed when the exchange ends, answered or cut off.
-    uploads.addHook("preParsing", async (request, reply) => {
-      const release = gate.take(callerOf(request).accountId);
-      reply.raw.once("close", release);
-    });
+  // Up to three files (the PEFT pair or a GGUF LoRA), each one byte over the limit: the service sees the limit passed and answers 413.
+  const multipartLimits = { fileSize: limits.maxBytes + 1, files: 3, fields: 4, fieldSize: 1024, parts: 8, headerPairs: 64 };
+  uploadScope(app, new UploadGate(limits), multipartLimits, (uploads) => {
     uploads.post("/v1/adapters", async (request, reply) => {
       const caller = managerOf(request, "adapters");
-      if (!request.isMultipart())
-        throw new InvalidRequest(
-          "Upload the adapter as multipart/form-data: the fields 'base_model' and 'name', and the files 'adapter_config' and 'adapter_model' (PEFT) or 'adapter_gguf'.",
-          null,
-          "invalid_content_type",
-        );
+      requireMultipart(
+        request,
+        "Upload the adapter as multipart/form-data: the fields 'base_model' and 'name', and the files 'adapter_config' and 'adapter_model' (PEFT) or 'adapter_gguf'.",
+        null,
+      );
       const parts = formParts(request, ADAPTER_FILE_FIELDS, "adapter_model");
       return answerUpload(request, reply, async () => toWireAdapter(await adapters.upload(caller, parts)));
     });

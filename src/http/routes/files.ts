@@ -1,40 +1,26 @@
 import { Readable } from "node:stream";
-import multipart from "@fastify/multipart";
 import type { FastifyInstance } from "fastify";
 import type { BatchLimits } from "../../batches/limits.js";
 import type { BatchService } from "../../batches/service.js";
 import { listPage, toWireFile } from "../../batches/wire.js";
-import { InvalidRequest, NotFound } from "../../errors.js";
+import { NotFound } from "../../errors.js";
 import { listFilesQuery } from "../../protocol/batches-request.js";
 import { unknownCursor } from "../../protocol/list-page.js";
 import type { FileStore } from "../../storage/files.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
-import { answerUpload, formParts } from "../form-upload.js";
+import { answerUpload, formParts, requireMultipart, uploadScope } from "../form-upload.js";
 import { UploadGate } from "../upload-gate.js";
 
 const notFound = (id: string) => new NotFound(`No file with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}' found.`);
 
 /** The Files API, scoped to the caller's account: upload (multipart), list, get, content, delete. */
 export function fileRoutes(app: FastifyInstance, batches: BatchService, files: FileStore, limits: BatchLimits): void {
-  const gate = new UploadGate(limits);
-  void app.register(async (uploads) => {
-    // Only this route reads multipart bodies, streamed: the file goes to storage a chunk at a time.
-    await uploads.register(multipart, {
-      limits: { fileSize: limits.maxFileBytes + 1, files: 1, fields: 8, fieldSize: 1024, parts: 10, headerPairs: 64 },
-    });
-    // The slot is taken before the body is read and freed when the exchange ends, answered or cut off.
-    uploads.addHook("preParsing", async (request, reply) => {
-      const release = gate.take(callerOf(request).accountId);
-      reply.raw.once("close", release);
-    });
+  // One file, one byte over its limit: the service sees the limit passed and answers 413.
+  const multipartLimits = { fileSize: limits.maxFileBytes + 1, files: 1, fields: 8, fieldSize: 1024, parts: 10, headerPairs: 64 };
+  uploadScope(app, new UploadGate(limits), multipartLimits, (uploads) => {
     uploads.post("/files", async (request, reply) => {
-      if (!request.isMultipart())
-        throw new InvalidRequest(
-          "Upload the file as multipart/form-data with the fields 'file' and 'purpose'.",
-          "file",
-          "invalid_content_type",
-        );
+      requireMultipart(request, "Upload the file as multipart/form-data with the fields 'file' and 'purpose'.", "file");
       // Refused partway (the quota, the file's limit) or before any of it was read (rate limit, budget): form-upload.ts.
       return answerUpload(request, reply, async () =>
         toWireFile(await batches.uploadFile(callerOf(request), formParts(request, ["file"], "file"))),

@@ -16,7 +16,10 @@ export interface RandomScenario {
   requestRate: number;
   /** service_tier → share of requests, e.g. { priority: 0.2, default: 0.5, flex: 0.3 }. */
   tierMix?: Record<string, number>;
-  /** model → share of requests, e.g. a base and its LoRA adapter half and half; default: the target's model. */
+  /**
+   * model → share of requests, e.g. a base and its LoRA adapter half and half; default: the
+   * target's model. Each model gets exactly its share of the requests (rounded), in a seeded random order.
+   */
   modelMix?: Record<string, number>;
   /** Fields every request carries besides the sampling settings (e.g. a logit_bias that bans the end tokens). */
   fields?: Record<string, unknown>;
@@ -195,8 +198,7 @@ async function runRandom(target: Target, s: RandomScenario, seed: number): Promi
   const prompts = randomPrompts(s.requests, s.inputTokens, seed);
   const tiers = prompts.map(() => pickShare(s.tierMix, random));
   // Drawn apart from the tiers, so that a mix of models leaves a scenario's tiers as they were.
-  const pickModel = seededRandom(seed + 2);
-  const models = prompts.map(() => pickShare(s.modelMix, pickModel));
+  const models = s.modelMix ? exactShares(s.modelMix, s.requests, seededRandom(seed + 2)) : [];
   const results: Timed[] = [];
   const running = new Set<Promise<void>>();
   for (let i = 0; i < s.requests; i++) {
@@ -250,12 +252,26 @@ async function runMultiturn(target: Target, s: MultiturnScenario): Promise<Timed
   return results;
 }
 
-/** A key of `mix` drawn by its share (a tier, a model); undefined, drawing nothing, without a mix. */
+/** A tier drawn by its share; undefined, drawing nothing, without a mix. */
 function pickShare(mix: Record<string, number> | undefined, random: () => number): string | undefined {
   if (!mix) return undefined;
   let r = random() * Object.values(mix).reduce((a, b) => a + b, 0);
   for (const [key, share] of Object.entries(mix)) if ((r -= share) <= 0) return key;
   return Object.keys(mix).at(-1);
+}
+
+/** `count` keys of `mix`, each exactly its share of them (rounded; the last takes what is left), shuffled. */
+function exactShares(mix: Record<string, number>, count: number, random: () => number): string[] {
+  const total = Object.values(mix).reduce((a, b) => a + b, 0);
+  const keys = Object.entries(mix).flatMap(([key, share], i, all) =>
+    Array.from({ length: i === all.length - 1 ? 0 : Math.round((share / total) * count) }, () => key),
+  );
+  keys.push(...Array.from({ length: Math.max(0, count - keys.length) }, () => Object.keys(mix).at(-1)!));
+  for (let i = keys.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [keys[i], keys[j]] = [keys[j]!, keys[i]!];
+  }
+  return keys.slice(0, count);
 }
 
 /** Each model's requests in a scenario that mixed models: completed and failed, output tokens per second of the whole scenario, TPOT and ITL. */

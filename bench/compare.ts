@@ -10,6 +10,9 @@
  * `edit` (bench/edit.ts): Predicted Outputs and speculative decoding, ours with SWITCHYARD_SPECULATION
  * off and auto, with and without `prediction`, against llama-server with each --spec-type.
  *
+ * `adapter-mix` (bench/adapter-mix.ts): ours only, SmolLM2 only: a LoRA adapter (the French one,
+ * built by its recipe if not cached) beside its base at c16, against the base alone.
+ *
  * Prints a table and the ratios, writes bench/results/compare-<time>.json and .png.
  */
 import { execFileSync } from "node:child_process";
@@ -19,6 +22,7 @@ import { barChartPng } from "./load/chart.js";
 import type { Target } from "./load/client-stream.js";
 import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
 import { priorityBesideRatios, priorityBesideScenarios } from "./priority-beside.js";
+import { adapterMixRatios, adapterMixScenarios, FRENCH_ADAPTER, FRENCH_BASE, prepareFrenchAdapter } from "./adapter-mix.js";
 import { compareEmbeddings } from "./embeddings.js";
 import { EditBench, type EditVariant } from "./edit.js";
 import {
@@ -81,6 +85,7 @@ const SCENARIOS: Record<string, Scenario[]> = {
   "openai-c1": [{ ...C1, name: "openai sampling c1", sampling: "openai" }],
   "disturbed-c16": [{ ...C16, name: "random c16, one core busy", disturbed: true }],
   "priority-beside": priorityBesideScenarios(opts.quick ? 20 : 60),
+  "adapter-mix": adapterMixScenarios(scale(48)),
   multiturn: [{ kind: "multiturn", name: "multiturn 6 turns", conversations: scale(8), turns: 6, outputTokens: 48, maxConcurrency: 4 }],
   mixed: [
     {
@@ -145,7 +150,7 @@ const OURS = [
 ];
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
-  switchyard: [...OURS, "edit"],
+  switchyard: [...OURS, "edit", "adapter-mix"],
   "switchyard-baseline": OURS,
   // Speculative decoding off (SWITCHYARD_SPECULATION=off; "switchyard" runs the default, auto).
   "switchyard-spec-off": ["random-c16", "random-c1", "priority-beside", "edit"],
@@ -189,8 +194,21 @@ const peer: PeerOptions = {
   port: 18400,
 };
 
+// adapter-mix: the French adapter served beside its base, by the switchyard target (its other scenarios run as ever).
+const wanted = opts.scenarios.split(",");
+const adapterCatalog =
+  wanted.includes("adapter-mix") && opts.targets.split(",").includes("switchyard")
+    ? opts.model === FRENCH_BASE
+      ? prepareFrenchAdapter()
+      : (() => {
+          throw new Error(`adapter-mix: the French adapter is trained on ${FRENCH_BASE}, not on ${opts.model}`);
+        })()
+    : undefined;
 const starters: Record<string, () => Promise<RunningTarget | null>> = {
-  switchyard: () => startSwitchyard(peer),
+  switchyard: () =>
+    adapterCatalog
+      ? startSwitchyard({ ...peer, alsoServe: [FRENCH_ADAPTER] }, "switchyard", { SWITCHYARD_CATALOG: adapterCatalog })
+      : startSwitchyard(peer),
   "switchyard-baseline": async () => (opts.baseline ? startSwitchyard(peer, "switchyard-baseline", {}, opts.baseline) : null),
   "switchyard-spec-off": () => startSwitchyard(peer, "switchyard-spec-off", { SWITCHYARD_SPECULATION: "off" }),
   "switchyard-priority-itl-100": () => startSwitchyard(peer, "switchyard-priority-itl-100", { SWITCHYARD_PRIORITY_ITL_MS: "100" }),
@@ -207,7 +225,6 @@ const starters: Record<string, () => Promise<RunningTarget | null>> = {
   "llama-cpp-python": () => startLlamaCppPython({ ...peer, parallel: 1 }),
 };
 
-const wanted = opts.scenarios.split(",");
 // The ceiling first, alone on the machine: llama.cpp decoding 16 sequences with no server around it.
 const batched = opts.targets.split(",").includes("llama-server") && wanted.includes("random-c16") ? runBatchedBench(peer) : null;
 const reports: ScenarioReport[] = [];
@@ -234,6 +251,7 @@ for (const name of opts.targets.split(",")) {
   }
   try {
     await warmUp(running.target);
+    if (scenarios.some((s) => s.name.startsWith("adapter-mix"))) await warmUp({ ...running.target, model: FRENCH_ADAPTER });
     variants[name] = cpuVariant(running.target.pid);
     for (const scenario of scenarios) {
       process.stderr.write(`${name}: ${scenario.name}...\n`);
@@ -389,6 +407,7 @@ const ratios = {
     ]),
   ),
   ...priorityBesideRatios(ours),
+  ...adapterMixRatios(ours),
   ...Object.fromEntries(
     Object.entries(priorityBesideRatios((s) => find("switchyard-spec-off", s))).map(([what, value]) => [`speculation off, ${what}`, value]),
   ),
@@ -414,6 +433,22 @@ table(
         "rest of wall ms": perStep(Math.max(0, e.shards * r.durationS - e.roundTripS - e.hostS)),
       };
     }),
+);
+// Each model's share of a scenario that mixed models (adapter-mix: the base and its adapter).
+table(
+  reports.flatMap((r) =>
+    Object.entries(r.byModel ?? {}).map(([model, m]) => ({
+      target: r.target,
+      scenario: r.scenario,
+      model,
+      ok: m.completed,
+      failed: m.failed,
+      "out tok/s": round(m.outputTokensPerS),
+      "tpot mean": round(m.tpotMs.mean),
+      "itl p50": round(m.itlMs.p50),
+      "itl p99": round(m.itlMs.p99),
+    })),
+  ),
 );
 // Each tier's latencies wherever a scenario mixed tiers (or ran one alone).
 table(

@@ -53,8 +53,15 @@ export async function streamChat(
   maxTokens: number,
   tier: string | undefined,
   sampling: SamplingName = "explicit",
+  fields: Record<string, unknown> = {},
 ): Promise<RequestResult> {
-  return streamChatBody(target, { messages, max_tokens: maxTokens, ...SAMPLING[sampling], ...(tier ? { service_tier: tier } : {}) });
+  return streamChatBody(target, {
+    messages,
+    max_tokens: maxTokens,
+    ...SAMPLING[sampling],
+    ...fields,
+    ...(tier ? { service_tier: tier } : {}),
+  });
 }
 
 /** Like `streamChat`, with the request's fields as given (model, stream and stream_options are added). */

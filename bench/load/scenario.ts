@@ -16,6 +16,13 @@ export interface RandomScenario {
   requestRate: number;
   /** service_tier → share of requests, e.g. { priority: 0.2, default: 0.5, flex: 0.3 }. */
   tierMix?: Record<string, number>;
+  /**
+   * model → share of requests, e.g. a base and its LoRA adapter half and half; default: the
+   * target's model. Each model gets exactly its share of the requests (rounded), in a seeded random order.
+   */
+  modelMix?: Record<string, number>;
+  /** Fields every request carries besides the sampling settings (e.g. a logit_bias that bans the end tokens). */
+  fields?: Record<string, unknown>;
   sampling?: SamplingName;
   /** A busy loop runs on one core for the whole scenario: the machine is not the server's alone. */
   disturbed?: boolean;
@@ -64,6 +71,8 @@ export interface ScenarioReport {
   /** Cached prompt tokens over prompt tokens; null when the server reports none. */
   prefixCacheHitRate: number | null;
   byTier: Record<string, { ttftMs: Summary; itlMs: Summary; completed: number; failed: number }>;
+  /** modelMix: each model's requests (their output tokens over the scenario's whole duration). */
+  byModel?: Record<string, { completed: number; failed: number; outputTokensPerS: number; tpotMs: Summary; itlMs: Summary }>;
   /** The server's largest resident set during the scenario (MB); null when its process is unknown. */
   peakRssMb: number | null;
   /**
@@ -89,6 +98,8 @@ export interface ScenarioReport {
 
 interface Timed extends RequestResult {
   turn?: number;
+  /** modelMix: the model the request named. */
+  model?: string;
 }
 
 /** Each scenario gets prompts of its own (seeded by its name), so no run finds another's prompts cached. */
@@ -185,14 +196,19 @@ function rssSampler(pid: number | undefined) {
 async function runRandom(target: Target, s: RandomScenario, seed: number): Promise<Timed[]> {
   const random = seededRandom(seed + 1);
   const prompts = randomPrompts(s.requests, s.inputTokens, seed);
-  const tiers = prompts.map(() => pickTier(s.tierMix, random));
+  const tiers = prompts.map(() => pickShare(s.tierMix, random));
+  // Drawn apart from the tiers, so that a mix of models leaves a scenario's tiers as they were.
+  const models = s.modelMix ? exactShares(s.modelMix, s.requests, seededRandom(seed + 2)) : [];
   const results: Timed[] = [];
   const running = new Set<Promise<void>>();
   for (let i = 0; i < s.requests; i++) {
     while (running.size >= s.maxConcurrency) await Promise.race(running);
-    const request = streamChat(target, prompts[i]!, s.outputTokens, tiers[i], s.sampling).then((r) => {
-      results.push(r);
-    });
+    const model = models[i];
+    const request = streamChat(model ? { ...target, model } : target, prompts[i]!, s.outputTokens, tiers[i], s.sampling, s.fields).then(
+      (r) => {
+        results.push(model ? { ...r, model } : r);
+      },
+    );
     const tracked = request.finally(() => running.delete(tracked));
     running.add(tracked);
     if (Number.isFinite(s.requestRate)) await new Promise((resolve) => setTimeout(resolve, poissonGapMs(s.requestRate, random)));
@@ -236,11 +252,43 @@ async function runMultiturn(target: Target, s: MultiturnScenario): Promise<Timed
   return results;
 }
 
-function pickTier(mix: Record<string, number> | undefined, random: () => number): string | undefined {
+/** A tier drawn by its share; undefined, drawing nothing, without a mix. */
+function pickShare(mix: Record<string, number> | undefined, random: () => number): string | undefined {
   if (!mix) return undefined;
   let r = random() * Object.values(mix).reduce((a, b) => a + b, 0);
-  for (const [tier, share] of Object.entries(mix)) if ((r -= share) <= 0) return tier;
+  for (const [key, share] of Object.entries(mix)) if ((r -= share) <= 0) return key;
   return Object.keys(mix).at(-1);
+}
+
+/** `count` keys of `mix`, each exactly its share of them (rounded; the last takes what is left), shuffled. */
+function exactShares(mix: Record<string, number>, count: number, random: () => number): string[] {
+  const total = Object.values(mix).reduce((a, b) => a + b, 0);
+  const keys = Object.entries(mix).flatMap(([key, share], i, all) =>
+    Array.from({ length: i === all.length - 1 ? 0 : Math.round((share / total) * count) }, () => key),
+  );
+  keys.push(...Array.from({ length: Math.max(0, count - keys.length) }, () => Object.keys(mix).at(-1)!));
+  for (let i = keys.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [keys[i], keys[j]] = [keys[j]!, keys[i]!];
+  }
+  return keys.slice(0, count);
+}
+
+/** Each model's requests in a scenario that mixed models: completed and failed, output tokens per second of the whole scenario, TPOT and ITL. */
+function byModel(results: Timed[], durationS: number): NonNullable<ScenarioReport["byModel"]> {
+  const models: NonNullable<ScenarioReport["byModel"]> = {};
+  for (const model of new Set(results.map((r) => r.model).filter((m) => m !== undefined))) {
+    const mine = results.filter((r) => r.model === model);
+    const done = mine.filter((r) => r.ok && r.ttftMs !== undefined);
+    models[model] = {
+      completed: done.length,
+      failed: mine.length - done.length,
+      outputTokensPerS: done.reduce((a, r) => a + r.outputTokens, 0) / durationS,
+      tpotMs: summarize(done.filter((r) => r.outputTokens > 1).map((r) => (r.e2eMs - r.ttftMs!) / (r.outputTokens - 1))),
+      itlMs: summarize(done.flatMap((r) => r.itlMs)),
+    };
+  }
+  return models;
 }
 
 function report(target: Target, scenario: Scenario, results: Timed[], durationS: number): Omit<ScenarioReport, "peakRssMb" | "engine"> {
@@ -285,6 +333,7 @@ function report(target: Target, scenario: Scenario, results: Timed[], durationS:
         )
       : null,
     byTier,
+    ...(scenario.kind === "random" && scenario.modelMix ? { byModel: byModel(results, durationS) } : {}),
     ...(scenario.kind === "multiturn"
       ? {
           ttftFirstTurnMs: summarize(ok.filter((r) => r.turn === 0).map((r) => r.ttftMs!)),

@@ -43,6 +43,8 @@ export interface PeerOptions {
   /** Tokens per sequence. */
   contextPerSequence: number;
   port: number;
+  /** Ours: models served beside modelId (e.g. a LoRA adapter of it, from a catalog in SWITCHYARD_CATALOG). */
+  alsoServe?: string[];
 }
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -69,7 +71,7 @@ export async function startSwitchyard(
       "--data-dir",
       dataDir,
       "--models",
-      options.modelId,
+      [options.modelId, ...(options.alsoServe ?? [])].join(","),
     ],
     {
       env: {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { createKey, postChat, readSseTimed, startServer, waitFor, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { createKey, postChat, readSseTimed, startServer, waitFor, SMOLLM2, SMOLLM2_NO_END, type RunningServer } from "../helpers/server.js";
 
 // The step loop on the real model: tiers inside a step, `n` sharing one prefill, admission by
 // free sequences. Assertions count steps and tokens, never time.
@@ -19,10 +19,13 @@ async function health(server: RunningServer): Promise<ModelHealth> {
 
 const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
 
-/** A standard stream of up to 2,000 tokens that counts its chunks; `stop()` hangs up. */
+/**
+ * A standard stream of 2,000 tokens (end-of-text banned: none ends before the test stops it, however
+ * slow the machine) that counts its chunks; `stop()` hangs up.
+ */
 async function stream(server: RunningServer, key: string, content: string) {
   const controller = new AbortController();
-  const response = await postChat(server, ask(content, { stream: true, max_tokens: 2000, temperature: 0 }), {
+  const response = await postChat(server, ask(content, { stream: true, max_tokens: 2000, temperature: 0, logit_bias: SMOLLM2_NO_END }), {
     key,
     signal: controller.signal,
   });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { AdapterTurns, MAX_PASSED_STEPS } from "../../src/engine/core/adapter-turns.js";
+import { AdapterTurns, MAX_PASSED_STEPS, TURN_STEPS } from "../../src/engine/core/adapter-turns.js";
 import { tieredPolicy } from "../../src/engine/core/policy.js";
 import { EngineRequest } from "../../src/engine/core/request.js";
 import { StepCostModel } from "../../src/engine/core/cost-model.js";
@@ -27,15 +27,40 @@ describe("adapter groups take turns in a shard's steps", () => {
     assert.deepEqual(turns.choose(all), { chosen: all, leftOut: false });
   });
 
-  test("two groups of one tier alternate, step by step", () => {
+  const turn = (key: string) => Array.from({ length: TURN_STEPS }, () => key);
+
+  test("two groups of one tier alternate in turns of TURN_STEPS steps (each switch rebuilds llama.cpp's graphs)", () => {
     const turns = new AdapterTurns();
     const all = [request(undefined), request("a"), request(undefined), request("a")];
-    const keys = Array.from({ length: 6 }, () => turns.choose(all).chosen.map((r) => r.adapter?.key ?? ""));
+    const keys = Array.from({ length: 3 * TURN_STEPS }, () => turns.choose(all).chosen.map((r) => r.adapter?.key ?? ""));
     for (const chosen of keys) assert.equal(new Set(chosen).size, 1, "a step runs one adapter's requests");
     assert.deepEqual(
       keys.map((k) => k[0]),
-      ["", "a", "", "a", "", "a"],
+      [...turn(""), ...turn("a"), ...turn("")],
     );
+    assert.ok(TURN_STEPS > 1);
+  });
+
+  test("three groups of one tier go round, a turn each", () => {
+    const turns = new AdapterTurns();
+    const all = [request("b"), request(undefined), request("a")];
+    const keys = Array.from({ length: 4 * TURN_STEPS }, () => turns.choose(all).chosen[0]!.adapter?.key ?? "");
+    assert.deepEqual(keys, [...turn("b"), ...turn(""), ...turn("a"), ...turn("b")]);
+  });
+
+  test("priority groups keep turns of one step (their inter-token target)", () => {
+    const turns = new AdapterTurns();
+    const all = [request(undefined, "priority"), request("a", "priority")];
+    const keys = Array.from({ length: 4 }, () => turns.choose(all).chosen[0]!.adapter?.key ?? "");
+    assert.deepEqual(keys, ["", "a", "", "a"]);
+  });
+
+  test("a turn ends at once when another group gets a more demanding tier", () => {
+    const turns = new AdapterTurns();
+    const [base, lora] = [request(undefined, "flex"), request("a", "flex")];
+    assert.equal(turns.choose([base, lora]).chosen[0], base, "the first turn is the base's");
+    const urgent = request("a", "priority");
+    assert.deepEqual(turns.choose([urgent, base, lora]).chosen, [urgent, lora], "the priority request's group goes next");
   });
 
   test("a priority group goes first, but a cheaper one is never passed over more than MAX_PASSED_STEPS steps", () => {
@@ -56,14 +81,14 @@ describe("adapter groups take turns in a shard's steps", () => {
     const [base, lora] = [request(undefined), request("lora")];
     scheduler.enqueue(base);
     scheduler.enqueue(lora);
-    const plans = [step(scheduler), step(scheduler)];
+    const plans = Array.from({ length: TURN_STEPS + 1 }, () => step(scheduler));
     assert.deepEqual(
       plans.map((p) => p.scheduled.map((s) => s.request)),
-      [[base], [lora]],
+      [...Array.from({ length: TURN_STEPS }, () => [base]), [lora]],
     );
     assert.deepEqual(
       plans.map((p) => p.adapter),
-      [0n, lora.adapter!.handle],
+      [...Array.from({ length: TURN_STEPS }, () => 0n), lora.adapter!.handle],
     );
     assert.ok(plans.every((p) => p.full));
   });

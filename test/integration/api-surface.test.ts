@@ -271,7 +271,12 @@ describe("where clients look for the API, and the headers and fields they read",
       finish = chunk.choices[0]?.finish_reason ?? finish;
     }
     assert.equal(finish, "length");
-    assert.equal(streamed, call.function.arguments, "greedy: the stream cuts at the same place");
+    // Not compared with the reply above token for token: SmolLM2's greedy path has near-ties here
+    // ("c" + "elsius" or "celsius") that a step's batch shape can flip, so two runs may cut at different tokens.
+    assert.throws(() => JSON.parse(streamed), "the streamed arguments are cut too");
+    const compact = streamed.replace(/\s/g, "");
+    assert.ok(compact.length > 1, `partial streamed arguments: ${streamed}`);
+    assert.equal(compact, full.function.arguments.replace(/\s/g, "").slice(0, compact.length), "a prefix of the whole call's arguments");
   });
 
   test("the ledger has a row under each request id a client saw", async () => {

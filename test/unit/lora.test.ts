@@ -5,7 +5,7 @@ import { tieredPolicy } from "../../src/engine/core/policy.js";
 import { EngineRequest } from "../../src/engine/core/request.js";
 import { StepCostModel } from "../../src/engine/core/cost-model.js";
 import { ShardScheduler } from "../../src/engine/core/scheduler.js";
-import { cacheNamespaceOf } from "../../src/engine/model-host.js";
+import { cacheNamespaceOf } from "../../src/engine/shard-router.js";
 import { step, GREEDY_SAMPLER as SAMPLER } from "../helpers/scheduler-steps.js";
 import { parseCatalog, resolveAdapters } from "../../src/catalog/load.js";
 import { checkBaseName, loraAlpha, loraTensorName, permuteRows } from "../../src/catalog/convert/peft-lora.js";

@@ -1,4 +1,4 @@
-import { addShapes, chunkShape, EMPTY_SHAPE, type StepCostModel } from "./cost-model.js";
+import { addShapes, chunkShape, EMPTY_SHAPE, type StepCostModel, type StepShape } from "./cost-model.js";
 import { planDrafts } from "./draft-budget.js";
 import type { EngineRequest } from "./request.js";
 import type { StepPlan } from "./step-plan.js";
@@ -91,75 +91,107 @@ export function fillBatch(
   /** Tokens the request may compute this step (a leader stops before its last prompt token until its siblings copy). */
   limit: (request: EngineRequest) => number,
 ): StepBudget {
-  let tokensLeft = options.stepTokens;
-  const { carried: decoding, lowerMs } = decodesWithin(ordered.filter((r) => r.pending === 1).slice(0, tokensLeft), options, cost);
-  tokensLeft -= decoding.length;
-  let shape = decoding.reduce((sum, r) => addShapes(sum, chunkShape(r.computed, 1, true)), EMPTY_SHAPE);
+  const { carried: decoding, lowerMs } = decodesWithin(ordered.filter((r) => r.pending === 1).slice(0, options.stepTokens), options, cost);
   const decodingMs = decoding.length === 0 ? Infinity : Math.min(...decoding.map((r) => options.targets[r.tier].itlMs));
   const budgetMs = options.priorityNearby ? Math.min(decodingMs, options.targets.priority.itlMs) : decodingMs;
   const strictest = Math.min(...decoding.map((r) => RANK[r.tier]));
+  const fill = new StepFill(decoding, { options, cost, limit, budgetMs, lowerMs, strictest });
   const prompts = ordered.filter((r) => r.pending > 1);
-  const counts = new Map<EngineRequest, number>();
-  // Beside a priority stream, one lower-tier prompt at a time is paced (the others wait for the slack).
-  let pacedBeside = false;
-  const give = (request: EngineRequest, count: number) => {
-    const from = request.computed + (counts.get(request) ?? 0);
-    counts.set(request, (counts.get(request) ?? 0) + count);
-    shape = addShapes(shape, chunkShape(from, count, from + count === request.tokens.length));
-    tokensLeft -= count;
+  fill.prompts(prompts);
+  // Drafts last, in what the step's time and tokens have left (core/draft-budget.ts).
+  const itlMs = (request: EngineRequest) => options.targets[request.tier].itlMs;
+  const drafts = planDrafts(
+    decoding,
+    fill.shape,
+    { tokensLeft: fill.tokensLeft, cellsPerSequence: options.cellsPerSequence, itlMs, lowerMs, explore: options.exploreDrafts },
+    cost,
+  );
+  for (const request of decoding) plan.add(request, 1, drafts.get(request));
+  for (const [request, count] of fill.counts) if (count > 0) plan.add(request, count);
+  plan.full =
+    fill.tokensLeft === 0 ||
+    ordered.some((r) => r.pending === 1 && !decoding.includes(r)) ||
+    prompts.some((r) => (fill.counts.get(r) ?? 0) < limit(r));
+  return {
+    ms: Number.isFinite(budgetMs) ? Math.min(budgetMs, lowerMs) : null,
+    tokens: plan.batchSize,
+    plannedMs: cost.predict(plan.shape),
   };
-  const grant = (request: EngineRequest, most: number, paced: boolean) => {
-    const already = counts.get(request) ?? 0;
+}
+
+interface FillContext {
+  options: StepBudgetOptions;
+  cost: StepCostModel;
+  limit: (request: EngineRequest) => number;
+  /** The step's time budget: the strictest inter-token target decoding (or nearby priority's). */
+  budgetMs: number;
+  /** Where a priority stream decodes, the time lower tiers' work may bring the step to; else Infinity. */
+  lowerMs: number;
+  /** The rank of the most demanding tier decoding. */
+  strictest: number;
+}
+
+/** A step being filled with prompt chunks after its decodes: its shape so far, the tokens left, each prompt's chunk. */
+class StepFill {
+  tokensLeft: number;
+  shape: StepShape;
+  readonly counts = new Map<EngineRequest, number>();
+  /** Beside a priority stream, one lower-tier prompt at a time is paced (the others wait for the slack). */
+  private pacedBeside = false;
+
+  constructor(
+    decoding: readonly EngineRequest[],
+    private readonly ctx: FillContext,
+  ) {
+    this.tokensLeft = ctx.options.stepTokens - decoding.length;
+    this.shape = decoding.reduce((sum, r) => addShapes(sum, chunkShape(r.computed, 1, true)), EMPTY_SHAPE);
+  }
+
+  /**
+   * With no priority stream decoding here, a priority prompt loads whole in this step, before any
+   * other prompt: its time to first token is its prefill, and one long step is within what lower
+   * tiers' inter-token targets allow. Otherwise each prompt gets at most `chunkCap` (paced), then
+   * what is left in order; some prompt always gets `minChunk` unless priority decodes.
+   */
+  prompts(prompts: readonly EngineRequest[]): void {
+    const { limit, strictest, lowerMs, options } = this.ctx;
+    const rushed = strictest > RANK.priority ? prompts.filter((r) => r.tier === "priority" && limit(r) > 0) : [];
+    for (const request of rushed) this.give(request, Math.min(limit(request), this.tokensLeft));
+    if (rushed.length === 0) {
+      for (const request of prompts) this.grant(request, options.chunkCap, true);
+      for (const request of prompts) this.grant(request, Infinity, false);
+    }
+    const floor = this.counts.size === 0 && !Number.isFinite(lowerMs) ? prompts.find((r) => limit(r) > 0) : undefined;
+    if (floor) this.give(floor, Math.min(options.minChunk, limit(floor), this.tokensLeft));
+  }
+
+  private give(request: EngineRequest, count: number): void {
+    const from = request.computed + (this.counts.get(request) ?? 0);
+    this.counts.set(request, (this.counts.get(request) ?? 0) + count);
+    this.shape = addShapes(this.shape, chunkShape(from, count, from + count === request.tokens.length));
+    this.tokensLeft -= count;
+  }
+
+  private grant(request: EngineRequest, most: number, paced: boolean): void {
+    const { cost, budgetMs, lowerMs, options, strictest } = this.ctx;
+    const already = this.counts.get(request) ?? 0;
     const from = request.computed + already;
-    const room = Math.min(most - already, limit(request) - already, tokensLeft);
+    const room = Math.min(most - already, this.ctx.limit(request) - already, this.tokensLeft);
     if (room <= 0) return;
     const ends = (count: number) => from + count === request.tokens.length;
     // Beside a priority stream, a lower tier's prompt fills the slack, and loads at least at the
     // pace of its own TTFT target in steps of that size (a token or two a step, not a burst).
     const beside = request.tier !== "priority" && Number.isFinite(lowerMs);
     const withinMs = beside ? Math.min(budgetMs, lowerMs) : budgetMs;
-    let count = Number.isFinite(withinMs) ? cost.chunkWithin(shape, withinMs, from, room, ends) : room;
-    if (paced && beside && !pacedBeside) {
+    let count = Number.isFinite(withinMs) ? cost.chunkWithin(this.shape, withinMs, from, room, ends) : room;
+    if (paced && beside && !this.pacedBeside) {
       // Never past priority's own target, but always a token.
-      pacedBeside = true;
-      const most = Math.max(1, cost.chunkWithin(shape, budgetMs, from, room, ends));
+      this.pacedBeside = true;
+      const most = Math.max(1, cost.chunkWithin(this.shape, budgetMs, from, room, ends));
       count = Math.max(count, Math.min(room, most, pace(request, lowerMs, options)));
     } else if (paced && RANK[request.tier] <= strictest) count = Math.max(count, Math.min(room, pace(request, budgetMs, options)));
-    if (count > 0) give(request, count);
-  };
-  // With no priority stream decoding here, a priority prompt loads whole in this step, before any
-  // other prompt: its time to first token is its prefill, and one long step is within what lower
-  // tiers' inter-token targets allow.
-  const rushed = strictest > RANK.priority ? prompts.filter((r) => r.tier === "priority" && limit(r) > 0) : [];
-  for (const request of rushed) give(request, Math.min(limit(request), tokensLeft));
-  for (const [most, paced] of rushed.length > 0
-    ? []
-    : ([
-        [options.chunkCap, true],
-        [Infinity, false],
-      ] as const))
-    for (const request of prompts) grant(request, most, paced);
-  const floor = counts.size === 0 && !Number.isFinite(lowerMs) ? prompts.find((r) => limit(r) > 0) : undefined;
-  if (floor) give(floor, Math.min(options.minChunk, limit(floor), tokensLeft));
-  // Drafts last, in what the step's time and tokens have left (core/draft-budget.ts).
-  const itlMs = (request: EngineRequest) => options.targets[request.tier].itlMs;
-  const drafts = planDrafts(
-    decoding,
-    shape,
-    { tokensLeft, cellsPerSequence: options.cellsPerSequence, itlMs, lowerMs, explore: options.exploreDrafts },
-    cost,
-  );
-  for (const request of decoding) plan.add(request, 1, drafts.get(request));
-  for (const [request, count] of counts) if (count > 0) plan.add(request, count);
-  plan.full =
-    tokensLeft === 0 ||
-    ordered.some((r) => r.pending === 1 && !decoding.includes(r)) ||
-    prompts.some((r) => (counts.get(r) ?? 0) < limit(r));
-  return {
-    ms: Number.isFinite(budgetMs) ? Math.min(budgetMs, lowerMs) : null,
-    tokens: plan.batchSize,
-    plannedMs: cost.predict(plan.shape),
-  };
+    if (count > 0) this.give(request, count);
+  }
 }
 
 /** Lower tiers add at most this share of the time priority's own work in a step takes. */

@@ -3,6 +3,7 @@ import { toWireKey } from "../accounts/admin-wire.js";
 import { openKeyAdmin, type KeyAdmin } from "../accounts/key-admin.js";
 import type { CreatedKey, KeyInfo } from "../accounts/key-store.js";
 import { resolveDataDir } from "../config/paths.js";
+import { textTable } from "./api-client.js";
 
 export interface KeysCommandOptions {
   /** Where output goes; tests pass a collector. Defaults to process.stdout. */
@@ -163,16 +164,7 @@ export function formatKeyTable(list: KeyInfo[]): string {
     key.manageKeys ? "yes" : "no",
     key.manageDeployments ? "yes" : "no",
   ]);
-  if (rows.length === 0) return "No API keys.";
-  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]?.length ?? 0)));
-  return [header, ...rows]
-    .map((row) =>
-      row
-        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
+  return rows.length === 0 ? "No API keys." : textTable(header, rows);
 }
 
 function describeRights(key: KeyInfo): string {

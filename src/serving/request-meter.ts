@@ -1,31 +1,25 @@
-import type { ServiceTier } from "../protocol/tiers.js";
 import type { ApiKind } from "../protocol/request-ids.js";
 import type { RequestTrace } from "./ports.js";
 import { UNTRACED } from "./run-trace.js";
-import type { DeliveryGuard, InFlightLedger, InFlightStart, UsageLedger, UsageRecord, UsageStatus } from "../billing/ports.js";
+import type { DeliveryGuard, InFlightLedger, InFlightStart, UsageLedger, UsageRecord } from "../billing/ports.js";
 
-export interface MeterContext {
-  requestId: string;
-  accountId: string;
-  keyId: string;
-  model: string;
-  api: ApiKind;
-  batchId?: string;
-}
+/** Who and what a request is, fixed at admission: the ledger row's identity (the API always named). */
+export type MeterContext = Pick<UsageRecord, "requestId" | "accountId" | "keyId" | "model" | "batchId"> & { api: ApiKind };
 
-export interface MeterOutcome {
-  status: UsageStatus;
-  serviceTier: ServiceTier;
-  promptTokens: number;
-  cachedTokens: number;
-  completionTokens: number;
-  /** Of a prediction's tokens, those that matched the output and those thrown away (in completionTokens). */
-  acceptedPredictionTokens?: number;
-  rejectedPredictionTokens?: number;
-  costUsd: string;
-  finishReason: string | null;
-  errorCode: string | null;
-}
+/** How the request ended: the ledger row's outcome. */
+export type MeterOutcome = Pick<
+  UsageRecord,
+  | "status"
+  | "serviceTier"
+  | "promptTokens"
+  | "cachedTokens"
+  | "completionTokens"
+  | "acceptedPredictionTokens"
+  | "rejectedPredictionTokens"
+  | "costUsd"
+  | "finishReason"
+  | "errorCode"
+>;
 
 /**
  * Times one request and writes its ledger row exactly once: the first outcome wins, later calls

@@ -6,11 +6,10 @@ import { detokenizeRequestSchema, tokenizeRequestSchema } from "../protocol/toke
 import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { createBatchSchema, listBatchesQuery, listFilesQuery, uploadFileForm } from "../protocol/batches-request.js";
 import { API_PREFIXES } from "./api-paths.js";
-import { accountCreateKeyBody } from "./routes/account-keys.js";
-import { createKeyBody, listKeysQuery, patchKeyBody } from "./routes/admin.js";
-import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from "./routes/deployments.js";
-import { uploadAdapterForm } from "./routes/adapters.js";
-import { updateCompletionBody } from "./routes/stored-completions.js";
+import { accountCreateKeyBody, createKeyBody, listKeysQuery, patchKeyBody } from "../protocol/key-request.js";
+import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from "../protocol/deployments-request.js";
+import { uploadAdapterForm } from "../protocol/adapters-request.js";
+import { updateCompletionBody } from "../protocol/stored-completions-request.js";
 import { listPageQuery } from "../protocol/list-page.js";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 

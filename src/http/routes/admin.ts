@@ -1,33 +1,24 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { z } from "zod";
-import { toWireAccount, toWireCreatedKey, toWireKey, type WireRevokedKey } from "../../accounts/admin-wire.js";
-import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKeyLimits } from "../../accounts/key-store.js";
-import { queryAccountUsage } from "../../billing/instance-usage.js";
-import { toWireUsageReport } from "../../protocol/usage.js";
-import { parseUsageParams } from "./usage.js";
+import type { AccountAdmin } from "../../accounts/account-admin.js";
+import { createKeyBody, listKeysQuery, patchKeyBody } from "../../protocol/key-request.js";
+import { toWireUsageReport, type UsageReports } from "../../protocol/usage.js";
+import { parseUsageParams } from "../../protocol/usage-request.js";
 import { stringifyJson } from "../../protocol/money-json.js";
-import { InvalidRequest, NotFound, RateLimited, Unauthorized } from "../../errors.js";
+import { InvalidRequest, RateLimited, Unauthorized } from "../../errors.js";
 import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
-import { budgetText, keyLimitFields, newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
-import type { Database } from "../../storage/database.js";
+import { parse } from "../parse-input.js";
 
 export interface AdminRoutesOptions {
-  db: Database;
+  /** Keys and accounts of every account (accounts/account-admin.ts). */
+  admin: AccountAdmin;
+  /** Any account's usage (billing/usage-reports.ts). */
+  usage: UsageReports;
   /** The token in force for this server: SWITCHYARD_ADMIN_KEY, or the one written to server.json. */
   adminToken: string;
   /** Failed admin-key attempts allowed per client IP before it is locked out (default 10 a minute). */
   throttle?: AdminThrottleOptions;
-  /** An account was disabled: its deployments' instances stop at once (they bill nothing after). */
-  onAccountDisabled?: (accountId: string) => Promise<void>;
 }
-
-export const createKeyBody = z.object({ account: z.string().min(1), ...newKeyFields() });
-
-/** Only the limits may change; an unknown field is a 400 rather than silently ignored. */
-export const patchKeyBody = z.strictObject(keyLimitFields());
-
-export const listKeysQuery = z.object({ account: z.string().optional() });
 
 /**
  * Key and account administration under /admin/v1, for operators and for the CLI while a server
@@ -37,7 +28,7 @@ export const listKeysQuery = z.object({ account: z.string().optional() });
 export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions): Promise<void> {
   if (!opts.adminToken) throw new Error("adminRoutes needs a non-empty admin token.");
   requireAdminToken(app, opts);
-  adminKeyRoutes(app, opts.db);
+  adminKeyRoutes(app, opts.admin);
   adminAccountRoutes(app, opts);
 }
 
@@ -63,47 +54,34 @@ function requireAdminToken(app: FastifyInstance, opts: AdminRoutesOptions): void
   });
 }
 
-function adminKeyRoutes(app: FastifyInstance, db: Database): void {
+function adminKeyRoutes(app: FastifyInstance, admin: AccountAdmin): void {
   app.post("/admin/v1/keys", async (request, reply) => {
     const body = parse(createKeyBody, request.body ?? {});
-    const created = await createKey(db, toCreateKeyInput(body.account, body));
-    return reply.code(201).send(toWireCreatedKey(created));
+    return reply.code(201).send(await admin.createKey(body.account, body));
   });
 
   /** Changes a key's rpm_limit, tpm_limit and budget_usd: a value sets, null clears, an absent field stays. */
-  app.patch<{ Params: { id: string } }>("/admin/v1/keys/:id", async (request) => {
-    const body = parse(patchKeyBody, request.body ?? {});
-    const updated = await setKeyLimits(db, request.params.id, {
-      requestsPerMinute: body.rpm_limit,
-      tokensPerMinute: body.tpm_limit,
-      budgetUsd: budgetText(body.budget_usd),
-    });
-    if (!updated) throw new NotFound(`No API key with id '${request.params.id}'.`);
-    return toWireKey(updated);
-  });
+  app.patch<{ Params: { id: string } }>("/admin/v1/keys/:id", async (request) =>
+    admin.setKeyLimits(request.params.id, parse(patchKeyBody, request.body ?? {})),
+  );
 
   app.get("/admin/v1/keys", async (request) => {
     const query = parse(listKeysQuery, request.query ?? {});
-    const keys = await listKeys(db, { account: query.account || undefined });
-    return { object: "list", data: keys.map(toWireKey) };
+    return { object: "list", data: await admin.listKeys({ account: query.account || undefined }) };
   });
 
-  app.delete<{ Params: { id: string } }>("/admin/v1/keys/:id", async (request): Promise<WireRevokedKey> => {
-    if (!(await revokeKey(db, request.params.id))) throw new NotFound(`No API key with id '${request.params.id}'.`);
-    return { id: request.params.id, object: "api_key", revoked: true };
-  });
+  app.delete<{ Params: { id: string } }>("/admin/v1/keys/:id", async (request) => admin.revokeKey(request.params.id));
 }
 
-function adminAccountRoutes(app: FastifyInstance, { db, onAccountDisabled }: AdminRoutesOptions): void {
+function adminAccountRoutes(app: FastifyInstance, { admin, usage }: AdminRoutesOptions): void {
   /** Any account's usage, in the same shape as GET /v1/usage (plus the account name). */
   app.get("/admin/v1/usage", async (request, reply) => {
     const query = (request.query ?? {}) as Record<string, unknown>;
     const account = query.account;
     if (typeof account !== "string" || account.trim() === "") throw new InvalidRequest("Missing required parameter: 'account'.", "account");
     const params = parseUsageParams(query);
-    const found = await findAccount(db, account.trim());
-    if (!found) throw new NotFound(`No account named '${account.trim()}'.`);
-    const report = await queryAccountUsage(db, { accountId: found.id, ...params });
+    const found = await admin.findAccount(account.trim());
+    const report = await usage.ofAccount(found.id, params);
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsageReport(report, { ...params, account: found.name })));
   });
 
@@ -111,12 +89,9 @@ function adminAccountRoutes(app: FastifyInstance, { db, onAccountDisabled }: Adm
     ["disable", true],
     ["enable", false],
   ] as const) {
-    app.post<{ Params: { name: string } }>(`/admin/v1/accounts/:name/${action}`, async (request) => {
-      const account = await setAccountDisabled(db, request.params.name, disabled);
-      if (!account) throw new NotFound(`No account named '${request.params.name}'.`);
-      if (disabled) await onAccountDisabled?.(account.id);
-      return toWireAccount(account);
-    });
+    app.post<{ Params: { name: string } }>(`/admin/v1/accounts/:name/${action}`, async (request) =>
+      admin.setAccountDisabled(request.params.name, disabled),
+    );
   }
 }
 

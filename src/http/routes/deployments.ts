@@ -1,28 +1,9 @@
 import type { FastifyInstance } from "fastify";
-import { z } from "zod";
 import { NotFound } from "../../errors.js";
-import { DEPLOYMENT_STATUSES, type Deployment, type DeploymentCaller, type DeploymentService } from "../../deployments/types.js";
-import { identifier } from "../../protocol/identifiers.js";
+import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from "../../protocol/deployments-request.js";
+import type { Deployment, DeploymentCaller, DeploymentService } from "../../deployments/types.js";
 import { callerOf, managerOf } from "../auth.js";
-import { parse } from "./key-input.js";
-
-const count = () => z.number().int().optional();
-
-/** Types only; ranges, defaults and min ≤ max are checked in one place (deployments/settings.ts). */
-export const createDeploymentBody = z.strictObject({
-  // Stored and echoed: no control characters (a NUL cannot be stored in PostgreSQL text).
-  model: identifier(256).min(1),
-  name: identifier(256).min(1),
-  min_instances: count(),
-  max_instances: count(),
-  max_batch_size: count(),
-  /** Tokens per request, and so KV cells per sequence (null or absent: the server's window). */
-  context_length: z.number().int().nullish(),
-});
-
-export const scaleDeploymentBody = z.strictObject({ min_instances: count(), max_instances: count() });
-
-export const listDeploymentsQuery = z.object({ status: z.enum(DEPLOYMENT_STATUSES).optional() });
+import { parse } from "../parse-input.js";
 
 /** The deploy object. */
 export function toWireDeployment(d: Deployment) {

@@ -6,16 +6,27 @@ import { listPage, toWireFile } from "../../batches/wire.js";
 import { NotFound } from "../../errors.js";
 import { listFilesQuery } from "../../protocol/batches-request.js";
 import { unknownCursor } from "../../protocol/list-page.js";
-import type { FileStore } from "../../storage/files.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../chat-input.js";
 import { answerUpload, formParts, requireMultipart, uploadScope } from "../form-upload.js";
 import { UploadGate } from "../upload-gate.js";
 
+/** A file as the Files API shows it (batches/wire.ts). */
+type FileRecord = Parameters<typeof toWireFile>[0];
+
+/** What the Files API reads of the file store (storage/files.ts is one), every call scoped to an account. */
+export interface AccountFiles {
+  get(accountId: string, id: string): Promise<FileRecord | null>;
+  /** The bytes chunk by chunk, each checked against its checksum; null when absent. */
+  read(accountId: string, id: string): Promise<{ file: FileRecord; chunks: AsyncIterable<Buffer> } | null>;
+  list(accountId: string, query: { purpose?: string; limit: number; order: "asc" | "desc"; after?: string }): Promise<FileRecord[]>;
+  delete(accountId: string, id: string): Promise<boolean>;
+}
+
 const notFound = (id: string) => new NotFound(`No file with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}' found.`);
 
 /** The Files API, scoped to the caller's account: upload (multipart), list, get, content, delete. */
-export function fileRoutes(app: FastifyInstance, batches: BatchService, files: FileStore, limits: BatchLimits): void {
+export function fileRoutes(app: FastifyInstance, batches: BatchService, files: AccountFiles, limits: BatchLimits): void {
   // One file, one byte over its limit: the service sees the limit passed and answers 413.
   const multipartLimits = { fileSize: limits.maxFileBytes + 1, files: 1, fields: 8, fieldSize: 1024, parts: 10, headerPairs: 64 };
   uploadScope(app, new UploadGate(limits), multipartLimits, (uploads) => {

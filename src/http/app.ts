@@ -21,6 +21,7 @@ import { tokenRoutes } from "./routes/tokens.js";
 import type { EmbeddingService } from "../serving/embedding-service.js";
 import type { TokenService } from "../serving/token-service.js";
 import { docsRoutes } from "./routes/docs.js";
+import { openApiDocument } from "./openapi.js";
 import { completionsRoutes } from "./routes/completions.js";
 import { deploymentRoutes } from "./routes/deployments.js";
 import { adapterRoutes } from "./routes/adapters.js";
@@ -121,7 +122,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     if (deps.deployments) deploymentRoutes(routes, deps.deployments);
     if (deps.adapters) adapterRoutes(routes, deps.adapters.service, deps.adapters.limits);
     void routes.register(consoleRoutes);
-    void routes.register(docsRoutes);
+    void routes.register(docsRoutes, { document: openApiDocument });
     // vLLM and llama-server serve these at the root; SDKs with a `/v1` base URL find them under it.
     if (deps.tokens) tokenRoutes(routes, deps.tokens);
     for (const prefix of API_PREFIXES) {

@@ -6,6 +6,13 @@ import { DateTime } from "luxon";
 import { InvalidRequest } from "../errors.js";
 import { USAGE_GROUP_BY, type ReportRange, type UsageGroupBy } from "./usage.js";
 
+/** The query parameters as the OpenAPI document lists them (openapi.ts). */
+export const USAGE_QUERY = [
+  { name: "start", description: "Inclusive; Unix seconds or an ISO 8601 date or date-time." },
+  { name: "end", description: "Exclusive; Unix seconds or an ISO 8601 date or date-time." },
+  { name: "group_by", description: "`model`, `day` or `key`.", schema: { type: "string", enum: ["model", "day", "key"] } },
+];
+
 const UNIX_SECONDS = /^\d{1,12}(?:\.\d{1,9})?$/;
 
 /**

@@ -42,11 +42,10 @@ const MAY_IMPORT: Record<string, string[]> = {
   processes: ["errors", "storage"],
   // The Batch API: it runs lines through an executor it is handed (http/batch-lines.ts), never HTTP itself.
   batches: ["errors", "protocol", "storage", "billing", "serving"],
+  // Services are handed in (cli/serve.ts): from accounts/ only the key services' interfaces, never a store.
   http: [
     "errors",
     "protocol",
-    "storage",
-    "billing",
     "accounts",
     "limits",
     "catalog",

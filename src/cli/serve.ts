@@ -14,6 +14,9 @@ import { countActiveKeys, lookUpKey, principalOfKey } from "../accounts/principa
 import { cachedKeyLookup } from "../accounts/key-cache.js";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
 import { adminRoutes } from "../http/routes/admin.js";
+import { createAccountAdmin } from "../accounts/account-admin.js";
+import { createAccountKeys } from "../accounts/account-keys.js";
+import { createUsageReports } from "../billing/usage-reports.js";
 import { createMetrics } from "../observability/metrics.js";
 import { startTracing, type Tracing } from "../observability/tracing.js";
 import { buildApp } from "../http/app.js";
@@ -104,10 +107,10 @@ async function run(
   const app = buildServerApp(settings, parts, await connectionCapsAtStart(settings, log));
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, {
-    db,
+    admin: createAccountAdmin(db, { onAccountDisabled: (accountId) => parts.deployments.stopAccount(accountId) }),
+    usage: createUsageReports(db),
     adminToken,
     throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs },
-    onAccountDisabled: (accountId) => parts.deployments.stopAccount(accountId),
   });
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
@@ -240,7 +243,9 @@ function buildServerApp(
     metrics,
     ...(tracing ? { tracing } : {}),
     registry,
-    db,
+    usage: createUsageReports(db),
+    // Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM): the key API weighs rights with them.
+    keys: createAccountKeys(db, limitDefaultsFromEnv(process.env)),
     responses: createResponseStore(db, settings.storedObjects),
     completions: createCompletionStore(db, settings.storedObjects),
     limits,
@@ -255,7 +260,6 @@ function buildServerApp(
       caps,
     },
     corsOrigins: settings.corsOrigins,
-    rateDefaults: limitDefaultsFromEnv(process.env),
     deployments,
     adapters: { service: adapters, limits: settings.adapterLimits },
     logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },

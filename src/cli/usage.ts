@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { openKeyAdmin } from "../accounts/key-admin.js";
-import { parseUsageTime } from "../http/routes/usage.js";
+import { parseUsageTime } from "../protocol/usage-request.js";
 import { toWireUsageReport, USAGE_GROUP_BY, type UsageGroupBy, type UsageReport, type UsageTotals } from "../protocol/usage.js";
 import { stringifyJson } from "../protocol/money-json.js";
 import { resolveDataDir } from "../config/paths.js";

@@ -5,10 +5,10 @@
  */
 import type { Backend } from "../backends/backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
+import type { DeploymentStatus } from "../protocol/deployments-request.js";
 import type { Principal } from "../protocol/principal.js";
 
-export type DeploymentStatus = "initializing" | "deploying" | "running" | "stopped" | "failed" | "deleted";
-export const DEPLOYMENT_STATUSES: readonly DeploymentStatus[] = ["initializing", "deploying", "running", "stopped", "failed", "deleted"];
+export { DEPLOYMENT_STATUSES, type DeploymentStatus } from "../protocol/deployments-request.js";
 
 export interface DeploymentSettings {
   minInstances: number;

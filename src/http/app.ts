@@ -21,6 +21,7 @@ import { tokenRoutes } from "./routes/tokens.js";
 import type { EmbeddingService } from "../serving/embedding-service.js";
 import type { TokenService } from "../serving/token-service.js";
 import { docsRoutes } from "./routes/docs.js";
+import { openApiDocument } from "./openapi.js";
 import { completionsRoutes } from "./routes/completions.js";
 import { deploymentRoutes } from "./routes/deployments.js";
 import { adapterRoutes } from "./routes/adapters.js";
@@ -29,12 +30,10 @@ import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { modelRoutes } from "./routes/models.js";
 import { usageRoutes } from "./routes/usage.js";
-import { fileRoutes } from "./routes/files.js";
+import { fileRoutes, type AccountFiles } from "./routes/files.js";
 import { batchRoutes } from "./routes/batches.js";
 import type { BatchLimits } from "../batches/limits.js";
 import type { BatchService } from "../batches/service.js";
-import type { FileStore } from "../storage/files.js";
-import type { Database } from "../storage/database.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
 import { installTracing } from "./tracing.js";
@@ -45,7 +44,8 @@ import { installRateLimitHeaders } from "./rate-limit-headers.js";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 import type { DeploymentService } from "../deployments/types.js";
 import type { AdapterLimits, AdapterService } from "../adapters/types.js";
-import type { RateDefaults } from "../accounts/key-standing.js";
+import type { AccountKeys } from "../accounts/account-keys.js";
+import type { UsageReports } from "../protocol/usage.js";
 
 export interface AppDeps {
   chat: ChatService;
@@ -55,8 +55,10 @@ export interface AppDeps {
   tokens?: TokenService;
   registry: ModelRegistry;
   authenticate: Authenticate;
-  /** The usage report reads the ledger; the route only ever queries the caller's own account. */
-  db: Database;
+  /** `/v1/usage`: the route only ever asks for the caller's own account. */
+  usage: UsageReports;
+  /** `/v1/keys`: a key with the manage-keys right manages its own account's keys. */
+  keys: AccountKeys;
   /** Largest accepted request body, in bytes. */
   bodyLimit: number;
   /** Levels of objects and arrays a JSON body may nest; default DEFAULT_MAX_JSON_DEPTH. */
@@ -74,8 +76,6 @@ export interface AppDeps {
   limits?: Pick<RequestLimits, "peek">;
   /** Origins browsers may call the API from; ["*"] (the default) allows any. */
   corsOrigins?: string[];
-  /** Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM); the key API weighs rights with them. Default: unlimited. */
-  rateDefaults?: RateDefaults;
   /** Graceful shutdown (serve.ts drains it on SIGTERM); /health reports it. */
   drain?: Drain;
   /** Dedicated deployments (`/v1/deployments`); absent: the routes are not served. */
@@ -86,7 +86,7 @@ export interface AppDeps {
   /** The Files and Batch APIs (`/v1/files`, `/v1/batches`); absent: not served. */
   batches?: {
     service: BatchService;
-    files: FileStore;
+    files: AccountFiles;
     limits: BatchLimits;
     /** The bearer token that carries a batch line to the server process running its deployment. */
     passFor(caller: Principal): Promise<string | null>;
@@ -110,19 +110,19 @@ const requestSerializer = (request: { method: string; url: string; ip?: string }
 /** What every server shares, the worker too: body and connection limits, request ids, errors, auth, CORS, compression. */
 export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "maxJsonDepth" | "connections" | "corsOrigins" | "logger" | "drain">;
 
-/** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage. */
+/** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage: services are handed in. */
 export function buildApp(deps: AppDeps): FastifyInstance {
   const app = buildBaseApp(deps);
   void app.register(async (routes) => {
     if (deps.limits) installRateLimitHeaders(routes, deps.limits);
     healthRoutes(routes, deps.registry, deps.drain);
     metricsRoutes(routes, deps.metrics);
-    usageRoutes(routes, deps.db);
-    accountKeyRoutes(routes, deps.db, deps.rateDefaults);
+    usageRoutes(routes, deps.usage);
+    accountKeyRoutes(routes, deps.keys);
     if (deps.deployments) deploymentRoutes(routes, deps.deployments);
     if (deps.adapters) adapterRoutes(routes, deps.adapters.service, deps.adapters.limits);
     void routes.register(consoleRoutes);
-    void routes.register(docsRoutes);
+    void routes.register(docsRoutes, { document: openApiDocument });
     // vLLM and llama-server serve these at the root; SDKs with a `/v1` base URL find them under it.
     if (deps.tokens) tokenRoutes(routes, deps.tokens);
     for (const prefix of API_PREFIXES) {

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
 import { ServiceError } from "../errors.js";
+import { route, type Operation } from "./operation.js";
 
 /** The built console (console/ → vite → dist/console), the same path from src/ (tsx) and dist/. */
 export const CONSOLE_DIR = resolve(import.meta.dirname, "../../dist/console");
@@ -33,15 +34,39 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "cross-origin-opener-policy": "same-origin",
 };
 
+/** These routes as data, collected into the OpenAPI document by openapi.ts; `files` is served by @fastify/static (or, unbuilt, answered 404 below). */
+export const consoleOperations = {
+  redirect: {
+    method: "get",
+    path: "/console",
+    id: "console",
+    summary: "The web console (redirects to /console/)",
+    auth: "none",
+    response: { description: "A redirect.", contentType: "text/html" },
+    errors: [],
+  },
+  files: {
+    method: "get",
+    path: "/console/{file}",
+    route: "/console/*",
+    id: "consoleFiles",
+    summary: "The web console's page and assets",
+    auth: "none",
+    pathParams: [{ name: "file", description: "File path." }],
+    response: { description: "The file.", contentType: "application/octet-stream" },
+    errors: [404],
+  },
+} satisfies Record<string, Operation>;
+
 /**
  * The web console: static files under /console/, served by this same server. Every call it makes
  * is an ordinary API call with the signed-in key, so it can do nothing the key could not.
  */
 export async function consoleRoutes(app: FastifyInstance, options: { dir?: string } = {}): Promise<void> {
   const dir = options.dir ?? CONSOLE_DIR;
-  app.get("/console", async (_request, reply) => reply.redirect("/console/", 301));
+  route(app, consoleOperations.redirect, async (_request, reply) => reply.redirect("/console/", 301));
   if (!existsSync(resolve(dir, "index.html"))) {
-    app.get("/console/*", async () => {
+    route(app, consoleOperations.files, async () => {
       throw new ServiceError(
         404,
         "not_found_error",

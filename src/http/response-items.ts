@@ -5,7 +5,7 @@ import type { ResponsesInputItem } from "../protocol/responses-request.js";
 import type { ResponseStore, StoredResponse } from "../responses/response-store.js";
 import { callerOf } from "./auth.js";
 import { itemId } from "../responses/response-builder.js";
-import { parse } from "./routes/key-input.js";
+import { parse } from "./parse-input.js";
 
 /** An input item as `GET /v1/responses/{id}/input_items` lists it: with an id and a status. */
 export type WireInputItem = { id: string; type: string } & Record<string, unknown>;

@@ -85,6 +85,12 @@ export interface ReportRange {
   groupBy?: UsageGroupBy;
 }
 
+/** The reports `GET /v1/usage` and the admin API serve (billing/usage-reports.ts reads them from the ledger). */
+export interface UsageReports {
+  /** One account's usage in the range: its requests' tokens and exact cost, and its deployments' instance time. */
+  ofAccount(accountId: string, range: ReportRange): Promise<UsageReport>;
+}
+
 /** An integer sum that arrived as text; refuses anything a JS number would not hold exactly. */
 export function toSafeInteger(text: unknown, what: string): number {
   const value = typeof text === "string" && /^-?\d+$/.test(text) ? Number(text) : Number.NaN;

@@ -8,6 +8,9 @@ import { installAuth } from "../../src/http/auth.js";
 import { installErrorHandlers } from "../../src/http/errors.js";
 import { accountKeyRoutes } from "../../src/http/routes/account-keys.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
+import { createAccountAdmin } from "../../src/accounts/account-admin.js";
+import { createUsageReports } from "../../src/billing/usage-reports.js";
+import { createAccountKeys } from "../../src/accounts/account-keys.js";
 import { forEachDatabase } from "../helpers/databases.js";
 
 /** The service's own auth and error handling, the account-scoped key API and the admin API, on 127.0.0.1. */
@@ -30,8 +33,8 @@ forEachDatabase("account-scoped key API (/v1/keys)", ({ db }) => {
     app = Fastify();
     installErrorHandlers(app);
     installAuth(app, (token) => authenticate(db, token));
-    accountKeyRoutes(app, db);
-    await app.register(adminRoutes, { db, adminToken });
+    accountKeyRoutes(app, createAccountKeys(db));
+    await app.register(adminRoutes, { admin: createAccountAdmin(db), usage: createUsageReports(db), adminToken });
     url = await app.listen({ host: "127.0.0.1", port: 0 });
     manager = await createKey(db, { account: "acme", name: "ops", manageKeys: true });
     plain = await createKey(db, { account: "acme", name: "app" });

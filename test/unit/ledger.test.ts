@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { createKey, findAccount } from "../../src/accounts/key-store.js";
 import { createUsageLedger, queryUsage } from "../../src/billing/ledger.js";
-import { parseUsageParams, parseUsageTime } from "../../src/http/routes/usage.js";
+import { parseUsageParams, parseUsageTime } from "../../src/protocol/usage-request.js";
 import { parseWireUsageReport as parseWireUsage, toWireUsageReport as toWireUsage } from "../../src/protocol/usage.js";
 import { stringifyJson } from "../../src/protocol/money-json.js";
 import { InvalidRequest } from "../../src/errors.js";

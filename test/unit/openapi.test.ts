@@ -12,6 +12,9 @@ import { createMetrics } from "../../src/observability/metrics.js";
 import { createResponseStore } from "../../src/responses/response-store.js";
 import { buildApp } from "../../src/http/app.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
+import { createAccountAdmin } from "../../src/accounts/account-admin.js";
+import { createUsageReports } from "../../src/billing/usage-reports.js";
+import { createAccountKeys } from "../../src/accounts/account-keys.js";
 import { createDeploymentManager } from "../../src/deployments/manager.js";
 import { createAdapterManager } from "../../src/adapters/manager.js";
 import { DEFAULT_ADAPTER_LIMITS } from "../../src/adapters/types.js";
@@ -37,7 +40,8 @@ describe("the OpenAPI document and the reference page", () => {
     app = buildApp({
       chat: createChatService({ registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db) }),
       registry,
-      db,
+      usage: createUsageReports(db),
+      keys: createAccountKeys(db),
       responses: createResponseStore(db, { perAccount: 10_000, retentionDays: 30 }),
       metrics: createMetrics(() => []),
       authenticate: async () => null,
@@ -60,7 +64,11 @@ describe("the OpenAPI document and the reference page", () => {
     app.addHook("onRoute", (route) => {
       for (const method of [route.method].flat()) routes.push({ method, url: route.url });
     });
-    await app.register(adminRoutes, { db, adminToken: "admin-token-for-the-openapi-test" });
+    await app.register(adminRoutes, {
+      admin: createAccountAdmin(db),
+      usage: createUsageReports(db),
+      adminToken: "admin-token-for-the-openapi-test",
+    });
     await app.ready();
     const response = await app.inject({ method: "GET", url: "/openapi.json" });
     assert.equal(response.statusCode, 200, "served without auth");

@@ -12,6 +12,8 @@ import { usageCommand } from "../../src/cli/usage.js";
 import { installAuth, type Authenticate } from "../../src/http/auth.js";
 import { installErrorHandlers } from "../../src/http/errors.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
+import { createAccountAdmin } from "../../src/accounts/account-admin.js";
+import { createUsageReports } from "../../src/billing/usage-reports.js";
 import { usageRoutes } from "../../src/http/routes/usage.js";
 import type { UsageRecord } from "../../src/billing/ports.js";
 import type { Database } from "../../src/storage/database.js";
@@ -33,8 +35,8 @@ async function startUsageServer(db: Database, adminToken: string): Promise<{ app
   const app = Fastify();
   installErrorHandlers(app);
   installAuth(app, realAuthenticate(db));
-  usageRoutes(app, db);
-  await app.register(adminRoutes, { db, adminToken });
+  usageRoutes(app, createUsageReports(db));
+  await app.register(adminRoutes, { admin: createAccountAdmin(db), usage: createUsageReports(db), adminToken });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   return { app, url };
 }

@@ -1,70 +1,64 @@
 import type { FastifyInstance } from "fastify";
-import { z } from "zod";
-import { toWireCreatedKey, toWireKey, type WireRevokedKey } from "../../accounts/admin-wire.js";
-import { exceededRight, type KeyRights } from "../../accounts/key-rights.js";
-import { loadKeyStanding, rightsOf, UNLIMITED_RATES, type KeyStanding, type RateDefaults } from "../../accounts/key-standing.js";
-import { createKey, listKeys, optionalBudget, revokeKey, type CreateKeyInput } from "../../accounts/key-store.js";
-import { remainingBudget } from "../../billing/budgets.js";
-import { Forbidden, NotFound } from "../../errors.js";
-import type { Database } from "../../storage/database.js";
-import { callerOf } from "../auth.js";
+import type { AccountKeys } from "../../accounts/account-keys.js";
+import { Forbidden } from "../../errors.js";
+import { accountCreateKeyBody } from "../../protocol/key-request.js";
 import type { Principal } from "../../protocol/principal.js";
-import { newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
+import { callerOf } from "../auth.js";
+import { parse } from "../parse-input.js";
+import { route, type Operation } from "../operation.js";
 
-/** Strict: a body naming an `account` (or anything unknown) is a 400, never quietly another account. */
-export const accountCreateKeyBody = z.strictObject(newKeyFields());
+/** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
+export const accountKeyOperations = {
+  list: {
+    method: "get",
+    path: "/v1/keys",
+    id: "listAccountKeys",
+    summary: "The caller's account's keys (needs the manage-keys right)",
+    auth: "key",
+    response: { description: "The keys (never their secrets)." },
+    errors: [401, 403],
+  },
+  create: {
+    method: "post",
+    path: "/v1/keys",
+    id: "createAccountKey",
+    summary:
+      "Create a key in the caller's account (needs the manage-keys right; shown once). It gets at most the caller's rights: omitted fields inherit the caller's models, limits, expiry and remaining budget; asking for more is a 403 exceeds_own_rights naming the field",
+    auth: "key",
+    body: accountCreateKeyBody,
+    response: { description: "The key and its id." },
+    errors: [400, 401, 403],
+  },
+  revoke: {
+    method: "delete",
+    path: "/v1/keys/{id}",
+    id: "revokeAccountKey",
+    summary:
+      "Revoke a key of the caller's account (needs the manage-keys right; only a key whose rights are within the caller's, else 403 exceeds_own_rights)",
+    auth: "key",
+    pathParams: [{ name: "id", description: "Key id." }],
+    response: { description: "The revoked key." },
+    errors: [401, 403, 404],
+  },
+} satisfies Record<string, Operation>;
 
 /**
  * The account-scoped key API: a key created with the manage-keys right lists, creates and revokes
- * the keys of its own account, and only those. Every other key gets 403. A key it creates gets at
- * most its own rights, and it may revoke only keys whose rights are within its own. The admin API
- * (/admin/v1/keys) stays the operator's way to manage any account, without those bounds.
- * `rateDefaults` are the server's per-key rate limits for keys that set none.
+ * the keys of its own account, and only those (accounts/account-keys.ts bounds what it may grant
+ * and revoke by its own rights). Every other key gets 403.
  */
-export function accountKeyRoutes(app: FastifyInstance, db: Database, rateDefaults: RateDefaults = UNLIMITED_RATES): void {
-  app.get("/v1/keys", async (request) => {
-    const caller = keyManager(request);
-    const keys = await listKeys(db, { account: caller.accountName });
-    return { object: "list", data: keys.map(toWireKey) };
-  });
+export function accountKeyRoutes(app: FastifyInstance, keys: AccountKeys): void {
+  route(app, accountKeyOperations.list, async (request) => ({ object: "list", data: await keys.list(keyManager(request)) }));
 
-  app.post("/v1/keys", async (request, reply) => {
+  route(app, accountKeyOperations.create, async (request, reply) => {
     const caller = keyManager(request);
     const body = parse(accountCreateKeyBody, request.body ?? {});
-    const creator = await ownStanding(db, caller);
-    const input = withinCreator(toCreateKeyInput(caller.accountName, body), creator);
-    const beyond = exceededRight(rightsOf(creator, rateDefaults, "left"), requestedRights(input, rateDefaults));
-    if (beyond) {
-      throw new Forbidden(
-        `A key can give a new key at most its own rights; this one cannot grant ${beyond.message}.`,
-        "exceeds_own_rights",
-        beyond.param,
-      );
-    }
-    const created = await createKey(db, input);
-    return reply.code(201).send(toWireCreatedKey(created));
+    return reply.code(201).send(await keys.create(caller, body));
   });
 
-  app.delete<{ Params: { id: string } }>("/v1/keys/:id", async (request): Promise<WireRevokedKey> => {
-    const caller = keyManager(request);
-    const id = request.params.id;
-    // Another account's key id reads exactly like an unknown one.
-    const target = await loadKeyStanding(db, id, caller.accountId);
-    if (!target) throw new NotFound(`No API key with id '${id}'.`);
-    const beyond = exceededRight(
-      rightsOf(await ownStanding(db, caller), rateDefaults, "ceiling"),
-      rightsOf(target, rateDefaults, "ceiling"),
-    );
-    if (beyond) {
-      throw new Forbidden(
-        `A key can revoke only keys with no more rights than its own; key '${id}' has ${beyond.message}.`,
-        "exceeds_own_rights",
-        beyond.param,
-      );
-    }
-    if (!(await revokeKey(db, id, { accountId: caller.accountId }))) throw new NotFound(`No API key with id '${id}'.`);
-    return { id, object: "api_key", revoked: true };
-  });
+  route<{ Params: { id: string } }>(app, accountKeyOperations.revoke, async (request) =>
+    keys.revoke(keyManager(request), request.params.id),
+  );
 }
 
 function keyManager(request: Parameters<typeof callerOf>[0]): Principal {
@@ -76,40 +70,4 @@ function keyManager(request: Parameters<typeof callerOf>[0]): Principal {
     );
   }
   return caller;
-}
-
-async function ownStanding(db: Database, caller: Principal): Promise<KeyStanding> {
-  const standing = await loadKeyStanding(db, caller.keyId, caller.accountId);
-  // Authentication found this key a moment ago; only a concurrent deletion could get here.
-  if (!standing) throw new NotFound(`No API key with id '${caller.keyId}'.`);
-  return standing;
-}
-
-/**
- * What the new key gets where the request names nothing: the creator's own models, rate limits and
- * expiry, and what is left of its budget. Named values are kept as given, for the rights check.
- */
-function withinCreator(input: CreateKeyInput, creator: KeyStanding): CreateKeyInput {
-  const left = creator.budgetUsd === null ? null : remainingBudget(creator.budgetUsd, creator.spentUsd, creator.reservedUsd);
-  return {
-    ...input,
-    allowedModels: input.allowedModels ?? creator.allowedModels ?? undefined,
-    requestsPerMinute: input.requestsPerMinute ?? creator.requestsPerMinute,
-    tokensPerMinute: input.tokensPerMinute ?? creator.tokensPerMinute,
-    // Validated here already: the rights check compares it as money.
-    budgetUsd: optionalBudget(input.budgetUsd) ?? left,
-    expiresAt: input.expiresAt ?? creator.expiresAt ?? undefined,
-  };
-}
-
-function requestedRights(input: CreateKeyInput, rateDefaults: RateDefaults): KeyRights {
-  return {
-    manageKeys: input.manageKeys === true,
-    manageDeployments: input.manageDeployments === true,
-    allowedModels: input.allowedModels?.map((model) => model.trim()).filter((model) => model !== "") ?? null,
-    budgetUsd: input.budgetUsd ?? null,
-    requestsPerMinute: input.requestsPerMinute ?? rateDefaults.requestsPerMinute,
-    tokensPerMinute: input.tokensPerMinute ?? rateDefaults.tokensPerMinute,
-    expiresAt: input.expiresAt ?? null,
-  };
 }

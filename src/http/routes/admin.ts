@@ -1,33 +1,103 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { z } from "zod";
-import { toWireAccount, toWireCreatedKey, toWireKey, type WireRevokedKey } from "../../accounts/admin-wire.js";
-import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKeyLimits } from "../../accounts/key-store.js";
-import { queryAccountUsage } from "../../billing/instance-usage.js";
-import { toWireUsageReport } from "../../protocol/usage.js";
-import { parseUsageParams } from "./usage.js";
+import type { AccountAdmin } from "../../accounts/account-admin.js";
+import { createKeyBody, listKeysQuery, patchKeyBody } from "../../protocol/key-request.js";
+import { toWireUsageReport, type UsageReports } from "../../protocol/usage.js";
+import { parseUsageParams, USAGE_QUERY } from "../../protocol/usage-request.js";
 import { stringifyJson } from "../../protocol/money-json.js";
-import { InvalidRequest, NotFound, RateLimited, Unauthorized } from "../../errors.js";
+import { InvalidRequest, RateLimited, Unauthorized } from "../../errors.js";
 import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
-import { budgetText, keyLimitFields, newKeyFields, parse, toCreateKeyInput } from "./key-input.js";
-import type { Database } from "../../storage/database.js";
+import { parse } from "../parse-input.js";
+import { route, type Operation } from "../operation.js";
+
+const keyId = [{ name: "id", description: "Key id." }];
+const accountName = [{ name: "name", description: "Account name." }];
+
+/** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
+export const adminOperations = {
+  createKey: {
+    method: "post",
+    path: "/admin/v1/keys",
+    id: "adminCreateKey",
+    summary: "Create an API key (the key is shown once)",
+    auth: "admin",
+    body: createKeyBody,
+    response: { description: "The key and its id." },
+    errors: [400, 401, 429],
+  },
+  listKeys: {
+    method: "get",
+    path: "/admin/v1/keys",
+    id: "adminListKeys",
+    summary: "List keys",
+    auth: "admin",
+    query: listKeysQuery,
+    response: { description: "The keys (never their secrets)." },
+    errors: [401, 429],
+  },
+  patchKey: {
+    method: "patch",
+    path: "/admin/v1/keys/{id}",
+    id: "adminPatchKey",
+    summary: "Change a key's limits and budget",
+    auth: "admin",
+    body: patchKeyBody,
+    pathParams: keyId,
+    response: { description: "The key." },
+    errors: [400, 401, 404, 429],
+  },
+  revokeKey: {
+    method: "delete",
+    path: "/admin/v1/keys/{id}",
+    id: "adminRevokeKey",
+    summary: "Revoke a key",
+    auth: "admin",
+    pathParams: keyId,
+    response: { description: "The revoked key." },
+    errors: [401, 404, 429],
+  },
+  usage: {
+    method: "get",
+    path: "/admin/v1/usage",
+    id: "adminUsage",
+    summary: "An account's usage",
+    auth: "admin",
+    query: [{ name: "account", description: "Account name (required)." }, ...USAGE_QUERY],
+    response: { description: "Totals and groups." },
+    errors: [400, 401, 404, 429],
+  },
+  disable: {
+    method: "post",
+    path: "/admin/v1/accounts/{name}/disable",
+    id: "adminDisableAccount",
+    summary: "Disable an account: its keys stop working and its deployments' instances stop (billed up to now)",
+    auth: "admin",
+    pathParams: accountName,
+    response: { description: "The account." },
+    errors: [401, 404, 429],
+  },
+  enable: {
+    method: "post",
+    path: "/admin/v1/accounts/{name}/enable",
+    id: "adminEnableAccount",
+    summary: "Enable an account",
+    auth: "admin",
+    pathParams: accountName,
+    response: { description: "The account." },
+    errors: [401, 404, 429],
+  },
+} satisfies Record<string, Operation>;
 
 export interface AdminRoutesOptions {
-  db: Database;
+  /** Keys and accounts of every account (accounts/account-admin.ts). */
+  admin: AccountAdmin;
+  /** Any account's usage (billing/usage-reports.ts). */
+  usage: UsageReports;
   /** The token in force for this server: SWITCHYARD_ADMIN_KEY, or the one written to server.json. */
   adminToken: string;
   /** Failed admin-key attempts allowed per client IP before it is locked out (default 10 a minute). */
   throttle?: AdminThrottleOptions;
-  /** An account was disabled: its deployments' instances stop at once (they bill nothing after). */
-  onAccountDisabled?: (accountId: string) => Promise<void>;
 }
-
-export const createKeyBody = z.object({ account: z.string().min(1), ...newKeyFields() });
-
-/** Only the limits may change; an unknown field is a 400 rather than silently ignored. */
-export const patchKeyBody = z.strictObject(keyLimitFields());
-
-export const listKeysQuery = z.object({ account: z.string().optional() });
 
 /**
  * Key and account administration under /admin/v1, for operators and for the CLI while a server
@@ -37,7 +107,7 @@ export const listKeysQuery = z.object({ account: z.string().optional() });
 export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions): Promise<void> {
   if (!opts.adminToken) throw new Error("adminRoutes needs a non-empty admin token.");
   requireAdminToken(app, opts);
-  adminKeyRoutes(app, opts.db);
+  adminKeyRoutes(app, opts.admin);
   adminAccountRoutes(app, opts);
 }
 
@@ -63,60 +133,42 @@ function requireAdminToken(app: FastifyInstance, opts: AdminRoutesOptions): void
   });
 }
 
-function adminKeyRoutes(app: FastifyInstance, db: Database): void {
-  app.post("/admin/v1/keys", async (request, reply) => {
+function adminKeyRoutes(app: FastifyInstance, admin: AccountAdmin): void {
+  route(app, adminOperations.createKey, async (request, reply) => {
     const body = parse(createKeyBody, request.body ?? {});
-    const created = await createKey(db, toCreateKeyInput(body.account, body));
-    return reply.code(201).send(toWireCreatedKey(created));
+    return reply.code(201).send(await admin.createKey(body.account, body));
   });
 
   /** Changes a key's rpm_limit, tpm_limit and budget_usd: a value sets, null clears, an absent field stays. */
-  app.patch<{ Params: { id: string } }>("/admin/v1/keys/:id", async (request) => {
-    const body = parse(patchKeyBody, request.body ?? {});
-    const updated = await setKeyLimits(db, request.params.id, {
-      requestsPerMinute: body.rpm_limit,
-      tokensPerMinute: body.tpm_limit,
-      budgetUsd: budgetText(body.budget_usd),
-    });
-    if (!updated) throw new NotFound(`No API key with id '${request.params.id}'.`);
-    return toWireKey(updated);
-  });
+  route<{ Params: { id: string } }>(app, adminOperations.patchKey, async (request) =>
+    admin.setKeyLimits(request.params.id, parse(patchKeyBody, request.body ?? {})),
+  );
 
-  app.get("/admin/v1/keys", async (request) => {
+  route(app, adminOperations.listKeys, async (request) => {
     const query = parse(listKeysQuery, request.query ?? {});
-    const keys = await listKeys(db, { account: query.account || undefined });
-    return { object: "list", data: keys.map(toWireKey) };
+    return { object: "list", data: await admin.listKeys({ account: query.account || undefined }) };
   });
 
-  app.delete<{ Params: { id: string } }>("/admin/v1/keys/:id", async (request): Promise<WireRevokedKey> => {
-    if (!(await revokeKey(db, request.params.id))) throw new NotFound(`No API key with id '${request.params.id}'.`);
-    return { id: request.params.id, object: "api_key", revoked: true };
-  });
+  route<{ Params: { id: string } }>(app, adminOperations.revokeKey, async (request) => admin.revokeKey(request.params.id));
 }
 
-function adminAccountRoutes(app: FastifyInstance, { db, onAccountDisabled }: AdminRoutesOptions): void {
+function adminAccountRoutes(app: FastifyInstance, { admin, usage }: AdminRoutesOptions): void {
   /** Any account's usage, in the same shape as GET /v1/usage (plus the account name). */
-  app.get("/admin/v1/usage", async (request, reply) => {
+  route(app, adminOperations.usage, async (request, reply) => {
     const query = (request.query ?? {}) as Record<string, unknown>;
     const account = query.account;
     if (typeof account !== "string" || account.trim() === "") throw new InvalidRequest("Missing required parameter: 'account'.", "account");
     const params = parseUsageParams(query);
-    const found = await findAccount(db, account.trim());
-    if (!found) throw new NotFound(`No account named '${account.trim()}'.`);
-    const report = await queryAccountUsage(db, { accountId: found.id, ...params });
+    const found = await admin.findAccount(account.trim());
+    const report = await usage.ofAccount(found.id, params);
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsageReport(report, { ...params, account: found.name })));
   });
 
-  for (const [action, disabled] of [
-    ["disable", true],
-    ["enable", false],
+  for (const [op, disabled] of [
+    [adminOperations.disable, true],
+    [adminOperations.enable, false],
   ] as const) {
-    app.post<{ Params: { name: string } }>(`/admin/v1/accounts/:name/${action}`, async (request) => {
-      const account = await setAccountDisabled(db, request.params.name, disabled);
-      if (!account) throw new NotFound(`No account named '${request.params.name}'.`);
-      if (disabled) await onAccountDisabled?.(account.id);
-      return toWireAccount(account);
-    });
+    route<{ Params: { name: string } }>(app, op, async (request) => admin.setAccountDisabled(request.params.name, disabled));
   }
 }
 

@@ -1,28 +1,72 @@
 import type { FastifyInstance } from "fastify";
-import { z } from "zod";
 import { NotFound } from "../../errors.js";
-import { DEPLOYMENT_STATUSES, type Deployment, type DeploymentCaller, type DeploymentService } from "../../deployments/types.js";
-import { identifier } from "../../protocol/identifiers.js";
+import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from "../../protocol/deployments-request.js";
+import type { Deployment, DeploymentCaller, DeploymentService } from "../../deployments/types.js";
 import { callerOf, managerOf } from "../auth.js";
-import { parse } from "./key-input.js";
+import { parse } from "../parse-input.js";
+import { route, type Operation } from "../operation.js";
 
-const count = () => z.number().int().optional();
+const deploymentId = [{ name: "id", description: "The deployment's id (`dep_…`)." }];
 
-/** Types only; ranges, defaults and min ≤ max are checked in one place (deployments/settings.ts). */
-export const createDeploymentBody = z.strictObject({
-  // Stored and echoed: no control characters (a NUL cannot be stored in PostgreSQL text).
-  model: identifier(256).min(1),
-  name: identifier(256).min(1),
-  min_instances: count(),
-  max_instances: count(),
-  max_batch_size: count(),
-  /** Tokens per request, and so KV cells per sequence (null or absent: the server's window). */
-  context_length: z.number().int().nullish(),
-});
-
-export const scaleDeploymentBody = z.strictObject({ min_instances: count(), max_instances: count() });
-
-export const listDeploymentsQuery = z.object({ status: z.enum(DEPLOYMENT_STATUSES).optional() });
+/** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
+export const deploymentOperations = {
+  create: {
+    method: "post",
+    path: "/v1/deployments",
+    id: "createDeployment",
+    summary:
+      "Deploy a catalog model marked dedicated as a private endpoint of the caller's account (instances load in the background). Needs the manage-deployments right (403), a model the key may use (404), budget for a billed segment per instance (402), room in the account's caps (400 too_many_deployments / too_many_instances) and in memory (400 insufficient_memory)",
+    auth: "key",
+    body: createDeploymentBody,
+    response: {
+      description:
+        "The deploy object: id, model, name, model_id (`<account>/<name>`, what requests name as `model`), status, fail_reason, instances {running, pending}, settings, created_at, updated_at.",
+    },
+    errors: [400, 401, 402, 403, 404],
+  },
+  list: {
+    method: "get",
+    path: "/v1/deployments",
+    id: "listDeployments",
+    summary: "The caller's account's deployments (deleted ones only with status=deleted)",
+    auth: "key",
+    query: listDeploymentsQuery,
+    response: { description: '`{object: "list", data: [deployment]}`' },
+    errors: [400, 401],
+  },
+  get: {
+    method: "get",
+    path: "/v1/deployments/{id}",
+    id: "getDeployment",
+    summary: "One deployment of the caller's account",
+    auth: "key",
+    pathParams: deploymentId,
+    response: { description: "The deploy object." },
+    errors: [401, 404],
+  },
+  scale: {
+    method: "patch",
+    path: "/v1/deployments/{id}",
+    id: "scaleDeployment",
+    summary:
+      "Change min_instances / max_instances (0 stops it and its billing). Needs the manage-deployments right; a scale-up is checked against budget, caps and memory like a create",
+    auth: "key",
+    body: scaleDeploymentBody,
+    pathParams: deploymentId,
+    response: { description: "The deploy object." },
+    errors: [400, 401, 402, 403, 404],
+  },
+  delete: {
+    method: "delete",
+    path: "/v1/deployments/{id}",
+    id: "deleteDeployment",
+    summary: "Drain its requests in flight, unload it, stop its billing (needs the manage-deployments right)",
+    auth: "key",
+    pathParams: deploymentId,
+    response: { description: "The deploy object, status `deleted`." },
+    errors: [401, 403, 404],
+  },
+} satisfies Record<string, Operation>;
 
 /** The deploy object. */
 export function toWireDeployment(d: Deployment) {
@@ -63,7 +107,7 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
     return { accountId: caller.accountId, accountName: caller.accountName, keyId: caller.keyId, allowedModels: caller.allowedModels };
   };
 
-  app.post("/v1/deployments", async (request) => {
+  route(app, deploymentOperations.create, async (request) => {
     const caller = deployer(request);
     const body = parse(createDeploymentBody, request.body ?? {});
     const settings = {
@@ -75,19 +119,19 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
     return toWireDeployment(await deployments.create(caller, { model: body.model, name: body.name, settings }));
   });
 
-  app.get("/v1/deployments", async (request) => {
+  route(app, deploymentOperations.list, async (request) => {
     const query = parse(listDeploymentsQuery, request.query ?? {});
     const list = await deployments.list(account(request), { status: query.status });
     return { object: "list", data: list.map(toWireDeployment) };
   });
 
-  app.get<{ Params: { id: string } }>("/v1/deployments/:id", async (request) => {
+  route<{ Params: { id: string } }>(app, deploymentOperations.get, async (request) => {
     const found = await deployments.get(account(request), request.params.id);
     if (!found) throw missing(request.params.id);
     return toWireDeployment(found);
   });
 
-  app.patch<{ Params: { id: string } }>("/v1/deployments/:id", async (request) => {
+  route<{ Params: { id: string } }>(app, deploymentOperations.scale, async (request) => {
     const caller = deployer(request);
     const body = parse(scaleDeploymentBody, request.body ?? {});
     const scaled = await deployments.scale(caller, request.params.id, {
@@ -98,7 +142,7 @@ export function deploymentRoutes(app: FastifyInstance, deployments: DeploymentSe
     return toWireDeployment(scaled);
   });
 
-  app.delete<{ Params: { id: string } }>("/v1/deployments/:id", async (request) => {
+  route<{ Params: { id: string } }>(app, deploymentOperations.delete, async (request) => {
     const removed = await deployments.remove(deployer(request), request.params.id);
     if (!removed) throw missing(request.params.id);
     return toWireDeployment(removed);

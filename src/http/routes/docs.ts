@@ -3,7 +3,7 @@ import { dirname } from "node:path";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
 import { SECURITY_HEADERS } from "../console.js";
-import { openApiDocument } from "../openapi.js";
+import { route, type Operation } from "../operation.js";
 
 /** Swagger UI's files come from the swagger-ui-dist package and are served from here: no CDN. */
 const ASSETS = dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
@@ -26,13 +26,61 @@ const PAGE = `<!doctype html>
 /** Not inline: the console's CSP (which /docs shares) allows scripts from this origin only. */
 const START = `window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#reference", deepLinking: true });\n`;
 
+/** These routes as data, collected into the OpenAPI document by openapi.ts; `assets` is served by @fastify/static. */
+export const docsOperations = {
+  document: {
+    method: "get",
+    path: "/openapi.json",
+    id: "openapi",
+    summary: "This document",
+    auth: "none",
+    response: { description: "OpenAPI 3.1." },
+    errors: [],
+  },
+  page: {
+    method: "get",
+    path: "/docs",
+    id: "docs",
+    summary: "The rendered API reference",
+    auth: "none",
+    response: { description: "HTML.", contentType: "text/html" },
+    errors: [],
+  },
+  start: {
+    method: "get",
+    path: "/docs/start.js",
+    id: "docsStart",
+    summary: "The reference page's start script (a file: the page's CSP allows no inline script)",
+    auth: "none",
+    response: { description: "JavaScript.", contentType: "text/javascript" },
+    errors: [],
+  },
+  assets: {
+    method: "get",
+    path: "/docs/assets/{file}",
+    id: "docsAssets",
+    summary: "The reference page's scripts and styles (from swagger-ui-dist)",
+    auth: "none",
+    pathParams: [{ name: "file", description: "File name." }],
+    response: { description: "The file.", contentType: "application/octet-stream" },
+    errors: [404],
+  },
+} satisfies Record<string, Operation>;
+
+export interface DocsOptions {
+  /** The OpenAPI document (openapi.ts, which collects every route's declaration, this one's too). */
+  document: (version: string) => Record<string, unknown>;
+}
+
 /** The OpenAPI document and its rendered reference page, both without auth. */
-export async function docsRoutes(app: FastifyInstance): Promise<void> {
+export async function docsRoutes(app: FastifyInstance, options: DocsOptions): Promise<void> {
   const { version } = createRequire(import.meta.url)("../../../package.json") as { version: string };
-  const document = JSON.stringify(openApiDocument(version));
-  app.get("/openapi.json", async (_request, reply) => reply.type("application/json; charset=utf-8").send(document));
-  app.get("/docs", async (_request, reply) => reply.headers(SECURITY_HEADERS).type("text/html; charset=utf-8").send(PAGE));
-  app.get("/docs/start.js", async (_request, reply) => reply.headers(SECURITY_HEADERS).type("text/javascript; charset=utf-8").send(START));
+  const document = JSON.stringify(options.document(version));
+  route(app, docsOperations.document, async (_request, reply) => reply.type("application/json; charset=utf-8").send(document));
+  route(app, docsOperations.page, async (_request, reply) => reply.headers(SECURITY_HEADERS).type("text/html; charset=utf-8").send(PAGE));
+  route(app, docsOperations.start, async (_request, reply) =>
+    reply.headers(SECURITY_HEADERS).type("text/javascript; charset=utf-8").send(START),
+  );
   await app.register(fastifyStatic, {
     root: ASSETS,
     prefix: "/docs/assets/",

@@ -3,13 +3,30 @@ import type { BackendStats, EngineCounters, ShardStepBudget } from "../../backen
 import { tierTotal } from "../../protocol/tiers.js";
 import { privateOwner, type ModelRegistry } from "../../serving/model-registry.js";
 import type { Drain } from "../drain.js";
+import { route, type Operation } from "../operation.js";
+
+/** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
+export const healthOperations = {
+  health: {
+    method: "get",
+    path: "/health",
+    id: "health",
+    summary: "Readiness and load per model",
+    auth: "none",
+    response: {
+      description:
+        '200 once every model is loaded; 503 while loading, if one failed, or while the server drains before stopping (`status: "draining"`).',
+    },
+    errors: [503],
+  },
+} satisfies Record<string, Operation>;
 
 /**
  * Unauthenticated readiness: 200 once every model is loaded; 503 while loading, if one failed to
  * load, or while the server drains before stopping ("draining": a load balancer stops routing here).
  */
 export function healthRoutes(app: FastifyInstance, registry: ModelRegistry, drain?: Pick<Drain, "draining">): void {
-  app.get("/health", async (_request, reply) => {
+  route(app, healthOperations.health, async (_request, reply) => {
     // Unauthenticated: private deployments and adapters are never listed here.
     const models = registry
       .list()

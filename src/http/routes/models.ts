@@ -1,61 +1,68 @@
 import type { FastifyInstance } from "fastify";
 import { stringifyJson } from "../../protocol/money-json.js";
-import { pricingView } from "../../billing/pricing-view.js";
 import { Forbidden, ModelNotFound } from "../../errors.js";
-import { visibleTo, type ModelRegistry, type ServedModel } from "../../serving/model-registry.js";
-import { allowedFor } from "../../serving/served-model.js";
+import type { ModelRegistry } from "../../serving/model-registry.js";
+import { isNamed, modelsVisibleTo, toWireModel } from "../../serving/model-view.js";
 import { callerOf } from "../auth.js";
+import { route, type Operation } from "../operation.js";
 
-/** A model by its id or one of its aliases; each is listed once, under its id. */
-const named = (model: ServedModel, name: string) => model.entry.id === name || (model.entry.aliases ?? []).includes(name);
+/** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
+export const modelOperations = {
+  list: {
+    method: "get",
+    path: "/models",
+    id: "listModels",
+    summary: "The models the key may use",
+    auth: "key",
+    response: { description: '`{object: "list", data: [model]}` with context length, precision, tags, prices per tier and status.' },
+    errors: [401],
+  },
+  retrieve: {
+    method: "get",
+    path: "/models/{model}",
+    route: "/models/*",
+    id: "retrieveModel",
+    summary: "One model (the id has a slash: `owner/name`)",
+    auth: "key",
+    pathParams: [{ name: "model", description: "`owner/name`" }],
+    response: { description: "A model object." },
+    errors: [401, 404],
+  },
+  delete: {
+    method: "delete",
+    path: "/models/{model}",
+    route: "/models/*",
+    id: "deleteModel",
+    summary: "Models cannot be deleted with a key (403); an unknown model is a 404",
+    auth: "key",
+    pathParams: [{ name: "model", description: "`owner/name`" }],
+    response: { description: "Never succeeds." },
+    errors: [401, 403, 404],
+  },
+} satisfies Record<string, Operation>;
 
-function toWireModel({ entry, state, dedicated, upload }: ServedModel) {
-  return {
-    id: entry.id,
-    object: "model" as const,
-    created: entry.created,
-    owned_by: entry.id.split("/")[0]!,
-    metadata: {
-      context_length: entry.context_length,
-      precision: entry.precision,
-      tags: entry.tags,
-      aliases: entry.aliases ?? [],
-      pricing: pricingView(entry.pricing),
-      dedicated_endpoint: entry.dedicated === true,
-      status: state,
-      // A LoRA adapter: the catalog model it runs on.
-      ...(entry.adapter_of !== undefined ? { adapter_of: entry.adapter_of } : {}),
-      // The caller's own deployment: which one, and the catalog model it runs.
-      ...(dedicated ? { deployment: { id: dedicated.deploymentId, model: dedicated.baseModel } } : {}),
-      // The caller's own uploaded adapter: its id under /v1/adapters.
-      ...(upload ? { adapter: { id: upload.adapterId } } : {}),
-    },
-  };
-}
-
+/** The models the calling key may use: public ones and its own account's deployments and adapters. */
 export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void {
-  // Public models and the caller's own deployments and adapters; another account's are never listed.
-  const visible = ({ allowedModels: allowed, accountId }: { allowedModels: string[] | null; accountId: string }) =>
-    registry.list().filter((m) => visibleTo(m, accountId) && allowedFor(allowed, m));
+  const visible = (caller: { allowedModels: string[] | null; accountId: string }) => modelsVisibleTo(registry, caller);
 
-  app.get("/models", async (request, reply) => {
+  route(app, modelOperations.list, async (request, reply) => {
     const data = visible(callerOf(request)).map(toWireModel);
     return reply.type("application/json; charset=utf-8").send(stringifyJson({ object: "list", data }));
   });
 
   // Model ids contain a slash (`owner/name`), so the id is the rest of the path. The router has
   // already decoded it: decoding again turned `%25` into a stray `%` (a 500 for `a%25b`).
-  app.get("/models/*", async (request, reply) => {
+  route(app, modelOperations.retrieve, async (request, reply) => {
     const id = (request.params as { "*": string })["*"];
-    const model = visible(callerOf(request)).find((m) => named(m, id));
+    const model = visible(callerOf(request)).find((m) => isNamed(m, id));
     if (!model) throw new ModelNotFound(id);
     return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireModel(model)));
   });
 
   // The SDK's models.delete: OpenAI deletes fine-tuned models; here no model can be deleted by a key.
-  app.delete("/models/*", async (request) => {
+  route(app, modelOperations.delete, async (request) => {
     const id = (request.params as { "*": string })["*"];
-    const model = visible(callerOf(request)).find((m) => named(m, id));
+    const model = visible(callerOf(request)).find((m) => isNamed(m, id));
     if (!model) throw new ModelNotFound(id);
     const how = model.dedicated
       ? "Delete its deployment (DELETE /v1/deployments/{id}) instead."

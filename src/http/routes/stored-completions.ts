@@ -10,12 +10,12 @@ import { identifier } from "../../protocol/identifiers.js";
 import { listPageQuery, pageOf, unknownCursor } from "../../protocol/list-page.js";
 import type { ChatRun } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
-import { parse } from "./key-input.js";
+import { parse } from "../parse-input.js";
+import { updateCompletionBody } from "../../protocol/stored-completions-request.js";
 
 /** Keeps a finished completion; the chat route calls it before the client gets the last of it. */
 export type StoreCompletion = (completion: ChatCompletion, streamed: boolean) => Promise<void>;
 
-export const updateCompletionBody = z.object({ metadata: metadataSchema.nullable() });
 const listQuery = listPageQuery("asc").extend({ model: identifier().optional() });
 const metadataFilter = z.object({ metadata: metadataSchema });
 const notFound = (id: string) =>

@@ -4,6 +4,34 @@ import type { TokenizeInput, TokenService } from "../../serving/token-service.js
 import { callerOf } from "../auth.js";
 import { parseRequest, toChatMessage, toToolDefinitions } from "../chat-input.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
+import { route, type Operation } from "../operation.js";
+
+/** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
+export const tokenOperations = {
+  tokenize: {
+    method: "post",
+    path: "/tokenize",
+    id: "tokenize",
+    summary:
+      "Token ids of a prompt, or of chat messages rendered as a chat request renders them (vLLM's shape; authenticated, counted against the request rate, never billed)",
+    auth: "key",
+    body: tokenizeRequestSchema,
+    response: {
+      description: "`{count, max_model_len, tokens, token_strs?}`; for messages, `count` is that chat request's `usage.prompt_tokens`.",
+    },
+    errors: [400, 401, 404, 429, 503],
+  },
+  detokenize: {
+    method: "post",
+    path: "/detokenize",
+    id: "detokenize",
+    summary: "Token ids of a model back into text, special tokens spelled out",
+    auth: "key",
+    body: detokenizeRequestSchema,
+    response: { description: "`{prompt}`" },
+    errors: [400, 401, 404, 429, 503],
+  },
+} satisfies Record<string, Operation>;
 
 /**
  * `POST /tokenize` and `POST /detokenize` in vLLM's shape, at the root and under each API prefix
@@ -11,7 +39,7 @@ import { exposeRateLimits } from "../rate-limit-headers.js";
  * trimming their context).
  */
 export function tokenRoutes(app: FastifyInstance, tokens: TokenService): void {
-  app.post("/tokenize", async (request, reply) => {
+  route(app, tokenOperations.tokenize, async (request, reply) => {
     const body = parseRequest(tokenizeRequestSchema, request.body);
     const result = await tokens.tokenize(callerOf(request), toTokenizeInput(body));
     exposeRateLimits(reply, result);
@@ -22,7 +50,7 @@ export function tokenRoutes(app: FastifyInstance, tokens: TokenService): void {
       ...(result.tokenTexts ? { token_strs: result.tokenTexts } : {}),
     };
   });
-  app.post("/detokenize", async (request, reply) => {
+  route(app, tokenOperations.detokenize, async (request, reply) => {
     const body = parseRequest(detokenizeRequestSchema, request.body);
     const result = await tokens.detokenize(callerOf(request), { model: body.model, tokens: body.tokens });
     exposeRateLimits(reply, result);

@@ -38,13 +38,14 @@ import { engineOptions, localInstanceFactory, localInstanceSizer } from "./insta
 import { MemoryGuard } from "../deployments/memory-guard.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import { makePrivate } from "../config/data-dir-permissions.js";
-import { createResponseStore } from "../responses/response-store.js";
-import { createCompletionStore } from "../chat-store/completion-store.js";
+import { createResponseStore } from "../api/responses/response-store.js";
+import { createCompletionStore } from "../api/chat/completion-store.js";
 import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
 import { startBatches } from "./batch-runtime.js";
 import { startAdapterUploads } from "./serve-uploads.js";
+import { createOperations } from "../api/registry.js";
 
 interface ServeFlags {
   host?: string;
@@ -118,7 +119,7 @@ async function run(
   // Deployments this server (or a dead one) ran come back; their instances load beside the public models.
   await parts.deployments.start();
   // Batches this server (or a dead one) was running resume; their lines run on spare capacity.
-  parts.batches.run(app);
+  parts.batches.run();
 
   stopOnSignals(settings, dataDir, lock, { ...parts, app, ownership });
 
@@ -170,6 +171,8 @@ async function startParts(
       ),
   );
   const isGone = (tx: Parameters<typeof ownerIsGone>[0], ownerId: string) => ownerIsGone(tx, ownership.owner, ownerId);
+  const services = servingServices(settings, { db, registry, limits, inFlight, metrics });
+  const drain = createDrain();
   const deployments = createDeploymentManager({
     db,
     registry,
@@ -192,9 +195,34 @@ async function startParts(
     limits: settings.batchLimits,
     principalOf: (keyId) => principalOfKey(db, keyId),
     windowSeconds: settings.batchWindowSeconds,
+    lines: {
+      operations: services.operations,
+      drain,
+      deployments,
+      tracing,
+      bodyLimit: settings.bodyLimit,
+      maxJsonDepth: settings.maxJsonDepth,
+    },
   });
   const adapters = startAdapterUploads(settings, { db, registry, requestLimits: limits, dataDir, log });
-  return { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain: createDrain(), batches };
+  return { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain, batches, services };
+}
+
+/** What serves the API: the lifecycle's services, the stores of stored objects, and the operations both the routes and batch lines run. */
+function servingServices(settings: Settings, deps: Omit<Parameters<typeof createChatService>[0], "ledger" | "budgets"> & { db: Database }) {
+  const servingDeps = { ...deps, ledger: createUsageLedger(deps.db), budgets: createSpendBudgets(deps.db) };
+  const chat = createChatService(servingDeps);
+  const embeddings = createEmbeddingService(servingDeps);
+  const responses = createResponseStore(deps.db, settings.storedObjects);
+  const completions = createCompletionStore(deps.db, settings.storedObjects);
+  return {
+    chat,
+    embeddings,
+    tokens: createTokenService(servingDeps),
+    responses,
+    completions,
+    operations: createOperations({ chat, embeddings, responses, completions }),
+  };
 }
 
 interface ServerParts {
@@ -209,6 +237,7 @@ interface ServerParts {
   adapters: ReturnType<typeof startAdapterUploads>;
   drain: ReturnType<typeof createDrain>;
   batches: ReturnType<typeof startBatches>;
+  services: ReturnType<typeof servingServices>;
 }
 
 /** Raises the soft open-file limit to the hard one and sizes the connection caps from it, saying both. */
@@ -228,23 +257,18 @@ async function connectionCapsAtStart(settings: Settings, log: (message: string) 
 
 function buildServerApp(
   settings: Settings,
-  { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain, batches }: ServerParts,
+  { db, registry, limits, metrics, tracing, deployments, adapters, drain, batches, services }: ServerParts,
   caps: ConnectionCaps,
 ) {
-  const servingDeps = { registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics };
   return buildApp({
     drain,
-    chat: createChatService(servingDeps),
-    embeddings: createEmbeddingService(servingDeps),
-    tokens: createTokenService(servingDeps),
+    ...services,
     metrics,
     ...(tracing ? { tracing } : {}),
     registry,
     db,
-    responses: createResponseStore(db, settings.storedObjects),
-    completions: createCompletionStore(db, settings.storedObjects),
     limits,
-    authenticate: batches.lineCallers.authenticate(cachedKeyLookup((token) => lookUpKey(db, token), { ttlMs: settings.keyCacheMs })),
+    authenticate: batches.authenticate(cachedKeyLookup((token) => lookUpKey(db, token), { ttlMs: settings.keyCacheMs })),
     bodyLimit: settings.bodyLimit,
     maxJsonDepth: settings.maxJsonDepth,
     connections: {
@@ -280,7 +304,7 @@ function stopOnSignals(
     db,
     batches,
     tracing,
-  }: Omit<ServerParts, "metrics"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
+  }: Omit<ServerParts, "metrics" | "services"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
 ): void {
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   let stopping = false;

@@ -1,9 +1,6 @@
 import { z } from "zod";
-import { chatRequestSchema } from "../protocol/chat-request.js";
-import { completionsRequestSchema } from "../protocol/completions-request.js";
-import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
+import { OPERATION_SPECS } from "../api/registry.js";
 import { detokenizeRequestSchema, tokenizeRequestSchema } from "../protocol/tokenize-request.js";
-import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { createBatchSchema, listBatchesQuery, listFilesQuery, uploadFileForm } from "../protocol/batches-request.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { accountCreateKeyBody } from "./routes/account-keys.js";
@@ -49,50 +46,17 @@ const batchId = [{ name: "id", description: "The batch's id (`batch_…`)." }];
 
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES. */
 const API_OPERATIONS: Operation[] = [
-  {
-    method: "post",
-    path: "/chat/completions",
-    id: "createChatCompletion",
-    summary: "Chat completion",
+  // The operations that generate or embed, as their registry describes them (src/api/registry.ts).
+  ...OPERATION_SPECS.map((spec): Operation => ({
+    method: spec.method,
+    path: spec.path,
+    id: spec.id,
+    summary: spec.summary,
     auth: "key",
-    body: chatRequestSchema,
-    response: { description: "A chat.completion object, or with `stream: true` server-sent chat.completion.chunk events.", streams: true },
-    errors: [400, 401, 402, 404, 413, 415, 429, 503],
-  },
-  {
-    method: "post",
-    path: "/completions",
-    id: "createCompletion",
-    summary: "Legacy text completion (raw prompt, no chat template)",
-    auth: "key",
-    body: completionsRequestSchema,
-    response: { description: "A text_completion object, or server-sent text_completion chunks.", streams: true },
-    errors: [400, 401, 402, 404, 429, 503],
-  },
-  {
-    method: "post",
-    path: "/responses",
-    id: "createResponse",
-    summary: "Create a response (Responses API)",
-    auth: "key",
-    body: responsesRequestSchema,
-    response: { description: "A response object, or typed server-sent events (response.created … response.completed).", streams: true },
-    errors: [400, 401, 402, 404, 429, 503],
-  },
-  {
-    method: "post",
-    path: "/embeddings",
-    id: "createEmbedding",
-    summary:
-      "Embeddings of texts or token ids, from a model tagged Embedding (at most 2,048 inputs, none empty, each within the model's context: never truncated)",
-    auth: "key",
-    body: embeddingsRequestSchema,
-    response: {
-      description:
-        '`{object: "list", data: [{object: "embedding", index, embedding}], model, usage: {prompt_tokens, total_tokens, estimated_cost}}`; `embedding` is floats, or base64 of little-endian float32 with `encoding_format: "base64"`.',
-    },
-    errors: [400, 401, 402, 404, 429, 503],
-  },
+    body: spec.schema,
+    response: { description: spec.response, streams: spec.streams },
+    errors: spec.errors,
+  })),
   {
     method: "post",
     path: "/tokenize",

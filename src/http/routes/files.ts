@@ -8,7 +8,7 @@ import { listFilesQuery } from "../../protocol/batches-request.js";
 import { unknownCursor } from "../../protocol/list-page.js";
 import type { FileStore } from "../../storage/files.js";
 import { callerOf } from "../auth.js";
-import { parseRequest } from "../chat-input.js";
+import { parseRequest } from "../../protocol/parse-request.js";
 import { answerUpload, formParts, requireMultipart, uploadScope } from "../form-upload.js";
 import { UploadGate } from "../upload-gate.js";
 

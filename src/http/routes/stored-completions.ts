@@ -1,44 +1,18 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { z } from "zod";
-import { stringifyJson } from "../../protocol/money-json.js";
-import type { CompletionStore, StoredCompletion } from "../../chat-store/completion-store.js";
+import type { CompletionStore, StoredCompletion } from "../../api/chat/completion-store.js";
 import { InvalidRequest, NotFound } from "../../errors.js";
-import type { ChatCompletion } from "../../protocol/chat-response.js";
-import type { ChatRequestBody } from "../../protocol/chat-request.js";
 import { metadataSchema } from "../../protocol/common-fields.js";
 import { identifier } from "../../protocol/identifiers.js";
 import { listPageQuery, pageOf, unknownCursor } from "../../protocol/list-page.js";
-import type { ChatRun } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
 import { parse } from "./key-input.js";
-
-/** Keeps a finished completion; the chat route calls it before the client gets the last of it. */
-export type StoreCompletion = (completion: ChatCompletion, streamed: boolean) => Promise<void>;
 
 export const updateCompletionBody = z.object({ metadata: metadataSchema.nullable() });
 const listQuery = listPageQuery("asc").extend({ model: identifier().optional() });
 const metadataFilter = z.object({ metadata: metadataSchema });
 const notFound = (id: string) =>
   new NotFound(`No chat completion with id '${id.slice(0, 64)}' found. Only completions created with store: true are kept.`);
-
-export function storing(store: CompletionStore, accountId: string, body: ChatRequestBody, run: ChatRun): StoreCompletion {
-  return async (completion, streamed) => {
-    const record: StoredCompletion = {
-      id: completion.id,
-      model: completion.model,
-      metadata: body.metadata ?? {},
-      messages: body.messages as StoredCompletion["messages"],
-      body: stringifyJson(completion),
-    };
-    try {
-      await store.save(accountId, record);
-    } catch (error) {
-      // Unanswered, a request's ledger row must not say completed; a stream has delivered its output already.
-      if (!streamed) await run.undelivered("completion_not_stored").catch(() => undefined);
-      throw error;
-    }
-  };
-}
 
 /** The stored completion as OpenAI returns it: the completion as sent, with its current metadata. */
 const wireText = (c: StoredCompletion): string => `${c.body.replace(/}\s*$/, "")},"metadata":${JSON.stringify(c.metadata)}}`;

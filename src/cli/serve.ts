@@ -18,16 +18,11 @@ import { createMetrics } from "../observability/metrics.js";
 import { startTracing, type Tracing } from "../observability/tracing.js";
 import { buildApp } from "../http/app.js";
 import { createDrain } from "../http/drain.js";
-import { createChatService } from "../serving/chat-service.js";
-import { createUsageLedger } from "../billing/ledger.js";
-import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
 import { limitDefaultsFromEnv } from "../limits/defaults.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { loadAdapters } from "./serve-adapters.js";
 import { createModelRegistry, localPriorityWork, type ModelRegistry } from "../serving/model-registry.js";
-import { createEmbeddingService } from "../serving/embedding-service.js";
-import { createTokenService } from "../serving/token-service.js";
 import { createLocalEmbeddingBackend } from "../backends/embedding-backend.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
@@ -38,14 +33,12 @@ import { engineOptions, localInstanceFactory, localInstanceSizer } from "./insta
 import { MemoryGuard } from "../deployments/memory-guard.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import { makePrivate } from "../config/data-dir-permissions.js";
-import { createResponseStore } from "../api/responses/response-store.js";
-import { createCompletionStore } from "../api/chat/completion-store.js";
 import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
 import { startBatches } from "./batch-runtime.js";
 import { startAdapterUploads } from "./serve-uploads.js";
-import { createOperations } from "../api/registry.js";
+import { servingServices } from "./serve-services.js";
 
 interface ServeFlags {
   host?: string;
@@ -206,23 +199,6 @@ async function startParts(
   });
   const adapters = startAdapterUploads(settings, { db, registry, requestLimits: limits, dataDir, log });
   return { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain, batches, services };
-}
-
-/** What serves the API: the lifecycle's services, the stores of stored objects, and the operations both the routes and batch lines run. */
-function servingServices(settings: Settings, deps: Omit<Parameters<typeof createChatService>[0], "ledger" | "budgets"> & { db: Database }) {
-  const servingDeps = { ...deps, ledger: createUsageLedger(deps.db), budgets: createSpendBudgets(deps.db) };
-  const chat = createChatService(servingDeps);
-  const embeddings = createEmbeddingService(servingDeps);
-  const responses = createResponseStore(deps.db, settings.storedObjects);
-  const completions = createCompletionStore(deps.db, settings.storedObjects);
-  return {
-    chat,
-    embeddings,
-    tokens: createTokenService(servingDeps),
-    responses,
-    completions,
-    operations: createOperations({ chat, embeddings, responses, completions }),
-  };
 }
 
 interface ServerParts {

@@ -10,6 +10,7 @@ import type { Drain } from "../http/drain.js";
 import { createLineForwarder } from "../http/deployment-forwarding.js";
 import type { DeploymentService } from "../deployments/types.js";
 import type { Tracing } from "../observability/tracing.js";
+import type { Settings } from "../config/settings.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { Database } from "../storage/database.js";
 import { createFileStore } from "../storage/files.js";
@@ -37,8 +38,8 @@ export interface BatchesWiring {
     drain: Drain;
     deployments: Pick<DeploymentService, "locate">;
     tracing: Tracing | null;
-    bodyLimit: number;
-    maxJsonDepth: number;
+    /** The largest body and deepest nesting a request may have, batch lines' too. */
+    settings: Pick<Settings, "bodyLimit" | "maxJsonDepth">;
   };
 }
 
@@ -121,8 +122,8 @@ function lineExecutor(
       return forwarder.send(ownerUrl, { ...line, pass }, signal);
     },
     ...(tracing ? { trace: (operation: string) => tracing.request(operation, {}) } : {}),
-    bodyLimit: lines.bodyLimit,
-    maxJsonDepth: lines.maxJsonDepth,
+    bodyLimit: lines.settings.bodyLimit,
+    maxJsonDepth: lines.settings.maxJsonDepth,
     log,
   });
 }

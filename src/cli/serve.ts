@@ -188,14 +188,7 @@ async function startParts(
     limits: settings.batchLimits,
     principalOf: (keyId) => principalOfKey(db, keyId),
     windowSeconds: settings.batchWindowSeconds,
-    lines: {
-      operations: services.operations,
-      drain,
-      deployments,
-      tracing,
-      bodyLimit: settings.bodyLimit,
-      maxJsonDepth: settings.maxJsonDepth,
-    },
+    lines: { operations: services.operations, drain, deployments, tracing, settings },
   });
   const adapters = startAdapterUploads(settings, { db, registry, requestLimits: limits, dataDir, log });
   return { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain, batches, services };

@@ -37,11 +37,11 @@ const MAY_IMPORT: Record<string, string[]> = {
   serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "engine", "observability", "storage", "catalog", "config"],
   deployments: ["errors", "protocol", "storage", "billing", "accounts", "catalog", "config", "backends", "limits", "serving"],
   adapters: ["errors", "protocol", "storage", "catalog", "config", "backends", "serving"],
-  responses: ["errors", "protocol", "storage", "serving"],
-  "chat-store": ["errors", "protocol", "storage", "serving"],
+  // One folder per API operation (chat, completions, responses, embeddings) and their registry; no transport.
+  api: ["errors", "protocol", "storage", "serving"],
   processes: ["errors", "storage"],
-  // The Batch API: it runs lines through an executor it is handed (http/batch-lines.ts), never HTTP itself.
-  batches: ["errors", "protocol", "storage", "billing", "serving"],
+  // The Batch API: its lines run the api operations directly (batches/line-executor.ts), never through HTTP.
+  batches: ["errors", "protocol", "storage", "billing", "serving", "api"],
   // Services are handed in (cli/serve.ts): from accounts/ only the key services' interfaces, never a store.
   http: [
     "errors",
@@ -55,14 +55,16 @@ const MAY_IMPORT: Record<string, string[]> = {
     "observability",
     "deployments",
     "adapters",
-    "responses",
-    "chat-store",
+    "api",
     "processes",
     "batches",
   ],
   cli: ["*"],
   // The HTTP layer's name before it became http/, so the counts can be taken on older commits.
   server: [],
+  // Where the Responses API and the stored chat completions lived before api/ (older commits again).
+  responses: ["errors", "protocol", "storage", "serving"],
+  "chat-store": ["errors", "protocol", "storage", "serving"],
 };
 
 function sourceFiles(dir: string): string[] {
@@ -166,6 +168,7 @@ function cycles(graph: Map<string, Set<string>>): string[][] {
   return components;
 }
 
+MAY_IMPORT.http!.push("responses", "chat-store");
 MAY_IMPORT.server = MAY_IMPORT.http!;
 
 const folderOf = (file: string): string => {

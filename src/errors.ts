@@ -1,6 +1,7 @@
 /**
- * Typed errors thrown anywhere in the service. The HTTP layer turns them into the OpenAI error body
- * in exactly one place (src/http/errors.ts); nothing else formats errors for the wire.
+ * Typed errors thrown anywhere in the service, and the one map from any error to its status and
+ * OpenAI error body (`answerOf`): the HTTP layer (src/http/errors.ts) and the batch runner's lines
+ * (src/batches/line-executor.ts) both answer through it; nothing else formats errors for the wire.
  */
 export type ErrorType =
   | "invalid_request_error"
@@ -111,4 +112,42 @@ export class ServerShuttingDown extends ServiceError {
       { "retry-after": "5", connection: "close" },
     );
   }
+}
+
+export interface ErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+/** The one place where any error becomes the OpenAI error body. */
+export function toErrorBody(error: ServiceError): ErrorBody {
+  return { error: { message: error.message, type: error.type, param: error.param, code: error.code } };
+}
+
+/** What an error that is no ServiceError answers: its details stay in the log. */
+export function internalError(): ServiceError {
+  return new ServiceError(500, "server_error", "The server had an error while processing your request.", "internal_error");
+}
+
+/** A request body over the server's limit (SWITCHYARD_MAX_BODY_BYTES). */
+export function bodyTooLarge(): ServiceError {
+  return new ServiceError(413, "invalid_request_error", "Request body is too large.", "request_too_large");
+}
+
+/** A path no route serves; only a short prefix of it is echoed, never its query. */
+export function unknownUrl(method: string, url: string): ServiceError {
+  const path = url.split("?")[0]!;
+  const shown = path.length > MAX_ECHOED_PATH ? `${path.slice(0, MAX_ECHOED_PATH)}...` : path;
+  return new ServiceError(404, "invalid_request_error", `Unknown request URL: ${method} ${shown}.`, "unknown_url");
+}
+
+const MAX_ECHOED_PATH = 100;
+
+/**
+ * Any error as it is answered: a ServiceError as itself, anything else as a 500 whose details are
+ * handed to `logInternal` (and never to the client).
+ */
+export function answerOf(error: unknown, logInternal: (error: unknown) => void): ServiceError {
+  if (error instanceof ServiceError) return error;
+  logInternal(error);
+  return internalError();
 }

@@ -1,6 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { hashApiKey } from "./api-key.js";
 import type { Database } from "../storage/database.js";
+import type { Principal } from "../protocol/principal.js";
+
+/**
+ * Who a batch line runs as. The batch runner runs a line in this process as its batch's key, looked
+ * up as the key stands now (lineCaller); only a line forwarded to another server process, the one
+ * running its deployment, carries a one-time pass from the database, which that process's
+ * authentication redeems (redeemingLinePasses).
+ */
 
 /** Every token that names a batch line starts so; none is an API key (those start `sk-sy-`). */
 export const LINE_TOKEN_PREFIX = "sy-batch-";
@@ -49,3 +57,31 @@ export function createLinePasses(db: Database) {
 }
 
 export type LinePasses = ReturnType<typeof createLinePasses>;
+
+/** A pass is this long; anything else with the prefix costs no query. */
+const LINE_TOKEN_LENGTH = newLineToken().length;
+
+/** The principal of a key by its id, as it stands now: null once it is revoked or expired, or its account disabled. */
+export type PrincipalOf = (keyId: string) => Promise<Omit<Principal, "batchId"> | null>;
+
+/** The batch's key with the batch on it (batch tier, batch price, batch id on its ledger row); null: the key is no longer valid. */
+export function lineCaller(principalOf: PrincipalOf) {
+  return async (identity: LineIdentity): Promise<Principal | null> => {
+    const principal = await principalOf(identity.keyId);
+    return principal && principal.accountId === identity.accountId ? { ...principal, batchId: identity.batchId } : null;
+  };
+}
+
+/** The key lookup, with the passes of lines forwarded from other processes recognized first. */
+export function redeemingLinePasses(
+  passes: LinePasses,
+  callerOf: (identity: LineIdentity) => Promise<Principal | null>,
+  next: (token: string) => Promise<Principal | null>,
+): (token: string) => Promise<Principal | null> {
+  return async (token) => {
+    if (!token.startsWith(LINE_TOKEN_PREFIX)) return next(token);
+    if (token.length !== LINE_TOKEN_LENGTH) return null;
+    const identity = await passes.redeem(token);
+    return identity ? callerOf(identity) : null;
+  };
+}

@@ -22,7 +22,7 @@ export interface LineRequest {
   body: string;
 }
 
-/** Runs a line through the same request path a client's request takes (HTTP layer, lifecycle, ledger). */
+/** Runs a line as the operation a client's request runs (line-executor.ts: checks, lifecycle, ledger), never through HTTP. */
 export type LineExecutor = (line: LineRequest) => Promise<LineResult>;
 
 export interface BatchRunnerDeps {

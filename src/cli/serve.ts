@@ -21,16 +21,11 @@ import { createMetrics } from "../observability/metrics.js";
 import { startTracing, type Tracing } from "../observability/tracing.js";
 import { buildApp } from "../http/app.js";
 import { createDrain } from "../http/drain.js";
-import { createChatService } from "../serving/chat-service.js";
-import { createUsageLedger } from "../billing/ledger.js";
-import { createSpendBudgets } from "../billing/budgets.js";
 import { openRequestLimits } from "../limits/open.js";
 import { limitDefaultsFromEnv } from "../limits/defaults.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
 import { loadAdapters } from "./serve-adapters.js";
 import { createModelRegistry, localPriorityWork, type ModelRegistry } from "../serving/model-registry.js";
-import { createEmbeddingService } from "../serving/embedding-service.js";
-import { createTokenService } from "../serving/token-service.js";
 import { createLocalEmbeddingBackend } from "../backends/embedding-backend.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
@@ -41,13 +36,12 @@ import { engineOptions, localInstanceFactory, localInstanceSizer } from "./insta
 import { MemoryGuard } from "../deployments/memory-guard.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import { makePrivate } from "../config/data-dir-permissions.js";
-import { createResponseStore } from "../responses/response-store.js";
-import { createCompletionStore } from "../chat-store/completion-store.js";
 import type { Database } from "../storage/database.js";
 import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
 import { startBatches } from "./batch-runtime.js";
 import { startAdapterUploads } from "./serve-uploads.js";
+import { servingServices } from "./serve-services.js";
 
 interface ServeFlags {
   host?: string;
@@ -121,7 +115,7 @@ async function run(
   // Deployments this server (or a dead one) ran come back; their instances load beside the public models.
   await parts.deployments.start();
   // Batches this server (or a dead one) was running resume; their lines run on spare capacity.
-  parts.batches.run(app);
+  parts.batches.run();
 
   stopOnSignals(settings, dataDir, lock, { ...parts, app, ownership });
 
@@ -173,6 +167,8 @@ async function startParts(
       ),
   );
   const isGone = (tx: Parameters<typeof ownerIsGone>[0], ownerId: string) => ownerIsGone(tx, ownership.owner, ownerId);
+  const services = servingServices(settings, { db, registry, limits, inFlight, metrics });
+  const drain = createDrain();
   const deployments = createDeploymentManager({
     db,
     registry,
@@ -195,9 +191,10 @@ async function startParts(
     limits: settings.batchLimits,
     principalOf: (keyId) => principalOfKey(db, keyId),
     windowSeconds: settings.batchWindowSeconds,
+    lines: { operations: services.operations, drain, deployments, tracing, settings },
   });
   const adapters = startAdapterUploads(settings, { db, registry, requestLimits: limits, dataDir, log });
-  return { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain: createDrain(), batches };
+  return { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain, batches, services };
 }
 
 interface ServerParts {
@@ -212,6 +209,7 @@ interface ServerParts {
   adapters: ReturnType<typeof startAdapterUploads>;
   drain: ReturnType<typeof createDrain>;
   batches: ReturnType<typeof startBatches>;
+  services: ReturnType<typeof servingServices>;
 }
 
 /** Raises the soft open-file limit to the hard one and sizes the connection caps from it, saying both. */
@@ -231,25 +229,20 @@ async function connectionCapsAtStart(settings: Settings, log: (message: string) 
 
 function buildServerApp(
   settings: Settings,
-  { db, registry, limits, inFlight, metrics, tracing, deployments, adapters, drain, batches }: ServerParts,
+  { db, registry, limits, metrics, tracing, deployments, adapters, drain, batches, services }: ServerParts,
   caps: ConnectionCaps,
 ) {
-  const servingDeps = { registry, ledger: createUsageLedger(db), limits, budgets: createSpendBudgets(db), inFlight, metrics };
   return buildApp({
     drain,
-    chat: createChatService(servingDeps),
-    embeddings: createEmbeddingService(servingDeps),
-    tokens: createTokenService(servingDeps),
+    ...services,
     metrics,
     ...(tracing ? { tracing } : {}),
     registry,
     usage: createUsageReports(db),
     // Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM): the key API weighs rights with them.
     keys: createAccountKeys(db, limitDefaultsFromEnv(process.env)),
-    responses: createResponseStore(db, settings.storedObjects),
-    completions: createCompletionStore(db, settings.storedObjects),
     limits,
-    authenticate: batches.lineCallers.authenticate(cachedKeyLookup((token) => lookUpKey(db, token), { ttlMs: settings.keyCacheMs })),
+    authenticate: batches.authenticate(cachedKeyLookup((token) => lookUpKey(db, token), { ttlMs: settings.keyCacheMs })),
     bodyLimit: settings.bodyLimit,
     maxJsonDepth: settings.maxJsonDepth,
     connections: {
@@ -284,7 +277,7 @@ function stopOnSignals(
     db,
     batches,
     tracing,
-  }: Omit<ServerParts, "metrics"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
+  }: Omit<ServerParts, "metrics" | "services"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
 ): void {
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   let stopping = false;

@@ -6,7 +6,6 @@ import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
-import type { Principal } from "../protocol/principal.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { frameworkErrors, installErrorHandlers } from "./errors.js";
 import { installJsonBodyParser, installPathParamCheck } from "./edge-input.js";
@@ -15,17 +14,17 @@ import type { Drain } from "./drain.js";
 import { installRequestIds, requestIdFor } from "./request-id.js";
 import { consoleRoutes } from "./console.js";
 import { accountKeyRoutes } from "./routes/account-keys.js";
-import { chatRoutes } from "./routes/chat.js";
-import { embeddingsRoutes } from "./routes/embeddings.js";
 import { tokenRoutes } from "./routes/tokens.js";
 import type { EmbeddingService } from "../serving/embedding-service.js";
 import type { TokenService } from "../serving/token-service.js";
 import { docsRoutes } from "./routes/docs.js";
 import { openApiDocument } from "./openapi.js";
-import { completionsRoutes } from "./routes/completions.js";
 import { deploymentRoutes } from "./routes/deployments.js";
 import { adapterRoutes } from "./routes/adapters.js";
-import { responsesRoutes } from "./routes/responses.js";
+import { storedResponseRoutes } from "./routes/stored-responses.js";
+import { storedCompletionRoutes } from "./routes/stored-completions.js";
+import { generationRoutes } from "./routes/generation.js";
+import { createOperations, type Operations } from "../api/registry.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { modelRoutes } from "./routes/models.js";
@@ -37,8 +36,8 @@ import type { BatchService } from "../batches/service.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
 import { installTracing } from "./tracing.js";
-import type { ResponseStore } from "../responses/response-store.js";
-import type { CompletionStore } from "../chat-store/completion-store.js";
+import type { ResponseStore } from "../api/responses/response-store.js";
+import type { CompletionStore } from "../api/chat/completion-store.js";
 import type { RequestLimits } from "../limits/ports.js";
 import { installRateLimitHeaders } from "./rate-limit-headers.js";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
@@ -72,6 +71,8 @@ export interface AppDeps {
   responses: ResponseStore;
   /** Chat completions kept with `store: true`; absent: `store` is accepted and nothing is kept. */
   completions?: CompletionStore;
+  /** The operations the generation routes run (the batch runner runs the same ones); absent: made from the services above. */
+  operations?: Operations;
   /** Read (never taken from) for the rate-limit headers of responses that are not generations. */
   limits?: Pick<RequestLimits, "peek">;
   /** Origins browsers may call the API from; ["*"] (the default) allows any. */
@@ -88,8 +89,6 @@ export interface AppDeps {
     service: BatchService;
     files: AccountFiles;
     limits: BatchLimits;
-    /** The bearer token that carries a batch line to the server process running its deployment. */
-    passFor(caller: Principal): Promise<string | null>;
   };
 }
 
@@ -113,6 +112,7 @@ export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "maxJsonD
 /** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage: services are handed in. */
 export function buildApp(deps: AppDeps): FastifyInstance {
   const app = buildBaseApp(deps);
+  const operations = deps.operations ?? createOperations(deps);
   void app.register(async (routes) => {
     if (deps.limits) installRateLimitHeaders(routes, deps.limits);
     healthRoutes(routes, deps.registry, deps.drain);
@@ -137,14 +137,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
           void api.register(async (generation) => {
             // A deployment another server process runs is answered by that process.
             const deployments = deps.deployments;
-            if (deployments)
-              installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model), deps.batches?.passFor);
+            if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model));
             if (deps.tracing) installTracing(generation, deps.tracing);
-            const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
-            chatRoutes(generation, deps.chat, streams, deps.completions);
-            completionsRoutes(generation, deps.chat, streams);
-            responsesRoutes(generation, deps.chat, deps.responses, streams);
-            if (deps.embeddings) embeddingsRoutes(generation, deps.embeddings);
+            generationRoutes(generation, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
+            if (deps.completions) storedCompletionRoutes(generation, deps.completions);
+            storedResponseRoutes(generation, deps.responses);
           });
         },
         { prefix },

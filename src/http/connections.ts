@@ -1,8 +1,7 @@
 import http from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { ServiceError } from "../errors.js";
-import { toErrorBody } from "./errors.js";
+import { ServiceError, toErrorBody } from "../errors.js";
 import { attributeConnection, ConnectionAccounting, type ConnectionCaps } from "./connection-caps.js";
 
 /**

@@ -3,7 +3,8 @@
  * live server process runs is sent to that process as it came (method, path, body, the caller's
  * key and other headers) and its answer streamed back unchanged, SSE included. The owner
  * authenticates the same key against the same database and writes the one ledger row, applying
- * limits and budgets; this side meters nothing, so nothing is billed twice.
+ * limits and budgets; this side meters nothing, so nothing is billed twice. A batch line for such a
+ * deployment goes the same way (createLineForwarder), with a one-time pass as its credential.
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { pipeline } from "node:stream/promises";
@@ -16,9 +17,6 @@ import { abortOnDisconnect } from "./runs.js";
 
 /** The URL of the server process to send a request for `model` to; null when this one answers. */
 export type LocateDeployment = (caller: Principal, model: string) => Promise<string | null>;
-
-/** A batch line's own bearer token for the owner (its line tokens exist only in this process); null: the caller's headers as they came. */
-export type LinePassFor = (caller: Principal) => Promise<string | null>;
 
 /** Marks a forwarded request: the process receiving it answers it itself, never forwards it again. */
 export const FORWARDED_HEADER = "x-switchyard-forwarded";
@@ -42,8 +40,8 @@ const HOP_HEADERS = new Set([
  * It runs as a preHandler: after authentication, and only for the caller's own deployment (the
  * lookup says so), so another account's request is answered here, with the usual 404.
  */
-export function installDeploymentForwarding(app: FastifyInstance, locate: LocateDeployment, linePassFor?: LinePassFor): void {
-  const agent = new Agent({ keepAliveTimeout: 30_000, connect: { timeout: 5_000 } });
+export function installDeploymentForwarding(app: FastifyInstance, locate: LocateDeployment): void {
+  const agent = newAgent();
   app.addHook("onClose", async () => agent.close());
   app.addHook("preHandler", async (request, reply) => {
     if (request.method !== "POST" || request.headers[FORWARDED_HEADER] !== undefined) return;
@@ -52,30 +50,24 @@ export function installDeploymentForwarding(app: FastifyInstance, locate: Locate
     const caller = callerOf(request);
     const ownerUrl = await locate(caller, model);
     if (ownerUrl === null) return;
-    const linePass = (await linePassFor?.(caller)) ?? null;
-    await forward(request, reply, { ownerUrl, model, linePass }, agent);
+    await forward(request, reply, { ownerUrl, model }, agent);
   });
 }
 
 interface ForwardTarget {
   ownerUrl: string;
   model: string;
-  linePass: string | null;
 }
 
-async function forward(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  { ownerUrl, model, linePass }: ForwardTarget,
-  agent: Agent,
-): Promise<void> {
+const newAgent = () => new Agent({ keepAliveTimeout: 30_000, connect: { timeout: 5_000 } });
+
+async function forward(request: FastifyRequest, reply: FastifyReply, { ownerUrl, model }: ForwardTarget, agent: Agent): Promise<void> {
   let response: Dispatcher.ResponseData;
-  const credential = linePass === null ? {} : { authorization: `Bearer ${linePass}` };
   try {
     response = await send(new URL(request.url, ownerUrl), {
       method: "POST",
       dispatcher: agent,
-      headers: { ...passOn(request.headers), ...credential, "content-type": "application/json", [FORWARDED_HEADER]: "1" },
+      headers: { ...passOn(request.headers), "content-type": "application/json", [FORWARDED_HEADER]: "1" },
       // The parsed body again as JSON: the same values the caller sent.
       body: JSON.stringify(request.body),
       signal: abortOnDisconnect(reply),
@@ -85,10 +77,7 @@ async function forward(
     });
   } catch (error) {
     request.log.warn({ err: error, ownerUrl }, "cannot reach the server process running a deployment");
-    throw new CapacityUnavailable(
-      `The deployment '${model}' runs on another server process, which cannot be reached now; retry shortly.`,
-      5,
-    );
+    throw unreachable(model);
   }
   // Headers set by hooks here (CORS) go out too; the owner's own win (its x-request-id names the ledger row).
   const hookHeaders = Object.fromEntries(Object.entries(reply.getHeaders()).filter(([, v]) => v !== undefined));
@@ -111,4 +100,55 @@ function passOn(headers: IncomingHttpHeaders | Record<string, string | string[] 
     if (value !== undefined && !HOP_HEADERS.has(name.toLowerCase())) kept[name] = value;
   }
   return kept;
+}
+
+const unreachable = (model: string) =>
+  new CapacityUnavailable(`The deployment '${model}' runs on another server process, which cannot be reached now; retry shortly.`, 5);
+
+/** A batch line for a deployment another process runs, as sent there. */
+export interface ForwardedLine {
+  /** The batch's endpoint (`/v1/chat/completions`, ...). */
+  endpoint: string;
+  /** The line's JSON body. */
+  body: string;
+  model: string;
+  /** The one-time pass (accounts/batch-line-passes.ts) that names the line's key and batch to the owner. */
+  pass: string;
+}
+
+/** The owner's answer to a forwarded line: its status, its body, and its `x-request-id` (the ledger row it wrote). */
+export interface ForwardedAnswer {
+  statusCode: number;
+  body: string;
+  requestId: string | null;
+}
+
+/**
+ * Sends batch lines to the server processes running their deployments, over HTTP as a client's
+ * request would be forwarded; the owner redeems the pass, writes the one ledger row and answers.
+ */
+export function createLineForwarder() {
+  const agent = newAgent();
+  return {
+    async send(ownerUrl: string, line: ForwardedLine, signal: AbortSignal): Promise<ForwardedAnswer> {
+      // The owner unreachable, or gone before its whole answer came: a 503, so the line runs again.
+      try {
+        const response = await send(new URL(line.endpoint, ownerUrl), {
+          method: "POST",
+          dispatcher: agent,
+          headers: { authorization: `Bearer ${line.pass}`, "content-type": "application/json", [FORWARDED_HEADER]: "1" },
+          body: line.body,
+          signal,
+          headersTimeout: 0,
+          bodyTimeout: 0,
+        });
+        const requestId = response.headers["x-request-id"];
+        const body = await response.body.text();
+        return { statusCode: response.statusCode, body, requestId: typeof requestId === "string" ? requestId : null };
+      } catch {
+        throw unreachable(line.model);
+      }
+    },
+    close: () => agent.close(),
+  };
 }

@@ -17,6 +17,12 @@ export interface Drain {
   drain(timeoutMs: number): Promise<void>;
   /** Counts the app's requests and refuses new ones while draining (buildApp calls it first). */
   install(app: FastifyInstance): void;
+  /**
+   * Runs work the server does as a request of its own (a batch line) as the app's requests run:
+   * counted in flight, refused while draining (ServerShuttingDown), its signal aborted with
+   * ServerShuttingDown when the drain stops waiting.
+   */
+  run<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T>;
 }
 
 /** After the abort, how long the aborted requests get to write their error and end. */
@@ -37,6 +43,10 @@ export function createDrain(): Drain {
   let draining = false;
   let inFlight = 0;
   let settled: (() => void) | null = null;
+  const leave = () => {
+    inFlight--;
+    if (inFlight === 0) settled?.();
+  };
   const install = (app: FastifyInstance) =>
     app.addHook("onRequest", async (request, reply) => {
       // /health keeps answering, so a load balancer sees "draining" rather than a refusal.
@@ -44,15 +54,26 @@ export function createDrain(): Drain {
       shutdownSignals.set(request, shutdown.signal);
       inFlight++;
       // The raw response's close covers hijacked streams too (Fastify's onResponse does not run for them).
-      reply.raw.once("close", () => {
-        inFlight--;
-        if (inFlight === 0) settled?.();
-      });
+      reply.raw.once("close", leave);
     });
   const idle = () => new Promise<void>((resolve) => (inFlight === 0 ? resolve() : (settled = resolve)));
   const within = (work: Promise<void>, ms: number) => Promise.race([work, new Promise<void>((resolve) => setTimeout(resolve, ms).unref())]);
   return {
     install,
+    async run(work) {
+      if (draining) throw new ServerShuttingDown();
+      inFlight++;
+      // Its own controller: one left listening on the server-wide signal would be kept until the server stops.
+      const controller = new AbortController();
+      const onShutdown = () => controller.abort(shutdown.signal.reason);
+      shutdown.signal.addEventListener("abort", onShutdown, { once: true });
+      try {
+        return await work(controller.signal);
+      } finally {
+        shutdown.signal.removeEventListener("abort", onShutdown);
+        leave();
+      }
+    },
     get draining() {
       return draining;
     },

@@ -1,11 +1,12 @@
 import type { FastifyInstance } from "fastify";
-import { InvalidRequest, NotFound } from "../errors.js";
-import { DEFAULT_MAX_JSON_DEPTH, findBodyFault, isWellFormed } from "../protocol/body-faults.js";
+import { NotFound } from "../errors.js";
+import { DEFAULT_MAX_JSON_DEPTH, isWellFormed } from "../protocol/body-faults.js";
+import { parseJsonBody } from "../protocol/parse-request.js";
 import { CONTROL_CHARS } from "../protocol/identifiers.js";
 
 /**
- * JSON bodies, with rules at the edge that apply to every route (batch lines too: they enter as
- * in-process requests through this same parser):
+ * JSON bodies, with rules at the edge that apply to every route (batch lines too: the batch runner
+ * parses each line's body with the same parseJsonBody):
  *
  * - An empty body is no body. The official Python SDK sends `Content-Type: application/json` with
  *   an empty body for every body-less call (DELETE, cancel), so that must not be a 400. A route
@@ -17,17 +18,12 @@ export function installJsonBodyParser(app: FastifyInstance, maxDepth = DEFAULT_M
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
     const text = typeof body === "string" ? body : body.toString("utf8");
-    if (text.trim() === "") return done(null, undefined);
     let parsed: unknown;
     try {
-      // V8's JSON.parse is not recursive: a body nested 200,000 deep parses; findBodyFault bounds it.
-      // A leading byte-order mark is skipped, as Fastify's own parser did.
-      parsed = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+      parsed = parseJsonBody(text, maxDepth);
     } catch (error) {
       return done(error as Error, undefined);
     }
-    const fault = findBodyFault(parsed, maxDepth);
-    if (fault) return done(new InvalidRequest(fault.message, fault.param || null, fault.code), undefined);
     done(null, parsed);
   });
 }

@@ -1,20 +1,11 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ServiceError } from "../errors.js";
-
-export interface ErrorBody {
-  error: { message: string; type: string; param: string | null; code: string | null };
-}
-
-/** The one place where any error becomes the OpenAI error body. */
-export function toErrorBody(error: ServiceError): ErrorBody {
-  return { error: { message: error.message, type: error.type, param: error.param, code: error.code } };
-}
+import { answerOf, bodyTooLarge, ServiceError, toErrorBody, unknownUrl } from "../errors.js";
 
 /** Fastify's own request errors (bad JSON, body too large, wrong content type) in the same shape. */
 function fromFastifyError(error: FastifyError): ServiceError | undefined {
   switch (error.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new ServiceError(413, "invalid_request_error", "Request body is too large.", "request_too_large");
+      return bodyTooLarge();
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return new ServiceError(415, "invalid_request_error", "Content-Type must be application/json.", "unsupported_media_type");
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
@@ -49,23 +40,15 @@ export function frameworkErrors(error: FastifyError, _request: FastifyRequest, r
   void reply.status(known.status).type("application/json; charset=utf-8").send(toErrorBody(known));
 }
 
-const MAX_ECHOED_PATH = 100;
-
 export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const known = error instanceof ServiceError ? error : fromFastifyError(error);
-    if (!known) {
-      request.log.error({ err: error }, "unhandled error");
-      const internal = new ServiceError(500, "server_error", "The server had an error while processing your request.", "internal_error");
-      return reply.status(500).send(toErrorBody(internal));
-    }
+    const known = answerOf(error instanceof ServiceError ? error : (fromFastifyError(error) ?? error), (err) =>
+      request.log.error({ err }, "unhandled error"),
+    );
     return reply.status(known.status).headers(known.headers).send(toErrorBody(known));
   });
   app.setNotFoundHandler((request, reply) => {
     // Only a short prefix of the path is echoed: never a long URL, never its query.
-    const path = request.url.split("?")[0]!;
-    const shown = path.length > MAX_ECHOED_PATH ? `${path.slice(0, MAX_ECHOED_PATH)}...` : path;
-    const error = new ServiceError(404, "invalid_request_error", `Unknown request URL: ${request.method} ${shown}.`, "unknown_url");
-    return reply.status(404).send(toErrorBody(error));
+    return reply.status(404).send(toErrorBody(unknownUrl(request.method, request.url)));
   });
 }

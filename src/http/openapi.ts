@@ -1,9 +1,6 @@
 import { z } from "zod";
-import { chatRequestSchema } from "../protocol/chat-request.js";
-import { completionsRequestSchema } from "../protocol/completions-request.js";
-import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
-import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
+import { OPERATION_SPECS } from "../api/registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { consoleOperations } from "./console.js";
 import type { Auth, Method, Operation } from "./operation.js";
@@ -19,7 +16,8 @@ import { metricsOperations } from "./routes/metrics.js";
 import { modelOperations } from "./routes/models.js";
 import { tokenOperations } from "./routes/tokens.js";
 import { usageOperations } from "./routes/usage.js";
-import { storedObjectOperations } from "./stored-object-operations.js";
+import { storedCompletionOperations } from "./routes/stored-completions.js";
+import { storedResponseOperations } from "./routes/stored-responses.js";
 
 /**
  * The OpenAPI document, generated from the operations each route declares beside its handler
@@ -31,62 +29,24 @@ const errorSchema = z.object({
   error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }),
 });
 
-/**
- * The generation operations. They move to the operation registry in src/api/, which carries the
- * same declarations; until then they are declared here.
- */
-const GENERATION_OPERATIONS: Operation[] = [
-  {
-    method: "post",
-    path: "/chat/completions",
-    id: "createChatCompletion",
-    summary: "Chat completion",
-    auth: "key",
-    body: chatRequestSchema,
-    response: { description: "A chat.completion object, or with `stream: true` server-sent chat.completion.chunk events.", streams: true },
-    errors: [400, 401, 402, 404, 413, 415, 429, 503],
-  },
-  {
-    method: "post",
-    path: "/completions",
-    id: "createCompletion",
-    summary: "Legacy text completion (raw prompt, no chat template)",
-    auth: "key",
-    body: completionsRequestSchema,
-    response: { description: "A text_completion object, or server-sent text_completion chunks.", streams: true },
-    errors: [400, 401, 402, 404, 429, 503],
-  },
-  {
-    method: "post",
-    path: "/responses",
-    id: "createResponse",
-    summary: "Create a response (Responses API)",
-    auth: "key",
-    body: responsesRequestSchema,
-    response: { description: "A response object, or typed server-sent events (response.created … response.completed).", streams: true },
-    errors: [400, 401, 402, 404, 429, 503],
-  },
-  {
-    method: "post",
-    path: "/embeddings",
-    id: "createEmbedding",
-    summary:
-      "Embeddings of texts or token ids, from a model tagged Embedding (at most 2,048 inputs, none empty, each within the model's context: never truncated)",
-    auth: "key",
-    body: embeddingsRequestSchema,
-    response: {
-      description:
-        '`{object: "list", data: [{object: "embedding", index, embedding}], model, usage: {prompt_tokens, total_tokens, estimated_cost}}`; `embedding` is floats, or base64 of little-endian float32 with `encoding_format: "base64"`.',
-    },
-    errors: [400, 401, 402, 404, 429, 503],
-  },
-];
+/** The generation operations, from the api/ registry's specs (the same declarations the routes and batch lines run). */
+const GENERATION_OPERATIONS: Operation[] = OPERATION_SPECS.map((spec) => ({
+  method: spec.method,
+  path: spec.path,
+  id: spec.id,
+  summary: spec.summary,
+  auth: "key",
+  body: spec.schema,
+  response: { description: spec.response, ...(spec.streams ? { streams: true } : {}) },
+  errors: spec.errors,
+}));
 
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES, in the document's order. */
 const API_OPERATIONS: Operation[] = [
   ...GENERATION_OPERATIONS,
   ...Object.values(tokenOperations),
-  ...Object.values(storedObjectOperations),
+  ...Object.values(storedResponseOperations),
+  ...Object.values(storedCompletionOperations),
   ...Object.values(fileOperations),
   ...Object.values(batchOperations),
   ...Object.values(modelOperations),

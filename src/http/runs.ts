@@ -1,13 +1,10 @@
 /**
- * What every route that runs a generation shares (chat, legacy completions, responses): the run is
- * aborted when its client goes away, usage goes out in one wire shape, and a failure after the
- * headers were sent travels as an error event.
+ * What every route that runs a generation shares (chat, legacy completions, responses, embeddings):
+ * the run is aborted when its client goes away, and a failure after the headers were sent travels
+ * as an error event.
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { ServiceError } from "../errors.js";
-import type { WireUsage } from "../protocol/chat-response.js";
-import { ExactDecimal } from "../protocol/money-json.js";
-import type { Usage } from "../serving/types.js";
 import { shutdownSignalOf } from "./drain.js";
 
 /**
@@ -27,21 +24,6 @@ export function abortOnDisconnect(reply: FastifyReply): AbortSignal {
     if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
   });
   return controller.signal;
-}
-
-export function toWireUsage(usage: Usage): WireUsage {
-  return {
-    prompt_tokens: usage.promptTokens,
-    completion_tokens: usage.completionTokens,
-    total_tokens: usage.promptTokens + usage.completionTokens,
-    estimated_cost: ExactDecimal.of(usage.cost),
-    prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens },
-    completion_tokens_details: {
-      reasoning_tokens: usage.reasoningTokens,
-      accepted_prediction_tokens: usage.acceptedPredictionTokens,
-      rejected_prediction_tokens: usage.rejectedPredictionTokens,
-    },
-  };
 }
 
 /**

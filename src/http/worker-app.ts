@@ -9,8 +9,8 @@ import { API_PREFIXES } from "./api-paths.js";
 import { buildBaseApp, DEFAULT_CONNECTION_LIMITS, type BaseAppDeps } from "./app.js";
 import type { Authenticate } from "./auth.js";
 import type { Principal } from "../protocol/principal.js";
-import { chatRoutes } from "./routes/chat.js";
-import { completionsRoutes } from "./routes/completions.js";
+import { generationRoutes } from "./routes/generation.js";
+import { createOperations } from "../api/registry.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { modelRoutes } from "./routes/models.js";
@@ -33,6 +33,8 @@ export interface WorkerAppDeps extends Omit<BaseAppDeps, "authenticate"> {
  */
 export function buildWorkerApp(deps: WorkerAppDeps): FastifyInstance {
   const app = buildBaseApp({ ...deps, authenticate: workerAuthenticate(deps.workerKey), corsOrigins: deps.corsOrigins ?? [] });
+  // Chat and legacy completions only: a worker keeps no stored responses and serves no embeddings.
+  const operations = createOperations({ chat: deps.chat });
   void app.register(async (routes) => {
     healthRoutes(routes, deps.registry);
     metricsRoutes(routes, deps.metrics);
@@ -41,9 +43,7 @@ export function buildWorkerApp(deps: WorkerAppDeps): FastifyInstance {
         async (api) => {
           modelRoutes(api, deps.registry);
           if (deps.tracing) installTracing(api, deps.tracing);
-          const streams = { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections };
-          chatRoutes(api, deps.chat, streams);
-          completionsRoutes(api, deps.chat, streams);
+          generationRoutes(api, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
         },
         { prefix },
       );

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { createAccount } from "../../src/accounts/key-store.js";
-import { createCompletionStore, type StoredCompletion } from "../../src/chat-store/completion-store.js";
-import { createResponseStore } from "../../src/responses/response-store.js";
+import { createCompletionStore, type StoredCompletion } from "../../src/api/chat/completion-store.js";
+import { createResponseStore } from "../../src/api/responses/response-store.js";
 import { forEachDatabase } from "../helpers/databases.js";
 
 const completion = (id: string, model: string, metadata: Record<string, string> = {}): StoredCompletion => ({

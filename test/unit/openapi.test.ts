@@ -9,7 +9,7 @@ import { createUsageLedger } from "../../src/billing/ledger.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { openRequestLimits, type OpenedRequestLimits } from "../../src/limits/open.js";
 import { createMetrics } from "../../src/observability/metrics.js";
-import { createResponseStore } from "../../src/responses/response-store.js";
+import { createResponseStore } from "../../src/api/responses/response-store.js";
 import { buildApp } from "../../src/http/app.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
 import { createAccountAdmin } from "../../src/accounts/account-admin.js";

@@ -5,7 +5,7 @@ import { NotFound } from "../../errors.js";
 import { createBatchSchema, listBatchesQuery } from "../../protocol/batches-request.js";
 import { unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
-import { parseRequest } from "../chat-input.js";
+import { parseRequest } from "../../protocol/parse-request.js";
 import { route, type Operation } from "../operation.js";
 
 const batchId = [{ name: "id", description: "The batch's id (`batch_…`)." }];

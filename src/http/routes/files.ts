@@ -7,7 +7,7 @@ import { NotFound } from "../../errors.js";
 import { listFilesQuery, uploadFileForm } from "../../protocol/batches-request.js";
 import { unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
-import { parseRequest } from "../chat-input.js";
+import { parseRequest } from "../../protocol/parse-request.js";
 import { answerUpload, formParts, requireMultipart, uploadScope } from "../form-upload.js";
 import { UploadGate } from "../upload-gate.js";
 import { route, type Operation } from "../operation.js";

@@ -1,44 +1,85 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { z } from "zod";
-import { stringifyJson } from "../../protocol/money-json.js";
-import type { CompletionStore, StoredCompletion } from "../../chat-store/completion-store.js";
+import type { CompletionStore, StoredCompletion } from "../../api/chat/completion-store.js";
 import { InvalidRequest, NotFound } from "../../errors.js";
-import type { ChatCompletion } from "../../protocol/chat-response.js";
-import type { ChatRequestBody } from "../../protocol/chat-request.js";
 import { metadataSchema } from "../../protocol/common-fields.js";
 import { identifier } from "../../protocol/identifiers.js";
 import { listPageQuery, pageOf, unknownCursor } from "../../protocol/list-page.js";
-import type { ChatRun } from "../../serving/types.js";
 import { callerOf } from "../auth.js";
+import { route, type Operation } from "../operation.js";
 import { parse } from "../parse-input.js";
 import { updateCompletionBody } from "../../protocol/stored-completions-request.js";
 
-/** Keeps a finished completion; the chat route calls it before the client gets the last of it. */
-export type StoreCompletion = (completion: ChatCompletion, streamed: boolean) => Promise<void>;
+const completionId = [{ name: "id", description: "The chat completion's id (`chatcmpl-…`)." }];
+
+/** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
+export const storedCompletionOperations = {
+  listChatCompletions: {
+    method: "get",
+    path: "/chat/completions",
+    id: "listChatCompletions",
+    summary:
+      "The caller's account's stored chat completions (made with store: true), oldest first unless order=desc; `metadata[KEY]=VALUE` filters (every pair must match)",
+    auth: "key",
+    query: [
+      { name: "model", description: "Only this model's." },
+      { name: "metadata[KEY]", description: "Only those whose metadata has KEY set to this value (repeatable)." },
+      { name: "after", description: "The last id of the previous page." },
+      { name: "limit", description: "1 to 100, default 20.", schema: { type: "integer", minimum: 1, maximum: 100 } },
+      { name: "order", description: "`asc` (default) or `desc`, by creation.", schema: { type: "string", enum: ["asc", "desc"] } },
+    ],
+    response: { description: '`{object: "list", data: [chat.completion with metadata], first_id, last_id, has_more}`' },
+    errors: [400, 401],
+  },
+  getChatCompletion: {
+    method: "get",
+    path: "/chat/completions/{id}",
+    id: "getChatCompletion",
+    summary: "A stored chat completion of the caller's account",
+    auth: "key",
+    pathParams: completionId,
+    response: { description: "The chat.completion object as it was returned, with its current `metadata`." },
+    errors: [401, 404],
+  },
+  updateChatCompletion: {
+    method: "post",
+    path: "/chat/completions/{id}",
+    id: "updateChatCompletion",
+    summary: "Replace a stored chat completion's metadata",
+    auth: "key",
+    pathParams: completionId,
+    body: updateCompletionBody,
+    response: { description: "The chat.completion object with its new `metadata`." },
+    errors: [400, 401, 404],
+  },
+  deleteChatCompletion: {
+    method: "delete",
+    path: "/chat/completions/{id}",
+    id: "deleteChatCompletion",
+    summary: "Delete a stored chat completion",
+    auth: "key",
+    pathParams: completionId,
+    response: { description: '`{id, object: "chat.completion.deleted", deleted: true}`' },
+    errors: [401, 404],
+  },
+  listChatCompletionMessages: {
+    method: "get",
+    path: "/chat/completions/{id}/messages",
+    id: "listChatCompletionMessages",
+    summary:
+      "The messages of a stored chat completion's request, each with an id (`<completion id>-<index>`); oldest first unless order=desc",
+    auth: "key",
+    pathParams: completionId,
+    query: listPageQuery("asc"),
+    response: { description: '`{object: "list", data: [message], first_id, last_id, has_more}`' },
+    errors: [400, 401, 404],
+  },
+} satisfies Record<string, Operation>;
 
 const listQuery = listPageQuery("asc").extend({ model: identifier().optional() });
 const metadataFilter = z.object({ metadata: metadataSchema });
 const notFound = (id: string) =>
   new NotFound(`No chat completion with id '${id.slice(0, 64)}' found. Only completions created with store: true are kept.`);
-
-export function storing(store: CompletionStore, accountId: string, body: ChatRequestBody, run: ChatRun): StoreCompletion {
-  return async (completion, streamed) => {
-    const record: StoredCompletion = {
-      id: completion.id,
-      model: completion.model,
-      metadata: body.metadata ?? {},
-      messages: body.messages as StoredCompletion["messages"],
-      body: stringifyJson(completion),
-    };
-    try {
-      await store.save(accountId, record);
-    } catch (error) {
-      // Unanswered, a request's ledger row must not say completed; a stream has delivered its output already.
-      if (!streamed) await run.undelivered("completion_not_stored").catch(() => undefined);
-      throw error;
-    }
-  };
-}
 
 /** The stored completion as OpenAI returns it: the completion as sent, with its current metadata. */
 const wireText = (c: StoredCompletion): string => `${c.body.replace(/}\s*$/, "")},"metadata":${JSON.stringify(c.metadata)}}`;
@@ -50,7 +91,7 @@ const sendJson = (reply: FastifyReply, text: string) => reply.type("application/
  * lookup is the caller's account's.
  */
 export function storedCompletionRoutes(app: FastifyInstance, store: CompletionStore): void {
-  app.get("/chat/completions", async (request, reply) => {
+  route(app, storedCompletionOperations.listChatCompletions, async (request, reply) => {
     const raw = (request.query ?? {}) as Record<string, unknown>;
     // Filters reach SQL as text: the same rules as stored metadata (no NUL, bounded keys and values).
     const { metadata } = parse(metadataFilter, { metadata: metadataFilters(raw) });
@@ -67,25 +108,25 @@ export function storedCompletionRoutes(app: FastifyInstance, store: CompletionSt
     return sendJson(reply, `{"object":"list","data":[${data.map(wireText).join(",")}],${rest}`);
   });
 
-  app.get<{ Params: { id: string } }>("/chat/completions/:id", async (request, reply) => {
+  route<{ Params: { id: string } }>(app, storedCompletionOperations.getChatCompletion, async (request, reply) => {
     const found = await store.get(callerOf(request).accountId, request.params.id);
     if (!found) throw notFound(request.params.id);
     return sendJson(reply, wireText(found));
   });
 
-  app.post<{ Params: { id: string } }>("/chat/completions/:id", async (request, reply) => {
+  route<{ Params: { id: string } }>(app, storedCompletionOperations.updateChatCompletion, async (request, reply) => {
     const body = parse(updateCompletionBody, request.body ?? {});
     const updated = await store.setMetadata(callerOf(request).accountId, request.params.id, body.metadata ?? {});
     if (!updated) throw notFound(request.params.id);
     return sendJson(reply, wireText(updated));
   });
 
-  app.delete<{ Params: { id: string } }>("/chat/completions/:id", async (request) => {
+  route<{ Params: { id: string } }>(app, storedCompletionOperations.deleteChatCompletion, async (request) => {
     if (!(await store.delete(callerOf(request).accountId, request.params.id))) throw notFound(request.params.id);
     return { id: request.params.id, object: "chat.completion.deleted", deleted: true };
   });
 
-  app.get<{ Params: { id: string } }>("/chat/completions/:id/messages", async (request) => {
+  route<{ Params: { id: string } }>(app, storedCompletionOperations.listChatCompletionMessages, async (request) => {
     const query = parse(listPageQuery("asc"), request.query ?? {});
     const found = await store.get(callerOf(request).accountId, request.params.id);
     if (!found) throw notFound(request.params.id);

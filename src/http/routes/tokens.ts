@@ -2,7 +2,8 @@ import type { FastifyInstance } from "fastify";
 import { detokenizeRequestSchema, tokenizeRequestSchema, type TokenizeRequestBody } from "../../protocol/tokenize-request.js";
 import type { TokenizeInput, TokenService } from "../../serving/token-service.js";
 import { callerOf } from "../auth.js";
-import { parseRequest, toChatMessage, toToolDefinitions } from "../chat-input.js";
+import { parseRequest } from "../../protocol/parse-request.js";
+import { toChatMessage, toToolDefinitions } from "../../api/chat/input.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
 import { route, type Operation } from "../operation.js";
 

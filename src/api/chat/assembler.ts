@@ -1,6 +1,6 @@
-import type { ChatCompletion, WireFinishReason, WireLogprobs, WireToolCall } from "../protocol/chat-response.js";
-import type { ChatRun, ServingEvent, TokenLogprob, ToolCall, Usage } from "../serving/types.js";
-import { toWireUsage } from "./runs.js";
+import type { ChatCompletion, WireFinishReason, WireLogprobs, WireToolCall } from "../../protocol/chat-response.js";
+import type { ChatRun, ServingEvent, TokenLogprob, ToolCall, Usage } from "../../serving/types.js";
+import { toWireUsage } from "../wire-usage.js";
 
 export function toWireLogprobs(tokens: readonly TokenLogprob[]): WireLogprobs {
   return {

@@ -1,51 +1,17 @@
-import type { z } from "zod";
-import type { ChatMessage, ToolDefinition } from "../serving/types.js";
-import { InvalidRequest } from "../errors.js";
-import { chatRequestSchema, type ChatRequestBody, type WireMessage, type WirePrediction, type WireTool } from "../protocol/chat-request.js";
-import type { ChatInput } from "../serving/types.js";
-import { innermostIssue } from "../protocol/zod-issues.js";
-
-/** Validates a wire body against its schema; the first problem becomes a 400 naming its `param`. */
-export function parseRequest<T>(schema: z.ZodType<T>, body: unknown): T {
-  // An empty body (or none) reaches routes as undefined: see json-body.ts.
-  if (body === undefined) throw new InvalidRequest("The request body is missing; send a JSON object.", null, "missing_body");
-  if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw new InvalidRequest("The request body must be a JSON object.");
-  }
-  const parsed = schema.safeParse(body);
-  if (!parsed.success) throw invalidFrom(parsed.error, body);
-  return parsed.data;
-}
+import type { ChatMessage, ToolDefinition } from "../../serving/types.js";
+import { InvalidRequest } from "../../errors.js";
+import {
+  chatRequestSchema,
+  type ChatRequestBody,
+  type WireMessage,
+  type WirePrediction,
+  type WireTool,
+} from "../../protocol/chat-request.js";
+import { parseRequest } from "../../protocol/parse-request.js";
+import type { ChatInput } from "../../serving/types.js";
 
 export function parseChatRequest(body: unknown): ChatRequestBody {
   return parseRequest(chatRequestSchema, body);
-}
-
-/**
- * Zod does not keep the input on an issue, so whether the parameter is missing is read from the
- * body itself: a value of the wrong type is `invalid_type`, never "missing".
- */
-function invalidFrom(error: z.ZodError, body: unknown): InvalidRequest {
-  const issue = innermostIssue(error.issues[0]!);
-  const param = formatPath(issue.path);
-  // A union no form of which took the value: missing too when there is no value at all.
-  const missing = (issue.code === "invalid_type" || issue.code === "invalid_union") && valueAt(body, issue.path) === undefined;
-  if (missing) return new InvalidRequest(`Missing required parameter: '${param}'.`, param || null, "missing_required_parameter");
-  const code = issue.code === "invalid_type" || issue.code === "invalid_union" ? "invalid_type" : "invalid_value";
-  return new InvalidRequest(`Invalid '${param}': ${issue.message}`, param || null, code);
-}
-
-function valueAt(body: unknown, path: readonly PropertyKey[]): unknown {
-  let value = body;
-  for (const key of path) {
-    if (value === null || typeof value !== "object") return undefined;
-    value = (value as Record<PropertyKey, unknown>)[key];
-  }
-  return value;
-}
-
-function formatPath(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((out, key) => (typeof key === "number" ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)), "");
 }
 
 /** The sampling, stop, tier and `n` fields of chat completions and legacy completions, as the service takes them. */

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { ExactDecimal } from "../protocol/money-json.js";
-import type { ChatMessage, ToolCall } from "../serving/types.js";
-import type { ResponsesRequestBody } from "../protocol/responses-request.js";
-import type { ChatRun, ServingEvent, Usage } from "../serving/types.js";
+import { ExactDecimal } from "../../protocol/money-json.js";
+import type { ChatMessage, ToolCall } from "../../serving/types.js";
+import type { ResponsesRequestBody } from "../../protocol/responses-request.js";
+import type { ChatRun, ServingEvent, Usage } from "../../serving/types.js";
 
 export const itemId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
 

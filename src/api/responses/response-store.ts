@@ -1,6 +1,6 @@
-import type { ChatMessage } from "../serving/types.js";
-import type { Database } from "../storage/database.js";
-import { pruneStored, unexpired, type StoredObjectLimits } from "../storage/stored-objects.js";
+import type { ChatMessage } from "../../serving/types.js";
+import type { Database } from "../../storage/database.js";
+import { pruneStored, unexpired, type StoredObjectLimits } from "../../storage/stored-objects.js";
 
 /** A stored response: the conversation it ends (its input and its output) and the object as returned. */
 export interface StoredResponse {

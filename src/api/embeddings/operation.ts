@@ -1,22 +1,35 @@
-import type { FastifyInstance } from "fastify";
-import { ExactDecimal, stringifyJson } from "../../protocol/money-json.js";
+/** `POST /embeddings` in OpenAI's shape: a list of `embedding` objects, float arrays or base64. */
 import { embeddingsRequestSchema, type EmbeddingsRequestBody } from "../../protocol/embeddings-request.js";
+import { ExactDecimal, stringifyJson } from "../../protocol/money-json.js";
 import type { EmbeddingInput, EmbeddingResult, EmbeddingService } from "../../serving/embedding-service.js";
-import { callerOf } from "../auth.js";
-import { parseRequest } from "../chat-input.js";
-import { traceOf } from "../tracing.js";
-import { abortOnDisconnect } from "../runs.js";
+import type { Operation, OperationSpec } from "../operation.js";
 
-/** `POST /v1/embeddings` in OpenAI's shape: a list of `embedding` objects, float arrays or base64. */
-export function embeddingsRoutes(app: FastifyInstance, embeddings: EmbeddingService): void {
-  app.post("/embeddings", async (request, reply) => {
-    const body = parseRequest(embeddingsRequestSchema, request.body);
-    const result = await embeddings.embed(callerOf(request), toInput(body), abortOnDisconnect(reply), {
-      requestId: request.id,
-      trace: traceOf(request),
-    });
-    return reply.type("application/json; charset=utf-8").send(renderEmbeddings(result, body.encoding_format ?? "float"));
-  });
+export const embeddingsSpec: OperationSpec<EmbeddingsRequestBody> = {
+  method: "post",
+  path: "/embeddings",
+  id: "createEmbedding",
+  summary:
+    "Embeddings of texts or token ids, from a model tagged Embedding (at most 2,048 inputs, none empty, each within the model's context: never truncated)",
+  schema: embeddingsRequestSchema,
+  response:
+    '`{object: "list", data: [{object: "embedding", index, embedding}], model, usage: {prompt_tokens, total_tokens, estimated_cost}}`; `embedding` is floats, or base64 of little-endian float32 with `encoding_format: "base64"`.',
+  errors: [400, 401, 402, 404, 429, 503],
+  streams: false,
+  kind: "embeddings",
+  traceOperation: "embeddings",
+};
+
+export function embeddingsOperation(embeddings: EmbeddingService): Operation<EmbeddingsRequestBody> {
+  return {
+    ...embeddingsSpec,
+    async run(caller, body, context) {
+      const result = await embeddings.embed(caller, toInput(body), context.signal, {
+        requestId: context.requestId,
+        trace: context.trace,
+      });
+      return { type: "json", body: renderEmbeddings(result, body.encoding_format ?? "float") };
+    },
+  };
 }
 
 /** A single string or token array is one input; an array of them is many. */

@@ -1,5 +1,5 @@
-import type { Database } from "../storage/database.js";
-import { pruneStored, unexpired, type StoredObjectLimits } from "../storage/stored-objects.js";
+import type { Database } from "../../storage/database.js";
+import { pruneStored, unexpired, type StoredObjectLimits } from "../../storage/stored-objects.js";
 
 /** A chat completion kept with `store: true`: the request's messages and the completion as it was sent. */
 export interface StoredCompletion {

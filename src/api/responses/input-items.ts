@@ -1,11 +1,6 @@
-import type { FastifyInstance } from "fastify";
-import { NotFound } from "../errors.js";
-import { listPageQuery, pageOf, unknownCursor } from "../protocol/list-page.js";
-import type { ResponsesInputItem } from "../protocol/responses-request.js";
-import type { ResponseStore, StoredResponse } from "../responses/response-store.js";
-import { callerOf } from "./auth.js";
-import { itemId } from "../responses/response-builder.js";
-import { parse } from "./parse-input.js";
+import type { ResponsesInputItem } from "../../protocol/responses-request.js";
+import type { StoredResponse } from "./response-store.js";
+import { itemId } from "./response-builder.js";
 
 /** An input item as `GET /v1/responses/{id}/input_items` lists it: with an id and a status. */
 export type WireInputItem = { id: string; type: string } & Record<string, unknown>;
@@ -55,16 +50,4 @@ export function toInputItems(input: string | ResponsesInputItem[]): WireInputIte
 export function chainedInputItems(earlier: StoredResponse | null, input: string | ResponsesInputItem[]): WireInputItem[] {
   const before = earlier ? [...earlier.inputItems, ...((JSON.parse(earlier.body) as { output?: WireInputItem[] }).output ?? [])] : [];
   return [...before, ...toInputItems(input)];
-}
-
-/** `GET /responses/{id}/input_items`: paginated as OpenAI's (`after`, `limit`, `order`, default newest first). */
-export function responseInputItemRoutes(app: FastifyInstance, store: ResponseStore): void {
-  app.get<{ Params: { id: string } }>("/responses/:id/input_items", async (request) => {
-    const query = parse(listPageQuery("desc"), request.query ?? {});
-    const stored = await store.get(callerOf(request).accountId, request.params.id);
-    if (!stored) throw new NotFound(`No response with id '${request.params.id.slice(0, 64)}' found.`);
-    const page = pageOf(stored.inputItems, query);
-    if (!page) throw unknownCursor("input item in this response", query.after!);
-    return page;
-  });
 }

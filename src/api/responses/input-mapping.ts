@@ -1,7 +1,7 @@
-import { InvalidRequest } from "../errors.js";
-import type { ChatMessage } from "../serving/types.js";
-import type { ResponsesInputItem, ResponsesRequestBody } from "../protocol/responses-request.js";
-import type { ChatInput } from "../serving/types.js";
+import { InvalidRequest } from "../../errors.js";
+import type { ChatMessage } from "../../serving/types.js";
+import type { ResponsesInputItem, ResponsesRequestBody } from "../../protocol/responses-request.js";
+import type { ChatInput } from "../../serving/types.js";
 
 const partsText = (content: string | Array<{ text: string }>) =>
   typeof content === "string" ? content : content.map((p) => p.text).join("");

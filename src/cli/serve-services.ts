@@ -1,0 +1,30 @@
+import type { Settings } from "../config/settings.js";
+import { createCompletionStore } from "../api/chat/completion-store.js";
+import { createOperations } from "../api/registry.js";
+import { createResponseStore } from "../api/responses/response-store.js";
+import { createSpendBudgets } from "../billing/budgets.js";
+import { createUsageLedger } from "../billing/ledger.js";
+import { createChatService } from "../serving/chat-service.js";
+import { createEmbeddingService } from "../serving/embedding-service.js";
+import { createTokenService } from "../serving/token-service.js";
+import type { Database } from "../storage/database.js";
+
+/** What serves the API: the lifecycle's services, the stores of stored objects, and the operations both the routes and batch lines run. */
+export function servingServices(
+  settings: Settings,
+  deps: Omit<Parameters<typeof createChatService>[0], "ledger" | "budgets"> & { db: Database },
+) {
+  const servingDeps = { ...deps, ledger: createUsageLedger(deps.db), budgets: createSpendBudgets(deps.db) };
+  const chat = createChatService(servingDeps);
+  const embeddings = createEmbeddingService(servingDeps);
+  const responses = createResponseStore(deps.db, settings.storedObjects);
+  const completions = createCompletionStore(deps.db, settings.storedObjects);
+  return {
+    chat,
+    embeddings,
+    tokens: createTokenService(servingDeps),
+    responses,
+    completions,
+    operations: createOperations({ chat, embeddings, responses, completions }),
+  };
+}

@@ -1,0 +1,61 @@
+/**
+ * The routes of the operations that generate or embed (api/registry.ts): each parses its body
+ * against the operation's schema, runs it as the caller, and writes its answer, JSON or server-sent
+ * events. Registered under each API prefix (see app.ts), so the paths are relative to it.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Chunk, Operation, OperationResult } from "../../api/operation.js";
+import type { Operations } from "../../api/registry.js";
+import { toErrorBody } from "../../errors.js";
+import { parseRequest } from "../../protocol/parse-request.js";
+import { rateLimitHeaders } from "../../protocol/rate-limit-headers.js";
+import { COMPAT_PREFIX } from "../api-paths.js";
+import { callerOf } from "../auth.js";
+import { abortOnDisconnect, midStreamFailure } from "../runs.js";
+import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
+import { traceOf } from "../tracing.js";
+
+export function generationRoutes(app: FastifyInstance, operations: Operations, limits: StreamLimits): void {
+  // The specification's `/v1/compat` sends a streamed chat's `role` in every chunk.
+  const roleInEveryChunk = app.prefix === COMPAT_PREFIX;
+  for (const operation of operations.values())
+    app.post(operation.path, (request, reply) => answer(operation, request, reply, { limits, roleInEveryChunk }));
+}
+
+async function answer(
+  operation: Operation,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  { limits, roleInEveryChunk }: { limits: StreamLimits; roleInEveryChunk: boolean },
+) {
+  const body = parseRequest(operation.schema, request.body);
+  const gate = new OutputGate();
+  const result = await operation.run(callerOf(request), body, {
+    signal: abortOnDisconnect(reply),
+    requestId: request.id,
+    output: gate,
+    trace: traceOf(request),
+    roleInEveryChunk,
+    logError: (message, error) => request.log.error({ err: error }, message),
+  });
+  // Set before a stream's head is written (sse.ts copies the reply's headers), so streams carry them too.
+  reply.headers(rateLimitHeaders(result.rateLimits));
+  if (result.type === "json") {
+    // Null: the run was cancelled, its client is gone; nobody to answer.
+    return result.body === null ? reply : reply.type("application/json; charset=utf-8").send(result.body);
+  }
+  await writeStream(result, openSse(reply, { gate, limits }), request);
+  return undefined;
+}
+
+/** The chunks as events; a failure after the head was sent travels as the operation's failure event. */
+async function writeStream(result: Extract<OperationResult, { type: "stream" }>, sse: SseWriter, request: FastifyRequest) {
+  const write = (chunk: Chunk) => (chunk.event === undefined ? sse.send(chunk.data) : sse.event(chunk.event, chunk.data));
+  try {
+    for await (const chunk of result.chunks) write(chunk);
+  } catch (error) {
+    write(result.failure(toErrorBody(midStreamFailure(request, error))));
+  }
+  if (result.doneSentinel) sse.done();
+  else sse.end();
+}

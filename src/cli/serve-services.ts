@@ -28,3 +28,18 @@ export function servingServices(
     operations: createOperations({ chat, embeddings, responses, completions }),
   };
 }
+
+/** The edge's limits every server takes from the settings, the worker too: body size and depth, connections, logging. */
+export function edgeOptions(settings: Settings) {
+  return {
+    bodyLimit: settings.bodyLimit,
+    maxJsonDepth: settings.maxJsonDepth,
+    connections: {
+      requestTimeoutMs: settings.requestTimeoutMs,
+      maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp,
+      streamBufferBytes: settings.streamBufferBytes,
+      streamPauseTimeoutMs: settings.streamPauseTimeoutMs,
+    },
+    logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
+  };
+}

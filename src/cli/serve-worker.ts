@@ -6,6 +6,7 @@ import { buildWorkerApp } from "../http/worker-app.js";
 import { startTracing } from "../observability/tracing.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { Settings } from "../config/settings.js";
+import { edgeOptions } from "./serve-services.js";
 
 type LoadModels = (catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings) => Promise<unknown>;
 
@@ -30,15 +31,7 @@ export async function runWorker(settings: Settings, catalog: CatalogEntry[], loa
     metrics,
     ...(tracing ? { tracing } : {}),
     workerKey: settings.workerKey,
-    bodyLimit: settings.bodyLimit,
-    maxJsonDepth: settings.maxJsonDepth,
-    connections: {
-      requestTimeoutMs: settings.requestTimeoutMs,
-      maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp,
-      streamBufferBytes: settings.streamBufferBytes,
-      streamPauseTimeoutMs: settings.streamPauseTimeoutMs,
-    },
-    logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
+    ...edgeOptions(settings),
   });
   const address = await app.listen({ host: settings.host, port: settings.port });
   process.stdout.write(`Worker: ${address}/v1 (engine API for a gateway; key: SWITCHYARD_WORKER_KEY)\n`);

@@ -41,7 +41,7 @@ import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
 import { startBatches } from "./batch-runtime.js";
 import { startAdapterUploads } from "./serve-uploads.js";
-import { servingServices } from "./serve-services.js";
+import { edgeOptions, servingServices } from "./serve-services.js";
 
 interface ServeFlags {
   host?: string;
@@ -232,6 +232,7 @@ function buildServerApp(
   { db, registry, limits, metrics, tracing, deployments, adapters, drain, batches, services }: ServerParts,
   caps: ConnectionCaps,
 ) {
+  const edge = edgeOptions(settings);
   return buildApp({
     drain,
     ...services,
@@ -243,19 +244,11 @@ function buildServerApp(
     keys: createAccountKeys(db, limitDefaultsFromEnv(process.env)),
     limits,
     authenticate: batches.authenticate(cachedKeyLookup((token) => lookUpKey(db, token), { ttlMs: settings.keyCacheMs })),
-    bodyLimit: settings.bodyLimit,
-    maxJsonDepth: settings.maxJsonDepth,
-    connections: {
-      requestTimeoutMs: settings.requestTimeoutMs,
-      maxUnauthenticatedPerIp: settings.maxUnauthenticatedPerIp,
-      streamBufferBytes: settings.streamBufferBytes,
-      streamPauseTimeoutMs: settings.streamPauseTimeoutMs,
-      caps,
-    },
+    ...edge,
+    connections: { ...edge.connections, caps },
     corsOrigins: settings.corsOrigins,
     deployments,
     adapters: { service: adapters, limits: settings.adapterLimits },
-    logger: { level: process.env.SWITCHYARD_LOG_LEVEL ?? "info" },
     batches: batches.api,
   });
 }

@@ -1,16 +1,11 @@
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { Command } from "commander";
-import { createLocalEngineBackend } from "../backends/local-engine.js";
 import { loadCatalog } from "../catalog/load.js";
-import { ensureModels, findPulledModel } from "../catalog/pull.js";
-import type { CatalogEntry, ModelFile } from "../catalog/types.js";
-import { resolveDataDir, resolveModelsDir } from "../config/paths.js";
+import type { CatalogEntry } from "../catalog/types.js";
+import { resolveDataDir } from "../config/paths.js";
 import { connectionCaps, loadSettings, type Settings } from "../config/settings.js";
 import { raiseFileLimit } from "../http/file-limit.js";
 import type { ConnectionCaps } from "../http/connection-caps.js";
-import { createKey, findOrCreateAccount } from "../accounts/key-store.js";
-import { countActiveKeys, lookUpKey, principalOfKey } from "../accounts/principals.js";
+import { lookUpKey, principalOfKey } from "../accounts/principals.js";
 import { cachedKeyLookup } from "../accounts/key-cache.js";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
 import { adminRoutes } from "../http/routes/admin.js";
@@ -23,25 +18,23 @@ import { buildApp } from "../http/app.js";
 import { createDrain } from "../http/drain.js";
 import { openRequestLimits } from "../limits/open.js";
 import { limitDefaultsFromEnv } from "../limits/defaults.js";
-import { systemFingerprint } from "../serving/fingerprint.js";
-import { loadAdapters } from "./serve-adapters.js";
-import { createModelRegistry, localPriorityWork, type ModelRegistry } from "../serving/model-registry.js";
-import { createLocalEmbeddingBackend } from "../backends/embedding-backend.js";
+import { createModelRegistry, type ModelRegistry } from "../serving/model-registry.js";
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
 import { reconcileDeadOwners } from "../billing/recovery.js";
 import { ownerIsGone, takeOwnership, type Ownership } from "../processes/owners.js";
 import { createDeploymentManager } from "../deployments/manager.js";
-import { engineOptions, localInstanceFactory, localInstanceSizer } from "./instance-factory.js";
+import { localInstanceFactory, localInstanceSizer } from "./instance-factory.js";
 import { MemoryGuard } from "../deployments/memory-guard.js";
 import { lockDataDir, type DataDirLock } from "../config/data-dir-lock.js";
 import { makePrivate } from "../config/data-dir-permissions.js";
 import type { Database } from "../storage/database.js";
-import { upstreamBackend } from "./upstream.js";
 import { runWorker } from "./serve-worker.js";
 import { startBatches } from "./batch-runtime.js";
 import { startAdapterUploads } from "./serve-uploads.js";
 import { edgeOptions, servingServices } from "./serve-services.js";
+import { loadModels, selectModels } from "./serve-models.js";
+import { ensureFirstKey } from "./first-key.js";
 
 interface ServeFlags {
   host?: string;
@@ -304,95 +297,6 @@ function stopOnSignals(
   process.once("SIGTERM", stop);
 }
 
-function selectModels(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
-  if (ids.length === 0) return catalog;
-  const unknown = ids.filter((id) => !catalog.some((m) => m.id === id));
-  if (unknown.length > 0) throw new Error(`Not in the catalog: ${unknown.join(", ")}`);
-  return catalog.filter((m) => ids.includes(m.id));
-}
-
-/**
- * A fresh install gets one key for the `default` account, shown once; only its hash is stored.
- * It is printed only to a terminal: redirected output ends up in logs, so then it goes to a file
- * only the owner can read, and the output says where.
- */
-async function ensureFirstKey(db: Database, dataDir: string): Promise<void> {
-  if ((await countActiveKeys(db)) > 0) return;
-  await findOrCreateAccount(db, "default");
-  // The owner's key: it may also manage the account's keys (the console's Keys page, /v1/keys)
-  // and its dedicated deployments.
-  const created = await createKey(db, { account: "default", name: "first key", manageKeys: true, manageDeployments: true });
-  if (process.stdout.isTTY) {
-    process.stdout.write(
-      `\nCreated an API key for account 'default'. It is shown only this once; store it now:\n\n    ${created.key}\n\n` +
-        `Create more with 'switchyard keys create --account NAME'.\n\n`,
-    );
-    return;
-  }
-  const file = join(dataDir, FIRST_KEY_FILE);
-  mkdirSync(dataDir, { recursive: true });
-  rmSync(file, { force: true }); // a file left by an earlier install may be readable by others
-  writeFileSync(file, `${created.key}\n`, { mode: 0o600, flag: "wx" });
-  process.stdout.write(
-    `\nCreated an API key for account 'default'. Standard output is not a terminal, so the key is not printed: ` +
-      `it is in ${file} (readable only by you). Store it and delete the file.\n\n`,
-  );
-}
-
-const FIRST_KEY_FILE = "first-api-key.txt";
-
 const SHUTDOWN_GRACE_MS = 10_000;
 /** How long a stop waits for the last spans to be exported. */
 const TRACE_FLUSH_TIMEOUT_MS = 5_000;
-
-/** Loads the catalog's models and adapters; returns the GGUF of each model served on the local engine (what adapters are checked against). */
-export async function loadModels(
-  catalog: CatalogEntry[],
-  registry: ModelRegistry,
-  settings: Settings,
-): Promise<ReadonlyMap<string, ModelFile>> {
-  // An on-demand model is served only once someone has pulled it (`switchyard models pull <id>`).
-  const modelsDir = resolveModelsDir();
-  const absent = await Promise.all(
-    catalog.map(async (entry) => entry.pull === "on_demand" && (await findPulledModel(entry, modelsDir)) === null),
-  );
-  const toLoad = catalog.filter((entry, i) => !absent[i] && entry.adapter_of === undefined);
-  catalog.filter((_, i) => absent[i]).forEach((entry) => registry.notPulled(entry.id));
-  const files = new Map<string, ModelFile>();
-  for (const entry of toLoad) {
-    try {
-      if (entry.backend) {
-        const { backend, fingerprint } = upstreamBackend(entry, entry.backend, settings);
-        registry.ready(entry.id, backend, fingerprint);
-        continue;
-      }
-      // One model at a time: a file that fails to pull or verify marks that model failed, not the server.
-      const [file] = await ensureModels([entry], { modelsDir, progress: true });
-      if (!file) throw new Error("the model file was not pulled");
-      if (entry.tags.includes("Embedding")) {
-        const embedder = await createLocalEmbeddingBackend({
-          modelPath: file.path,
-          threads: settings.threads || undefined,
-          shards: settings.shards || undefined,
-          giveWay: () => localPriorityWork(registry),
-        });
-        registry.readyEmbedder(entry.id, embedder);
-        continue;
-      }
-      const engine = await engineOptions(entry, settings, settings.parallel);
-      const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
-      registry.ready(entry.id, backend, systemFingerprint(file.sha256, engine));
-      files.set(entry.id, file);
-    } catch (error) {
-      registry.failed(entry.id, (error as Error).message);
-      process.stderr.write(`failed to load ${entry.id}: ${(error as Error).message}\n`);
-    }
-  }
-  await loadAdapters(
-    catalog.filter((entry) => entry.adapter_of !== undefined),
-    registry,
-    files,
-    modelsDir,
-  );
-  return files;
-}

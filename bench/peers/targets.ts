@@ -111,9 +111,27 @@ export async function startSwitchyard(
 /**
  * Flags every llama-server user passes anyway; nothing that handicaps it. The peer is built as
  * node-llama-cpp builds our CPU libraries (bench/peers/build-llama-server.sh), so both load the same
- * ggml CPU variant for this machine (see `cpuVariant`), AMX kernels and weight repacking included.
+ * ggml CPU variant for this machine (see `cpuVariant`), AMX kernels and weight repacking included,
+ * where the machine runs them: on a VM that reports AMX but does not enable its tile state, llama.cpp's
+ * AMX matrix kernels die with SIGILL at the first `tilezero` (seen on a Sapphire Rapids VM, 2026-11-28),
+ * so a user there must pass `--no-repack` (no extra weight buffers, AMX's among them), and so does the
+ * peer: `peerFlags` finds that out once with a tiny llama-batched-bench run and says so.
  */
-const PEER_FLAGS: string[] = [];
+let peerFlagsFound: string[] | undefined;
+function peerFlags(binaryDir: string, modelPath: string): string[] {
+  if (peerFlagsFound) return peerFlagsFound;
+  const bench = join(binaryDir, "llama-batched-bench");
+  const probe = ["-m", modelPath, "-c", "256", "-b", "64", "-npp", "8", "-ntg", "2", "-npl", "2", "-t", "1"];
+  const result = existsSync(bench) ? spawnSync(bench, probe, { encoding: "utf8" }) : null;
+  const flags = result?.signal === "SIGILL" ? ["--no-repack"] : [];
+  // Kept once the probe ran through or died of SIGILL; a model batched-bench cannot run (an encoder) tells nothing.
+  if (result?.status === 0 || flags.length > 0) peerFlagsFound = flags;
+  if (flags.length > 0 && peerFlagsFound === flags)
+    process.stderr.write(
+      "llama.cpp's AMX kernels die with SIGILL on this machine: the peer runs with --no-repack, as its users here must\n",
+    );
+  return flags;
+}
 /**
  * llama.cpp's llama-server from the release node-llama-cpp ships; null when it is not built (bench/peers/build-llama-server.sh).
  * `extraArgs`: e.g. `--embeddings --pooling mean` for an embedding model. `ourBinaries`: the same
@@ -134,7 +152,7 @@ export async function startLlamaServer(
     [
       "-m",
       options.modelPath,
-      ...PEER_FLAGS,
+      ...peerFlags(join(built, ".."), options.modelPath),
       "-t",
       String(options.threads),
       "-tb",
@@ -209,7 +227,7 @@ export function runBatchedBench(
   const args = [
     "-m",
     options.modelPath,
-    ...PEER_FLAGS,
+    ...peerFlags(join(server, ".."), options.modelPath),
     "-t",
     String(options.threads),
     "-tb",

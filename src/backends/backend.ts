@@ -1,15 +1,5 @@
-import type { ServiceTier } from "../protocol/tiers.js";
-import type { ModelHostStats } from "../engine/types.js";
-import type {
-  ChatMessage,
-  GenerationEvent,
-  OutputConstraint,
-  PauseControl,
-  PromptOptions,
-  SamplingSettings,
-  Token,
-  ToolDefinition,
-} from "../protocol/generation.js";
+import type { GenerationRequest, ModelHostStats } from "../engine/types.js";
+import type { ChatMessage, GenerationEvent, PauseControl, PromptOptions, Token, ToolDefinition } from "../protocol/generation.js";
 
 /** The engine's load figures, as health and metrics read them through a backend's stats. */
 export type { EngineCounters, ShardStepBudget } from "../engine/types.js";
@@ -47,25 +37,14 @@ export interface PreparedPrediction {
   tokens?: readonly Token[];
 }
 
-export interface GenerationParams {
-  maxTokens: number;
-  sampling: SamplingSettings;
-  stop: readonly string[];
-  /** Each token's log probability with this many alternatives; absent: none. */
-  logprobs?: { top: number };
-  /** Grammar-constrained output (JSON, or JSON matching a schema). */
-  constraint?: OutputConstraint;
-  /** Admission order and batch precedence; absent: default. */
-  tier?: ServiceTier;
-  /** Prefix-cache namespace: cached prompt tokens are reused only within it. */
-  cacheNamespace?: string;
-  /** The account: the embedded engine shares its sequences fairly between accounts. */
-  account?: string;
+/**
+ * What a generation asks of any backend: the engine's request (engine/types.ts) without its prompt
+ * tokens, and with the prediction as text (and its tokens where the backend drafts from them itself).
+ */
+export type GenerationParams = Omit<GenerationRequest, "promptTokens" | "prediction"> & {
   /** The output the caller expects: drafts come from it; the output is the same without it. */
   prediction?: PreparedPrediction;
-  /** The LoRA adapter to generate under (a key given to `addAdapter`); absent: the base model. */
-  adapter?: string;
-}
+};
 
 /** An upstream replica as /health shows it (its URL stays private: /health needs no key). */
 export interface ReplicaStatus {

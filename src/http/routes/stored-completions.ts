@@ -1,14 +1,11 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
-import { z } from "zod";
 import type { CompletionStore, StoredCompletion } from "../../api/chat/completion-store.js";
 import { InvalidRequest, NotFound } from "../../errors.js";
-import { metadataSchema } from "../../protocol/common-fields.js";
-import { identifier } from "../../protocol/identifiers.js";
 import { listPageQuery, pageOf, unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
 import { route, type Operation } from "../operation.js";
 import { parse } from "../parse-input.js";
-import { updateCompletionBody } from "../../protocol/stored-completions-request.js";
+import { completionMetadataFilter, listCompletionsQuery, updateCompletionBody } from "../../protocol/stored-completions-request.js";
 
 const completionId = [{ name: "id", description: "The chat completion's id (`chatcmpl-…`)." }];
 
@@ -76,8 +73,6 @@ export const storedCompletionOperations = {
   },
 } satisfies Record<string, Operation>;
 
-const listQuery = listPageQuery("asc").extend({ model: identifier().optional() });
-const metadataFilter = z.object({ metadata: metadataSchema });
 const notFound = (id: string) =>
   new NotFound(`No chat completion with id '${id.slice(0, 64)}' found. Only completions created with store: true are kept.`);
 
@@ -94,8 +89,8 @@ export function storedCompletionRoutes(app: FastifyInstance, store: CompletionSt
   route(app, storedCompletionOperations.listChatCompletions, async (request, reply) => {
     const raw = (request.query ?? {}) as Record<string, unknown>;
     // Filters reach SQL as text: the same rules as stored metadata (no NUL, bounded keys and values).
-    const { metadata } = parse(metadataFilter, { metadata: metadataFilters(raw) });
-    const query = parse(listQuery, Object.fromEntries(Object.entries(raw).filter(([key]) => !key.startsWith("metadata"))));
+    const { metadata } = parse(completionMetadataFilter, { metadata: metadataFilters(raw) });
+    const query = parse(listCompletionsQuery, Object.fromEntries(Object.entries(raw).filter(([key]) => !key.startsWith("metadata"))));
     const rows = await store.list(callerOf(request).accountId, { ...query, metadata });
     if (!rows) throw unknownCursor("chat completion", query.after!);
     const data = rows.slice(0, query.limit);

@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
 import { ServiceError } from "../errors.js";
-import { route, type Operation } from "./operation.js";
+import { route, type RouteSpec } from "./route-spec.js";
 
 /** The built console (console/ → vite → dist/console), the same path from src/ (tsx) and dist/. */
 export const CONSOLE_DIR = resolve(import.meta.dirname, "../../dist/console");
@@ -56,7 +56,7 @@ export const consoleOperations = {
     response: { description: "The file.", contentType: "application/octet-stream" },
     errors: [404],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /**
  * The web console: static files under /console/, served by this same server. Every call it makes

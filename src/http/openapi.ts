@@ -3,7 +3,7 @@ import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 import { OPERATION_SPECS } from "../api/registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { consoleOperations } from "./console.js";
-import type { Auth, Method, Operation } from "./operation.js";
+import type { Auth, Method, RouteSpec } from "./route-spec.js";
 import { accountKeyOperations } from "./routes/account-keys.js";
 import { adapterOperations } from "./routes/adapters.js";
 import { adminOperations } from "./routes/admin.js";
@@ -21,7 +21,7 @@ import { storedResponseOperations } from "./routes/stored-responses.js";
 
 /**
  * The OpenAPI document, generated from the operations each route declares beside its handler
- * (operation.ts): nothing here is written twice.
+ * (route-spec.ts) and the api/ registry's specs: nothing here is written twice.
  */
 
 /** The same shape every error has (src/http/errors.ts). */
@@ -30,7 +30,7 @@ const errorSchema = z.object({
 });
 
 /** The generation operations, from the api/ registry's specs (the same declarations the routes and batch lines run). */
-const GENERATION_OPERATIONS: Operation[] = OPERATION_SPECS.map((spec) => ({
+const GENERATION_OPERATIONS: RouteSpec[] = OPERATION_SPECS.map((spec) => ({
   method: spec.method,
   path: spec.path,
   id: spec.id,
@@ -42,7 +42,7 @@ const GENERATION_OPERATIONS: Operation[] = OPERATION_SPECS.map((spec) => ({
 }));
 
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES, in the document's order. */
-const API_OPERATIONS: Operation[] = [
+const API_OPERATIONS: RouteSpec[] = [
   ...GENERATION_OPERATIONS,
   ...Object.values(tokenOperations),
   ...Object.values(storedResponseOperations),
@@ -53,7 +53,7 @@ const API_OPERATIONS: Operation[] = [
 ];
 
 /** Everything served at its own path. */
-const OTHER_OPERATIONS: Operation[] = [
+const OTHER_OPERATIONS: RouteSpec[] = [
   ...Object.values(usageOperations),
   ...Object.values(accountKeyOperations),
   ...Object.values(deploymentOperations),
@@ -85,7 +85,7 @@ const SECURITY: Record<Auth, Array<Record<string, string[]>>> = {
   none: [],
 };
 
-function queryParameters(query: Operation["query"]) {
+function queryParameters(query: RouteSpec["query"]) {
   if (!query) return [];
   if (Array.isArray(query))
     return query.map((p) => ({
@@ -104,7 +104,7 @@ function queryParameters(query: Operation["query"]) {
   }));
 }
 
-function operationObject(op: Operation, operationId: string) {
+function operationObject(op: RouteSpec, operationId: string) {
   const ok = op.response.streams
     ? { "application/json": { schema: { type: "object" } }, "text/event-stream": { schema: { type: "string" } } }
     : { [op.response.contentType ?? "application/json"]: { schema: op.response.contentType ? { type: "string" } : { type: "object" } } };

@@ -5,7 +5,7 @@ import { accountCreateKeyBody } from "../../protocol/key-request.js";
 import type { Principal } from "../../protocol/principal.js";
 import { callerOf } from "../auth.js";
 import { parse } from "../parse-input.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 /** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
 export const accountKeyOperations = {
@@ -40,7 +40,7 @@ export const accountKeyOperations = {
     response: { description: "The revoked key." },
     errors: [401, 403, 404],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /**
  * The account-scoped key API: a key created with the manage-keys right lists, creates and revokes

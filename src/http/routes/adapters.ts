@@ -5,7 +5,7 @@ import { callerOf, managerOf } from "../auth.js";
 import { answerUpload, formParts, requireMultipart, uploadScope } from "../form-upload.js";
 import { UploadGate } from "../upload-gate.js";
 import { uploadAdapterForm } from "../../protocol/adapters-request.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 const adapterId = [{ name: "id", description: "The adapter's id (`adp_…`)." }];
 
@@ -56,7 +56,7 @@ export const adapterOperations = {
     response: { description: '`{id, object: "adapter", deleted: true}`' },
     errors: [401, 403, 404],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /** The adapter object. */
 export function toWireAdapter(a: Adapter) {

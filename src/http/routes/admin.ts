@@ -8,7 +8,7 @@ import { stringifyJson } from "../../protocol/money-json.js";
 import { InvalidRequest, RateLimited, Unauthorized } from "../../errors.js";
 import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
 import { parse } from "../parse-input.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 const keyId = [{ name: "id", description: "Key id." }];
 const accountName = [{ name: "name", description: "Account name." }];
@@ -86,7 +86,7 @@ export const adminOperations = {
     response: { description: "The account." },
     errors: [401, 404, 429],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 export interface AdminRoutesOptions {
   /** Keys and accounts of every account (accounts/account-admin.ts). */

@@ -6,7 +6,7 @@ import { createBatchSchema, listBatchesQuery } from "../../protocol/batches-requ
 import { unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../../protocol/parse-request.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 const batchId = [{ name: "id", description: "The batch's id (`batch_…`)." }];
 
@@ -53,7 +53,7 @@ export const batchOperations = {
     response: { description: "The batch object, status cancelling." },
     errors: [401, 404, 409],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /** The Batch API, scoped to the caller's account: create, get, list (newest first), cancel. */
 export function batchRoutes(app: FastifyInstance, batches: BatchService): void {

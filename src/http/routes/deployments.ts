@@ -4,7 +4,7 @@ import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from 
 import type { Deployment, DeploymentCaller, DeploymentService } from "../../deployments/types.js";
 import { callerOf, managerOf } from "../auth.js";
 import { parse } from "../parse-input.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 const deploymentId = [{ name: "id", description: "The deployment's id (`dep_…`)." }];
 
@@ -66,7 +66,7 @@ export const deploymentOperations = {
     response: { description: "The deploy object, status `deleted`." },
     errors: [401, 403, 404],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /** The deploy object. */
 export function toWireDeployment(d: Deployment) {

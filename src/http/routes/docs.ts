@@ -3,7 +3,7 @@ import { dirname } from "node:path";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
 import { SECURITY_HEADERS } from "../console.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 /** Swagger UI's files come from the swagger-ui-dist package and are served from here: no CDN. */
 const ASSETS = dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
@@ -65,7 +65,7 @@ export const docsOperations = {
     response: { description: "The file.", contentType: "application/octet-stream" },
     errors: [404],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 export interface DocsOptions {
   /** The OpenAPI document (openapi.ts, which collects every route's declaration, this one's too). */

@@ -10,7 +10,7 @@ import { callerOf } from "../auth.js";
 import { parseRequest } from "../../protocol/parse-request.js";
 import { answerUpload, formParts, requireMultipart, uploadScope } from "../form-upload.js";
 import { UploadGate } from "../upload-gate.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 const fileId = [{ name: "id", description: "The file's id (`file-…`)." }];
 
@@ -68,7 +68,7 @@ export const fileOperations = {
     response: { description: '`{id, object: "file", deleted: true}`' },
     errors: [401, 404],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /** A file as the Files API shows it (batches/wire.ts). */
 type FileRecord = Parameters<typeof toWireFile>[0];

@@ -3,7 +3,7 @@ import type { BackendStats, EngineCounters, ShardStepBudget } from "../../backen
 import { tierTotal } from "../../protocol/tiers.js";
 import { privateOwner, type ModelRegistry } from "../../serving/model-registry.js";
 import type { Drain } from "../drain.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 /** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
 export const healthOperations = {
@@ -19,7 +19,7 @@ export const healthOperations = {
     },
     errors: [503],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /**
  * Unauthenticated readiness: 200 once every model is loaded; 503 while loading, if one failed to

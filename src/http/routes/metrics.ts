@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { Metrics } from "../../observability/metrics.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 /** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
 export const metricsOperations = {
@@ -13,7 +13,7 @@ export const metricsOperations = {
     response: { description: "Prometheus text.", contentType: "text/plain" },
     errors: [],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /** Prometheus scrape endpoint. Like /health it needs no key: it holds load figures, nothing of any account. */
 export function metricsRoutes(app: FastifyInstance, metrics: Metrics): void {

@@ -4,7 +4,7 @@ import { Forbidden, ModelNotFound } from "../../errors.js";
 import type { ModelRegistry } from "../../serving/model-registry.js";
 import { isNamed, modelsVisibleTo, toWireModel } from "../../serving/model-view.js";
 import { callerOf } from "../auth.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 /** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
 export const modelOperations = {
@@ -39,7 +39,7 @@ export const modelOperations = {
     response: { description: "Never succeeds." },
     errors: [401, 403, 404],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /** The models the calling key may use: public ones and its own account's deployments and adapters. */
 export function modelRoutes(app: FastifyInstance, registry: ModelRegistry): void {

@@ -3,7 +3,7 @@ import type { CompletionStore, StoredCompletion } from "../../api/chat/completio
 import { InvalidRequest, NotFound } from "../../errors.js";
 import { listPageQuery, pageOf, unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 import { parse } from "../parse-input.js";
 import { completionMetadataFilter, listCompletionsQuery, updateCompletionBody } from "../../protocol/stored-completions-request.js";
 
@@ -71,7 +71,7 @@ export const storedCompletionOperations = {
     response: { description: '`{object: "list", data: [message], first_id, last_id, has_more}`' },
     errors: [400, 401, 404],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 const notFound = (id: string) =>
   new NotFound(`No chat completion with id '${id.slice(0, 64)}' found. Only completions created with store: true are kept.`);

@@ -4,7 +4,7 @@ import { InvalidRequest, NotFound } from "../../errors.js";
 import { listPageQuery, pageOf, unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
 import { parse } from "../parse-input.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 const responseId = [{ name: "id", description: "The response's id (`resp_…`)." }];
 
@@ -52,7 +52,7 @@ export const storedResponseOperations = {
     response: { description: "Never succeeds: no response runs in the background." },
     errors: [400, 401, 404],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 const notFound = (id: string) => new NotFound(`No response with id '${id.length > 64 ? `${id.slice(0, 64)}...` : id}' found.`);
 

@@ -5,7 +5,7 @@ import { callerOf } from "../auth.js";
 import { parseRequest } from "../../protocol/parse-request.js";
 import { toChatMessage, toToolDefinitions } from "../../api/chat/input.js";
 import { exposeRateLimits } from "../rate-limit-headers.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 /** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
 export const tokenOperations = {
@@ -32,7 +32,7 @@ export const tokenOperations = {
     response: { description: "`{prompt}`" },
     errors: [400, 401, 404, 429, 503],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /**
  * `POST /tokenize` and `POST /detokenize` in vLLM's shape, at the root and under each API prefix

@@ -3,7 +3,7 @@ import { stringifyJson } from "../../protocol/money-json.js";
 import { toWireUsageReport, type UsageReports } from "../../protocol/usage.js";
 import { parseUsageParams, USAGE_QUERY } from "../../protocol/usage-request.js";
 import { callerOf } from "../auth.js";
-import { route, type Operation } from "../operation.js";
+import { route, type RouteSpec } from "../route-spec.js";
 
 /** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
 export const usageOperations = {
@@ -17,7 +17,7 @@ export const usageOperations = {
     response: { description: "Totals and groups." },
     errors: [400, 401],
   },
-} satisfies Record<string, Operation>;
+} satisfies Record<string, RouteSpec>;
 
 /**
  * GET /v1/usage?start=&end=&group_by=model|day|key: the calling key's own account's usage, never

@@ -16,7 +16,7 @@ export interface QueryParam {
  * One HTTP operation as data, declared once beside its handler: `route` registers the handler with
  * it, and openapi.ts collects every declaration into the OpenAPI document.
  */
-export interface Operation {
+export interface RouteSpec {
   method: Method;
   /** OpenAPI's form, relative to the API prefix where there is one: `/v1/keys/{id}`, `/files/{id}`. */
   path: string;
@@ -43,14 +43,14 @@ export interface Operation {
 }
 
 /** Fastify's form of an operation's path. */
-export function fastifyPath(op: Pick<Operation, "path" | "route">): string {
+export function fastifyPath(op: Pick<RouteSpec, "path" | "route">): string {
   return op.route ?? op.path.replace(/\{(\w+)\}/g, ":$1");
 }
 
 /** Registers `handler` for the operation's method and path. */
 export function route<G extends RouteGenericInterface = RouteGenericInterface>(
   app: FastifyInstance,
-  op: Operation,
+  op: RouteSpec,
   handler: (request: FastifyRequest<G>, reply: FastifyReply) => Promise<unknown>,
   options: RouteShorthandOptions = {},
 ): void {

@@ -1,4 +1,4 @@
-import type { GenerationEvent } from "../protocol/generation.js";
+import type { GenerationEvent, Token } from "../protocol/generation.js";
 import { sumPerTier, tierTotal } from "../protocol/tiers.js";
 import {
   BackendBusy,
@@ -57,6 +57,19 @@ export class BackendPool implements Backend {
   async preparePrediction(...args: Parameters<NonNullable<Backend["preparePrediction"]>>): Promise<PreparedPrediction> {
     const backend = this.any();
     return backend.preparePrediction ? backend.preparePrediction(...args) : { text: args[0], tokenCount: 0 };
+  }
+
+  /**
+   * Every instance runs the same model with the same tokenizer, so any one turns tokens back into
+   * text (`/detokenize`). Arrow properties: the token service takes them off the backend unbound.
+   */
+  readonly detokenize = (tokens: readonly Token[]): string => this.tokenizing().detokenize(tokens);
+  readonly tokenText = (token: Token): string => this.tokenizing().tokenText(token);
+
+  private tokenizing(): Required<Pick<Backend, "detokenize" | "tokenText">> {
+    const { detokenize, tokenText } = this.any();
+    if (!detokenize || !tokenText) throw new Error("The deployment's instances do not know their tokenizer.");
+    return { detokenize, tokenText };
   }
 
   minimumPromptTokens(messages: Parameters<Backend["prepare"]>[0]): number {

@@ -124,20 +124,27 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     void routes.register(consoleRoutes);
     void routes.register(docsRoutes, { document: openApiDocument });
     // vLLM and llama-server serve these at the root; SDKs with a `/v1` base URL find them under it.
-    if (deps.tokens) tokenRoutes(routes, deps.tokens);
+    const tokens = deps.tokens;
+    // The token routes in a scope of their own, forwarded like generations, without the generations' tracing.
+    const tokenScope = (parent: FastifyInstance) => {
+      if (!tokens) return;
+      void parent.register(async (scope) => {
+        forwardDeployments(scope, deps);
+        tokenRoutes(scope, tokens);
+      });
+    };
+    tokenScope(routes);
     for (const prefix of API_PREFIXES) {
       void routes.register(
         async (api) => {
           modelRoutes(api, deps.registry);
-          if (deps.tokens) tokenRoutes(api, deps.tokens);
+          tokenScope(api);
           if (deps.batches) {
             fileRoutes(api, deps.batches.service, deps.batches.files, deps.batches.limits);
             batchRoutes(api, deps.batches.service);
           }
           void api.register(async (generation) => {
-            // A deployment another server process runs is answered by that process.
-            const deployments = deps.deployments;
-            if (deployments) installDeploymentForwarding(generation, (caller, model) => deployments.locate(caller, model));
+            forwardDeployments(generation, deps);
             if (deps.tracing) installTracing(generation, deps.tracing);
             generationRoutes(generation, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
             if (deps.completions) storedCompletionRoutes(generation, deps.completions);
@@ -149,6 +156,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     }
   });
   return app;
+}
+
+/** A deployment another server process runs is answered by that process (generation and token routes alike). */
+function forwardDeployments(scope: FastifyInstance, { deployments }: Pick<AppDeps, "deployments">): void {
+  if (deployments) installDeploymentForwarding(scope, (caller, model) => deployments.locate(caller, model));
 }
 
 export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {

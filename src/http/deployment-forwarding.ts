@@ -36,7 +36,7 @@ const HOP_HEADERS = new Set([
 ]);
 
 /**
- * Adds the forwarding to the generation routes of `app` (POSTs whose JSON body names a `model`).
+ * Adds the forwarding to the generation and token routes of `app` (POSTs whose JSON body names a `model`).
  * It runs as a preHandler: after authentication, and only for the caller's own deployment (the
  * lookup says so), so another account's request is answered here, with the usual 404.
  */

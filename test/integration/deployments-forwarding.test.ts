@@ -97,6 +97,25 @@ describe("a deployment called through another server sharing the database", () =
     assert.equal(await ownRows(), 3, "three requests, three rows: the forwarding side wrote none");
   });
 
+  test("tokenize and detokenize through B reach the deployment on A, at the root and under /v1, and bill nothing", async () => {
+    const rowsBefore = await ownRows();
+    const body = { model: modelId, messages: MESSAGES, add_generation_prompt: true };
+    const direct = await api(a!, a!.key, "POST", "/tokenize", body);
+    assert.equal(direct.status, 200, JSON.stringify(direct.body));
+    assert.ok(direct.body.count > 0);
+    for (const path of ["/tokenize", "/v1/tokenize"]) {
+      const through = await api(b!, b!.key, "POST", path, body);
+      assert.equal(through.status, 200, `${path}: ${JSON.stringify(through.body)}`);
+      assert.deepEqual(through.body.tokens, direct.body.tokens, `${path}: the deployment's own tokens`);
+      assert.equal(through.body.count, direct.body.count);
+    }
+    const back = await api(b!, b!.key, "POST", "/v1/detokenize", { model: modelId, tokens: direct.body.tokens });
+    assert.equal(back.status, 200, JSON.stringify(back.body));
+    assert.equal(typeof back.body.prompt, "string");
+    assert.ok(back.body.prompt.length > 0);
+    assert.equal(await ownRows(), rowsBefore, "token endpoints are never billed");
+  });
+
   test("a batch run by B whose lines name the deployment is answered by A, each line once, billed as a batch line", async () => {
     const lines = ["first", "second"].map((customId) =>
       JSON.stringify({

@@ -9,7 +9,7 @@ import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { frameworkErrors, installErrorHandlers } from "./errors.js";
 import { installJsonBodyParser, installPathParamCheck } from "./edge-input.js";
-import { installDeploymentForwarding } from "./deployment-forwarding.js";
+import { deploymentForwarding } from "./deployment-forwarding.js";
 import type { Drain } from "./drain.js";
 import { installRequestIds, requestIdFor } from "./request-id.js";
 import { consoleRoutes } from "./console.js";
@@ -113,6 +113,11 @@ export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "maxJsonD
 export function buildApp(deps: AppDeps): FastifyInstance {
   const app = buildBaseApp(deps);
   const operations = deps.operations ?? createOperations(deps);
+  // A deployment another server process runs is answered by that process (generation and token routes alike).
+  const deployments = deps.deployments;
+  const forwardDeployments = deployments
+    ? deploymentForwarding(app, (caller, model) => deployments.locate(caller, model))
+    : () => undefined;
   void app.register(async (routes) => {
     if (deps.limits) installRateLimitHeaders(routes, deps.limits);
     healthRoutes(routes, deps.registry, deps.drain);
@@ -129,7 +134,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const tokenScope = (parent: FastifyInstance) => {
       if (!tokens) return;
       void parent.register(async (scope) => {
-        forwardDeployments(scope, deps);
+        forwardDeployments(scope);
         tokenRoutes(scope, tokens);
       });
     };
@@ -144,7 +149,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             batchRoutes(api, deps.batches.service);
           }
           void api.register(async (generation) => {
-            forwardDeployments(generation, deps);
+            forwardDeployments(generation);
             if (deps.tracing) installTracing(generation, deps.tracing);
             generationRoutes(generation, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
             if (deps.completions) storedCompletionRoutes(generation, deps.completions);
@@ -156,11 +161,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     }
   });
   return app;
-}
-
-/** A deployment another server process runs is answered by that process (generation and token routes alike). */
-function forwardDeployments(scope: FastifyInstance, { deployments }: Pick<AppDeps, "deployments">): void {
-  if (deployments) installDeploymentForwarding(scope, (caller, model) => deployments.locate(caller, model));
 }
 
 export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {

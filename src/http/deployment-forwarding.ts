@@ -36,22 +36,24 @@ const HOP_HEADERS = new Set([
 ]);
 
 /**
- * Adds the forwarding to the generation and token routes of `app` (POSTs whose JSON body names a `model`).
- * It runs as a preHandler: after authentication, and only for the caller's own deployment (the
- * lookup says so), so another account's request is answered here, with the usual 404.
+ * The forwarding, for the generation and token routes (POSTs whose JSON body names a `model`):
+ * returns what adds it to a scope, all scopes sharing one connection pool, closed with `app`. It
+ * runs as a preHandler: after authentication, and only for the caller's own deployment (the lookup
+ * says so), so another account's request is answered here, with the usual 404.
  */
-export function installDeploymentForwarding(app: FastifyInstance, locate: LocateDeployment): void {
+export function deploymentForwarding(app: FastifyInstance, locate: LocateDeployment): (scope: FastifyInstance) => void {
   const agent = newAgent();
   app.addHook("onClose", async () => agent.close());
-  app.addHook("preHandler", async (request, reply) => {
-    if (request.method !== "POST" || request.headers[FORWARDED_HEADER] !== undefined) return;
-    const model = (request.body as { model?: unknown } | undefined)?.model;
-    if (typeof model !== "string") return;
-    const caller = callerOf(request);
-    const ownerUrl = await locate(caller, model);
-    if (ownerUrl === null) return;
-    await forward(request, reply, { ownerUrl, model }, agent);
-  });
+  return (scope) =>
+    scope.addHook("preHandler", async (request, reply) => {
+      if (request.method !== "POST" || request.headers[FORWARDED_HEADER] !== undefined) return;
+      const model = (request.body as { model?: unknown } | undefined)?.model;
+      if (typeof model !== "string") return;
+      const caller = callerOf(request);
+      const ownerUrl = await locate(caller, model);
+      if (ownerUrl === null) return;
+      await forward(request, reply, { ownerUrl, model }, agent);
+    });
 }
 
 interface ForwardTarget {

@@ -8,7 +8,7 @@ import type { ChatCompletion } from "../../protocol/chat-response.js";
 import { chatRequestSchema, type ChatRequestBody } from "../../protocol/chat-request.js";
 import { stringifyJson } from "../../protocol/money-json.js";
 import type { ChatRun, ChatService } from "../../serving/types.js";
-import type { Chunk, Operation, OperationResult, OperationSpec } from "../operation.js";
+import type { Chunk, Operation, OperationContext, OperationResult, OperationSpec } from "../operation.js";
 import { CompletionAssembler } from "./assembler.js";
 import { chunkShapes, eventChunks } from "./chunks.js";
 import type { CompletionStore, StoredCompletion } from "./completion-store.js";
@@ -42,7 +42,7 @@ export function chatOperation(chat: ChatService, completions?: CompletionStore):
         trace: context.trace,
       });
       const logprobs = input.logprobs !== undefined;
-      const store = body.store === true && completions ? storing(completions, caller.accountId, body, run) : null;
+      const store = body.store === true && completions ? storing(completions, caller.accountId, body, run, context.logError) : null;
       const n = input.n ?? 1;
       if (!body.stream) return { type: "json", body: await completion(run, n, logprobs, store), rateLimits: run.rateLimits };
       const options = {
@@ -91,7 +91,13 @@ async function* chunks(
   }
 }
 
-function storing(store: CompletionStore, accountId: string, body: ChatRequestBody, run: ChatRun): StoreCompletion {
+function storing(
+  store: CompletionStore,
+  accountId: string,
+  body: ChatRequestBody,
+  run: ChatRun,
+  logError: OperationContext["logError"],
+): StoreCompletion {
   return async (completion, streamed) => {
     const record: StoredCompletion = {
       id: completion.id,
@@ -104,7 +110,10 @@ function storing(store: CompletionStore, accountId: string, body: ChatRequestBod
       await store.save(accountId, record);
     } catch (error) {
       // Unanswered, a request's ledger row must not say completed; a stream has delivered its output already.
-      if (!streamed) await run.undelivered("completion_not_stored").catch(() => undefined);
+      if (!streamed)
+        await run
+          .undelivered("completion_not_stored")
+          .catch((failure: unknown) => logError("could not mark the ledger row failed", failure));
       throw error;
     }
   };

@@ -1,33 +1,29 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdir } from "node:fs/promises";
-import { PGlite, types, type Transaction } from "@electric-sql/pglite";
+import { Worker } from "node:worker_threads";
 import type { Database } from "./database.js";
-import { SerialQueue } from "./serial-queue.js";
+import type { PgliteReply, PgliteRequest, PgliteWorkerData } from "./pglite-worker.js";
 import { transactionHandle } from "./scoped-transaction.js";
-import { preparedStatements, type PreparedStatements } from "./pglite-statements.js";
+
+const FROM_SOURCE = import.meta.url.endsWith(".ts");
+const WORKER_URL = new URL(`./pglite-worker${FROM_SOURCE ? ".ts" : ".js"}`, import.meta.url);
+
+/** A request to the database thread, without the id the connection gives it. */
+type Ask = PgliteRequest extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
 
 /**
- * BIGINT and NUMERIC come back as strings, as they do from `pg`: money and token counts are never
- * floats in this project, and both backends must hand callers the same types.
- */
-const pgliteParsers = {
-  [types.INT8]: (value: string) => value,
-  [types.NUMERIC]: (value: string) => value,
-};
-
-/**
- * Embedded PostgreSQL (PGlite) persisted in `dir`. Only one process may open a given dir at a time.
+ * Embedded PostgreSQL (PGlite) persisted in `dir`, run on a thread of its own (pglite-worker.ts) so
+ * that its statements, synchronous WebAssembly, never hold the event loop. Only one process may open
+ * a given dir at a time.
  *
- * PGlite is a single connection, so every top-level statement and every whole transaction runs
- * through one FIFO queue. A query without params (or with an empty array) uses the simple protocol,
- * as `pg` does, so it may hold several statements; the rows returned are the last statement's. One
- * with params runs as a named prepared statement (pglite-statements.ts), planned once.
+ * PGlite is a single connection: the thread runs every top-level statement and every whole
+ * transaction in FIFO order. A query without params (or with an empty array) uses the simple
+ * protocol, as `pg` does, so it may hold several statements; the rows returned are the last
+ * statement's. One with params runs as a named prepared statement (pglite-statements.ts), planned once.
  */
 export async function openPglite(dir: string): Promise<Database> {
   await mkdir(dir, { recursive: true });
-  const pglite = await PGlite.create(dir, { parsers: pgliteParsers });
-  const queue = new SerialQueue();
-  const statements = preparedStatements(pglite);
+  const connection = await connect(dir);
   // Marks async work that runs inside one of this database's transactions. Reaching for the outer
   // handle from there would wait behind the very transaction that is waiting on it: a silent hang.
   // Work merely started from inside a transaction (a timer, say) may use the outer handle once the
@@ -44,65 +40,105 @@ export async function openPglite(dir: string): Promise<Database> {
     kind: "pglite",
     async query<Row>(sql: string, params?: unknown[]) {
       assertNotInsideTransaction();
-      return (await queue.run(() => runStatement(pglite, statements, sql, params))) as Row[];
+      return (await connection.ask({ kind: "run", tx: null, sql, params })).rows as Row[];
     },
     async transaction<T>(fn: (tx: Database) => Promise<T>): Promise<T> {
       assertNotInsideTransaction();
-      return queue.run(() =>
-        pglite.transaction(async (pgliteTx) => {
-          const handle = transactionHandle("pglite", (sql, params) => runStatement(pgliteTx, statements, sql, params));
-          const scope = { active: true };
-          try {
-            return await insideTransaction.run(scope, () => fn(handle.db));
-          } finally {
-            scope.active = false;
-            handle.finish();
-          }
-        }),
+      const { tx } = await connection.ask({ kind: "begin" });
+      const handle = transactionHandle(
+        "pglite",
+        async (sql, params) => (await connection.ask({ kind: "run", tx: tx!, sql, params })).rows!,
       );
+      const scope = { active: true };
+      let result: T;
+      try {
+        result = await insideTransaction.run(scope, () => fn(handle.db));
+      } catch (error) {
+        await connection.ask({ kind: "end", tx: tx!, commit: false }).finally(() => handle.finish());
+        throw error;
+      } finally {
+        scope.active = false;
+      }
+      await connection.ask({ kind: "end", tx: tx!, commit: true }).finally(() => handle.finish());
+      return result;
     },
     async close() {
       // Queued behind in-flight work, so nothing is cut off halfway.
-      await queue.run(() => pglite.close());
+      await connection.ask({ kind: "close" });
+      await connection.stop();
     },
   };
 }
 
-/** How long statements may run back to back before the event loop gets a turn. */
-const SLICE_MS = 4;
-/** A pause this long since the last statement ended starts a new slice (the loop was free to turn meanwhile). */
-const GAP_MS = 1;
-let sliceStart = 0;
-let lastEnd = 0;
+interface Connection {
+  ask(request: Ask): Promise<{ rows?: Record<string, unknown>[]; tx?: number }>;
+  stop(): Promise<void>;
+}
 
 /**
- * PGlite runs a statement synchronously on this thread and answers through promises alone, so a
- * loop of statements (a file's chunks, a batch's lines) would never let the event loop turn: every
- * other request, `/health` included, would wait for the whole loop. Once statements have run back
- * to back for a few milliseconds, the next one first waits one turn of the event loop.
+ * Starts the database thread and waits until PGlite has opened `dir`. The thread keeps the process
+ * alive only while statements are outstanding, as a socket to PostgreSQL would: a command that
+ * forgets to close the database still exits.
  */
-async function shareTheLoop(): Promise<void> {
-  const now = performance.now();
-  if (now - lastEnd > GAP_MS) sliceStart = now;
-  else if (now - sliceStart >= SLICE_MS) {
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    sliceStart = performance.now();
+function connect(dir: string): Promise<Connection> {
+  const options = { workerData: { dir } satisfies PgliteWorkerData, name: "switchyard-pglite" };
+  // Run from source (tests), the thread loads the TypeScript through tsx's API: Node 20 does not
+  // carry the `--import tsx` loader into worker threads.
+  const worker = FROM_SOURCE
+    ? new Worker(
+        `import("tsx/esm/api").then((tsx) => tsx.tsImport(${JSON.stringify(WORKER_URL.href)}, ${JSON.stringify(import.meta.url)}))`,
+        {
+          ...options,
+          eval: true,
+        },
+      )
+    : new Worker(WORKER_URL, options);
+  const pending = new Map<number, { resolve: (reply: PgliteReply) => void; reject: (error: Error) => void }>();
+  let nextId = 0;
+  let dead: Error | null = null;
+  const failAll = (error: Error) => {
+    dead ??= error;
+    for (const waiter of pending.values()) waiter.reject(error);
+    pending.clear();
+    worker.unref();
+  };
+  return new Promise<Connection>((ready, failed) => {
+    worker.on("message", (message: PgliteReply | { ready: true } | { failed: { message: string; fields: Record<string, unknown> } }) => {
+      if ("ready" in message) {
+        worker.unref();
+        // Held while it stops: an unreferenced thread's exit would not keep the loop waiting for it.
+        const stop = async () => {
+          worker.ref();
+          await worker.terminate();
+        };
+        return ready({ ask, stop });
+      }
+      if ("failed" in message) return failed(rebuilt(message.failed));
+      const waiter = pending.get(message.id);
+      pending.delete(message.id);
+      if (pending.size === 0) worker.unref();
+      if ("error" in message) waiter?.reject(rebuilt(message.error));
+      else waiter?.resolve(message);
+    });
+    worker.on("error", (error) => {
+      failed(error);
+      failAll(error);
+    });
+    worker.on("exit", (code) => failAll(new Error(`The embedded database's thread exited (code ${code}).`)));
+  });
+
+  function ask(request: Ask): Promise<{ rows?: Record<string, unknown>[]; tx?: number }> {
+    if (dead) return Promise.reject(dead);
+    const id = ++nextId;
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve: resolve as (reply: PgliteReply) => void, reject });
+      if (pending.size === 1) worker.ref();
+      worker.postMessage({ id, ...request } as PgliteRequest);
+    });
   }
 }
 
-/** `target` runs the simple protocol's statements; prepared ones share the connection, in or out of a transaction. */
-async function runStatement(
-  target: PGlite | Transaction,
-  statements: PreparedStatements,
-  sql: string,
-  params?: unknown[],
-): Promise<Record<string, unknown>[]> {
-  await shareTheLoop();
-  try {
-    if (params && params.length > 0) return await statements.run(sql, params);
-    const results = await target.exec(sql);
-    return (results.at(-1)?.rows ?? []) as Record<string, unknown>[];
-  } finally {
-    lastEnd = performance.now();
-  }
+/** An error from the database thread as the caller would have caught it there: its message and fields (code, detail, ...). */
+function rebuilt({ message, fields }: { message: string; fields: Record<string, unknown> }): Error {
+  return Object.assign(new Error(message), fields);
 }

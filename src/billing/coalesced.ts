@@ -19,9 +19,9 @@ interface Pending<I, R> {
  * that fails is written again item by item, so one bad row (or a deadlock between two processes'
  * batches on PostgreSQL) fails only its own request.
  */
-export function coalesced<I, R>(writeMany: (items: I[]) => Promise<R[]>): (item: I) => Promise<R> {
+export function coalesced<I, R>(writeMany: (items: I[]) => Promise<R[]>): ((item: I) => Promise<R>) & { idle(): Promise<void> } {
   let queue: Pending<I, R>[] = [];
-  let writing = false;
+  let writing: Promise<void> | null = null;
 
   const writeAlone = async (entry: Pending<I, R>) => {
     try {
@@ -31,7 +31,6 @@ export function coalesced<I, R>(writeMany: (items: I[]) => Promise<R[]>): (item:
     }
   };
   const drain = async () => {
-    writing = true;
     while (queue.length > 0) {
       const batch = queue.slice(0, MAX_ROWS);
       queue = queue.slice(batch.length);
@@ -43,14 +42,20 @@ export function coalesced<I, R>(writeMany: (items: I[]) => Promise<R[]>): (item:
         else for (const entry of batch) await writeAlone(entry);
       }
     }
-    writing = false;
+    // Cleared in the same step as the loop sees nothing left, so an item queued after that always
+    // starts a new loop (the loop's first statement is awaited, so this never runs before `writing` is set).
+    writing = null;
   };
-
-  return (item) =>
+  const write = (item: I) =>
     new Promise<R>((resolve, reject) => {
       queue.push({ item, resolve, reject });
-      if (!writing) void drain();
+      writing ??= drain();
     });
+  // Every item queued so far written (or failed): waits for the loop, including items it picks up on the way.
+  const idle = async () => {
+    while (writing) await writing;
+  };
+  return Object.assign(write, { idle });
 }
 
 /**

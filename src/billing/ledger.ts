@@ -36,6 +36,7 @@ export function createUsageLedger(db: Database): UsageLedger {
   const record = coalesced((records: UsageRecord[]) => writeFinalRows(db, records));
   return {
     record,
+    settled: record.idle,
     async markUndelivered(requestId: string, errorCode: string): Promise<void> {
       await db.query("UPDATE usage_records SET status = 'failed', error_code = $2 WHERE request_id = $1 AND status = 'completed'", [
         requestId,

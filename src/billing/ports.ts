@@ -49,6 +49,12 @@ export interface UsageLedger {
    */
   record(record: UsageRecord): Promise<void>;
   /**
+   * Waits until every row this process has been asked to record so far is written (or failed):
+   * what a usage report waits for, so that a request answered before its row was written (an
+   * embedding's) is in the report its client asks for next, and what a shutdown waits for.
+   */
+  settled(): Promise<void>;
+  /**
    * A `completed` row whose answer never reached the client (storing the response failed after
    * generation): it becomes `failed` with `errorCode`, still billed for the tokens generated, as a
    * failed engine is. The row's status follows what the client got.

@@ -20,6 +20,7 @@ export function servingServices(
   const responses = createResponseStore(deps.db, settings.storedObjects);
   const completions = createCompletionStore(deps.db, settings.storedObjects);
   return {
+    ledger: servingDeps.ledger,
     chat,
     embeddings,
     tokens: createTokenService(servingDeps),

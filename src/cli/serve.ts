@@ -95,7 +95,7 @@ async function run(
   const adminToken = settings.adminKey ?? generateAdminToken();
   await app.register(adminRoutes, {
     admin: createAccountAdmin(db, { onAccountDisabled: (accountId) => parts.deployments.stopAccount(accountId) }),
-    usage: createUsageReports(db),
+    usage: createUsageReports(db, parts.services.ledger),
     adminToken,
     throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs },
   });
@@ -232,7 +232,7 @@ function buildServerApp(
     metrics,
     ...(tracing ? { tracing } : {}),
     registry,
-    usage: createUsageReports(db),
+    usage: createUsageReports(db, services.ledger),
     // Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM): the key API weighs rights with them.
     keys: createAccountKeys(db, limitDefaultsFromEnv(process.env)),
     limits,
@@ -263,7 +263,8 @@ function stopOnSignals(
     db,
     batches,
     tracing,
-  }: Omit<ServerParts, "metrics" | "services"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
+    services,
+  }: Omit<ServerParts, "metrics"> & { app: ReturnType<typeof buildApp>; ownership: Ownership },
 ): void {
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   let stopping = false;
@@ -285,6 +286,8 @@ function stopOnSignals(
     adapters.close();
     await registry.closeAll();
     await inFlight.drain();
+    // Rows of requests already answered (an embedding's is written after its answer).
+    await services.ledger.settled();
     // The spans of the last requests go out, unless the exporter is down: then the stop goes on.
     await tracing?.shutdown(TRACE_FLUSH_TIMEOUT_MS);
     await ownership.close();

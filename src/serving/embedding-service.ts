@@ -40,7 +40,7 @@ export interface EmbeddingService {
     caller: Caller,
     input: EmbeddingInput,
     signal: AbortSignal,
-    context?: Pick<RequestContext, "requestId" | "trace">,
+    context?: Pick<RequestContext, "requestId" | "trace"> & { logError?: (message: string, error: unknown) => void },
   ): Promise<EmbeddingResult>;
 }
 
@@ -90,8 +90,12 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         const lease = held.lease!;
         held.lease = undefined; // released here, never again on an error below
         await lease.release(promptTokens);
-        // The row settles the budget reservation in the same statement.
-        await meter.record(outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null }));
+        // The row settles the budget reservation in the same statement. Written after the answer:
+        // the in-flight row already bills exactly this (the prompt's tokens at these prices) if the
+        // process dies first, and usage reports wait for it (UsageLedger.settled).
+        meter
+          .record(outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null }))
+          .catch((error: unknown) => context.logError?.("the embeddings request's ledger row could not be completed", error));
         trace.annotate(usageAttributes({ promptTokens, cachedPromptTokens: 0, completionTokens: 0, cost }));
         return { model: input.model, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {

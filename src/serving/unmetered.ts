@@ -6,7 +6,7 @@ import type { RequestLimits } from "../limits/ports.js";
  * limits and budgets, so the worker records nothing and refuses nothing on their account.
  */
 export const UNMETERED: { ledger: UsageLedger; limits: RequestLimits; budgets: SpendBudgets } = {
-  ledger: { record: async () => {}, markUndelivered: async () => {} },
+  ledger: { record: async () => {}, markUndelivered: async () => {}, settled: async () => {} },
   limits: { admit: async () => ({ release: async () => {} }) },
   budgets: { reserve: async () => null },
 };

@@ -55,6 +55,7 @@ function faultyBackend(failAfterTokens: number): Backend {
 function setup(failAfterTokens: number) {
   const rows: UsageRecord[] = [];
   const ledger: UsageLedger = {
+    async settled() {},
     async record(row) {
       if (!rows.some((r) => r.requestId === row.requestId)) rows.push(row);
     },

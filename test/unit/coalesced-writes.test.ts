@@ -24,6 +24,21 @@ test("writes that arrive while one is under way go together in the next; a write
   assert.deepEqual(batches, [[0], [1, 2, 3]]);
 });
 
+test("a write made as the previous one resolves is written (no loop left waiting); idle() waits for every queued write", async () => {
+  const written: number[] = [];
+  const write = coalesced(async (items: number[]) => {
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    written.push(...items);
+    return items;
+  });
+  // Each write is made in the continuation of the one before, as a loop of awaited calls makes them.
+  for (const item of [1, 2, 3]) assert.equal(await write(item), item);
+  const late = [4, 5].map(write);
+  await write.idle();
+  assert.deepEqual(written, [1, 2, 3, 4, 5], "idle() resolved only once the queued writes were done");
+  await Promise.all(late);
+});
+
 test("a failed batch is written again item by item: only the bad item fails", async () => {
   const write = coalesced(async (items: number[]) => {
     if (items.includes(2)) throw new Error(`bad item among ${items.length}`);

@@ -151,7 +151,7 @@ function serving(generation: () => AsyncGenerator<GenerationEvent>) {
   const limits = createMemoryLimits({ concurrentPerAccountModel: 1, requestsPerMinute: null, tokensPerMinute: null });
   const chat = createChatService({
     registry,
-    ledger: { record: async (row) => void rows.push(row), markUndelivered: async () => {} },
+    ledger: { record: async (row) => void rows.push(row), markUndelivered: async () => {}, settled: async () => {} },
     limits,
     budgets: { reserve: async () => null },
   });

@@ -153,6 +153,7 @@ function setup(script: Script) {
       if (!rows.some((r) => r.requestId === row.requestId)) rows.push(row);
     },
     async markUndelivered() {},
+    async settled() {},
   };
   const budgets: SpendBudgets = { reserve: async () => ({ settle: async () => {} }) };
   // The durable row's count is written ahead of delivery: each cover asks for the tokens a crash would bill.

@@ -26,6 +26,7 @@ export function embeddingsOperation(embeddings: EmbeddingService): Operation<Emb
       const result = await embeddings.embed(caller, toInput(body), context.signal, {
         requestId: context.requestId,
         trace: context.trace,
+        logError: context.logError,
       });
       return { type: "json", body: renderEmbeddings(result, body.encoding_format ?? "float") };
     },

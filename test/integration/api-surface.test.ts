@@ -190,8 +190,10 @@ describe("where clients look for the API, and the headers and fields they read",
     assert.equal(other.prompt_tokens_details.cached_tokens, 0, "another key does not");
   });
 
-  test("JSON bodies are compressed when asked (gzip, br); streams never are", async () => {
-    const body = JSON.stringify(ask("Name three colours.", { max_tokens: 16, logprobs: true, top_logprobs: 5 }));
+  test("JSON bodies of 32 KiB and more are compressed when asked (gzip, br); smaller ones and streams never are", async () => {
+    // Three choices of up to 64 tokens with 20 alternatives each (about 1.2 KB a token): over 32 KiB
+    // of JSON even if every choice stops early.
+    const body = JSON.stringify(ask("Count from one to one hundred in words.", { max_tokens: 64, n: 3, logprobs: true, top_logprobs: 20 }));
     const headers = { "content-type": "application/json", authorization: `Bearer ${server.key}` };
     for (const [encoding, decode] of [
       ["gzip", gunzipSync],
@@ -204,11 +206,21 @@ describe("where clients look for the API, and the headers and fields they read",
       });
       assert.equal(res.status, 200);
       assert.equal(res.headers["content-encoding"], encoding);
-      const parsed = JSON.parse(decode(res.body).toString("utf8"));
+      const text = decode(res.body).toString("utf8");
+      assert.ok(text.length >= 32 * 1024, `a ${text.length}-byte body`);
+      const parsed = JSON.parse(text);
       assert.equal(parsed.object, "chat.completion");
       assert.equal(res.headers["x-request-id"], parsed.id);
       requestIds.push(parsed.id);
     }
+    const small = await raw(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { ...headers, "accept-encoding": "gzip, br" },
+      body: JSON.stringify(ask("Hi", { max_tokens: 4 })),
+    });
+    assert.equal(small.headers["content-encoding"], undefined);
+    assert.equal(JSON.parse(small.body.toString("utf8")).object, "chat.completion");
+    requestIds.push(JSON.parse(small.body.toString("utf8")).id);
     const sse = await raw(`${server.url}/v1/chat/completions`, {
       method: "POST",
       headers: { ...headers, "accept-encoding": "gzip, br" },

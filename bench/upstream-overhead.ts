@@ -9,6 +9,9 @@
  * different, so neither gains from llama-server's prompt cache); TTFT and ITL p50/p99. c16: rounds
  * of 16 concurrent streams, alternating direct and gateway round by round; output tokens/s.
  * Prints a table; writes bench/results/upstream-overhead-<time>.json.
+ *
+ * `--upstream instant`: instead of llama-server, an upstream that does no work (peers/instant-upstream.ts,
+ * its first token `--instant-ttft-ms` after the request): what the gateway adds, without an engine's noise.
  */
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -18,7 +21,7 @@ import { Command } from "commander";
 import { streamChat, type RequestResult, type Target } from "./load/client-stream.js";
 import { randomPrompts } from "./load/datasets.js";
 import { summarize } from "./load/stats.js";
-import { startLlamaServer, startSwitchyard, type PeerOptions } from "./peers/targets.js";
+import { startInstantUpstream, startLlamaServer, startSwitchyard, type PeerOptions } from "./peers/targets.js";
 
 const opts = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -34,37 +37,46 @@ const opts = new Command()
     "--pin",
     "llama-server (use --threads 1) on CPU 0, the gateway and this load generator on CPU 1 (Linux taskset): the gateway then has a core of its own",
   )
+  .option("--upstream <kind>", "llama-server, or instant (no engine: a fixed TTFT and ITL)", "llama-server")
+  .option("--instant-ttft-ms <ms>", "the instant upstream's TTFT (its 'prefill')", "20")
+  .option("--root <dir>", "run the gateway of another checkout, built (this change against the last, one run each)")
   .option("--out <file>", "where the JSON goes", `bench/results/upstream-overhead-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
   .parse()
-  .opts<{ model: string; threads: string; inputTokens: string; requests: string; quick?: boolean; pin?: boolean; out: string }>();
+  .opts<{
+    model: string;
+    threads: string;
+    inputTokens: string;
+    requests: string;
+    quick?: boolean;
+    pin?: boolean;
+    upstream: string;
+    instantTtftMs: string;
+    root?: string;
+    out: string;
+  }>();
+if (!["llama-server", "instant"].includes(opts.upstream)) throw new Error(`--upstream: llama-server or instant, not '${opts.upstream}'`);
 const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
 const C1_REQUESTS = scale(Number(opts.requests));
 const C16_ROUNDS = scale(4);
 const INPUT_TOKENS = Number(opts.inputTokens);
 const OUTPUT_TOKENS = 64;
 
-const listed = (
-  JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{
-    id: string;
-    published_path: string | null;
-  }>
-).find((m) => m.id === opts.model);
-if (!listed?.published_path) throw new Error(`${opts.model} is not pulled: run 'npx switchyard models pull'`);
 const peer: PeerOptions = {
   modelId: opts.model,
-  modelPath: listed.published_path,
+  modelPath: opts.upstream === "instant" ? "" : pulledPath(opts.model),
   threads: Number(opts.threads),
   parallel: 16,
   contextPerSequence: 1024,
   port: 18500,
 };
 
-const llama = await startLlamaServer(peer);
+const llama =
+  opts.upstream === "instant" ? await startInstantUpstream(18500, Number(opts.instantTtftMs), 5, opts.model) : await startLlamaServer(peer);
 if (!llama) throw new Error("llama-server is not built: run 'bash bench/peers/build-llama-server.sh'");
 const catalogDir = mkdtempSync(join(tmpdir(), "switchyard-upstream-bench-"));
 const catalog = join(catalogDir, "catalog.json");
 writeFileSync(catalog, JSON.stringify({ models: [gatewayEntry(llama.target.baseURL)] }));
-const gateway = await startSwitchyard({ ...peer, port: 18501 }, "gateway", { SWITCHYARD_CATALOG: catalog });
+const gateway = await startSwitchyard({ ...peer, port: 18501 }, "gateway", { SWITCHYARD_CATALOG: catalog }, opts.root);
 const targets: Record<"direct" | "gateway", Target> = { direct: llama.target, gateway: gateway.target };
 if (opts.pin) {
   // Every thread of each process (-a), the ones started later included.
@@ -132,7 +144,7 @@ function report(c1: Record<string, RequestResult[]>, c16: Record<string, { token
     "|---|---|---|---|---|",
     ...rows.map(
       (r) =>
-        `| ${r.name === "direct" ? "llama-server direct" : "gateway → llama-server"} | ${ms(r.ttft.p50)} / ${ms(r.ttft.p99)} | ${ms(r.itl.p50)} / ${ms(r.itl.p99)} | ${r.c16TokensPerSecond.toFixed(1)} | ${r.c1Failed + r.c16Failed} |`,
+        `| ${r.name === "direct" ? `${opts.upstream} direct` : `gateway → ${opts.upstream}`} | ${ms(r.ttft.p50)} / ${ms(r.ttft.p99)} | ${ms(r.itl.p50)} / ${ms(r.itl.p99)} | ${r.c16TokensPerSecond.toFixed(1)} | ${r.c1Failed + r.c16Failed} |`,
     ),
     "",
     `added by the gateway: TTFT p50 ${ms(via.ttft.p50 - direct.ttft.p50)} ms, p99 ${ms(via.ttft.p99 - direct.ttft.p99)} ms; ITL p50 ${ms(via.itl.p50 - direct.itl.p50)} ms, p99 ${ms(via.itl.p99 - direct.itl.p99)} ms; ` +
@@ -148,6 +160,9 @@ function report(c1: Record<string, RequestResult[]>, c16: Record<string, { token
         model: opts.model,
         threads: peer.threads,
         pinned: opts.pin ?? false,
+        upstream: opts.upstream,
+        gatewayRoot: opts.root ?? null,
+        ...(opts.upstream === "instant" ? { instantTtftMs: Number(opts.instantTtftMs) } : {}),
         c1Requests: C1_REQUESTS,
         c16Rounds: C16_ROUNDS,
         inputTokens: INPUT_TOKENS,
@@ -159,6 +174,17 @@ function report(c1: Record<string, RequestResult[]>, c16: Record<string, { token
     ),
   );
   process.stdout.write(`wrote ${opts.out}\n`);
+}
+
+function pulledPath(model: string): string {
+  const listed = (
+    JSON.parse(execFileSync(process.execPath, ["bin/switchyard.js", "models", "list", "--json"], { encoding: "utf8" })) as Array<{
+      id: string;
+      published_path: string | null;
+    }>
+  ).find((m) => m.id === model);
+  if (!listed?.published_path) throw new Error(`${model} is not pulled: run 'npx switchyard models pull'`);
+  return listed.published_path;
 }
 
 /** The model, served by the llama-server above: the gateway keeps auth, tiers and metering. */

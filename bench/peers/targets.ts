@@ -179,6 +179,22 @@ export async function startLlamaServer(
   return { target: { name, baseURL: `${url}/v1`, key: "none", model: options.modelId, pid: child.pid }, stop: () => kill(child) };
 }
 
+/** The instant upstream (instant-upstream.ts) in a process of its own: no engine, a fixed TTFT and ITL. */
+export async function startInstantUpstream(port: number, ttftMs: number, itlMs: number, modelId: string): Promise<RunningTarget> {
+  const script = join(ROOT, "bench/peers/instant-upstream.ts");
+  const args = ["--import", "tsx", script, "--port", String(port), "--ttft-ms", String(ttftMs), "--itl-ms", String(itlMs)];
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], cwd: ROOT });
+  let output = "";
+  child.stdout!.on("data", (d: Buffer) => (output += d));
+  child.stderr!.on("data", (d: Buffer) => (output += d));
+  const url = `http://127.0.0.1:${port}`;
+  await waitHealthy(child, `${url}/health`, () => output);
+  return {
+    target: { name: "instant upstream", baseURL: `${url}/v1`, key: "none", model: modelId, pid: child.pid },
+    stop: () => kill(child),
+  };
+}
+
 /**
  * A directory beside the peer's build where its llama-server finds node-llama-cpp's prebuilt
  * libllama, libggml, libggml-base and CPU variants under the names it was linked against (the

@@ -4,30 +4,28 @@
  * held the event loop for its whole run: a request's in-flight row (1-2 ms) stood between admission
  * and the upstream call or the first token, and every settle paused every other stream. Here the
  * statements run beside the event loop; the main thread only posts and receives messages
- * (pglite.ts).
+ * (pglite.ts). One thread per process serves every database the process opens (PGlite's module is
+ * loaded and compiled once).
  *
- * One PGlite connection, so one FIFO queue: a top-level statement, or a whole transaction from its
- * BEGIN to its COMMIT, runs at a time.
+ * Each database is one PGlite connection, so one FIFO queue: a top-level statement, or a whole
+ * transaction from its BEGIN to its COMMIT, runs at a time.
  */
-import { parentPort, workerData, type MessagePort } from "node:worker_threads";
+import { parentPort, type MessagePort } from "node:worker_threads";
 import { PGlite, types, type Transaction } from "@electric-sql/pglite";
 import { preparedStatements, type PreparedStatements } from "./pglite-statements.js";
 import { SerialQueue } from "./serial-queue.js";
 
-export interface PgliteWorkerData {
-  dir: string;
-}
-
-/** What the main thread asks: a statement (`tx`: inside that open transaction), a transaction's start or end, or the close. */
+/** What the main thread asks, of database `db`: open one, a statement (`tx`: inside that open transaction), a transaction's start or end, or the close. */
 export type PgliteRequest =
-  | { id: number; kind: "run"; tx: number | null; sql: string; params: unknown[] | undefined }
-  | { id: number; kind: "begin" }
-  | { id: number; kind: "end"; tx: number; commit: boolean }
-  | { id: number; kind: "close" };
+  | { id: number; kind: "open"; dir: string }
+  | { id: number; kind: "run"; db: number; tx: number | null; sql: string; params: unknown[] | undefined }
+  | { id: number; kind: "begin"; db: number }
+  | { id: number; kind: "end"; db: number; tx: number; commit: boolean }
+  | { id: number; kind: "close"; db: number };
 
-/** `rows` for a statement, `tx` for a begun transaction; `error` as its own fields (a DatabaseError's code, detail, ...). */
+/** `db` for an opened database, `rows` for a statement, `tx` for a begun transaction; `error` as its own fields (a DatabaseError's code, detail, ...). */
 export type PgliteReply =
-  | { id: number; rows?: Record<string, unknown>[]; tx?: number }
+  | { id: number; db?: number; rows?: Record<string, unknown>[]; tx?: number }
   | { id: number; error: { message: string; fields: Record<string, unknown> } };
 
 /**
@@ -51,73 +49,96 @@ interface OpenTransaction {
 /** Thrown inside PGlite's transaction callback to make it roll back. */
 class RollBack extends Error {}
 
-async function serve(port: MessagePort, { dir }: PgliteWorkerData): Promise<void> {
-  const pglite = await PGlite.create(dir, { parsers: pgliteParsers });
-  const statements = preparedStatements(pglite);
-  const queue = new SerialQueue();
-  const open = new Map<number, OpenTransaction>();
+/** One open database: its connection, its prepared statements, its queue and its open transactions. */
+interface Instance {
+  pglite: PGlite;
+  statements: PreparedStatements;
+  queue: SerialQueue;
+  transactions: Map<number, OpenTransaction>;
+}
+
+function serve(port: MessagePort): void {
+  const instances = new Map<number, Instance>();
+  let nextDb = 0;
   let nextTx = 0;
   const answer = (id: number, work: () => Promise<Omit<PgliteReply, "id">>) =>
     work().then(
       (result) => port.postMessage({ id, ...result }),
       (error: unknown) => port.postMessage({ id, error: errorFields(error) }),
     );
-  const openTransaction = (tx: number) => {
-    const found = open.get(tx);
+  const instanceOf = (db: number) => {
+    const found = instances.get(db);
+    if (!found) throw new Error(`No open database ${db}.`);
+    return found;
+  };
+  const openTransaction = (instance: Instance, tx: number) => {
+    const found = instance.transactions.get(tx);
     if (!found) throw new Error(`No open transaction ${tx}.`);
     return found;
   };
 
   port.on("message", (request: PgliteRequest) => {
     switch (request.kind) {
-      case "run": {
-        const { tx, sql, params } = request;
-        // Inside a transaction the statement runs at once: the queue is held by the transaction itself.
-        if (tx !== null)
-          return void answer(request.id, async () => ({ rows: await runStatement(openTransaction(tx).handle, statements, sql, params) }));
-        return void answer(request.id, async () => ({ rows: await queue.run(() => runStatement(pglite, statements, sql, params)) }));
-      }
+      case "open":
+        return void answer(request.id, async () => {
+          const pglite = await PGlite.create(request.dir, { parsers: pgliteParsers });
+          const db = ++nextDb;
+          instances.set(db, { pglite, statements: preparedStatements(pglite), queue: new SerialQueue(), transactions: new Map() });
+          return { db };
+        });
+      case "run":
+        return void answer(request.id, async () => {
+          const instance = instanceOf(request.db);
+          const { tx, sql, params } = request;
+          // Inside a transaction the statement runs at once: the queue is held by the transaction itself.
+          if (tx !== null) return { rows: await runStatement(openTransaction(instance, tx).handle, instance.statements, sql, params) };
+          return { rows: await instance.queue.run(() => runStatement(instance.pglite, instance.statements, sql, params)) };
+        });
       case "begin":
-        return void answer(request.id, async () => ({ tx: await begin(++nextTx) }));
+        return void answer(request.id, async () => ({ tx: await begin(instanceOf(request.db), ++nextTx) }));
       case "end":
         return void answer(request.id, async () => {
-          const transaction = openTransaction(request.tx);
-          open.delete(request.tx);
+          const instance = instanceOf(request.db);
+          const transaction = openTransaction(instance, request.tx);
+          instance.transactions.delete(request.tx);
           transaction.end(request.commit);
           await transaction.ended;
           return {};
         });
       case "close":
         return void answer(request.id, async () => {
-          await queue.run(() => pglite.close());
+          const instance = instanceOf(request.db);
+          // Queued behind the work under way, so nothing is cut off halfway.
+          await instance.queue.run(() => instance.pglite.close());
+          instances.delete(request.db);
           return {};
         });
     }
   });
-
-  /** Waits for the queue, opens a PGlite transaction and holds it (and the queue) until its end message. */
-  function begin(tx: number): Promise<number> {
-    return new Promise<number>((begun, failed) => {
-      let end!: (commit: boolean) => void;
-      const committing = new Promise<boolean>((resolve) => (end = resolve));
-      const ran = queue.run(() =>
-        pglite.transaction(async (handle) => {
-          open.set(tx, { handle, end, ended });
-          begun(tx);
-          if (!(await committing)) throw new RollBack();
-        }),
-      );
-      const ended = ran.then(
-        () => undefined,
-        (error: unknown) => {
-          if (!(error instanceof RollBack)) throw error;
-        },
-      );
-      // A BEGIN that fails never opens: its error answers the begin.
-      ended.catch(failed);
-    });
-  }
   port.postMessage({ ready: true });
+}
+
+/** Waits for the database's queue, opens a PGlite transaction and holds it (and the queue) until its end message. */
+function begin(instance: Instance, tx: number): Promise<number> {
+  return new Promise<number>((begun, failed) => {
+    let end!: (commit: boolean) => void;
+    const committing = new Promise<boolean>((resolve) => (end = resolve));
+    const ran = instance.queue.run(() =>
+      instance.pglite.transaction(async (handle) => {
+        instance.transactions.set(tx, { handle, end, ended });
+        begun(tx);
+        if (!(await committing)) throw new RollBack();
+      }),
+    );
+    const ended = ran.then(
+      () => undefined,
+      (error: unknown) => {
+        if (!(error instanceof RollBack)) throw error;
+      },
+    );
+    // A BEGIN that fails never opens: its error answers the begin.
+    ended.catch(failed);
+  });
 }
 
 /** `target` runs the simple protocol's statements; prepared ones share the connection, in or out of a transaction. */
@@ -141,9 +162,4 @@ function errorFields(error: unknown): { message: string; fields: Record<string, 
   return { message: error.message, fields };
 }
 
-if (parentPort) {
-  const port = parentPort;
-  serve(port, workerData as PgliteWorkerData).catch((error: unknown) => {
-    port.postMessage({ failed: errorFields(error) });
-  });
-}
+if (parentPort) serve(parentPort);

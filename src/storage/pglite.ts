@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { mkdir } from "node:fs/promises";
 import { Worker } from "node:worker_threads";
 import type { Database } from "./database.js";
-import type { PgliteReply, PgliteRequest, PgliteWorkerData } from "./pglite-worker.js";
+import type { PgliteReply, PgliteRequest } from "./pglite-worker.js";
 import { transactionHandle } from "./scoped-transaction.js";
 
 const FROM_SOURCE = import.meta.url.endsWith(".ts");
@@ -10,11 +10,12 @@ const WORKER_URL = new URL(`./pglite-worker${FROM_SOURCE ? ".ts" : ".js"}`, impo
 
 /** A request to the database thread, without the id the connection gives it. */
 type Ask = PgliteRequest extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
+type Answer = { db?: number; rows?: Record<string, unknown>[]; tx?: number };
 
 /**
- * Embedded PostgreSQL (PGlite) persisted in `dir`, run on a thread of its own (pglite-worker.ts) so
- * that its statements, synchronous WebAssembly, never hold the event loop. Only one process may open
- * a given dir at a time.
+ * Embedded PostgreSQL (PGlite) persisted in `dir`, run on the process's database thread
+ * (pglite-worker.ts) so that its statements, synchronous WebAssembly, never hold the event loop.
+ * Only one process may open a given dir at a time.
  *
  * PGlite is a single connection: the thread runs every top-level statement and every whole
  * transaction in FIFO order. A query without params (or with an empty array) uses the simple
@@ -23,7 +24,9 @@ type Ask = PgliteRequest extends infer R ? (R extends { id: number } ? Omit<R, "
  */
 export async function openPglite(dir: string): Promise<Database> {
   await mkdir(dir, { recursive: true });
-  const connection = await connect(dir);
+  const thread = await databaseThread();
+  const { db: id } = await thread.ask({ kind: "open", dir });
+  const db = id!;
   // Marks async work that runs inside one of this database's transactions. Reaching for the outer
   // handle from there would wait behind the very transaction that is waiting on it: a silent hang.
   // Work merely started from inside a transaction (a timer, say) may use the outer handle once the
@@ -40,48 +43,51 @@ export async function openPglite(dir: string): Promise<Database> {
     kind: "pglite",
     async query<Row>(sql: string, params?: unknown[]) {
       assertNotInsideTransaction();
-      return (await connection.ask({ kind: "run", tx: null, sql, params })).rows as Row[];
+      return (await thread.ask({ kind: "run", db, tx: null, sql, params })).rows as Row[];
     },
     async transaction<T>(fn: (tx: Database) => Promise<T>): Promise<T> {
       assertNotInsideTransaction();
-      const { tx } = await connection.ask({ kind: "begin" });
-      const handle = transactionHandle(
-        "pglite",
-        async (sql, params) => (await connection.ask({ kind: "run", tx: tx!, sql, params })).rows!,
-      );
+      const tx = (await thread.ask({ kind: "begin", db })).tx!;
+      const handle = transactionHandle("pglite", async (sql, params) => (await thread.ask({ kind: "run", db, tx, sql, params })).rows!);
+      const end = (commit: boolean) => thread.ask({ kind: "end", db, tx, commit }).finally(() => handle.finish());
       const scope = { active: true };
       let result: T;
       try {
         result = await insideTransaction.run(scope, () => fn(handle.db));
       } catch (error) {
-        await connection.ask({ kind: "end", tx: tx!, commit: false }).finally(() => handle.finish());
+        await end(false);
         throw error;
       } finally {
         scope.active = false;
       }
-      await connection.ask({ kind: "end", tx: tx!, commit: true }).finally(() => handle.finish());
+      await end(true);
       return result;
     },
     async close() {
       // Queued behind in-flight work, so nothing is cut off halfway.
-      await connection.ask({ kind: "close" });
-      await connection.stop();
+      await thread.ask({ kind: "close", db });
     },
   };
 }
 
-interface Connection {
-  ask(request: Ask): Promise<{ rows?: Record<string, unknown>[]; tx?: number }>;
-  stop(): Promise<void>;
+interface DatabaseThread {
+  ask(request: Ask): Promise<Answer>;
+}
+
+let shared: Promise<DatabaseThread> | null = null;
+
+/** The process's database thread, started on first use; a thread that died is replaced on the next open. */
+function databaseThread(): Promise<DatabaseThread> {
+  shared ??= startThread(() => (shared = null));
+  return shared;
 }
 
 /**
- * Starts the database thread and waits until PGlite has opened `dir`. The thread keeps the process
- * alive only while statements are outstanding, as a socket to PostgreSQL would: a command that
- * forgets to close the database still exits.
+ * Starts the database thread. It keeps the process alive only while statements are outstanding, as
+ * a socket to PostgreSQL would: a command that forgets to close its database still exits.
  */
-function connect(dir: string): Promise<Connection> {
-  const options = { workerData: { dir } satisfies PgliteWorkerData, name: "switchyard-pglite" };
+function startThread(onDeath: () => void): Promise<DatabaseThread> {
+  const options = { name: "switchyard-pglite" };
   // Run from source (tests), the thread loads the TypeScript through tsx's API: Node 20 does not
   // carry the `--import tsx` loader into worker threads.
   const worker = FROM_SOURCE
@@ -93,27 +99,31 @@ function connect(dir: string): Promise<Connection> {
         },
       )
     : new Worker(WORKER_URL, options);
-  const pending = new Map<number, { resolve: (reply: PgliteReply) => void; reject: (error: Error) => void }>();
+  const pending = new Map<number, { resolve: (reply: Answer) => void; reject: (error: Error) => void }>();
   let nextId = 0;
   let dead: Error | null = null;
-  const failAll = (error: Error) => {
+  const ask = (request: Ask): Promise<Answer> => {
+    if (dead) return Promise.reject(dead);
+    const id = ++nextId;
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject });
+      if (pending.size === 1) worker.ref();
+      worker.postMessage({ id, ...request } as PgliteRequest);
+    });
+  };
+  const die = (error: Error) => {
     dead ??= error;
+    onDeath();
     for (const waiter of pending.values()) waiter.reject(error);
     pending.clear();
     worker.unref();
   };
-  return new Promise<Connection>((ready, failed) => {
-    worker.on("message", (message: PgliteReply | { ready: true } | { failed: { message: string; fields: Record<string, unknown> } }) => {
+  return new Promise<DatabaseThread>((ready, failed) => {
+    worker.on("message", (message: PgliteReply | { ready: true }) => {
       if ("ready" in message) {
         worker.unref();
-        // Held while it stops: an unreferenced thread's exit would not keep the loop waiting for it.
-        const stop = async () => {
-          worker.ref();
-          await worker.terminate();
-        };
-        return ready({ ask, stop });
+        return ready({ ask });
       }
-      if ("failed" in message) return failed(rebuilt(message.failed));
       const waiter = pending.get(message.id);
       pending.delete(message.id);
       if (pending.size === 0) worker.unref();
@@ -122,20 +132,14 @@ function connect(dir: string): Promise<Connection> {
     });
     worker.on("error", (error) => {
       failed(error);
-      failAll(error);
+      die(error);
     });
-    worker.on("exit", (code) => failAll(new Error(`The embedded database's thread exited (code ${code}).`)));
+    worker.on("exit", (code) => {
+      const error = new Error(`The embedded database's thread exited (code ${code}).`);
+      failed(error);
+      die(error);
+    });
   });
-
-  function ask(request: Ask): Promise<{ rows?: Record<string, unknown>[]; tx?: number }> {
-    if (dead) return Promise.reject(dead);
-    const id = ++nextId;
-    return new Promise((resolve, reject) => {
-      pending.set(id, { resolve: resolve as (reply: PgliteReply) => void, reject });
-      if (pending.size === 1) worker.ref();
-      worker.postMessage({ id, ...request } as PgliteRequest);
-    });
-  }
 }
 
 /** An error from the database thread as the caller would have caught it there: its message and fields (code, detail, ...). */

@@ -21,7 +21,9 @@ interface Pending<I, R> {
  */
 export function coalesced<I, R>(writeMany: (items: I[]) => Promise<R[]>): ((item: I) => Promise<R>) & { idle(): Promise<void> } {
   let queue: Pending<I, R>[] = [];
-  let writing: Promise<void> | null = null;
+  let writing = false;
+  /** The newest item's write. Items settle in the order they were queued, so it settles last. */
+  let newest: Promise<unknown> = Promise.resolve();
 
   const writeAlone = async (entry: Pending<I, R>) => {
     try {
@@ -31,6 +33,7 @@ export function coalesced<I, R>(writeMany: (items: I[]) => Promise<R[]>): ((item
     }
   };
   const drain = async () => {
+    writing = true;
     while (queue.length > 0) {
       const batch = queue.slice(0, MAX_ROWS);
       queue = queue.slice(batch.length);
@@ -42,19 +45,24 @@ export function coalesced<I, R>(writeMany: (items: I[]) => Promise<R[]>): ((item
         else for (const entry of batch) await writeAlone(entry);
       }
     }
-    // Cleared in the same step as the loop sees nothing left, so an item queued after that always
-    // starts a new loop (the loop's first statement is awaited, so this never runs before `writing` is set).
-    writing = null;
+    // Cleared in the same step as the loop sees nothing left, so an item queued after that always starts a new loop.
+    writing = false;
   };
-  const write = (item: I) =>
-    new Promise<R>((resolve, reject) => {
+  const write = (item: I) => {
+    const written = new Promise<R>((resolve, reject) => {
       queue.push({ item, resolve, reject });
-      writing ??= drain();
+      if (!writing) void drain();
     });
-  // Every item queued so far written (or failed): waits for the loop, including items it picks up on the way.
-  const idle = async () => {
-    while (writing) await writing;
+    newest = written;
+    return written;
   };
+  // Every item queued until now written (or failed); items queued later are not waited for, so a
+  // steady stream of writes cannot hold a caller back for ever.
+  const idle = () =>
+    newest.then(
+      () => undefined,
+      () => undefined,
+    );
   return Object.assign(write, { idle });
 }
 

@@ -49,7 +49,8 @@ export interface UsageLedger {
    */
   record(record: UsageRecord): Promise<void>;
   /**
-   * Waits until every row this process has been asked to record so far is written (or failed):
+   * Waits until every row this process had been asked to record when it was called is written (or
+   * failed; rows asked for later are not waited for):
    * what a usage report waits for, so that a request answered before its row was written (an
    * embedding's) is in the report its client asks for next, and what a shutdown waits for.
    */

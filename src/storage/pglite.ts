@@ -55,7 +55,8 @@ export async function openPglite(dir: string): Promise<Database> {
       try {
         result = await insideTransaction.run(scope, () => fn(handle.db));
       } catch (error) {
-        await end(false);
+        // The callback's error is the one to see, even if the rollback fails too.
+        await end(false).catch(() => {});
         throw error;
       } finally {
         scope.active = false;

@@ -37,6 +37,21 @@ test("a write made as the previous one resolves is written (no loop left waiting
   await write.idle();
   assert.deepEqual(written, [1, 2, 3, 4, 5], "idle() resolved only once the queued writes were done");
   await Promise.all(late);
+
+  // Writes queued after idle() was called do not hold it: the loop may stay busy for ever under load.
+  let releaseLater!: () => void;
+  const later = new Promise<void>((resolve) => (releaseLater = resolve));
+  const busy = coalesced(async (items: number[]) => {
+    if (items.includes(7)) await later;
+    return items;
+  });
+  const six = busy(6);
+  const idle = busy.idle();
+  const seven = busy(7);
+  await idle;
+  assert.equal(await six, 6);
+  releaseLater();
+  assert.equal(await seven, 7);
 });
 
 test("a failed batch is written again item by item: only the bad item fails", async () => {

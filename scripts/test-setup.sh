@@ -15,23 +15,31 @@ if [ -z "${SWITCHYARD_TEST_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y chromium
 fi
 npm run build
+# The tests' Python environments are kept once per machine, like the models, one per package list
+# (a changed pin makes a new one), and linked into .cache/: a clean clone (CI) finds them ready.
+PYTHON_ENVS="${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/python-envs"
+python_env() {
+  local name=$1 check=$2
+  shift 2
+  local shared
+  shared="$PYTHON_ENVS/$name-$(echo "$*" | sha256sum | cut -c1-12)"
+  if ! [ -x "$shared/bin/python" ] || ! "$shared/bin/python" -c "$check" 2>/dev/null; then
+    echo "Installing $* in $shared..."
+    python3 -m venv --clear "$shared" && "$shared/bin/python" -m pip install --quiet "$@"
+  fi
+  # A checkout's own environment from before (a directory, not a link) is replaced by the shared one.
+  if [ -d ".cache/$name" ] && ! [ -L ".cache/$name" ]; then rm -rf ".cache/$name"; fi
+  mkdir -p .cache && ln -sfn "$shared" ".cache/$name"
+}
 # The official Python SDK, for the test that sends exactly what it sends (empty JSON bodies on DELETE).
 # The OpenAI Agents SDK beside it, for the test that runs an agent on a model alias with its default client.
-if ! [ -x .cache/py-openai/bin/python ] || ! .cache/py-openai/bin/python -c 'import openai, agents' 2>/dev/null; then
-  python3 -m venv .cache/py-openai && .cache/py-openai/bin/pip install --quiet openai openai-agents==0.24.0
-fi
+python_env py-openai 'import openai, agents' openai openai-agents==0.24.0
 # numpy and Hugging Face's tokenizers, for the embeddings tests' independent reference (test/fixtures/bert_reference.py).
-if ! [ -x .cache/py-embed/bin/python ] || ! .cache/py-embed/bin/python -c 'import numpy, tokenizers' 2>/dev/null; then
-  python3 -m venv .cache/py-embed && .cache/py-embed/bin/pip install --quiet numpy==2.4.6 tokenizers==0.23.3
-fi
+python_env py-embed 'import numpy, tokenizers' numpy==2.4.6 tokenizers==0.23.3
 # The official OTLP protobuf definitions (opentelemetry-proto), for the tracing test's receiver (test/fixtures/otlp_receiver.py).
-if ! [ -x .cache/py-otel/bin/python ] || ! .cache/py-otel/bin/python -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
-  python3 -m venv .cache/py-otel && .cache/py-otel/bin/pip install --quiet opentelemetry-proto==1.45.2 protobuf==6.33.6
-fi
+python_env py-otel 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' opentelemetry-proto==1.45.2 protobuf==6.33.6
 # numpy and gguf-py, for the LoRA adapters' independent reference (test/fixtures/lora_reference.py).
-if ! [ -x .cache/py-lora/bin/python ] || ! .cache/py-lora/bin/python -c 'import numpy, gguf' 2>/dev/null; then
-  python3 -m venv .cache/py-lora && .cache/py-lora/bin/pip install --quiet numpy==2.4.6 gguf==0.19.0
-fi
+python_env py-lora 'import numpy, gguf' numpy==2.4.6 gguf==0.19.0
 node bin/switchyard.js models pull
 # Pulled on demand, not with the rest; the tests that need a capable model use it.
 node bin/switchyard.js models pull Qwen/Qwen2.5-Coder-0.5B-Instruct

@@ -14,6 +14,8 @@ import { readFileSync } from "node:fs";
 const ADMIN_KEY = `sy-admin-browser-${process.pid}-0123456789abcdef`;
 /** Generation on a machine 4x slower than this one, with other tests' servers beside it. */
 const ANSWER_TIMEOUT_MS = 180_000;
+/** Answers asked for before the console must show a prediction's counts (see the test). */
+const PREDICTION_ATTEMPTS = 4;
 
 /**
  * The web console in Debian's Chromium, driven by playwright-core, against the real server with
@@ -183,15 +185,22 @@ describe("web console (/console) in Chromium", () => {
     await regenerate();
     const answer = (await page.locator("li.message-assistant .message-text").last().textContent()) ?? "";
     await page.fill("textarea[name=prediction]", answer);
-    await regenerate();
-    assert.equal(
-      (await page.locator("li.message-assistant .message-text").last().textContent()) ?? "",
-      answer,
-      "a prediction never changes the answer",
-    );
-    const stat = (await page.locator("li.message-assistant [data-stat=prediction]").last().textContent()) ?? "";
+    // The engine verifies a prediction only while its cost model says drafts pay: on a machine busy
+    // with other work a step's time can say otherwise for a while (the answer then carries no
+    // prediction counts, and the stat is not shown). A few answers let it measure again.
+    let stat = "";
+    for (let attempt = 0; attempt < PREDICTION_ATTEMPTS && stat === ""; attempt++) {
+      await regenerate();
+      assert.equal(
+        (await page.locator("li.message-assistant .message-text").last().textContent()) ?? "",
+        answer,
+        "a prediction never changes the answer",
+      );
+      const shown = page.locator("li.message-assistant:last-of-type [data-stat=prediction]");
+      if ((await shown.count()) > 0) stat = (await shown.textContent()) ?? "";
+    }
     const accepted = Number(/^(\d+) accepted, (\d+) rejected$/.exec(stat)?.[1]);
-    assert.ok(accepted > 0, `the prediction was accepted: ${stat}`);
+    assert.ok(accepted > 0, `the prediction was accepted: ${stat || `no prediction counts in ${PREDICTION_ATTEMPTS} answers`}`);
     await page.fill("textarea[name=prediction]", "");
   });
 

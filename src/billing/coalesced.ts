@@ -1,7 +1,7 @@
 /**
  * Group commit for the ledger's per-request writes. Under load many requests write their rows at
- * once; each statement has a fixed cost (parse, plan, commit: most of it on PGlite, which runs on
- * the main thread), so rows that arrive while a write is under way go together in the next one.
+ * once; each statement has a fixed cost (parse, plan, commit; on PGlite, a turn of its one database
+ * thread), so rows that arrive while a write is under way go together in the next one.
  * Alone, a row is written at once: nothing waits to be batched.
  */
 

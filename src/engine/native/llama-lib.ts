@@ -112,6 +112,8 @@ export interface LlamaLibrary {
   llama_sampler_free(sampler: Handle): void;
   llama_sampler_sample(sampler: Handle, context: Handle, index: number): number;
   llama_sampler_accept(sampler: Handle, token: number): void;
+  /** `array`: the address of a llama_token_data_array. */
+  llama_sampler_apply(sampler: Handle, array: bigint): void;
   llama_sampler_init_greedy(): Handle;
   llama_sampler_init_dist(seed: number): Handle;
   llama_sampler_init_top_k(k: number): Handle;
@@ -177,6 +179,7 @@ const DECLARATIONS = [
   "void llama_sampler_free(uintptr_t smpl)",
   "int32_t llama_sampler_sample(uintptr_t smpl, uintptr_t ctx, int32_t idx)",
   "void llama_sampler_accept(uintptr_t smpl, int32_t token)",
+  "void llama_sampler_apply(uintptr_t smpl, uintptr_t cur_p)",
   "uintptr_t llama_sampler_init_greedy()",
   "uintptr_t llama_sampler_init_dist(uint32_t seed)",
   "uintptr_t llama_sampler_init_top_k(int32_t k)",

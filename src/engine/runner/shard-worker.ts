@@ -1,7 +1,8 @@
 import { parentPort, workerData } from "node:worker_threads";
 import koffi from "koffi";
 import { openLlamaLibrary, type BatchValue, type Handle, type LlamaLibrary } from "../native/llama-lib.js";
-import type { DropAdapterMessage, MemoryOp, RunnerInit, SampledLogprob, SamplerSpec, StepMessage, StepReply } from "./step-protocol.js";
+import { createRequestSamplers } from "./request-samplers.js";
+import type { DropAdapterMessage, MemoryOp, RunnerInit, SampledLogprob, StepMessage, StepReply } from "./step-protocol.js";
 
 /**
  * A shard's runner: one llama.cpp context on this worker thread, so the main thread never waits on
@@ -15,7 +16,7 @@ const vocabularySize = lib.llama_vocab_n_tokens(vocab);
 const context = createContext(lib, init);
 const memory = lib.llama_get_memory(context);
 const batch = batchViews(lib.llama_batch_init(init.batchTokens, 0, 1), init.batchTokens);
-const samplers = new Map<number, Handle>();
+const samplers = createRequestSamplers(lib, vocab, context, vocabularySize);
 /** Preempted requests' cells, saved until they are readmitted. */
 const saved = new Map<number, Buffer>();
 let threads = init.threads;
@@ -124,44 +125,6 @@ function restore(seq: number, key: number): boolean {
   return false;
 }
 
-/** The chain llama-server builds, in its order: bias, penalties, grammar, truncations, temperature, draw. */
-function buildSampler(spec: SamplerSpec): Handle {
-  const chain = lib.llama_sampler_chain_init({ no_perf: true });
-  const add = (sampler: Handle) => lib.llama_sampler_chain_add(chain, sampler);
-  if (spec.logitBias.length > 0) {
-    add(
-      lib.llama_sampler_init_logit_bias(
-        vocabularySize,
-        spec.logitBias.length,
-        spec.logitBias.map(([token, bias]) => ({ token, bias })),
-      ),
-    );
-  }
-  if (spec.presencePenalty !== 0 || spec.frequencyPenalty !== 0 || spec.repetitionPenalty !== 1) {
-    add(lib.llama_sampler_init_penalties(PENALTY_WINDOW, spec.repetitionPenalty, spec.frequencyPenalty, spec.presencePenalty));
-  }
-  if (spec.grammar !== undefined) {
-    const grammar = lib.llama_sampler_init_grammar(vocab, spec.grammar, "root");
-    if (!grammar) {
-      lib.llama_sampler_free(chain);
-      throw new Error("llama.cpp could not parse the grammar");
-    }
-    add(grammar);
-  }
-  if (spec.temperature <= 0) {
-    add(lib.llama_sampler_init_greedy());
-    return chain;
-  }
-  if (spec.topK > 0) add(lib.llama_sampler_init_top_k(spec.topK));
-  if (spec.topP < 1) add(lib.llama_sampler_init_top_p(spec.topP, 1));
-  if (spec.minP > 0) add(lib.llama_sampler_init_min_p(spec.minP, 1));
-  add(lib.llama_sampler_init_temp(spec.temperature));
-  add(lib.llama_sampler_init_dist(spec.seed >>> 0));
-  return chain;
-}
-
-/** Most generated tokens the penalties look back over. */
-const PENALTY_WINDOW = 1024;
 /** The most negative log probability reported (JSON cannot carry -Infinity). */
 const MIN_LOGPROB = -9999;
 
@@ -198,13 +161,13 @@ function sampleAll(message: StepMessage): Pick<StepReply, "tokens" | "counts" | 
   const counts = new Uint8Array(message.samples.length);
   const logprobs: Array<SampledLogprob | null> = [];
   message.samples.forEach((order, i) => {
-    const sampler = samplers.get(order.sampler);
+    const sampler = samplers.has(order.sampler) ? order.sampler : undefined;
     const draft = order.draft ?? [];
     let accepted = 0;
     for (;;) {
       // Logits are read where llama.cpp was given the token (bySequence).
       const index = slots[order.index + accepted]!;
-      const token = sampler === undefined ? -1 : lib.llama_sampler_sample(sampler, context, index);
+      const token = sampler === undefined ? -1 : samplers.sample(sampler, index);
       tokens.push(token);
       logprobs.push(sampler !== undefined && order.top >= 0 ? logprobOf(index, token, order.top) : null);
       if (accepted >= draft.length || token !== draft[accepted]) break;
@@ -252,7 +215,7 @@ function step(message: StepMessage): StepReply {
   const failedSamplers: StepReply["failedSamplers"] = [];
   for (const { id, spec } of message.newSamplers) {
     try {
-      samplers.set(id, buildSampler(spec));
+      samplers.add(id, spec);
     } catch (error) {
       failedSamplers.push({ id, reason: (error as Error).message });
     }
@@ -281,11 +244,7 @@ function step(message: StepMessage): StepReply {
   }
   const decoded = performance.now();
   const { tokens, counts, logprobs } = sampleAll(message);
-  for (const id of message.freeSamplers) {
-    const sampler = samplers.get(id);
-    if (sampler !== undefined) lib.llama_sampler_free(sampler);
-    samplers.delete(id);
-  }
+  for (const id of message.freeSamplers) samplers.free(id);
   return {
     type: "step",
     tokens,
@@ -305,7 +264,7 @@ parentPort!.on("message", (message: StepMessage | DropAdapterMessage | { type: "
     return;
   }
   if (message.type === "close") {
-    for (const sampler of samplers.values()) lib.llama_sampler_free(sampler);
+    samplers.freeAll();
     lib.llama_free(context);
     parentPort!.postMessage({ type: "closed" });
     return;

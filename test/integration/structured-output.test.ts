@@ -138,6 +138,44 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
     assert.deepEqual(whitespaceOutsideStrings(raw), [], JSON.stringify(raw));
   });
 
+  test("the grammar checks the token drawn and redraws only what it refuses: greedy gives what grammar-first gives", async () => {
+    // Without penalties the runner draws first and lets the grammar check that one token; with a
+    // penalty (here one that changes no logit beyond the last bits) the grammar runs first over the
+    // whole vocabulary. Greedy, the two must agree token for token.
+    const schema = { type: "object", properties: { animal: { enum: ["zebra", "quokka", "ibis"] } }, required: ["animal"] };
+    const body = {
+      messages: messages("Say hello to me, in French."),
+      response_format: { type: "json_schema", json_schema: { name: "animal", schema } },
+      max_tokens: 40,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 1,
+    };
+    type Logprobs = { logprobs: { content: Array<{ token: string; top_logprobs: Array<{ token: string }> }> } };
+    const lazy = (await complete(body)).choices[0]! as Choice & Logprobs;
+    const grammarFirst = (await complete({ ...body, repetition_penalty: 1.000001 })).choices[0]! as Choice & Logprobs;
+    const answer = JSON.parse(lazy.message.content!) as { animal: string };
+    assert.deepEqual(Object.keys(answer), ["animal"]);
+    assert.ok(["zebra", "quokka", "ibis"].includes(answer.animal), lazy.message.content!);
+    assert.equal(lazy.message.content, grammarFirst.message.content);
+    // The model's own first choice was refused somewhere (it would greet, not write this object), so the redraw ran.
+    assert.ok(
+      lazy.logprobs.content.some((t) => t.top_logprobs[0]!.token !== t.token),
+      `some token differs from the unconstrained favourite: ${JSON.stringify(lazy.logprobs.content)}`,
+    );
+    // Sampled, every seed's output stays within the grammar, with and without a penalty.
+    for (const seed of [11, 12, 13, 14]) {
+      for (const extra of [{}, { frequency_penalty: 0.5 }]) {
+        const { choices } = await complete({ ...body, temperature: 1, seed, logprobs: false, top_logprobs: undefined, ...extra });
+        const value = JSON.parse(choices[0]!.message.content!) as { animal: string };
+        assert.ok(
+          ["zebra", "quokka", "ibis"].includes(value.animal),
+          `seed ${seed} ${JSON.stringify(extra)}: ${choices[0]!.message.content}`,
+        );
+      }
+    }
+  });
+
   test("a top-level scalar schema ends generation once the value is complete", async () => {
     const cases: Array<[Record<string, unknown>, string, (value: unknown) => boolean]> = [
       [{ const: "x" }, "Say x.", (v) => v === "x"],

@@ -4,7 +4,7 @@ import { deploymentsCommand } from "./deployments.js";
 import { batchesCommand } from "./batches.js";
 import { keysCommand } from "./keys.js";
 import { modelsCommand } from "./models.js";
-import { serveCommand } from "./serve.js";
+import { serveCommand } from "./serve-command.js";
 import { usageCommand } from "./usage.js";
 
 // Everything any command writes (data dir, database, key files) is readable by its owner only.

@@ -1,4 +1,4 @@
-import { Command } from "commander";
+import type { ServeFlags } from "./serve-command.js";
 import { loadCatalog } from "../catalog/load.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir } from "../config/paths.js";
@@ -36,30 +36,8 @@ import { edgeOptions, servingServices } from "./serve-services.js";
 import { loadModels, selectModels } from "./serve-models.js";
 import { ensureFirstKey } from "./first-key.js";
 
-interface ServeFlags {
-  host?: string;
-  port?: string;
-  dataDir?: string;
-  models?: string;
-  catalog?: string;
-  worker?: boolean;
-}
-
-export function serveCommand(): Command {
-  return new Command("serve")
-    .description("Pull the catalog's models if needed and serve the chat-completions API")
-    .option("--host <host>", "address to listen on (SWITCHYARD_HOST)", undefined)
-    .option("--port <port>", "port to listen on (SWITCHYARD_PORT)", undefined)
-    .option("--data-dir <dir>", "where this server keeps its database (SWITCHYARD_DATA_DIR)")
-    .option("--models <ids>", "comma-separated catalog ids to serve (SWITCHYARD_MODELS); default all")
-    .option("--catalog <file>", "an extra catalog file of your own models (SWITCHYARD_CATALOG)")
-    .option("--worker", "serve only the engine API for a gateway in front of this process (needs SWITCHYARD_WORKER_KEY)")
-    .action(async (flags: ServeFlags) => {
-      await serve(flags);
-    });
-}
-
-async function serve(flags: ServeFlags): Promise<void> {
+/** `switchyard serve`: the server, until a signal stops it. */
+export async function serve(flags: ServeFlags): Promise<void> {
   const settings = loadSettings(flags);
   const dataDir = resolveDataDir(flags.dataDir);
   const fullCatalog = await loadCatalog({ extraCatalogPath: flags.catalog });

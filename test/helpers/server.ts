@@ -15,6 +15,15 @@ export const SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct";
 export const SMOLLM2_NO_END: Record<string, number> = { "0": -100, "2": -100, "4": -100 };
 export const GEMMA = "google/gemma-3-270m";
 
+/**
+ * Test servers hold 2,048 tokens a request unless a test asks for more: llama.cpp allocates and
+ * clears every sequence's KV cells when a server starts, and at the default 8,192 that cleared
+ * 1.5 GB for SmolLM2 alone, about 2.5 s of CPU a start over the suite's hundred-odd starts. Tests
+ * of long prompts, long streams or the default window's size start with `FULL_CONTEXT`.
+ */
+export const TEST_CONTEXT = { SWITCHYARD_MAX_CONTEXT: "2048" } as const;
+export const FULL_CONTEXT = { SWITCHYARD_MAX_CONTEXT: "8192" } as const;
+
 export interface RunningServer {
   url: string;
   /** Base URL for OpenAI clients: `${url}/v1/compat`. */
@@ -102,7 +111,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     process.execPath,
     [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")],
     {
-      env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...options.env },
+      env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...TEST_CONTEXT, ...options.env },
       stdio: ["ignore", "pipe", "pipe"],
     },
   );

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { cli, postChat, readSse, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { cli, postChat, readSse, startServer, SMOLLM2, type RunningServer, FULL_CONTEXT } from "../helpers/server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 
 const SPECIAL_TOKEN_TEXT = /<\|im_end\|>|<\|im_start\|>|<\|endoftext\|>|<\/s>|<end_of_turn>|<start_of_turn>/;
@@ -10,7 +10,7 @@ const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: 
 describe("chat completions against the real SmolLM2 model", () => {
   let server: RunningServer;
   before(async () => {
-    server = await startServer();
+    server = await startServer({ env: FULL_CONTEXT });
   });
   after(async () => {
     await server?.stop();

@@ -8,7 +8,17 @@ import { requestCost } from "../../src/billing/cost.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import type { Database } from "../../src/storage/database.js";
 import { createTestDatabase, serverDatabaseReader, type TestDatabase } from "../helpers/databases.js";
-import { CLI, createKey, postChat, SMOLLM2, startServer, waitFor, type RunningServer, SMOLLM2_NO_END } from "../helpers/server.js";
+import {
+  CLI,
+  FULL_CONTEXT,
+  createKey,
+  postChat,
+  SMOLLM2,
+  startServer,
+  waitFor,
+  type RunningServer,
+  SMOLLM2_NO_END,
+} from "../helpers/server.js";
 
 /**
  * Issue 11, items 2 and 3: a real server is killed with SIGKILL mid-stream and restarted on the
@@ -110,7 +120,8 @@ for (const kind of ["pglite", "postgres"] as const) {
     before(async () => {
       if (kind === "postgres") {
         database = await createTestDatabase("postgres");
-        env = { SWITCHYARD_DATABASE_URL: database.url };
+        // The window a 4,000-token stream needs (the second-process test holds one open).
+        env = { ...FULL_CONTEXT, SWITCHYARD_DATABASE_URL: database.url };
       }
       key = createKey(dataDir, "crash", ["--budget", BUDGET], env);
       server = await startServer({ dataDir, key, env });

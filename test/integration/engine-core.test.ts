@@ -1,6 +1,16 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { createKey, postChat, readSseTimed, startServer, waitFor, SMOLLM2, SMOLLM2_NO_END, type RunningServer } from "../helpers/server.js";
+import {
+  FULL_CONTEXT,
+  createKey,
+  postChat,
+  readSseTimed,
+  startServer,
+  waitFor,
+  SMOLLM2,
+  SMOLLM2_NO_END,
+  type RunningServer,
+} from "../helpers/server.js";
 
 // The step loop on the real model: tiers inside a step, `n` sharing one prefill, admission by
 // free sequences. Assertions count steps and tokens, never time.
@@ -47,7 +57,7 @@ describe("the engine's step loop on the real model", () => {
   before(async () => {
     // Without speculation a stream gets at most one chunk a step, so chunks count steps; with it
     // one step can deliver several accepted draft tokens to a stream (speculation.test.ts covers it).
-    server = await startServer({ env: { SWITCHYARD_PARALLEL: "16", SWITCHYARD_SPECULATION: "off" } });
+    server = await startServer({ env: { ...FULL_CONTEXT, SWITCHYARD_PARALLEL: "16", SWITCHYARD_SPECULATION: "off" } });
   });
   after(async () => {
     await server?.stop();

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { FULL_CONTEXT, postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
 
 /** Every error is in the OpenAI shape, with the right status, param and code. */
 async function expectError(response: Response, status: number, expected: { param?: string | null; code?: string | null; type?: string }) {
@@ -26,7 +26,7 @@ const ok = (extra: Record<string, unknown> = {}) => ({
 describe("bad requests get clear errors and lose nothing", () => {
   let server: RunningServer;
   before(async () => {
-    server = await startServer({ env: { SWITCHYARD_MAX_BODY_BYTES: "65536" } });
+    server = await startServer({ env: { ...FULL_CONTEXT, SWITCHYARD_MAX_BODY_BYTES: "65536" } });
   });
   after(async () => {
     await server?.stop();

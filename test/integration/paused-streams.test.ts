@@ -3,7 +3,7 @@ import type { Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { chunkedEnd, openAiError, openSocket, readReply } from "../helpers/raw-http.js";
-import { createKey, startServer, waitFor, SMOLLM2, SMOLLM2_NO_END, type RunningServer } from "../helpers/server.js";
+import { FULL_CONTEXT, createKey, startServer, waitFor, SMOLLM2, SMOLLM2_NO_END, type RunningServer } from "../helpers/server.js";
 
 /**
  * Issue 30 item 4: a stream whose client stops reading gives its sequences back after the grace
@@ -95,6 +95,7 @@ describe("a paused stream gives its sequence back", () => {
   before(async () => {
     server = await startServer({
       env: {
+        ...FULL_CONTEXT,
         SWITCHYARD_PARALLEL: "2",
         SWITCHYARD_STREAM_BUFFER_BYTES: "16384",
         SWITCHYARD_STREAM_PAUSE_GRACE_MS: "1000",

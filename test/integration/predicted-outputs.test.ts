@@ -3,7 +3,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { BATCH_PRICES, resultLines, settled, upload } from "../helpers/batches.js";
 import { requestCost } from "../../src/billing/cost.js";
-import { SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { FULL_CONTEXT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 
 /**
@@ -37,7 +37,7 @@ describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () =
   let server: RunningServer;
   let client: OpenAI;
   before(async () => {
-    server = await startServer();
+    server = await startServer({ env: FULL_CONTEXT });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
   });
   after(async () => {

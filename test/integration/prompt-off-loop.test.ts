@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { openAiError } from "../helpers/raw-http.js";
-import { postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { FULL_CONTEXT, postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
 
 /**
  * Issue 11, defect 1: one request froze the whole server while its prompt was rendered and
@@ -64,7 +64,7 @@ async function expectContextExceeded(response: Response, param: string) {
 describe("a large prompt never stalls the server (issue 11)", () => {
   let server: RunningServer;
   before(async () => {
-    server = await startServer();
+    server = await startServer({ env: FULL_CONTEXT });
   });
   after(async () => {
     await server?.stop();

@@ -11,6 +11,7 @@ import {
   type RunningServer,
   type TimedEvent,
   SMOLLM2_NO_END,
+  FULL_CONTEXT,
 } from "../helpers/server.js";
 
 const LONG = "Write a very long story about a dragon who learns to sail, with many chapters.";
@@ -77,7 +78,7 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
   let server: RunningServer;
   before(async () => {
     server = await startServer({
-      env: { SWITCHYARD_PARALLEL: "1", SWITCHYARD_MAX_WAITING: "3", SWITCHYARD_FLEX_MAX_WAIT_MS: String(FLEX_WAIT_MS) },
+      env: { ...FULL_CONTEXT, SWITCHYARD_PARALLEL: "1", SWITCHYARD_MAX_WAITING: "3", SWITCHYARD_FLEX_MAX_WAIT_MS: String(FLEX_WAIT_MS) },
     });
   });
   after(async () => {
@@ -219,7 +220,7 @@ describe("prefix cache and chunked prefill", () => {
   let server: RunningServer;
   let otherAccountKey: string;
   before(async () => {
-    server = await startServer({ env: { SWITCHYARD_PARALLEL: "3" } });
+    server = await startServer({ env: { ...FULL_CONTEXT, SWITCHYARD_PARALLEL: "3" } });
     otherAccountKey = createKey(server.dataDir, "someone-else");
   });
   after(async () => {
@@ -322,7 +323,7 @@ describe("streams running on every other sequence", () => {
   let server: RunningServer;
   let otherAccountKey: string;
   before(async () => {
-    server = await startServer({ env: { SWITCHYARD_PARALLEL: String(SEQUENCES) } });
+    server = await startServer({ env: { ...FULL_CONTEXT, SWITCHYARD_PARALLEL: String(SEQUENCES) } });
     otherAccountKey = createKey(server.dataDir, "someone-else");
   });
   after(async () => {

@@ -6,7 +6,7 @@ import { findPulledModel } from "../../src/catalog/pull.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
 import { chunkedEnd, openAiError, openSocket, readReply } from "../helpers/raw-http.js";
-import { createKey, readSse, startServer, waitFor, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { FULL_CONTEXT, createKey, readSse, startServer, waitFor, SMOLLM2, type RunningServer } from "../helpers/server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 import { startWorker, WORKER_KEY, type RunningWorker } from "../helpers/worker.js";
 
@@ -138,7 +138,9 @@ describe("item 10: a stream nobody reads pauses its generation, then ends", () =
   let server: RunningServer;
   let otherKey: string;
   before(async () => {
-    server = await startServer({ env: { SWITCHYARD_STREAM_BUFFER_BYTES: "16384", SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS: "15000" } });
+    server = await startServer({
+      env: { ...FULL_CONTEXT, SWITCHYARD_STREAM_BUFFER_BYTES: "16384", SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS: "15000" },
+    });
     otherKey = createKey(server.dataDir, "another-account");
   });
   after(() => server?.stop());
@@ -182,6 +184,7 @@ describe("item 1's stall limit: a request holding a sequence without progress is
     // (so the paused request keeps its sequence): it ends the paused request first.
     server = await startServer({
       env: {
+        ...FULL_CONTEXT,
         SWITCHYARD_STALL_TIMEOUT_MS: "3000",
         SWITCHYARD_STREAM_BUFFER_BYTES: "16384",
         SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS: "600000",
@@ -263,7 +266,7 @@ describe("item 16: the prompt workers are shared fairly between accounts", () =>
 
   describe("over HTTP", () => {
     let server: RunningServer;
-    before(async () => (server = await startServer()));
+    before(async () => (server = await startServer({ env: FULL_CONTEXT })));
     after(() => server?.stop());
 
     test("six concurrent 600 KB prompts of words are refused from their size, before any is tokenized", async () => {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -29,9 +29,20 @@ after(() => {
   if (savedDatabaseUrl !== undefined) process.env.SWITCHYARD_DATABASE_URL = savedDatabaseUrl;
 });
 
+/** A created and migrated embedded database, copied into each test's data dir: initdb and the migrations took seconds a test. */
+let template: string;
+before(async () => {
+  template = await mkdtemp(join(tmpdir(), "switchyard-cli-template-"));
+  await (await openDatabase({ dataDir: template })).close();
+});
+after(async () => {
+  await rm(template, { recursive: true, force: true });
+});
+
 let dataDir: string;
 beforeEach(async () => {
   dataDir = await mkdtemp(join(tmpdir(), "switchyard-cli-"));
+  execFileSync("cp", ["-a", `${template}/.`, dataDir]); // -a: the owner-only modes come along
 });
 afterEach(async () => {
   await rm(dataDir, { recursive: true, force: true });
@@ -147,10 +158,11 @@ describe("keys CLI without a server (opens the database itself)", () => {
 
   test("SWITCHYARD_DATA_DIR is the default data dir", async () => {
     const saved = process.env.SWITCHYARD_DATA_DIR;
-    process.env.SWITCHYARD_DATA_DIR = dataDir;
+    const empty = join(dataDir, "from-env");
+    process.env.SWITCHYARD_DATA_DIR = empty;
     try {
       await runKeys("create", "--account", "env-default");
-      assert.ok(existsSync(join(dataDir, "db")));
+      assert.ok(existsSync(join(empty, "db")));
       assert.ok((await runKeys("list")).join("\n").includes("env-default"));
     } finally {
       if (saved === undefined) delete process.env.SWITCHYARD_DATA_DIR;

@@ -16,12 +16,17 @@ export const SMOLLM2_NO_END: Record<string, number> = { "0": -100, "2": -100, "4
 export const GEMMA = "google/gemma-3-270m";
 
 /**
- * Test servers hold 2,048 tokens a request unless a test asks for more: llama.cpp allocates and
- * clears every sequence's KV cells when a server starts, and at the default 8,192 that cleared
- * 1.5 GB for SmolLM2 alone, about 2.5 s of CPU a start over the suite's hundred-odd starts. Tests
- * of long prompts, long streams or the default window's size start with `FULL_CONTEXT`.
+ * What every test server runs with unless a test says otherwise:
+ * - 2,048 tokens a request: llama.cpp allocates and clears every sequence's KV cells when a server
+ *   starts, and at the default 8,192 that cleared 1.5 GB for SmolLM2 alone, about 2.5 s of CPU a
+ *   start over the suite's hundred-odd starts. Tests of long prompts, long streams or the default
+ *   window's size start with `FULL_CONTEXT`.
+ * - Two shards of one llama.cpp thread each. By default a shard alone on a model steps on every
+ *   core, and ggml's threads wait for each other in a spin loop: with two test files running at
+ *   once on two cores, that spin took 40% of the CPU (two heavy files side by side: 217 s of CPU
+ *   and 117 s against 121 s and 70 s with one thread a shard). Shards of one thread never wait.
  */
-export const TEST_CONTEXT = { SWITCHYARD_MAX_CONTEXT: "2048" } as const;
+export const TEST_ENGINE = { SWITCHYARD_MAX_CONTEXT: "2048", SWITCHYARD_THREADS: "1", SWITCHYARD_SHARDS: "2" } as const;
 export const FULL_CONTEXT = { SWITCHYARD_MAX_CONTEXT: "8192" } as const;
 
 export interface RunningServer {
@@ -111,7 +116,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     process.execPath,
     [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")],
     {
-      env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...TEST_CONTEXT, ...options.env },
+      env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...TEST_ENGINE, ...options.env },
       stdio: ["ignore", "pipe", "pipe"],
     },
   );

@@ -162,6 +162,9 @@ async function draws(mode: "auto" | "off"): Promise<{ texts: string[]; drafted: 
     modelPath: pulled.path,
     sequences: 16,
     contextWindow: 256,
+    // As every test server runs (TEST_ENGINE): two shards of one thread.
+    threads: 1,
+    shards: 2,
     maxWaiting: 64,
     flexMaxWaitMs: 60_000,
     prefixCache: true,

@@ -36,10 +36,54 @@ const TOKEN_DATA_BYTES = 12;
  */
 export function createRequestSamplers(lib: LlamaLibrary, vocab: Handle, context: Handle, vocabularySize: number) {
   const samplers = new Map<number, RequestSampler>();
-  // One native llama_token_data_array, with room for the whole vocabulary, reused for every check and resample.
-  const native = koffi.alloc("uint8_t", ARRAY_HEADER_BYTES + vocabularySize * TOKEN_DATA_BYTES);
+  const candidates = candidateArray(lib, vocabularySize);
+
+  /** Every token, as the logits at `index` give them, through the grammar and then the chain. */
+  const resample = ({ chain, grammar }: RequestSampler, index: number): number => {
+    candidates.fill(new Float32Array(koffi.view(lib.llama_get_logits_ith(context, index), vocabularySize * 4)));
+    candidates.apply(grammar!, vocabularySize);
+    return candidates.tokenAt(candidates.apply(chain, vocabularySize));
+  };
+
+  return {
+    /** Builds the request's chain; throws if llama.cpp cannot parse its grammar. */
+    add(id: number, spec: SamplerSpec): void {
+      samplers.set(id, buildSampler(lib, vocab, vocabularySize, spec));
+    },
+    has: (id: number) => samplers.has(id),
+    /** Samples the token at batch `index` with the request's sampler, and accepts it into its state. */
+    sample(id: number, index: number): number {
+      const sampler = samplers.get(id)!;
+      // The chain accepts what it draws; without penalties that changes nothing a redraw depends on.
+      const drawn = lib.llama_sampler_sample(sampler.chain, context, index);
+      if (sampler.grammar === null) return drawn;
+      const token = candidates.allows(sampler.grammar, drawn) ? drawn : resample(sampler, index);
+      if (token >= 0) lib.llama_sampler_accept(sampler.grammar, token);
+      return token;
+    },
+    free(id: number): void {
+      const sampler = samplers.get(id);
+      if (sampler === undefined) return;
+      lib.llama_sampler_free(sampler.chain);
+      if (sampler.grammar !== null) lib.llama_sampler_free(sampler.grammar);
+      samplers.delete(id);
+    },
+    freeAll(): void {
+      for (const id of [...samplers.keys()]) this.free(id);
+      candidates.free();
+    },
+  };
+}
+
+/**
+ * One native llama_token_data_array with room for the whole vocabulary, reused for every check and
+ * redraw of the runner's samplers (`llama_sampler_apply` takes the array by address).
+ */
+function candidateArray(lib: LlamaLibrary, vocabularySize: number) {
+  const bytes = ARRAY_HEADER_BYTES + vocabularySize * TOKEN_DATA_BYTES;
+  const native = koffi.alloc("uint8_t", bytes);
   const address = koffi.address(native);
-  const memory = koffi.view(native, ARRAY_HEADER_BYTES + vocabularySize * TOKEN_DATA_BYTES);
+  const memory = koffi.view(native, bytes);
   const header = new BigInt64Array(memory, 0, 3);
   const sorted = new Uint8Array(memory, 24, 1);
   const ids = new Int32Array(memory, ARRAY_HEADER_BYTES);
@@ -58,55 +102,27 @@ export function createRequestSamplers(lib: LlamaLibrary, vocab: Handle, context:
     return Number(header[2]);
   };
 
-  /** Whether the grammar, in its current state, allows `token` next. */
-  const allows = (grammar: Handle, token: number): boolean => {
-    ids[0] = token;
-    values[1] = 0;
-    values[2] = 0;
-    apply(grammar, 1);
-    return values[1] !== -Infinity;
-  };
-
-  /** Every token, as the logits at `index` give them, through the grammar and then the chain. */
-  const resample = ({ chain, grammar }: RequestSampler, index: number): number => {
-    const logits = new Float32Array(koffi.view(lib.llama_get_logits_ith(context, index), vocabularySize * 4));
-    for (let token = 0; token < vocabularySize; token++) {
-      ids[token * 3] = token;
-      values[token * 3 + 1] = logits[token]!;
-      values[token * 3 + 2] = 0;
-    }
-    apply(grammar!, vocabularySize);
-    const selected = apply(chain, vocabularySize);
-    return selected < 0 ? -1 : ids[selected * 3]!;
-  };
-
   return {
-    /** Builds the request's chain; throws if llama.cpp cannot parse its grammar. */
-    add(id: number, spec: SamplerSpec): void {
-      samplers.set(id, buildSampler(lib, vocab, vocabularySize, spec));
+    apply,
+    /** Every token with its logit, in token order. */
+    fill(logits: Float32Array): void {
+      for (let token = 0; token < vocabularySize; token++) {
+        ids[token * 3] = token;
+        values[token * 3 + 1] = logits[token]!;
+        values[token * 3 + 2] = 0;
+      }
     },
-    has: (id: number) => samplers.has(id),
-    /** Samples the token at batch `index` with the request's sampler, and accepts it into its state. */
-    sample(id: number, index: number): number {
-      const sampler = samplers.get(id)!;
-      // The chain accepts what it draws; without penalties that changes nothing a redraw depends on.
-      const drawn = lib.llama_sampler_sample(sampler.chain, context, index);
-      if (sampler.grammar === null) return drawn;
-      const token = allows(sampler.grammar, drawn) ? drawn : resample(sampler, index);
-      if (token >= 0) lib.llama_sampler_accept(sampler.grammar, token);
-      return token;
+    /** The token at a selected index (-1 for none). */
+    tokenAt: (selected: number): number => (selected < 0 ? -1 : ids[selected * 3]!),
+    /** Whether the grammar, in its current state, allows `token` next. */
+    allows(grammar: Handle, token: number): boolean {
+      ids[0] = token;
+      values[1] = 0;
+      values[2] = 0;
+      apply(grammar, 1);
+      return values[1] !== -Infinity;
     },
-    free(id: number): void {
-      const sampler = samplers.get(id);
-      if (sampler === undefined) return;
-      lib.llama_sampler_free(sampler.chain);
-      if (sampler.grammar !== null) lib.llama_sampler_free(sampler.grammar);
-      samplers.delete(id);
-    },
-    freeAll(): void {
-      for (const id of [...samplers.keys()]) this.free(id);
-      koffi.free(native);
-    },
+    free: () => koffi.free(native),
   };
 }
 

@@ -1,13 +1,5 @@
 import { Command } from "commander";
-
-export interface ServeFlags {
-  host?: string;
-  port?: string;
-  dataDir?: string;
-  models?: string;
-  catalog?: string;
-  worker?: boolean;
-}
+import type { ServeFlags } from "./serve.js";
 
 /**
  * `switchyard serve`. The server's modules (HTTP, storage, llama.cpp) load only when it runs:

@@ -1,4 +1,3 @@
-import type { ServeFlags } from "./serve-command.js";
 import { loadCatalog } from "../catalog/load.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir } from "../config/paths.js";
@@ -35,6 +34,15 @@ import { startAdapterUploads } from "./serve-uploads.js";
 import { edgeOptions, servingServices } from "./serve-services.js";
 import { loadModels, selectModels } from "./serve-models.js";
 import { ensureFirstKey } from "./first-key.js";
+
+export interface ServeFlags {
+  host?: string;
+  port?: string;
+  dataDir?: string;
+  models?: string;
+  catalog?: string;
+  worker?: boolean;
+}
 
 /** `switchyard serve`: the server, until a signal stops it. */
 export async function serve(flags: ServeFlags): Promise<void> {

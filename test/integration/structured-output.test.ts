@@ -164,7 +164,7 @@ describe("structured output: compact, ends where it should, bad schemas are 400s
       `some token differs from the unconstrained favourite: ${JSON.stringify(lazy.logprobs.content)}`,
     );
     // Sampled, every seed's output stays within the grammar, with and without a penalty.
-    for (const seed of [11, 12, 13, 14]) {
+    for (const seed of [11, 12]) {
       for (const extra of [{}, { frequency_penalty: 0.5 }]) {
         const { choices } = await complete({ ...body, temperature: 1, seed, logprobs: false, top_logprobs: undefined, ...extra });
         const value = JSON.parse(choices[0]!.message.content!) as { animal: string };

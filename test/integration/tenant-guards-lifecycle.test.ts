@@ -11,6 +11,7 @@ import {
   readSseTimed,
   SMOLLM2,
   startServer,
+  FULL_CONTEXT,
   waitFor,
   type RunningServer,
   type TimedEvent,
@@ -126,7 +127,10 @@ describe("item 9: SIGTERM drains: running streams finish or end with an error ev
   test("12 streams in flight: the short ones finish, the long ones get an error event and [DONE]; rows say what each client got", async () => {
     const DRAIN_MS = 25_000;
     const SHORT = 48;
-    const server = await startServer({ dataDir, env: { SWITCHYARD_DRAIN_TIMEOUT_MS: String(DRAIN_MS), SWITCHYARD_PARALLEL: "12" } });
+    const server = await startServer({
+      dataDir,
+      env: { ...FULL_CONTEXT, SWITCHYARD_DRAIN_TIMEOUT_MS: String(DRAIN_MS), SWITCHYARD_PARALLEL: "12" },
+    });
     const exited = new Promise<number | null>((resolve) => server.process.once("exit", resolve));
     // End-of-text banned, so each runs to its max_tokens: even-numbered streams far beyond the drain, odd ones well within it.
     const isLong = (i: number) => i % 2 === 0;

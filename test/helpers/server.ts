@@ -71,44 +71,55 @@ export interface StartOptions {
 }
 
 /**
- * A data dir whose embedded database is created and migrated, with a key for account `tester`:
- * made once by the real CLI (`keys create`) and kept in the temp dir, keyed by the migrations and
- * the PGlite release, so every test server starts from a copy. A fresh PGlite database (initdb and
- * every migration) takes seconds, and most tests start a server on a fresh data dir.
+ * A directory made once per machine by `make` and kept in the temp dir as `name`: a test process
+ * makes it beside and renames it into place, and loses that race harmlessly to one made meanwhile.
+ * Test servers and test databases start from copies of such directories (initdb took ~7 s).
  */
-function migratedTemplate(): { dir: string; key: string } {
-  const version = createHash("sha256")
-    .update(readFileSync(join(ROOT, "dist/storage/migrations.js")))
-    .update(readFileSync(join(ROOT, "node_modules/@electric-sql/pglite/package.json")))
-    .digest("hex")
-    .slice(0, 16);
-  const dir = join(tmpdir(), `switchyard-test-template-${version}`);
-  if (!existsSync(join(dir, "key"))) {
-    const making = mkdtempSync(join(tmpdir(), "switchyard-test-template-"));
-    const data = join(making, "data");
-    writeFileSync(join(making, "key"), createKey(data, "tester"), { mode: 0o600 });
+export async function keptTemplate(name: string, make: (dir: string) => Promise<void> | void): Promise<string> {
+  const dir = join(tmpdir(), name);
+  if (!existsSync(join(dir, "ready"))) {
+    const making = mkdtempSync(join(tmpdir(), `${name}-making-`));
+    await make(making);
+    writeFileSync(join(making, "ready"), "");
     try {
       renameSync(making, dir);
     } catch {
       rmSync(making, { recursive: true, force: true }); // another test process made it first
     }
   }
+  return dir;
+}
+
+/**
+ * A data dir whose embedded database is created and migrated, with a key for account `tester`:
+ * made by the real CLI (`keys create`), keyed by the migrations and the PGlite release, so every
+ * test server on a fresh data dir starts from a copy.
+ */
+async function migratedTemplate(): Promise<{ dir: string; key: string }> {
+  const version = createHash("sha256")
+    .update(readFileSync(join(ROOT, "dist/storage/migrations.js")))
+    .update(readFileSync(join(ROOT, "node_modules/@electric-sql/pglite/package.json")))
+    .digest("hex")
+    .slice(0, 16);
+  const dir = await keptTemplate(`switchyard-test-server-${version}`, (making) =>
+    writeFileSync(join(making, "key"), createKey(join(making, "data"), "tester"), { mode: 0o600 }),
+  );
   return { dir: join(dir, "data"), key: readFileSync(join(dir, "key"), "utf8") };
 }
 
 /** A new data dir and its key: a copy of the migrated template where nothing asks for another database or key. */
-function freshDataDir(options: StartOptions): { dataDir: string; key: string } {
+async function freshDataDir(options: StartOptions): Promise<{ dataDir: string; key: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
   const plain = options.key === undefined && options.keyArgs === undefined && !options.env?.SWITCHYARD_DATABASE_URL;
   if (!plain) return { dataDir, key: options.key ?? createKey(dataDir, "tester", options.keyArgs ?? [], options.env) };
-  const template = migratedTemplate();
+  const template = await migratedTemplate();
   execFileSync("cp", ["-a", `${template.dir}/.`, dataDir]); // -a: the owner-only modes come along
   return { dataDir, key: template.key };
 }
 
 export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
   const ownDir = options.dataDir === undefined;
-  const fresh = ownDir ? freshDataDir(options) : undefined;
+  const fresh = ownDir ? await freshDataDir(options) : undefined;
   const dataDir = fresh?.dataDir ?? options.dataDir!;
   const key = fresh?.key ?? options.key ?? createKey(dataDir, "tester", options.keyArgs ?? [], options.env);
   let output = "";

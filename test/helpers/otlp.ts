@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { ROOT, waitFor } from "./server.js";
+import { reapOnExit, ROOT, waitFor } from "./server.js";
 
 /** One span as test/fixtures/otlp_receiver.py decoded it from the exporter's protobuf. */
 export interface ExportedSpan {
@@ -46,7 +46,7 @@ function receiverPython(): string {
  */
 export async function startOtlpReceiver(options: { silent?: boolean } = {}): Promise<OtlpReceiver> {
   const args = [join(ROOT, "test/fixtures/otlp_receiver.py"), ...(options.silent ? ["--silent"] : [])];
-  const child = spawn(receiverPython(), args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = reapOnExit(spawn(receiverPython(), args, { stdio: ["ignore", "pipe", "pipe"] }));
   let errors = "";
   child.stderr!.on("data", (d: Buffer) => (errors += d.toString()));
   const spans: ExportedSpan[] = [];

@@ -117,19 +117,32 @@ async function freshDataDir(options: StartOptions): Promise<{ dataDir: string; k
   return { dataDir, key: template.key };
 }
 
+/** Children the test process started and has not seen exit. */
+const children = new Set<ChildProcess>();
+process.once("exit", () => children.forEach((child) => child.kill("SIGKILL")));
+
+/**
+ * A spawned server or receiver is killed when the test process exits. A test that fails before its
+ * `stop()` leaves the child running; `npm test` passes --test-force-exit, so the file's process
+ * ends once its tests have, and the child goes with it rather than keep the whole run waiting.
+ */
+export function reapOnExit(child: ChildProcess): ChildProcess {
+  children.add(child);
+  child.once("exit", () => children.delete(child));
+  return child;
+}
+
 export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
   const ownDir = options.dataDir === undefined;
   const fresh = ownDir ? await freshDataDir(options) : undefined;
   const dataDir = fresh?.dataDir ?? options.dataDir!;
   const key = fresh?.key ?? options.key ?? createKey(dataDir, "tester", options.keyArgs ?? [], options.env);
   let output = "";
-  const child = spawn(
-    process.execPath,
-    [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")],
-    {
+  const child = reapOnExit(
+    spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", (options.models ?? [SMOLLM2]).join(",")], {
       env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", ...TEST_ENGINE, ...options.env },
       stdio: ["ignore", "pipe", "pipe"],
-    },
+    }),
   );
   child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (output += d.toString()));

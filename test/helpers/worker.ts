@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { CLI, SMOLLM2, TEST_ENGINE, waitFor } from "./server.js";
+import { CLI, reapOnExit, SMOLLM2, TEST_ENGINE, waitFor } from "./server.js";
 
 export const WORKER_KEY = "test-worker-key-0123456789abcdef";
 
@@ -15,10 +15,12 @@ export interface RunningWorker {
 /** Starts a real `switchyard serve --worker` on a random port and waits until its model is loaded. */
 export async function startWorker(env: NodeJS.ProcessEnv = {}): Promise<RunningWorker> {
   let output = "";
-  const child = spawn(process.execPath, [CLI, "serve", "--worker", "--port", "0", "--models", SMOLLM2], {
-    env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", SWITCHYARD_WORKER_KEY: WORKER_KEY, ...TEST_ENGINE, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = reapOnExit(
+    spawn(process.execPath, [CLI, "serve", "--worker", "--port", "0", "--models", SMOLLM2], {
+      env: { ...process.env, SWITCHYARD_LOG_LEVEL: "warn", SWITCHYARD_WORKER_KEY: WORKER_KEY, ...TEST_ENGINE, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  );
   child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

@@ -13,6 +13,7 @@ import {
   FULL_CONTEXT,
   createKey,
   postChat,
+  reapOnExit,
   SMOLLM2,
   startServer,
   waitFor,
@@ -134,10 +135,12 @@ for (const kind of ["pglite", "postgres"] as const) {
     });
 
     test("a second server on the same data dir refuses, naming the running one", async () => {
-      const second = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", SMOLLM2], {
-        env: { ...process.env, ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
+      const second = reapOnExit(
+        spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", SMOLLM2], {
+          env: { ...process.env, ...env },
+          stdio: ["ignore", "pipe", "pipe"],
+        }),
+      );
       let output = "";
       second.stdout!.on("data", (d: Buffer) => (output += d.toString()));
       second.stderr!.on("data", (d: Buffer) => (output += d.toString()));
@@ -249,9 +252,11 @@ async function readAfterRestart(
 describe("the first key is shown only on a terminal", () => {
   test("with stdout redirected it goes to an owner-only file, and the output says where", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "switchyard-firstkey-"));
-    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", SMOLLM2], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = reapOnExit(
+      spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", SMOLLM2], {
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
+    );
     let output = "";
     child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
@@ -281,10 +286,12 @@ describe("a model that cannot be pulled or verified", () => {
     writeFileSync(join(dir, "catalog.json"), JSON.stringify({ models: [broken] }));
     const env = { SWITCHYARD_CATALOG: join(dir, "catalog.json"), SWITCHYARD_PYPI_URL: "http://127.0.0.1:9" };
     const key = createKey(dir, "tester", [], env);
-    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dir, "--models", `acme/broken,${SMOLLM2}`], {
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = reapOnExit(
+      spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dir, "--models", `acme/broken,${SMOLLM2}`], {
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
+    );
     let output = "";
     child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));

@@ -431,6 +431,7 @@ table(
         "messages ms": perStep(e.roundTripS - e.decodeS - e.sampleS),
         "host ms": perStep(e.hostS),
         "rest of wall ms": perStep(Math.max(0, e.shards * r.durationS - e.roundTripS - e.hostS)),
+        "adapter turn steps": e.adapterTurnSteps,
       };
     }),
 );

@@ -88,6 +88,8 @@ export interface ScenarioReport {
     hostS: number;
     tokensPerStep: number;
     promptTokensComputed: number;
+    /** Steps that ran one adapter's requests while another's on the shard waited (0 where no request named an adapter). */
+    adapterTurnSteps: number;
   } | null;
   /** backgroundBatch: the lines the batch answered while the scenario ran. */
   batchLinesDone?: number;
@@ -144,6 +146,7 @@ interface Counters {
   sample_seconds: number;
   step_round_trip_seconds: number;
   host_seconds: number;
+  adapter_turn_steps?: number;
   shards?: unknown[];
 }
 
@@ -167,6 +170,7 @@ function engineDelta(before: Counters | null, after: Counters | null): ScenarioR
     hostS: after.host_seconds - before.host_seconds,
     tokensPerStep: steps > 0 ? (after.batch_tokens - before.batch_tokens) / steps : 0,
     promptTokensComputed: after.prompt_tokens_computed - before.prompt_tokens_computed,
+    adapterTurnSteps: (after.adapter_turn_steps ?? 0) - (before.adapter_turn_steps ?? 0),
   };
 }
 

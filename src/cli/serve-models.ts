@@ -52,7 +52,10 @@ export async function loadModels(
         registry.readyEmbedder(entry.id, embedder);
         continue;
       }
-      const engine = await engineOptions(entry, settings, settings.parallel);
+      const adapted = catalog.some((adapter) => adapter.adapter_of === entry.id);
+      const adapterRoom = settings.adapterRoom === "on" || (settings.adapterRoom === "auto" && adapted);
+      // Only where room is on, so other models' fingerprints stay as they were.
+      const engine = { ...(await engineOptions(entry, settings, settings.parallel)), ...(adapterRoom ? { adapterRoom } : {}) };
       const backend = await createLocalEngineBackend({ modelPath: file.path, ...engine });
       registry.ready(entry.id, backend, systemFingerprint(file.sha256, engine));
       files.set(entry.id, file);

@@ -53,6 +53,11 @@ const settingsSchema = z.object({
   prefixCache: z.boolean(),
   /** Speculative decoding in the embedded engine: `auto` drafts where its cost model says it pays; `off` never. */
   speculation: z.enum(["auto", "off"]),
+  /**
+   * Shards with room for every adapter (model-host.ts `adapterRoom`): `auto` for a model the catalog
+   * has adapters of, `on` for every local chat model (uploads too), `off` never.
+   */
+  adapterRoom: z.enum(["auto", "on", "off"]),
   /** Tokens evaluated per shard's step (decode tokens first, prompt chunks in the rest). */
   stepTokens: z.coerce.number().int().min(16),
   /** Per-tier service targets (ms) the step budget keeps: time to first token and between tokens. */
@@ -196,6 +201,7 @@ function engineSettings(env: NodeJS.ProcessEnv) {
     streamPauseGraceMs: env.SWITCHYARD_STREAM_PAUSE_GRACE_MS ?? 3000,
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
     speculation: (env.SWITCHYARD_SPECULATION ?? "auto").toLowerCase(),
+    adapterRoom: (env.SWITCHYARD_ADAPTER_ROOM ?? "auto").toLowerCase(),
     stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
     targets: {
       priority: { ttftMs: env.SWITCHYARD_PRIORITY_TTFT_MS ?? 1000, itlMs: env.SWITCHYARD_PRIORITY_ITL_MS ?? 50 },

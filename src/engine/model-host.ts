@@ -6,6 +6,7 @@ import { ShardScheduler } from "./core/scheduler.js";
 import { LoadedAdapters } from "./adapter-set.js";
 import { Shard } from "./core/shard.js";
 import { ShardGroup } from "./core/shard-group.js";
+import { SequenceCap } from "./core/sequence-cap.js";
 import { DRAFT_TOKENS_PER_STEP, type SpeculationMode } from "./core/speculation.js";
 import type { TargetsByTier } from "./core/step-budget.js";
 import { loadModel, type LoadedModel } from "./native/loaded-model.js";
@@ -54,6 +55,13 @@ export interface ModelHostOptions {
   speculation?: SpeculationMode;
   /** LoRA adapters (GGUF) to load at start, each under the key requests name it by (GenerationRequest `adapter`). */
   adapters?: ReadonlyArray<{ key: string; path: string }>;
+  /**
+   * Each shard holds twice its share of the sequences (up to all of them), so that placement can keep
+   * each LoRA adapter's requests on shards of their own rather than take turns with the base's; the
+   * model still decodes at most `sequences` requests at once (core/sequence-cap.ts). Costs the extra
+   * sequences' KV memory. Default: off.
+   */
+  adapterRoom?: boolean;
 }
 
 export interface ModelHost {
@@ -179,9 +187,11 @@ async function startShards(
   started: Array<{ close(): Promise<void> }>,
 ): Promise<Shard[]> {
   const { prefixCache, targets, stallTimeoutMs, pausedPreemptMs, speculation = "auto" } = options;
+  const cap = new SequenceCap(options.sequences, () => group.shards);
   const starting = await Promise.allSettled(
     Array.from({ length: shardCount }, async (_, i) => {
-      const sequences = Math.floor(options.sequences / shardCount) + (i < options.sequences % shardCount ? 1 : 0);
+      const share = Math.floor(options.sequences / shardCount) + (i < options.sequences % shardCount ? 1 : 0);
+      const sequences = options.adapterRoom ? Math.min(options.sequences, 2 * share) : share;
       const stepTokens = Math.max(options.stepTokens ?? DEFAULT_STEP_TOKENS, sequences + 1);
       const runner = await startShardRunner({
         libraryDir: model.libraryDir,
@@ -196,6 +206,7 @@ async function startShards(
       const schedulerOptions = {
         shard: i,
         sequences,
+        share,
         cellsPerSequence: contextWindow,
         stepTokens,
         prefixCache,
@@ -204,7 +215,8 @@ async function startShards(
         pausedPreemptMs,
         speculation,
       };
-      const scheduler = new ShardScheduler(schedulerOptions, tieredPolicy, model, new StepCostModel(), () => router.steal(scheduler));
+      const steal = () => router.steal(scheduler);
+      const scheduler = new ShardScheduler(schedulerOptions, tieredPolicy, model, new StepCostModel(), steal, cap);
       return new Shard(scheduler, runner, group);
     }),
   );

@@ -1,4 +1,6 @@
 import { randomInt } from "node:crypto";
+import { adapterKeyOf } from "./core/adapter-turns.js";
+import { separatingMoves } from "./core/adapter-moves.js";
 import { chooseShard } from "./core/placement.js";
 import { EngineRequest } from "./core/request.js";
 import { StalledError, type ShardScheduler } from "./core/scheduler.js";
@@ -12,8 +14,18 @@ import type { SamplerSpec } from "./runner/step-protocol.js";
 import type { GenerationEvent, GenerationRequest, ModelHostStats, OutputConstraint, PauseControl, Token } from "./types.js";
 import { sumPerTier, tierTotal } from "../protocol/tiers.js";
 
+/**
+ * For this long after requests of two adapters (or an adapter and the base) were last in flight
+ * together, placement keeps empty shards for an adapter that has none (core/placement.ts): a group
+ * that drains for a moment does not let the other spread onto its shard, to be mixed there at the
+ * group's next request.
+ */
+const MIXED_LINGER_MS = 10_000;
+
 /** What the router bounds: the waiting requests, and how long a flex request may wait for a sequence. */
 export interface RouterOptions {
+  /** Requests the model decodes at once, over all its shards (each shard may hold more: core/sequence-cap.ts). */
+  sequences: number;
   maxWaiting: number;
   flexMaxWaitMs: number;
 }
@@ -35,6 +47,8 @@ export function cacheNamespaceOf(spec: Pick<GenerationRequest, "cacheNamespace" 
 export class ShardRouter {
   private shards: Shard[] = [];
   private readonly grammars = new Map<string, string>();
+  /** When requests of several adapters were last in flight together (performance.now()). */
+  private mixedAt = -Infinity;
 
   constructor(
     private readonly options: RouterOptions,
@@ -106,7 +120,10 @@ export class ShardRouter {
   stats(): ModelHostStats {
     const all = this.shards.map((s) => s.scheduler.stats());
     const running = sumPerTier(all, (s) => s.running);
-    const slots = all.reduce((n, s) => n + s.sequences, 0);
+    const slots = Math.min(
+      this.options.sequences,
+      all.reduce((n, s) => n + s.sequences, 0),
+    );
     return {
       slots,
       running,
@@ -142,9 +159,37 @@ export class ShardRouter {
     // A shard whose runner thread died takes nothing: a request placed there would wait forever.
     const live = this.shards.filter((shard) => !shard.failure);
     if (live.length === 0) throw this.shards[0]!.failure!;
-    chooseShard(live, request).scheduler.enqueue(request);
+    if (request.adapter !== undefined || this.mixedAt > -Infinity) this.noteMixed(request);
+    chooseShard(live, request, performance.now() - this.mixedAt < MIXED_LINGER_MS).scheduler.enqueue(request);
+    if (this.mixedAt > -Infinity) this.separate(live);
     // Every shard may look: an idle one takes the request if the chosen one has no room.
     for (const shard of this.shards) shard.wake();
+  }
+
+  /** Moves running requests so that no shard mixes adapters where another has room for one (core/adapter-moves.ts). */
+  private separate(live: readonly Shard[]): void {
+    for (const { request, to } of separatingMoves(live)) {
+      if (request.status === "waiting") {
+        if (this.owner(request)?.scheduler.withdraw(request)) to.scheduler.enqueue(request);
+        to.wake();
+        continue;
+      }
+      request.moveTo = (output) => {
+        if (to.failure) return false;
+        to.scheduler.takeOver(request, output);
+        to.wake();
+        return true;
+      };
+      this.owner(request)?.wake();
+    }
+  }
+
+  /** Whether the request's adapter (or the base) and another are in flight together now. */
+  private noteMixed(request: EngineRequest): void {
+    const key = adapterKeyOf(request);
+    const other = (r: EngineRequest) => adapterKeyOf(r) !== key;
+    if (this.shards.some(({ scheduler }) => scheduler.running.some(other) || scheduler.waiting.some(other)))
+      this.mixedAt = performance.now();
   }
 
   private owner(request: EngineRequest): Shard | undefined {

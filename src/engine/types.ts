@@ -107,4 +107,8 @@ export interface EngineCounters {
   roundTripMs: number;
   /** The main thread's planning and post-processing of steps (detokenizing included), while the runner waits. */
   hostMs: number;
+  /** Steps that ran one LoRA adapter's requests (or the base's) while another's on the same shard waited their turn. */
+  adapterTurnSteps: number;
+  /** Running requests moved to another shard, to keep each adapter's requests on shards of their own. */
+  movedRequests: number;
 }

@@ -10,7 +10,7 @@ import { findPulledModel } from "../../src/catalog/pull.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { ensureAdapterFile } from "../../src/catalog/adapter-file.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
-import { ROOT, SMOLLM2, SMOLLM2_NO_END, startServer, type RunningServer } from "../helpers/server.js";
+import { readSseTimed, ROOT, SMOLLM2, SMOLLM2_NO_END, startServer, type RunningServer } from "../helpers/server.js";
 
 // LoRA adapters per request on the real model: the test adapter (scripts/make-test-adapter.py) served
 // from a catalog entry with adapter_of, checked against a numpy forward pass with the adapter merged
@@ -33,7 +33,7 @@ const LOGPROB_TOLERANCE = 0.6;
 
 interface Completion {
   choices: Array<{ text: string; logprobs: { tokens: string[]; top_logprobs: Array<Record<string, number>> } }>;
-  usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens: number } };
+  usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens: number } };
 }
 
 const catalogEntry = { adapter_of: SMOLLM2, context_length: 8192, precision: "f32", tags: ["JSON" as const], created: 1764288000 };
@@ -51,10 +51,10 @@ describe("LoRA adapters per request", () => {
   let basePath: string;
   let baseFirst: string;
 
-  const complete = async (name: string, extra: Record<string, unknown> = {}): Promise<Completion> => {
+  const complete = async (name: string, extra: Record<string, unknown> = {}, key = server.key): Promise<Completion> => {
     const response = await fetch(`${server.url}/v1/completions`, {
       method: "POST",
-      headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify({ model: name, prompt: PROMPT, max_tokens: TOKENS, temperature: 0, logit_bias: SMOLLM2_NO_END, ...extra }),
     });
     assert.equal(response.status, 200, await response.clone().text());
@@ -80,10 +80,71 @@ describe("LoRA adapters per request", () => {
     // Before any adapter has run on the engine: what the base model says on its own.
     baseFirst = (await complete(SMOLLM2)).choices[0]!.text;
   });
+  /** A key of a new account, made with the CLI on the server's data dir. */
+  const createKey = (account: string) =>
+    execFileSync(
+      process.execPath,
+      [join(ROOT, "bin/switchyard.js"), "keys", "create", "--account", account, "--data-dir", server.dataDir],
+      {
+        encoding: "utf8",
+      },
+    )
+      .trim()
+      .split("\n")
+      .pop()!;
+  const modelHealth = async (id: string) =>
+    (
+      (await (await fetch(`${server.url}/health`)).json()) as {
+        models: Array<{ id: string; running: number; engine: { moved_requests: number } }>;
+      }
+    ).models.find((m) => m.id === id)!;
+  const engineCounters = async () => (await modelHealth(SMOLLM2)).engine;
+  /** A streamed completion's text; `progressed` is called once `after` chunks have come. */
+  const streamText = async (name: string, extra: Record<string, unknown>, key: string, after: number, progressed: () => void) => {
+    const response = await fetch(`${server.url}/v1/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: name, prompt: PROMPT, temperature: 0, logit_bias: SMOLLM2_NO_END, stream: true, ...extra }),
+    });
+    assert.equal(response.status, 200);
+    let seen = 0;
+    const events = await readSseTimed(response, () => ++seen === after && progressed());
+    return events
+      .filter((e) => e.data !== "[DONE]")
+      .map((e) => (JSON.parse(e.data) as { choices: Array<{ text?: string }> }).choices[0]?.text ?? "")
+      .join("");
+  };
+
   after(async () => {
     await server?.stop();
     model?.free();
     if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  // First: before any adapter request, placement spreads base requests over the shards (later, for
+  // a while after adapters ran beside the base, it keeps a shard free for them).
+  test("a base request moved to the other shard, to keep the adapter's requests apart, goes on exactly as it would have", async (t) => {
+    // Accounts of their own, so that no cached prompt draws both requests to one shard (one base
+    // request runs on each) and every run computes the prompt the same way.
+    const greedy = { max_tokens: 64 };
+    const [first, second, third] = ["moves-a", "moves-b", "moves-c"].map(createKey) as [string, string, string];
+    const alone = (await complete(SMOLLM2, greedy, first)).choices[0]!.text;
+    const was = await engineCounters();
+    let progressed!: () => void;
+    const bothUnderWay = new Promise<void>((resolve) => {
+      let count = 0;
+      progressed = () => ++count === 2 && resolve();
+    });
+    const bases = [second, third].map((key) => streamText(SMOLLM2, greedy, key, 8, progressed));
+    // Each shard runs a base request, 8 tokens in: the adapter's goes beside one, which then moves,
+    // computes its prompt and its tokens again there, and samples on with a new sampler.
+    await bothUnderWay;
+    await complete(ADAPTER, { max_tokens: 4 });
+    const texts = await Promise.all(bases);
+    const now = await engineCounters();
+    t.diagnostic(`moved ${now.moved_requests - was.moved_requests}`);
+    assert.ok(now.moved_requests > was.moved_requests, "a base request moved");
+    assert.deepEqual(texts, [alone, alone]);
   });
 
   test("/v1/models lists the adapter, its base and the base's prices (the entry sets none)", async () => {
@@ -164,7 +225,7 @@ describe("LoRA adapters per request", () => {
     },
   );
 
-  test("the base model's output is unchanged by adapters: after them, and in the same steps as them", async () => {
+  test("the base model's output is unchanged by adapters: after them, and beside them", async () => {
     const adapterAlone = (await complete(ADAPTER)).choices[0]!.text;
     assert.equal((await complete(SMOLLM2)).choices[0]!.text, baseFirst);
     const mixed = await Promise.all([SMOLLM2, ADAPTER, SMOLLM2, ADAPTER].map((name) => complete(name)));
@@ -175,16 +236,7 @@ describe("LoRA adapters per request", () => {
   });
 
   test("the prefix cache never gives one adapter's (or the base's) KV to another", async () => {
-    const key = execFileSync(
-      process.execPath,
-      [join(ROOT, "bin/switchyard.js"), "keys", "create", "--account", "cache", "--data-dir", server.dataDir],
-      {
-        encoding: "utf8",
-      },
-    )
-      .trim()
-      .split("\n")
-      .pop()!;
+    const key = createKey("cache");
     const cached = async (name: string) => {
       const response = await fetch(`${server.url}/v1/completions`, {
         method: "POST",

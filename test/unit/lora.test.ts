@@ -5,6 +5,9 @@ import { tieredPolicy } from "../../src/engine/core/policy.js";
 import { EngineRequest } from "../../src/engine/core/request.js";
 import { StepCostModel } from "../../src/engine/core/cost-model.js";
 import { ShardScheduler } from "../../src/engine/core/scheduler.js";
+import { chooseShard } from "../../src/engine/core/placement.js";
+import { SequenceCap } from "../../src/engine/core/sequence-cap.js";
+import { separatingMoves } from "../../src/engine/core/adapter-moves.js";
 import { cacheNamespaceOf } from "../../src/engine/shard-router.js";
 import { step, GREEDY_SAMPLER as SAMPLER } from "../helpers/scheduler-steps.js";
 import { parseCatalog, resolveAdapters } from "../../src/catalog/load.js";
@@ -15,8 +18,14 @@ import type { ServiceTier } from "../../src/protocol/tiers.js";
 
 const texts = { pieceBytes: () => new Uint8Array([97]), tokenText: () => "a", isEndOfGeneration: () => false };
 
-function request(adapter: string | undefined, tier: ServiceTier = "default"): EngineRequest {
-  const spec = { promptTokens: [1, 2, 3], maxTokens: 100, sampling: { temperature: 0, topP: 1 }, stop: [], tier };
+function request(
+  adapter: string | undefined,
+  tier: ServiceTier = "default",
+  maxTokens = 100,
+  cacheNamespace?: string,
+  sampling: { temperature: number; seed?: number } = { temperature: 0 },
+): EngineRequest {
+  const spec = { promptTokens: [1, 2, 3], maxTokens, sampling: { topP: 1, ...sampling }, stop: [], tier, cacheNamespace };
   return new EngineRequest(spec, SAMPLER, adapter === undefined ? undefined : { key: adapter, handle: BigInt(adapter.length * 16) });
 }
 
@@ -101,6 +110,175 @@ describe("adapter groups take turns in a shard's steps", () => {
       cacheNamespaceOf({ cacheNamespace: "acct", adapter: "x/z" }),
     );
     assert.equal(cacheNamespaceOf({ adapter: "x/y" }), undefined);
+  });
+});
+
+describe("shards with room keep each adapter's requests apart, under the model's cap", () => {
+  /** Two shards of `perShard` sequences each, the model capped at `cap` running requests. */
+  function twoShards(perShard: number, cap: number) {
+    const shards: Array<{ scheduler: ShardScheduler; woken: number; wake(): void }> = [];
+    const sequenceCap = new SequenceCap(cap, () => shards);
+    for (let i = 0; i < 2; i++) {
+      const scheduler = new ShardScheduler(
+        { shard: i, sequences: perShard, share: cap / 2, cellsPerSequence: 256, stepTokens: 64, prefixCache: true, stallTimeoutMs: 60_000 },
+        tieredPolicy,
+        texts,
+        new StepCostModel({ prior: [0, 0, 0, 0] }),
+        () => undefined,
+        sequenceCap,
+      );
+      shards.push({
+        scheduler,
+        woken: 0,
+        wake() {
+          this.woken++;
+        },
+      });
+    }
+    return shards;
+  }
+  const keysOf = (list: readonly EngineRequest[]) => new Set(list.map((r) => r.adapter?.key ?? ""));
+
+  test("requests arriving mixed go to shards of their own adapter, however uneven the mix", () => {
+    const shards = twoShards(8, 8);
+    for (const key of [undefined, "a", "a", undefined, undefined, undefined, "a", undefined]) {
+      const r = request(key);
+      chooseShard(shards, r).scheduler.enqueue(r);
+    }
+    shards.forEach(({ scheduler }) => step(scheduler));
+    const [first, second] = shards.map(({ scheduler }) => scheduler.running);
+    assert.deepEqual([first!.length, second!.length], [5, 3], "the base's five on one shard, the adapter's three on the other");
+    assert.deepEqual([keysOf(first!), keysOf(second!)], [new Set([""]), new Set(["a"])]);
+  });
+
+  test("base requests alone still spread evenly, and a cached prefix draws them only up to the shard's share", () => {
+    const shards = twoShards(8, 8);
+    for (let i = 0; i < 8; i++) {
+      const r = request(undefined);
+      chooseShard(shards, r).scheduler.enqueue(r);
+    }
+    assert.deepEqual(
+      shards.map(({ scheduler }) => scheduler.waiting.length),
+      [4, 4],
+    );
+    const cached = twoShards(8, 8);
+    const first = request(undefined, "default", 1, "acct");
+    cached[1]!.scheduler.enqueue(first);
+    step(cached[1]!.scheduler);
+    assert.equal(first.status, "finished");
+    const next = Array.from({ length: 8 }, () => request(undefined, "default", 1, "acct"));
+    for (const r of next) chooseShard(cached, r).scheduler.enqueue(r);
+    assert.ok(cached[1]!.scheduler.cachedPrefix(next[0]!) > 0, "the second shard holds the prompt");
+    assert.deepEqual(
+      cached.map(({ scheduler }) => scheduler.waiting.length),
+      [4, 4],
+      "the prefix fills the share, not the room",
+    );
+  });
+
+  test("the cap holds the model to its sequences, and a sequence given up on one shard admits a request waiting on another", () => {
+    const shards = twoShards(4, 4);
+    const [zero, one] = shards.map((s) => s.scheduler) as [ShardScheduler, ShardScheduler];
+    const short = request(undefined, "default", 2);
+    for (const r of [short, request(undefined), request(undefined)]) zero.enqueue(r);
+    const [a1, a2] = [request("a"), request("a")];
+    one.enqueue(a1);
+    one.enqueue(a2);
+    step(zero);
+    step(one);
+    assert.deepEqual([zero.running.length, one.running.length, one.waiting.length], [3, 1, 1], "four running in all; one waits");
+    assert.equal(one.freeSequences, 0, "its own sequences are free, the model's are not");
+    const woken = shards[1]!.woken;
+    step(zero); // the short request ends
+    assert.equal(short.status, "finished");
+    assert.ok(shards[1]!.woken > woken, "the shard with a request waiting was woken");
+    step(one);
+    assert.deepEqual([one.running.length, one.waiting.length], [2, 0]);
+    assert.equal(a2.status, "running");
+  });
+});
+
+describe("moves keep each adapter's requests on shards of their own", () => {
+  const shardOf = (running: EngineRequest[], waiting: EngineRequest[] = [], sequenceCount = 8) => ({
+    scheduler: { running, waiting, sequenceCount },
+  });
+  const running = (r: EngineRequest) => {
+    r.status = "running";
+    r.started = true;
+    return r;
+  };
+
+  test("groups on a mixed shard move whole, the smallest first, to a shard holding only their own or nothing", () => {
+    const [b1, b2] = [running(request(undefined)), running(request(undefined))];
+    const a = request("a");
+    const empty = shardOf([]);
+    assert.deepEqual(
+      separatingMoves([shardOf([b1, b2], [a]), empty]).map((m) => [m.request, m.to]),
+      [[a, empty]],
+      "the waiting adapter request goes; the base's two stay",
+    );
+    const baseOnly = shardOf([running(request(undefined))]);
+    assert.deepEqual(
+      separatingMoves([shardOf([b1, b2], [a]), baseOnly]).map((m) => [m.request, m.to]),
+      [
+        [b1, baseOnly],
+        [b2, baseOnly],
+      ],
+      "the adapter's request has nowhere to go: the base's move to their own",
+    );
+    assert.deepEqual(
+      separatingMoves([shardOf([b1, b2], [a]), shardOf([running(request("c"))])]),
+      [],
+      "another adapter holds the other shard",
+    );
+    assert.deepEqual(separatingMoves([shardOf([b1, b2], [a]), shardOf([running(request(undefined))], [], 2)]), [], "no room there");
+  });
+
+  test("a priority request, or a seeded sampled one, does not move, and its group stays", () => {
+    const bases = () => [running(request(undefined)), running(request(undefined)), running(request(undefined))];
+    const adapterOnly = shardOf([running(request("a"))]);
+    for (const stuck of [
+      running(request("a", "priority")),
+      running(request("a", "default", 100, undefined, { seed: 7, temperature: 1 })),
+    ]) {
+      assert.deepEqual(separatingMoves([shardOf([stuck, ...bases()]), adapterOnly]), []);
+    }
+    const free = running(request("a", "default", 100, undefined, { temperature: 1 }));
+    assert.equal(separatingMoves([shardOf([free, ...bases()]), adapterOnly]).length, 1, "an unseeded sampled one does");
+  });
+
+  test("a moved request's new sampler goes on from what it generated, on a seed of its own", () => {
+    const [from, to] = [0, 1].map(
+      (shard) =>
+        new ShardScheduler(
+          { shard, sequences: 4, cellsPerSequence: 256, stepTokens: 64, prefixCache: true, stallTimeoutMs: 60_000 },
+          tieredPolicy,
+          texts,
+          new StepCostModel({ prior: [0, 0, 0, 0] }),
+        ),
+    ) as [ShardScheduler, ShardScheduler];
+    const moving = request(undefined, "default", 5);
+    from.enqueue(moving);
+    step(from, 7);
+    step(from, 8);
+    assert.deepEqual(moving.tokens.slice(moving.promptLength), [7, 8]);
+    moving.moveTo = (output) => {
+      to.takeOver(moving, output);
+      return true;
+    };
+    const left = step(from);
+    assert.equal(left.movedAway, 1);
+    assert.deepEqual(left.freeSamplers, [moving.id], "its sampler on the old shard is freed");
+    assert.equal(from.running.length, 0);
+    const arrived = step(to, 9);
+    assert.equal(arrived.newSamplers.length, 1);
+    const built = arrived.newSamplers[0]!;
+    assert.deepEqual(built.history, [7, 8]);
+    assert.notEqual(built.spec.seed, moving.sampler.seed);
+    assert.equal(arrived.scheduled[0]!.count, moving.promptLength + 2, "it computes its prompt and its tokens again");
+    assert.equal(moving.shard, 1);
+    while (moving.status !== "finished") step(to, 9);
+    assert.deepEqual(moving.tokens.slice(moving.promptLength), [7, 8, 9, 9, 9], "and ends on the new shard with every token");
   });
 });
 

@@ -1,8 +1,9 @@
 import { EventQueue } from "./event-queue.js";
 import type { GenerationEvent, GenerationRequest, Token } from "../types.js";
 import type { ServiceTier } from "../../protocol/tiers.js";
-import type { SamplerSpec } from "../runner/step-protocol.js";
+import type { NewSampler, SamplerSpec } from "../runner/step-protocol.js";
 import type { RequestSpeculation } from "./speculation.js";
+import type { RequestOutput } from "./output.js";
 
 export type RequestStatus = "waiting" | "running" | "finished";
 
@@ -68,6 +69,12 @@ export class EngineRequest {
   readonly siblings: EngineRequest[] = [];
   /** A sibling's leader, until the sibling has its copy of the prompt's cells. */
   copyFrom: EngineRequest | undefined;
+  /**
+   * Set to move it to another shard (core/adapter-moves.ts): its shard's scheduler hands it over at its
+   * next step (never with a step of it in flight) and calls this with its output; false: the other
+   * shard cannot take it (its runner died), and it stays.
+   */
+  moveTo: ((output: RequestOutput) => boolean) | undefined;
   /** Its drafts and their outcomes (speculative decoding); absent while speculation is off. */
   speculation: RequestSpeculation | undefined;
 
@@ -84,6 +91,16 @@ export class EngineRequest {
 
   get generatedCount(): number {
     return this.tokens.length - this.promptLength;
+  }
+
+  /**
+   * The sampler its runner builds: one that generated tokens elsewhere (moved from another shard)
+   * goes on from them, on a seed of its own (its first draws are not the old sampler's again).
+   */
+  samplerToBuild(): NewSampler {
+    if (this.generatedCount === 0) return { id: this.id, spec: this.sampler };
+    const seed = (this.sampler.seed + this.generatedCount) % 2 ** 31;
+    return { id: this.id, spec: { ...this.sampler, seed }, history: this.tokens.slice(this.promptLength) };
   }
 
   /** Tokens still to compute before the next sample. */

@@ -20,6 +20,8 @@ export interface ShardSchedulerOptions {
   /** This shard's index: requests queued here record it. */
   shard?: number;
   sequences: number;
+  /** Its share of the model's sequences (core/sequence-cap.ts): fewer than `sequences` where shards have room for adapters. Default: `sequences`. */
+  share?: number;
   cellsPerSequence: number;
   /** Most tokens in one step (the runner's batch). */
   stepTokens: number;

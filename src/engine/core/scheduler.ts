@@ -12,6 +12,7 @@ import { budgetOptions, fillBatch, type StepBudget } from "./step-budget.js";
 import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
 import { AdapterTurns } from "./adapter-turns.js";
+import { UNCAPPED, type ModelCap } from "./sequence-cap.js";
 import type { Draft } from "./drafter.js";
 import { takeRun, type SampledRun } from "./verified-run.js";
 import type { MemoryOp, StepReply } from "../runner/step-protocol.js";
@@ -52,6 +53,8 @@ export class ShardScheduler {
     readonly cost: StepCostModel = new StepCostModel(),
     /** Takes a new request waiting on another shard, when this one has room and nothing waiting. */
     private readonly steal: () => EngineRequest | undefined = () => undefined,
+    /** The model's cap on running requests over all its shards (core/sequence-cap.ts). */
+    private readonly cap: ModelCap = UNCAPPED,
   ) {
     this.sequences = new SequenceTable(options.sequences, options.cellsPerSequence, options.prefixCache);
     this.saved = new SavedCells(options.cellsPerSequence);
@@ -63,8 +66,14 @@ export class ShardScheduler {
     return this.sequences.size;
   }
 
+  /** Sequences a request may be admitted to now: free here, and within the model's cap. */
+  /** Its share of the model's sequences: what placement balances by (shards may hold more, for adapters). */
+  get share(): number {
+    return this.options.share ?? this.sequences.size;
+  }
+
   get freeSequences(): number {
-    return this.sequences.free;
+    return Math.min(this.sequences.free, this.cap.free);
   }
 
   /** How much of a prompt this shard's idle cache holds for the namespace. */
@@ -110,6 +119,18 @@ export class ShardScheduler {
     return request;
   }
 
+  /** Takes back a request that waits here and never ran, to queue it elsewhere (core/adapter-moves.ts). */
+  withdraw(request: EngineRequest): boolean {
+    return request.status === "waiting" && !request.started && this.remove(request);
+  }
+
+  /** A request another shard moved here (core/adapter-moves.ts), with its output: it waits here ahead of new requests of its tier. */
+  takeOver(request: EngineRequest, output: RequestOutput): void {
+    this.outputs.set(request, output);
+    request.speculation?.moveTo(this.drafting);
+    this.enqueue(request);
+  }
+
   /** The caller went away: a waiting request ends now, a running one at the next step. */
   abort(request: EngineRequest, reason: unknown): void {
     request.abortRequested = true;
@@ -150,8 +171,9 @@ export class ShardScheduler {
     plan.ops.push(...this.pendingOps.splice(0));
     plan.freeSamplers.push(...this.pendingFrees.splice(0));
     for (const request of this.running.filter((r) => r.abortRequested)) this.finish(request, "cancelled", plan.ops, plan.freeSamplers);
+    for (const request of this.running.filter((r) => r.moveTo !== undefined)) this.moveAway(request, plan);
     for (const request of pausedPastGrace(this.running, this.options.pausedPreemptMs ?? Infinity)) this.preempt(request, plan.ops);
-    for (const request of this.policy.victims(this.running, admissible(this.waiting), this.sequences.free, this.sequences.size))
+    for (const request of this.policy.victims(this.running, admissible(this.waiting), this.freeSequences, this.sequences.size))
       this.preempt(request, plan.ops);
     this.admit(plan);
     copyPrompts(this.running, plan);
@@ -171,6 +193,7 @@ export class ShardScheduler {
       this.cost,
       computableTokens,
     );
+    plan.otherAdaptersWait = leftOut;
     if (leftOut) plan.full = true;
     if (plan.batchSize > 0) this.drafting.planned();
     if (plan.batchSize > 0) this.lastBudget = budget;
@@ -252,7 +275,7 @@ export class ShardScheduler {
         acceptedTokens: this.drafting.acceptedTokens,
         acceptanceRate: this.drafting.acceptanceRate,
       },
-      prioritySaturated: prioritySaturated(this.running, admissible(this.waiting), this.sequences.free, this.sequences.size),
+      prioritySaturated: prioritySaturated(this.running, admissible(this.waiting), this.freeSequences, this.sequences.size),
     };
   }
 
@@ -276,7 +299,7 @@ export class ShardScheduler {
   }
 
   private admit(plan: StepPlan): void {
-    while (this.sequences.free > 0) {
+    while (this.freeSequences > 0) {
       const stolen = this.waiting.length === 0 ? this.steal() : undefined;
       if (stolen) this.enqueue(stolen);
       const candidates = admissible(this.waiting);
@@ -288,7 +311,7 @@ export class ShardScheduler {
       }
       const group = [request, ...request.siblings.filter((s) => s.status === "waiting" && !s.started && !s.abortRequested && !s.paused)];
       // The choices of one request are admitted together or not at all, and nobody passes them.
-      if (group.length > this.sequences.free) return;
+      if (group.length > this.freeSequences) return;
       for (const member of group) {
         this.remove(member);
         this.start(member, plan);
@@ -308,7 +331,7 @@ export class ShardScheduler {
     request.progressAt = request.admittedAt;
     this.running.push(request);
     if (!request.samplerBuilt) {
-      plan.newSamplers.push({ id: request.id, spec: request.sampler });
+      plan.newSamplers.push(request.samplerToBuild());
       request.samplerBuilt = true;
     }
     if (!request.started) {
@@ -335,6 +358,26 @@ export class ShardScheduler {
     request.computed = 0;
     this.preemptions++;
     request.events.push({ type: "preempted" });
+    this.enqueue(request);
+  }
+
+  /**
+   * Gives a running request to the shard its `moveTo` names: its sequence (its cells stay in this
+   * shard's prefix cache) and its sampler go; there it computes its tokens again and samples on with
+   * a sampler rebuilt from what it generated (EngineRequest.samplerToBuild).
+   */
+  private moveAway(request: EngineRequest, plan: StepPlan): void {
+    const moveTo = request.moveTo!;
+    request.moveTo = undefined;
+    plan.movedAway++;
+    const output = this.outputs.get(request)!;
+    this.outputs.delete(request);
+    this.release(request, true, plan.ops, plan.freeSamplers);
+    request.status = "waiting";
+    request.resumed = true;
+    request.computed = 0;
+    if (moveTo(output)) return;
+    this.outputs.set(request, output);
     this.enqueue(request);
   }
 
@@ -372,6 +415,7 @@ export class ShardScheduler {
     this.running.splice(this.running.indexOf(request), 1);
     this.sequences.give(request.sequence!, keep ? request.tokens.slice(0, request.computed) : undefined, ops);
     request.sequence = undefined;
+    this.cap.released();
     if (frees) {
       frees.push(request.id);
       request.samplerBuilt = false;

@@ -53,6 +53,8 @@ export class Shard {
     sampleMs: 0,
     roundTripMs: 0,
     hostMs: 0,
+    adapterTurnSteps: 0,
+    movedRequests: 0,
   };
 
   /** Sleeping between steps so that another shard's priority prompt has every core. */
@@ -173,9 +175,11 @@ export class Shard {
     const { promptTokens, restoredCells } = this.scheduler.update(plan, reply);
     this.counters.promptTokensComputed += promptTokens;
     this.counters.restoredCells += restoredCells;
+    this.counters.movedRequests += plan.movedAway;
     if (reply.error !== undefined) return;
     this.counters.steps++;
     this.counters.batchTokens += plan.batchSize;
+    if (plan.otherAdaptersWait) this.counters.adapterTurnSteps++;
     this.counters.sampledTokens += plan.sampled.length;
     this.counters.decodeMs += reply.decodeMs;
     this.counters.sampleMs += reply.sampleMs;

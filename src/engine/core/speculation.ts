@@ -80,12 +80,17 @@ export class RequestSpeculation {
     tokens: readonly Token[],
     promptLength: number,
     prediction: readonly Token[] | undefined,
-    private readonly shard: ShardSpeculation,
+    private shard: ShardSpeculation,
   ) {
     this.drafter = new Drafter(tokens, promptLength, prediction);
     this.rates = { ...shard.rates };
     this.predictionLength = prediction?.length;
     this.seen = tokens.length;
+  }
+
+  /** The request moved to another shard: its drafts' outcomes count there. */
+  moveTo(shard: ShardSpeculation): void {
+    this.shard = shard;
   }
 
   /**

@@ -2,12 +2,12 @@ import { addShapes, chunkShape, EMPTY_SHAPE, type StepShape } from "./cost-model
 import { draftShape } from "./draft-budget.js";
 import type { Draft } from "./drafter.js";
 import type { EngineRequest } from "./request.js";
-import type { MemoryOp, SampleOrder, SamplerSpec, StepMessage } from "../runner/step-protocol.js";
+import type { MemoryOp, NewSampler, SampleOrder, StepMessage } from "../runner/step-protocol.js";
 
 /** One step as the scheduler planned it: the runner's message and whom each part belongs to. */
 export class StepPlan {
   readonly ops: MemoryOp[] = [];
-  readonly newSamplers: Array<{ id: number; spec: SamplerSpec }> = [];
+  readonly newSamplers: NewSampler[] = [];
   readonly freeSamplers: number[] = [];
   /** Requests with tokens in the batch, and how many. */
   readonly scheduled: Array<{ request: EngineRequest; count: number }> = [];
@@ -29,6 +29,10 @@ export class StepPlan {
   private readonly samples: SampleOrder[] = [];
   /** The LoRA adapter the step's batch runs under (0n: the base model alone). */
   adapter = 0n;
+  /** Requests under another adapter (or the base) wait their turn on this shard (core/adapter-turns.ts). */
+  otherAdaptersWait = false;
+  /** Running requests this step's planning moved to another shard (core/adapter-moves.ts). */
+  movedAway = 0;
   /** What the step's time depends on, for the shard's cost model. */
   shape: StepShape = EMPTY_SHAPE;
 

@@ -46,9 +46,14 @@ export function createRequestSamplers(lib: LlamaLibrary, vocab: Handle, context:
   };
 
   return {
-    /** Builds the request's chain; throws if llama.cpp cannot parse its grammar. */
-    add(id: number, spec: SamplerSpec): void {
-      samplers.set(id, buildSampler(lib, vocab, vocabularySize, spec));
+    /** Builds the request's chain, which goes on from `history`; throws if llama.cpp cannot parse its grammar. */
+    add(id: number, spec: SamplerSpec, history: readonly number[] = []): void {
+      const sampler = buildSampler(lib, vocab, vocabularySize, spec);
+      for (const token of history) {
+        lib.llama_sampler_accept(sampler.chain, token);
+        if (sampler.grammar !== null) lib.llama_sampler_accept(sampler.grammar, token);
+      }
+      samplers.set(id, sampler);
     },
     has: (id: number) => samplers.has(id),
     /** Samples the token at batch `index` with the request's sampler, and accepts it into its state. */

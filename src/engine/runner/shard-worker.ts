@@ -213,9 +213,9 @@ function failedStep(failedSamplers: StepReply["failedSamplers"], failedRestores:
 function step(message: StepMessage): StepReply {
   const failedRestores = applyOps(message.ops);
   const failedSamplers: StepReply["failedSamplers"] = [];
-  for (const { id, spec } of message.newSamplers) {
+  for (const { id, spec, history } of message.newSamplers) {
     try {
-      samplers.add(id, spec);
+      samplers.add(id, spec, history);
     } catch (error) {
       failedSamplers.push({ id, reason: (error as Error).message });
     }

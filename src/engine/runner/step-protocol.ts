@@ -22,6 +22,16 @@ export interface SamplerSpec {
 }
 
 /**
+ * A request's sampler to build before the step. `history`: the tokens it generated before it moved
+ * here from another shard, accepted into the new sampler so penalties and a grammar go on from them.
+ */
+export interface NewSampler {
+  id: number;
+  spec: SamplerSpec;
+  history?: readonly number[];
+}
+
+/**
  * `rm`: drop the sequence's cells from position `from` on. `cp`: make `dst` a copy of `src`.
  * `save`: copy the sequence's cells to the runner's memory under `key` (a preempted request's);
  * `restore`: put them back into `seq` (whatever it held is replaced) and forget them; `forget`: drop
@@ -53,7 +63,7 @@ export interface StepMessage {
   /** Threads for this step's decode (up to the runner's `threads`). */
   threads: number;
   ops: MemoryOp[];
-  newSamplers: Array<{ id: number; spec: SamplerSpec }>;
+  newSamplers: NewSampler[];
   /** Freed after this step's sampling. */
   freeSamplers: number[];
   tokens: Int32Array;

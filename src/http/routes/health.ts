@@ -116,5 +116,7 @@ function engineCounters(c: EngineCounters) {
     sample_seconds: Number((c.sampleMs / 1000).toFixed(3)),
     step_round_trip_seconds: Number((c.roundTripMs / 1000).toFixed(3)),
     host_seconds: Number((c.hostMs / 1000).toFixed(3)),
+    adapter_turn_steps: c.adapterTurnSteps,
+    moved_requests: c.movedRequests,
   };
 }

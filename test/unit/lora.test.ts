@@ -234,7 +234,7 @@ describe("moves keep each adapter's requests on shards of their own", () => {
     assert.deepEqual(separatingMoves([shardOf([b1, b2], [a]), shardOf([running(request(undefined))], [], 2)]), [], "no room there");
   });
 
-  test("a priority request, or a seeded sampled one, does not move, and its group stays", () => {
+  test("a priority request, a seeded sampled one, or one that moved before does not move, and its group stays", () => {
     const bases = () => [running(request(undefined)), running(request(undefined)), running(request(undefined))];
     const adapterOnly = shardOf([running(request("a"))]);
     for (const stuck of [
@@ -243,6 +243,9 @@ describe("moves keep each adapter's requests on shards of their own", () => {
     ]) {
       assert.deepEqual(separatingMoves([shardOf([stuck, ...bases()]), adapterOnly]), []);
     }
+    const movedOnce = running(request("a"));
+    movedOnce.moved = true;
+    assert.deepEqual(separatingMoves([shardOf([movedOnce, ...bases()]), adapterOnly]), [], "nor one that moved before");
     const free = running(request("a", "default", 100, undefined, { temperature: 1 }));
     assert.equal(separatingMoves([shardOf([free, ...bases()]), adapterOnly]).length, 1, "an unseeded sampled one does");
   });
@@ -268,6 +271,7 @@ describe("moves keep each adapter's requests on shards of their own", () => {
     };
     const left = step(from);
     assert.equal(left.movedAway, 1);
+    assert.ok(moving.moved);
     assert.deepEqual(left.freeSamplers, [moving.id], "its sampler on the old shard is freed");
     assert.equal(from.running.length, 0);
     const arrived = step(to, 9);

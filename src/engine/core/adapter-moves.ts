@@ -34,6 +34,7 @@ function movable(request: EngineRequest): boolean {
     !request.abortRequested &&
     request.restoring === 0 &&
     request.moveTo === undefined &&
+    !request.moved && // one move at most: arrivals can never make a request compute its tokens again and again
     request.tokens.length <= MOVE_MAX_TOKENS
   );
 }

@@ -75,6 +75,8 @@ export class EngineRequest {
    * shard cannot take it (its runner died), and it stays.
    */
   moveTo: ((output: RequestOutput) => boolean) | undefined;
+  /** It moved once while running: it never moves again (each move computes its tokens again). */
+  moved = false;
   /** Its drafts and their outcomes (speculative decoding); absent while speculation is off. */
   speculation: RequestSpeculation | undefined;
 

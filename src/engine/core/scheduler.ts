@@ -370,6 +370,7 @@ export class ShardScheduler {
     const moveTo = request.moveTo!;
     request.moveTo = undefined;
     plan.movedAway++;
+    request.moved = true;
     const output = this.outputs.get(request)!;
     this.outputs.delete(request);
     this.release(request, true, plan.ops, plan.freeSamplers);

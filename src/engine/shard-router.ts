@@ -1,5 +1,5 @@
 import { randomInt } from "node:crypto";
-import { adapterKeyOf } from "./core/adapter-turns.js";
+import { adapterKeyOf, otherAdaptersOn } from "./core/adapter-turns.js";
 import { separatingMoves } from "./core/adapter-moves.js";
 import { chooseShard } from "./core/placement.js";
 import { EngineRequest } from "./core/request.js";
@@ -187,9 +187,7 @@ export class ShardRouter {
   /** Whether the request's adapter (or the base) and another are in flight together now. */
   private noteMixed(request: EngineRequest): void {
     const key = adapterKeyOf(request);
-    const other = (r: EngineRequest) => adapterKeyOf(r) !== key;
-    if (this.shards.some(({ scheduler }) => scheduler.running.some(other) || scheduler.waiting.some(other)))
-      this.mixedAt = performance.now();
+    if (this.shards.some(({ scheduler }) => otherAdaptersOn(scheduler, key) > 0)) this.mixedAt = performance.now();
   }
 
   private owner(request: EngineRequest): Shard | undefined {

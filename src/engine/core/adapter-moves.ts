@@ -1,4 +1,4 @@
-import { adapterKeyOf } from "./adapter-turns.js";
+import { adapterGroups, otherAdaptersOn } from "./adapter-turns.js";
 import type { EngineRequest } from "./request.js";
 
 /** What moves read of a shard: its queues and how many sequences it holds. */
@@ -52,10 +52,11 @@ export function separatingMoves<S extends MovableShard>(shards: readonly S[]): A
   const incoming = new Map<S, { key: string; count: number }>();
   const takes = (shard: S, key: string, count: number) => {
     const planned = incoming.get(shard);
-    return holdsOnly(shard, key) && (planned?.key ?? key) === key && room(shard) - (planned?.count ?? 0) >= count;
+    // It holds only the group, or nothing, and no other group is on its way there.
+    return otherAdaptersOn(shard.scheduler, key) === 0 && (planned?.key ?? key) === key && room(shard) - (planned?.count ?? 0) >= count;
   };
   for (const shard of shards) {
-    const groups = [...groupsOf([...shard.scheduler.running, ...shard.scheduler.waiting]).entries()].sort(
+    const groups = [...adapterGroups([...shard.scheduler.running, ...shard.scheduler.waiting]).entries()].sort(
       ([, a], [, b]) => a.length - b.length,
     );
     let left = groups.length;
@@ -70,21 +71,6 @@ export function separatingMoves<S extends MovableShard>(shards: readonly S[]): A
     }
   }
   return moves;
-}
-
-function groupsOf(requests: readonly EngineRequest[]): Map<string, EngineRequest[]> {
-  const groups = new Map<string, EngineRequest[]>();
-  for (const request of requests) {
-    const key = adapterKeyOf(request);
-    groups.set(key, [...(groups.get(key) ?? []), request]);
-  }
-  return groups;
-}
-
-/** The shard's requests, running and waiting, are all of the group (or it has none). */
-function holdsOnly(shard: MovableShard, key: string): boolean {
-  const { running, waiting } = shard.scheduler;
-  return running.every((r) => adapterKeyOf(r) === key) && waiting.every((r) => adapterKeyOf(r) === key);
 }
 
 function room(shard: MovableShard): number {

@@ -21,6 +21,29 @@ export const TURN_STEPS = 4;
 /** The adapter a request runs under: its key, "" for the base model. */
 export const adapterKeyOf = (request: EngineRequest) => request.adapter?.key ?? "";
 
+/** Requests grouped by the adapter they run under, in their order. */
+export function adapterGroups(requests: readonly EngineRequest[]): Map<string, EngineRequest[]> {
+  const groups = new Map<string, EngineRequest[]>();
+  for (const request of requests) {
+    const key = adapterKeyOf(request);
+    const group = groups.get(key);
+    if (group) group.push(request);
+    else groups.set(key, [request]);
+  }
+  return groups;
+}
+
+/** Requests a shard holds, running or waiting, under another adapter than `key` (or the base model). */
+export function otherAdaptersOn(
+  scheduler: { readonly running: readonly EngineRequest[]; readonly waiting: readonly EngineRequest[] },
+  key: string,
+): number {
+  let count = 0;
+  for (const request of scheduler.running) if (adapterKeyOf(request) !== key) count++;
+  for (const request of scheduler.waiting) if (adapterKeyOf(request) !== key) count++;
+  return count;
+}
+
 /**
  * llama.cpp applies LoRA adapters per context, to the whole batch, so a step runs the sequences of
  * one adapter (or of the base alone). With several adapters running on a shard, groups take turns:
@@ -41,13 +64,7 @@ export class AdapterTurns {
   choose(ordered: readonly EngineRequest[]): { chosen: readonly EngineRequest[]; leftOut: boolean } {
     // Every step comes here: with no adapter running (the usual case) nothing is grouped or copied.
     if (!ordered.some((request) => request.adapter !== undefined)) return { chosen: ordered, leftOut: false };
-    const groups = new Map<string, EngineRequest[]>();
-    for (const request of ordered) {
-      const key = adapterKeyOf(request);
-      const group = groups.get(key);
-      if (group) group.push(request);
-      else groups.set(key, [request]);
-    }
+    const groups = adapterGroups(ordered);
     if (groups.size <= 1) return { chosen: ordered, leftOut: false };
     const step = ++this.steps;
     const waited = (key: string) => step - (this.lastRan.get(key) ?? 0);

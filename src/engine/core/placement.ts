@@ -1,4 +1,4 @@
-import { adapterKeyOf } from "./adapter-turns.js";
+import { adapterKeyOf, otherAdaptersOn } from "./adapter-turns.js";
 import { preemptibleByPriority } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import type { ShardScheduler } from "./scheduler.js";
@@ -41,13 +41,6 @@ const held = (shard: Shard) => shard.scheduler.running.length + shard.scheduler.
 /** Requests on the shard over its share of the model's sequences (1: its share taken). */
 const load = (shard: Shard) => held(shard) / shard.scheduler.share;
 
-/** Requests on the shard, running or waiting, under another adapter than the request's (or the base model). */
-function otherAdapters(shard: Shard, request: EngineRequest): number {
-  const key = adapterKeyOf(request);
-  const other = (r: EngineRequest) => adapterKeyOf(r) !== key;
-  return shard.scheduler.running.filter(other).length + shard.scheduler.waiting.filter(other).length;
-}
-
 /**
  * Where the shard has room: other adapters' requests fewest; then, within its share, prefix; then
  * load (as scores: smaller is better). Room beyond the share (adapter room) only keeps adapters
@@ -57,7 +50,7 @@ function standardScore(shard: Shard, request: EngineRequest, keepEmpty: boolean)
   const roomy = held(shard) < shard.scheduler.sequenceCount;
   const withinShare = load(shard) < 1;
   return [
-    roomy ? otherAdapters(shard, request) : Infinity,
+    roomy ? otherAdaptersOn(shard.scheduler, adapterKeyOf(request)) : Infinity,
     keepEmpty && held(shard) === 0 ? 1 : 0,
     withinShare ? -shard.scheduler.cachedPrefix(request) : 0,
     load(shard),
@@ -76,7 +69,7 @@ function priorityScore(shard: Shard, request: EngineRequest): number[] {
   const cached = shard.scheduler.cachedPrefix(request);
   return [
     admittable ? 0 : 1,
-    otherAdapters(shard, request),
+    otherAdaptersOn(shard.scheduler, adapterKeyOf(request)),
     cached > LONG_CACHED_PREFIX ? -cached : 0,
     priority(running) + priority(waiting),
     -cached,

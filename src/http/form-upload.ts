@@ -1,4 +1,5 @@
 import multipart, { type FastifyMultipartOptions, type Multipart } from "@fastify/multipart";
+import type { IncomingMessage } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { InvalidRequest, ServiceError } from "../errors.js";
 import type { FormPart } from "../protocol/form-parts.js";
@@ -55,16 +56,41 @@ export async function* formParts(request: FastifyRequest, fileFields: readonly s
 
 /**
  * Answers an upload with what `handle` makes of it. Refused partway through the body (a size limit,
- * a bad part): the parser stops reading it, so the connection cannot carry another request, and the
- * client is told to open a new one. Refused before any of it was read, Node reads and drops the body as usual.
+ * a bad part), the rest of the body is read and dropped before the answer, up to `REFUSED_BODY_DRAIN`:
+ * a client still writing when the server closed would see a broken pipe, not the error. Past that
+ * bound the connection is closed after the answer, and cannot carry another request.
  */
 export async function answerUpload(request: FastifyRequest, reply: FastifyReply, handle: () => Promise<unknown>): Promise<FastifyReply> {
   try {
     return reply.send(await handle());
   } catch (error) {
-    if (request.raw.readableDidRead && !request.raw.complete) reply.header("connection", "close");
+    if (request.raw.readableDidRead && !request.raw.complete && !(await drained(request.raw))) reply.header("connection", "close");
     throw error;
   }
+}
+
+/** How much of a refused upload's remaining body is read, and for how long, so that its client hears the refusal. */
+export const REFUSED_BODY_DRAIN = { bytes: 8 << 20, ms: 5_000 } as const;
+
+/** Reads `body` to its end, unparsed; false if it ran past the drain bound or broke off first. */
+function drained(body: IncomingMessage): Promise<boolean> {
+  return new Promise((resolve) => {
+    let seen = 0;
+    const finish = (complete: boolean) => {
+      clearTimeout(timer);
+      body.off("data", count).off("end", ended).off("close", ended);
+      resolve(complete);
+    };
+    const count = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > REFUSED_BODY_DRAIN.bytes) finish(false);
+    };
+    const ended = () => finish(body.complete);
+    const timer = setTimeout(() => finish(false), REFUSED_BODY_DRAIN.ms);
+    body.unpipe();
+    body.on("data", count).once("end", ended).once("close", ended);
+    body.resume();
+  });
 }
 
 async function* checkedBytes(stream: AsyncIterable<Buffer>, param: string): AsyncGenerator<Buffer> {

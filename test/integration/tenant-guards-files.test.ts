@@ -108,18 +108,24 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
     );
   });
 
-  test("a NUL in the file name is a 400, not a 500", async () => {
-    const form = new FormData();
-    form.append("purpose", "batch");
-    form.append("file", new Blob([`${chatLine("n", "Hi")}\n`]), "bad\u0000name.jsonl");
-    const response = await fetch(`${server.baseURL}/files`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${server.key}` },
-      body: form,
-    });
-    assert.equal(response.status, 400);
-    const body = (await response.json()) as { error: { code: string; param: string } };
-    assert.equal(body.error.param, "file");
+  test("a NUL in the file name is a 400, not a 500, and the client hears it while still sending the file", async () => {
+    // The name arrives in the part's header, before the file: the server refuses with most of the body
+    // still unsent, and reads the rest before answering, so the client is not cut off mid-write (EPIPE).
+    for (const size of [64, 2 << 20]) {
+      const form = new FormData();
+      form.append("purpose", "batch");
+      const line = `${chatLine("n", "Hi")}\n`;
+      form.append("file", new Blob([line.repeat(Math.ceil(size / line.length))]), "bad\u0000name.jsonl");
+      const response = await fetch(`${server.baseURL}/files`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.key}` },
+        body: form,
+      });
+      assert.equal(response.status, 400, `a ${size}-byte file`);
+      const body = (await response.json()) as { error: { code: string; param: string } };
+      assert.equal(body.error.param, "file");
+      assert.equal(response.headers.get("connection"), "keep-alive", "the body was read to its end, so the connection stays open");
+    }
   });
 
   test("a line nested 200,000 deep fails its batch at validation naming the line; the batch does not stay validating", async () => {

@@ -37,6 +37,11 @@ const opts = new Command()
     "--pin",
     "llama-server (use --threads 1) on CPU 0, the gateway and this load generator on CPU 1 (Linux taskset): the gateway then has a core of its own",
   )
+  .option(
+    "--client-cpu <cpu>",
+    "with --pin, the CPU of this load generator: 1 shares the gateway's core (the client's own work then delays the gateway's), 0 the upstream's (with --upstream instant it does no work, so the gateway has its core alone, as in front of remote clients)",
+    "1",
+  )
   .option("--upstream <kind>", "llama-server, or instant (no engine: a fixed TTFT and ITL)", "llama-server")
   .option("--instant-ttft-ms <ms>", "the instant upstream's TTFT (its 'prefill')", "20")
   .option("--root <dir>", "run the gateway of another checkout, built (this change against the last, one run each)")
@@ -49,6 +54,7 @@ const opts = new Command()
     requests: string;
     quick?: boolean;
     pin?: boolean;
+    clientCpu: string;
     upstream: string;
     instantTtftMs: string;
     root?: string;
@@ -84,7 +90,7 @@ if (opts.pin) {
     execFileSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { stdio: "ignore" });
   pin("0", llama.target.pid);
   pin("1", gateway.target.pid);
-  pin("1", process.pid);
+  pin(opts.clientCpu, process.pid);
 }
 
 try {
@@ -160,6 +166,7 @@ function report(c1: Record<string, RequestResult[]>, c16: Record<string, { token
         model: opts.model,
         threads: peer.threads,
         pinned: opts.pin ?? false,
+        clientCpu: opts.pin ? Number(opts.clientCpu) : null,
         upstream: opts.upstream,
         gatewayRoot: opts.root ?? null,
         ...(opts.upstream === "instant" ? { instantTtftMs: Number(opts.instantTtftMs) } : {}),

@@ -2,7 +2,10 @@
  * Group commit for the ledger's per-request writes. Under load many requests write their rows at
  * once; each statement has a fixed cost (parse, plan, commit; on PGlite, a turn of its one database
  * thread), so rows that arrive while a write is under way go together in the next one.
- * Alone, a row is written at once: nothing waits to be batched.
+ * Alone, a row is written on the event loop's next turn: nothing waits to be batched, but what the
+ * current turn was doing goes first. A request's in-flight row is queued just before its launch;
+ * started at once, its statement's message woke the database thread, which on a busy core ran
+ * before the launch's own message to the engine or its request to an upstream left.
  */
 
 /** Rows written per statement at most (17 columns each stays far below PostgreSQL's 65,535 parameters). */
@@ -51,7 +54,10 @@ export function coalesced<I, R>(writeMany: (items: I[]) => Promise<R[]>): ((item
   const write = (item: I) => {
     const written = new Promise<R>((resolve, reject) => {
       queue.push({ item, resolve, reject });
-      if (!writing) void drain();
+      if (!writing) {
+        writing = true;
+        setImmediate(() => void drain());
+      }
     });
     newest = written;
     return written;

@@ -4,6 +4,17 @@ import { z } from "zod";
  * Server settings, from flags over environment over defaults, validated once at start.
  * Every knob is data here; nothing else in the code reads process.env for serving.
  */
+
+/**
+ * How long an accepted key is used without a lookup (key-cache.ts). On the embedded database every
+ * change to a key passes through this process, which drops its cache at once, so only the period
+ * bounds a lookup per request: a key used less often than the period paid one each time (about 1 ms
+ * of the database thread on a request that arrived more than a second after the last). On a shared
+ * PostgreSQL another server may revoke a key: the period is how late this one sees it.
+ */
+const KEY_CACHE_MS_EMBEDDED = 600_000;
+const KEY_CACHE_MS_SHARED = 1_000;
+
 const settingsSchema = z.object({
   host: z.string().min(1),
   port: z.coerce.number().int().min(0).max(65535),
@@ -38,8 +49,8 @@ const settingsSchema = z.object({
   flexMaxWaitMs: z.coerce.number().int().min(0),
   /** How long a request may hold a sequence without progress (paused or stuck) before it is ended (ms). */
   stallTimeoutMs: z.coerce.number().int().min(100),
-  /** How long an accepted key is remembered without a lookup (ms; 0: looked up every request). See accounts/key-cache.ts. */
-  keyCacheMs: z.coerce.number().int().min(0).max(60_000),
+  /** How long an accepted key is remembered without a lookup (ms; 0: looked up every request; default by database, above). See accounts/key-cache.ts. */
+  keyCacheMs: z.coerce.number().int().min(0).max(KEY_CACHE_MS_EMBEDDED),
   /** Unsent bytes a streamed response may buffer before its generation pauses (at least Node's 16 KiB write buffer). */
   streamBufferBytes: z.coerce
     .number()
@@ -156,7 +167,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
       perAccount: env.SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT ?? 1024,
       keepAliveTimeoutMs: env.SWITCHYARD_KEEP_ALIVE_TIMEOUT_MS ?? 72_000,
     },
-    keyCacheMs: env.SWITCHYARD_KEY_CACHE_MS ?? 1000,
+    keyCacheMs: env.SWITCHYARD_KEY_CACHE_MS ?? (env.SWITCHYARD_DATABASE_URL ? KEY_CACHE_MS_SHARED : KEY_CACHE_MS_EMBEDDED),
     streamBufferBytes: env.SWITCHYARD_STREAM_BUFFER_BYTES ?? 64 * 1024,
     streamPauseTimeoutMs: env.SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS ?? 60_000,
     ...engineSettings(env),

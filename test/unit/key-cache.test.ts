@@ -5,6 +5,7 @@ import { lookUpKey } from "../../src/accounts/principals.js";
 import { createKey, revokeKey, setAccountDisabled, setKeyLimits } from "../../src/accounts/key-store.js";
 import { forEachDatabase } from "../helpers/databases.js";
 import { waitFor } from "../helpers/server.js";
+import { loadSettings } from "../../src/config/settings.js";
 
 forEachDatabase("the accepted-key cache", ({ db }) => {
   /** The cache over the real store, counting the lookups that reach the database; the clock is ours to move. */
@@ -108,4 +109,12 @@ forEachDatabase("the accepted-key cache, in steady use", ({ db }) => {
     assert.equal(refused, true);
     assert.equal(lookups, 3, "the background lookup dropped the entry; the next request looked it up and was refused");
   });
+});
+
+test("the period by database: 10 minutes embedded, where every change to a key passes through this server; 1 s on a shared PostgreSQL; the setting overrides both", () => {
+  assert.equal(loadSettings({}, {}).keyCacheMs, 600_000);
+  assert.equal(loadSettings({}, { SWITCHYARD_DATABASE_URL: "postgres://127.0.0.1/x" }).keyCacheMs, 1_000);
+  assert.equal(loadSettings({}, { SWITCHYARD_DATABASE_URL: "postgres://127.0.0.1/x", SWITCHYARD_KEY_CACHE_MS: "0" }).keyCacheMs, 0);
+  assert.equal(loadSettings({}, { SWITCHYARD_KEY_CACHE_MS: "2500" }).keyCacheMs, 2_500);
+  assert.throws(() => loadSettings({}, { SWITCHYARD_KEY_CACHE_MS: "600001" }));
 });

@@ -10,8 +10,9 @@ import { hashApiKey } from "./api-key.js";
  * What stays exact: a change made through this process (a key revoked or re-limited, an account
  * disabled: the store calls `keysChanged`) drops every entry at once; a key's own expiry ends its
  * entry at that instant. What a cache can not see is a change written by another process on a
- * shared PostgreSQL: that takes effect here within `ttlMs` (SWITCHYARD_KEY_CACHE_MS, 1 s by
- * default; 0 turns the cache off). Budgets are read again under the key's row lock at reservation,
+ * shared PostgreSQL: that takes effect here within `ttlMs` (SWITCHYARD_KEY_CACHE_MS: 1 s by
+ * default there, 10 minutes on the embedded database, which no other process writes; 0 turns the
+ * cache off). Budgets are read again under the key's row lock at reservation,
  * so spend limits never rest on a cached value.
  *
  * Only keys that were accepted are remembered, by the SHA-256 of the secret (never the secret); an

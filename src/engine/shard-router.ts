@@ -160,8 +160,10 @@ export class ShardRouter {
     const live = this.shards.filter((shard) => !shard.failure);
     if (live.length === 0) throw this.shards[0]!.failure!;
     if (request.adapter !== undefined || this.mixedAt > -Infinity) this.noteMixed(request);
-    chooseShard(live, request, performance.now() - this.mixedAt < MIXED_LINGER_MS).scheduler.enqueue(request);
-    if (this.mixedAt > -Infinity) this.separate(live);
+    // Once adapters have not been in flight beside others for a while, placement and moves ignore them.
+    const mixed = performance.now() - this.mixedAt < MIXED_LINGER_MS;
+    chooseShard(live, request, mixed).scheduler.enqueue(request);
+    if (mixed) this.separate(live);
     // Every shard may look: an idle one takes the request if the chosen one has no room.
     for (const shard of this.shards) shard.wake();
   }

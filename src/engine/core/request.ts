@@ -105,6 +105,16 @@ export class EngineRequest {
     return { id: this.id, spec: { ...this.sampler, seed }, history: this.tokens.slice(this.promptLength) };
   }
 
+  /**
+   * It gave its sequence up while running (preempted, or moved to another shard): it waits again,
+   * and computes its tokens again where it is next admitted.
+   */
+  requeued(): void {
+    this.status = "waiting";
+    this.resumed = true;
+    this.computed = 0;
+  }
+
   /** Tokens still to compute before the next sample. */
   get pending(): number {
     return this.tokens.length - this.computed;

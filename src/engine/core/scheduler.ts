@@ -66,12 +66,12 @@ export class ShardScheduler {
     return this.sequences.size;
   }
 
-  /** Sequences a request may be admitted to now: free here, and within the model's cap. */
   /** Its share of the model's sequences: what placement balances by (shards may hold more, for adapters). */
   get share(): number {
     return this.options.share ?? this.sequences.size;
   }
 
+  /** Sequences a request may be admitted to now: free here, and within the model's cap. */
   get freeSequences(): number {
     return Math.min(this.sequences.free, this.cap.free);
   }
@@ -353,9 +353,7 @@ export class ShardScheduler {
     this.saved.save(request, ops);
     this.release(request, true, ops, undefined);
     request.copyFrom = undefined;
-    request.status = "waiting";
-    request.resumed = true;
-    request.computed = 0;
+    request.requeued();
     this.preemptions++;
     request.events.push({ type: "preempted" });
     this.enqueue(request);
@@ -374,9 +372,7 @@ export class ShardScheduler {
     const output = this.outputs.get(request)!;
     this.outputs.delete(request);
     this.release(request, true, plan.ops, plan.freeSamplers);
-    request.status = "waiting";
-    request.resumed = true;
-    request.computed = 0;
+    request.requeued();
     if (moveTo(output)) return;
     this.outputs.set(request, output);
     this.enqueue(request);

@@ -43,6 +43,13 @@ interface Tracked {
   closed: boolean;
 }
 
+/**
+ * How long a row written beside its request's launch waits before its statement starts (see
+ * coalesced.ts): long enough for the launch's messages to leave, far shorter than any prefill or
+ * upstream's time to first token, which the row must be durable before.
+ */
+export const LAUNCH_HEAD_START_MS = 1;
+
 export function createInFlightLedger(db: Database, ownerId: string, options: InFlightOptions = {}): InFlightLedgerHandle {
   const step = options.stepTokens ?? 16;
   const writeRow = coalesced((rows: NewRow[]) => writeRows(db, rows, ownerId, DEFAULT_RESERVATION_TTL_SECONDS));
@@ -52,7 +59,7 @@ export function createInFlightLedger(db: Database, ownerId: string, options: InF
       // The row covers the first step from the start: the first tokens are delivered with no write
       // of their own on their way (the next step is written while they stream).
       const ahead = Math.min(start.maxCompletionTokens, step);
-      const reserved = await writeRow({ start, ahead });
+      const reserved = await writeRow({ start, ahead }, { afterMs: start.besideLaunch ? LAUNCH_HEAD_START_MS : 0 });
       const t: Tracked = {
         requestId: start.requestId,
         durable: ahead,

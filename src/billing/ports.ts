@@ -82,6 +82,11 @@ export interface InFlightStart {
    * budget (nothing there to check). Absent: the row alone.
    */
   reserveUsd?: string;
+  /**
+   * The row is written while the request launches (a key without a budget: see serving/admission.ts):
+   * its write starts a moment later (LAUNCH_HEAD_START_MS), so the launch's own messages leave first.
+   */
+  besideLaunch?: boolean;
 }
 
 /** A begun in-flight row: its delivery guard, and whether the row's write reserved the budget too. */

@@ -155,7 +155,7 @@ export async function reserve(
   };
   if (caller.limits.budgetUsd === null) {
     await takeLimits();
-    const durable = holdBudget(deps, caller, meter, held, request);
+    const durable = holdBudget(deps, caller, meter, held, request, true);
     durable.catch(() => {}); // awaited beside the launch; a failure is thrown there
     return { durable }; // in an object: an async function would wait for a promise it returns
   }
@@ -189,6 +189,7 @@ async function holdBudget(
   meter: RequestMeter,
   held: Holdings,
   request: Reserving,
+  besideLaunch = false,
 ): Promise<void> {
   const { promptTokens, tier } = held;
   const worstCase = requestCost(request.prices, { promptTokens, cachedPromptTokens: 0, completionTokens: request.maxCompletionTokens });
@@ -200,6 +201,7 @@ async function holdBudget(
       prices: request.prices,
       maxCompletionTokens: request.maxCompletionTokens,
       reserveUsd,
+      besideLaunch,
     })
   )
     return;

@@ -20,7 +20,7 @@ test("writes that arrive while one is under way go together in the next; a write
   assert.deepEqual(batches, [], "the caller's own turn finishes first (a request's launch goes before its row)");
   await new Promise(setImmediate);
   assert.deepEqual(batches, [[0]], "the first write started on the next turn, without waiting for company");
-  const rest = [1, 2, 3].map(write);
+  const rest = [1, 2, 3].map((item) => write(item));
   release();
   assert.deepEqual(await Promise.all([first, ...rest]), [0, 10, 20, 30]);
   assert.deepEqual(batches, [[0], [1, 2, 3]]);
@@ -35,7 +35,7 @@ test("a write made as the previous one resolves is written (no loop left waiting
   });
   // Each write is made in the continuation of the one before, as a loop of awaited calls makes them.
   for (const item of [1, 2, 3]) assert.equal(await write(item), item);
-  const late = [4, 5].map(write);
+  const late = [4, 5].map((item) => write(item));
   await write.idle();
   assert.deepEqual(written, [1, 2, 3, 4, 5], "idle() resolved only once the queued writes were done");
   await Promise.all(late);
@@ -55,6 +55,27 @@ test("a write made as the previous one resolves is written (no loop left waiting
   assert.equal(await six, 6);
   releaseLater();
   assert.equal(await seven, 7);
+});
+
+test("a write beside a launch waits afterMs (later ones join it); a write that may not wait starts the batch at once", async () => {
+  const batches: number[][] = [];
+  const write = coalesced(async (items: number[]) => {
+    batches.push(items);
+    return items;
+  });
+  const beside = [write(1, { afterMs: 30 }), write(2, { afterMs: 30 })];
+  await new Promise(setImmediate);
+  await new Promise(setImmediate);
+  assert.deepEqual(batches, [], "nothing written on the next turns: the launch goes first");
+  assert.deepEqual(await Promise.all(beside), [1, 2]);
+  assert.deepEqual(batches, [[1, 2]], "written together once the wait was over");
+
+  const waiting = write(3, { afterMs: 60_000 });
+  const hurried = write(4);
+  await new Promise(setImmediate);
+  assert.deepEqual(batches.at(-1), [3, 4], "a write that may not wait took the waiting one with it on the next turn");
+  assert.deepEqual(await Promise.all([waiting, hurried]), [3, 4]);
+  await write.idle();
 });
 
 test("a failed batch is written again item by item: only the bad item fails", async () => {

@@ -511,6 +511,7 @@ if (embeddings) {
   );
   console.table(Object.entries(embeddings.ratios).map(([what, value]) => ({ what, ratio: value })));
   skipped.push(...embeddings.skipped);
+  for (const [target, variant] of Object.entries(embeddings.variants)) variants[`${target} (embeddings)`] = variant;
 }
 if (batched)
   console.log(`llama-batched-bench, 16 x 128/128, ${peer.threads} threads: S_PP ${batched.sPp} tok/s, S_TG ${batched.sTg} tok/s`);

@@ -155,7 +155,7 @@ export async function compareEmbeddings(options: {
       for (const [scenarioName, clients, requests, inputsPer] of [
         ["batch-256", 1, scale(8), 256],
         ["c16-single", 16, scale(512), 1],
-        ["single", 1, scale(64), 1],
+        ["single", 1, scale(256), 1],
       ] as const) {
         process.stderr.write(`${name}: embeddings ${scenarioName}...\n`);
         results.push(await scenario(running.target, scenarioName, clients, requests, inputsPer));

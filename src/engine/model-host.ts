@@ -6,7 +6,7 @@ import { ShardScheduler } from "./core/scheduler.js";
 import { LoadedAdapters } from "./adapter-set.js";
 import { Shard } from "./core/shard.js";
 import { ShardGroup } from "./core/shard-group.js";
-import { SequenceCap } from "./core/sequence-cap.js";
+import { SequenceCap, UNCAPPED } from "./core/sequence-cap.js";
 import { DRAFT_TOKENS_PER_STEP, type SpeculationMode } from "./core/speculation.js";
 import type { TargetsByTier } from "./core/step-budget.js";
 import { loadModel, type LoadedModel } from "./native/loaded-model.js";
@@ -187,7 +187,8 @@ async function startShards(
   started: Array<{ close(): Promise<void> }>,
 ): Promise<Shard[]> {
   const { prefixCache, targets, stallTimeoutMs, pausedPreemptMs, speculation = "auto" } = options;
-  const cap = new SequenceCap(options.sequences, () => group.shards);
+  // Without adapter room the shards' own sequences add up to the model's: no cap to keep, nothing to wake.
+  const cap = options.adapterRoom ? new SequenceCap(options.sequences, () => group.shards) : UNCAPPED;
   const starting = await Promise.allSettled(
     Array.from({ length: shardCount }, async (_, i) => {
       const share = Math.floor(options.sequences / shardCount) + (i < options.sequences % shardCount ? 1 : 0);

@@ -1,5 +1,6 @@
 import { adapterGroups, otherAdaptersOn } from "./adapter-turns.js";
 import type { EngineRequest } from "./request.js";
+import { sequencesHeld } from "./scheduler-types.js";
 
 /** What moves read of a shard: its queues and how many sequences it holds. */
 interface MovableShard {
@@ -74,6 +75,5 @@ export function separatingMoves<S extends MovableShard>(shards: readonly S[]): A
 }
 
 function room(shard: MovableShard): number {
-  const { running, waiting, sequenceCount } = shard.scheduler;
-  return sequenceCount - running.length - waiting.length;
+  return shard.scheduler.sequenceCount - sequencesHeld(shard.scheduler);
 }

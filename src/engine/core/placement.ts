@@ -2,6 +2,7 @@ import { adapterKeyOf, otherAdaptersOn } from "./adapter-turns.js";
 import { preemptibleByPriority } from "./policy.js";
 import type { EngineRequest } from "./request.js";
 import type { ShardScheduler } from "./scheduler.js";
+import { sequencesHeld } from "./scheduler-types.js";
 
 /** What placement reads of a shard: its scheduler's queues, sequences and cache. */
 type Shard = { readonly scheduler: ShardScheduler };
@@ -37,7 +38,7 @@ function better(a: number[], b: number[]): boolean {
   return false;
 }
 
-const held = (shard: Shard) => shard.scheduler.running.length + shard.scheduler.waiting.length;
+const held = (shard: Shard) => sequencesHeld(shard.scheduler);
 /** Requests on the shard over its share of the model's sequences (1: its share taken). */
 const load = (shard: Shard) => held(shard) / shard.scheduler.share;
 

@@ -41,6 +41,14 @@ export interface ShardSchedulerOptions {
 }
 
 /** Requests of each tier in a list. */
+/** Requests a shard's scheduler holds a sequence for, or will: running and waiting. */
+export function sequencesHeld(scheduler: {
+  readonly running: readonly EngineRequest[];
+  readonly waiting: readonly EngineRequest[];
+}): number {
+  return scheduler.running.length + scheduler.waiting.length;
+}
+
 export function countByTier(list: readonly EngineRequest[]): PerTier<number> {
   return perTier((tier) => list.filter((r) => r.tier === tier).length);
 }

@@ -40,7 +40,6 @@ export interface ShardSchedulerOptions {
   speculation?: SpeculationMode;
 }
 
-/** Requests of each tier in a list. */
 /** Requests a shard's scheduler holds a sequence for, or will: running and waiting. */
 export function sequencesHeld(scheduler: {
   readonly running: readonly EngineRequest[];
@@ -49,6 +48,7 @@ export function sequencesHeld(scheduler: {
   return scheduler.running.length + scheduler.waiting.length;
 }
 
+/** Requests of each tier in a list. */
 export function countByTier(list: readonly EngineRequest[]): PerTier<number> {
   return perTier((tier) => list.filter((r) => r.tier === tier).length);
 }

@@ -4,10 +4,10 @@ import { openLlamaLibrary, type Handle } from "../native/llama-lib.js";
 import type { EmbedFailure, EmbedMessage, EmbedReply, EmbeddingRunnerInit } from "./embedding-protocol.js";
 
 /**
- * The embedding runner: llama.cpp contexts with embeddings on and the model's own pooling (mean
- * for sentence-transformers BERTs), on this worker thread (two: see FLASH_ATTENTION_MIN_TOKENS). Each message is one batch: every input on
- * its own sequence, all of them in one llama_decode, attention non-causal within each input (the
- * model's GGUF says so), then one pooled vector read per sequence.
+ * The embedding runner: llama.cpp contexts (two: see FLASH_ATTENTION_MIN_TOKENS) with embeddings on
+ * and the model's own pooling (mean for sentence-transformers BERTs), on this worker thread. Each
+ * message is one batch: every input on its own sequence, all of them in one llama_decode, attention
+ * non-causal within each input (the model's GGUF says so), then one pooled vector read per sequence.
  */
 const init = workerData as EmbeddingRunnerInit;
 const lib = openLlamaLibrary(init.libraryDir, { quietLogs: false });
@@ -18,9 +18,9 @@ const pool = lib.newThreadpool(init.threads);
  * a context with it. ggml's CPU flash attention tiles its work only from 64 query rows up; below
  * that it takes a row-at-a-time path that cost more than the rest of the model (one sequence of 63
  * tokens: 38.5 ms, against 20.8 ms without flash attention and 18.2 ms for 65 tokens with it; 22
- * tokens: 8.1 against 5.8 ms; all-MiniLM-L6-v2 Q8_0, 2 threads, ggml's zen4 kernels on an Intel Xeon). From 64 up it is the
- * faster one, and far faster with many inputs, whose cross-input attention it skips where the plain
- * path computes it all and masks it (36 inputs of 14 tokens: 125 against 329 ms).
+ * tokens: 8.1 against 5.8 ms; all-MiniLM-L6-v2 Q8_0, 2 threads, ggml's zen4 kernels, Intel Xeon).
+ * From 64 up it is the faster one, and far faster with many inputs, whose cross-input attention it
+ * skips where the plain path computes it all and masks it (36 inputs of 14 tokens: 125 against 329 ms).
  */
 const FLASH_ATTENTION_MIN_TOKENS = 64;
 const small = createContext(Math.min(FLASH_ATTENTION_MIN_TOKENS, init.batchTokens), false);

@@ -155,7 +155,7 @@ export async function reserve(
   };
   if (caller.limits.budgetUsd === null) {
     await takeLimits();
-    const durable = holdBudget(deps, caller, meter, held, request, true);
+    const durable = holdBudget(deps, caller, meter, held, request);
     durable.catch(() => {}); // awaited beside the launch; a failure is thrown there
     return { durable }; // in an object: an async function would wait for a promise it returns
   }
@@ -189,11 +189,12 @@ async function holdBudget(
   meter: RequestMeter,
   held: Holdings,
   request: Reserving,
-  besideLaunch = false,
 ): Promise<void> {
   const { promptTokens, tier } = held;
   const worstCase = requestCost(request.prices, { promptTokens, cachedPromptTokens: 0, completionTokens: request.maxCompletionTokens });
-  const reserveUsd = caller.limits.budgetUsd === null ? worstCase : undefined;
+  // Unbudgeted: reserved in the row's own write, which `reserve` runs beside the launch.
+  const unbudgeted = caller.limits.budgetUsd === null;
+  const reserveUsd = unbudgeted ? worstCase : undefined;
   if (
     await meter.begin(deps.inFlight, {
       serviceTier: tier,
@@ -201,7 +202,7 @@ async function holdBudget(
       prices: request.prices,
       maxCompletionTokens: request.maxCompletionTokens,
       reserveUsd,
-      besideLaunch,
+      besideLaunch: unbudgeted,
     })
   )
     return;

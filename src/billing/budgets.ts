@@ -124,17 +124,22 @@ async function checkBudget(tx: Database, keyId: string, budgetUsd: string, spent
  * With them go the keys' reservations expired a day ago: expired ones no longer count (checkBudget),
  * and are kept a day so that a request that outlived its reservation still finds it and is charged
  * once. Swept here, after the response, not in reserve(), on the way to the first token.
+ * `unreserved`: a query of `(key_id, amount)` charged as they are, for requests that held no
+ * reservation (the caller makes sure each is charged once); one UPDATE takes both kinds of charge.
  */
-export function chargingReservations(requests: string): string {
+export function chargingReservations(requests: string, unreserved?: string): string {
+  const direct = unreserved ? `UNION ALL ${unreserved}` : "";
   return `removed_reservations AS (
        DELETE FROM budget_reservations r USING ${requests} q
         WHERE r.request_id = q.request_id OR (r.key_id = q.key_id AND r.expires_at <= now() - interval '1 day')
        RETURNING r.request_id, r.key_id, r.amount_usd),
      charged_keys AS (
        UPDATE api_keys SET spent_usd = spent_usd + c.amount
-         FROM (SELECT removed.key_id, sum(LEAST(q.cost_usd, removed.amount_usd)) AS amount
-                 FROM removed_reservations removed JOIN ${requests} q ON q.request_id = removed.request_id
-                GROUP BY removed.key_id) c
+         FROM (SELECT charges.key_id, sum(charges.amount) AS amount
+                 FROM (SELECT removed.key_id, LEAST(q.cost_usd, removed.amount_usd) AS amount
+                         FROM removed_reservations removed JOIN ${requests} q ON q.request_id = removed.request_id
+                       ${direct}) charges
+                GROUP BY charges.key_id) c
         WHERE api_keys.id = c.key_id)`;
 }
 

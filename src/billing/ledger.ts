@@ -66,31 +66,36 @@ const FINAL_ROW_TYPES = [
   "text",
   "int",
   "int",
+  "bool",
 ] as const;
+
+/** The final row's columns, in FINAL_ROW_TYPES' order (less `unreserved`, which says how it is charged). */
+const ROW_COLUMNS = `request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens, completion_tokens, cost_usd,
+  status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id, accepted_prediction_tokens, rejected_prediction_tokens`;
 
 /**
  * Requests' final rows, in one statement (group commit: coalesced.ts), each request's budget
  * reservation charged with its cost in the same statement: the rows and the keys' spend change
- * together or not at all.
+ * together or not at all. An `unreserved` request (UsageRecord) is charged its cost when its row is
+ * inserted here, and only then: a second record of it inserts nothing, so it charges nothing.
  */
 async function writeFinalRows(db: Database, records: UsageRecord[]): Promise<undefined[]> {
   const values = valuesList(records.map(finalRowValues), FINAL_ROW_TYPES);
   await db.query(
-    `WITH q (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens, completion_tokens, cost_usd,
-             status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id,
-             accepted_prediction_tokens, rejected_prediction_tokens) AS (VALUES ${values.sql}),
-          ${chargingReservations("q")}
-     INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
-                                completion_tokens, cost_usd, status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id,
-                                accepted_prediction_tokens, rejected_prediction_tokens)
-     SELECT * FROM q
-     ON CONFLICT (request_id) DO UPDATE
-       SET service_tier = EXCLUDED.service_tier, prompt_tokens = EXCLUDED.prompt_tokens, cached_tokens = EXCLUDED.cached_tokens,
-           completion_tokens = EXCLUDED.completion_tokens, cost_usd = EXCLUDED.cost_usd, status = EXCLUDED.status,
-           finish_reason = EXCLUDED.finish_reason, error_code = EXCLUDED.error_code, queue_ms = EXCLUDED.queue_ms,
-           ttft_ms = EXCLUDED.ttft_ms, duration_ms = EXCLUDED.duration_ms, api = EXCLUDED.api,
-           accepted_prediction_tokens = EXCLUDED.accepted_prediction_tokens, rejected_prediction_tokens = EXCLUDED.rejected_prediction_tokens
-     WHERE usage_records.status = 'in_flight'`,
+    `WITH q (${ROW_COLUMNS}, unreserved) AS (VALUES ${values.sql}),
+     written AS (
+       INSERT INTO usage_records (${ROW_COLUMNS})
+       SELECT ${ROW_COLUMNS} FROM q
+       ON CONFLICT (request_id) DO UPDATE
+         SET service_tier = EXCLUDED.service_tier, prompt_tokens = EXCLUDED.prompt_tokens, cached_tokens = EXCLUDED.cached_tokens,
+             completion_tokens = EXCLUDED.completion_tokens, cost_usd = EXCLUDED.cost_usd, status = EXCLUDED.status,
+             finish_reason = EXCLUDED.finish_reason, error_code = EXCLUDED.error_code, queue_ms = EXCLUDED.queue_ms,
+             ttft_ms = EXCLUDED.ttft_ms, duration_ms = EXCLUDED.duration_ms, api = EXCLUDED.api,
+             accepted_prediction_tokens = EXCLUDED.accepted_prediction_tokens, rejected_prediction_tokens = EXCLUDED.rejected_prediction_tokens
+       WHERE usage_records.status = 'in_flight'
+       RETURNING request_id),
+     ${chargingReservations("q", "SELECT q.key_id, q.cost_usd FROM q JOIN written w ON w.request_id = q.request_id WHERE q.unreserved")}
+     SELECT 1`,
     values.params,
   );
   return records.map(() => undefined);
@@ -123,6 +128,7 @@ function finalRowValues(r: UsageRecord): unknown[] {
     r.api ?? "chat.completions",
     r.batchId ?? null,
     ...prediction,
+    r.unreserved === true,
   ];
 }
 

@@ -39,6 +39,12 @@ export interface UsageRecord {
   queueMs: number | null;
   ttftMs: number | null;
   durationMs: number;
+  /**
+   * The request held no budget reservation and wrote no in-flight row: its row, written before its
+   * answer went out, charges the key's spend with its cost as it is inserted. Absent: the
+   * reservation is charged (at most what it held).
+   */
+  unreserved?: boolean;
 }
 
 export interface UsageLedger {

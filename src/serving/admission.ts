@@ -143,25 +143,45 @@ export async function reserve(
   held: Holdings,
   request: Reserving,
 ): Promise<{ durable: Promise<void> }> {
-  const estimatedTokens = held.promptTokens + request.maxCompletionTokens;
-  const takeLimits = async () => {
-    held.lease = await deps.limits.admit({
-      accountId: caller.accountId,
-      keyId: caller.keyId,
-      model: request.model,
-      estimatedTokens,
-      limits: caller.limits,
-    });
-  };
   if (caller.limits.budgetUsd === null) {
-    await takeLimits();
+    await takeLimits(deps, caller, held, request);
     const durable = holdBudget(deps, caller, meter, held, request);
     durable.catch(() => {}); // awaited beside the launch; a failure is thrown there
     return { durable }; // in an object: an async function would wait for a promise it returns
   }
   await holdBudget(deps, caller, meter, held, request);
-  await takeLimits();
+  await takeLimits(deps, caller, held, request);
   return { durable: Promise.resolve() };
+}
+
+/**
+ * Admission of a request whose answer goes out whole, at the end (an embedding). A key with a
+ * budget reserves as `reserve` does. One without writes nothing before the work: no output leaves
+ * before the request's final row is written, so that row alone bills it (`unreserved`: it charges
+ * the key's spend as it goes in). One statement a request instead of two, none of it beside the
+ * work, and a crash before the answer bills nothing, as nothing was delivered.
+ */
+export async function reserveWhole(
+  deps: Pick<AdmissionDeps, "limits" | "budgets" | "inFlight">,
+  caller: Caller,
+  meter: RequestMeter,
+  held: Holdings,
+  request: Reserving,
+): Promise<{ durable: Promise<void>; unreserved: boolean }> {
+  if (caller.limits.budgetUsd !== null) return { ...(await reserve(deps, caller, meter, held, request)), unreserved: false };
+  await takeLimits(deps, caller, held, request);
+  return { durable: Promise.resolve(), unreserved: true };
+}
+
+/** The key's rate and concurrency limits, for the prompt and every completion token it may use. */
+async function takeLimits(deps: Pick<AdmissionDeps, "limits">, caller: Caller, held: Holdings, request: Reserving): Promise<void> {
+  held.lease = await deps.limits.admit({
+    accountId: caller.accountId,
+    keyId: caller.keyId,
+    model: request.model,
+    estimatedTokens: held.promptTokens + request.maxCompletionTokens,
+    limits: caller.limits,
+  });
 }
 
 /**

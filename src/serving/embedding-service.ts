@@ -7,7 +7,7 @@ import { newRequestId } from "../protocol/request-ids.js";
 import type { UsageLedger } from "../billing/ports.js";
 import type { ServingMetrics } from "./ports.js";
 import type { Caller, RequestContext } from "./types.js";
-import { beside, reserve, type AdmissionDeps, type Holdings } from "./admission.js";
+import { beside, reserveWhole, type AdmissionDeps, type Holdings } from "./admission.js";
 import { RequestMeter, type MeterOutcome } from "./request-meter.js";
 import { requireServedModel } from "./served-model.js";
 import { canonicalId } from "./model-registry.js";
@@ -72,7 +72,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         const admitting = trace.stage("switchyard.admission");
         const { entry, embedder, tokens, prices, cost } = await prepare(registry, caller, input, held);
         const { tier, promptTokens } = held;
-        const { durable } = await reserve({ inFlight, budgets, limits }, caller, meter, held, {
+        const { durable, unreserved } = await reserveWhole({ inFlight, budgets, limits }, caller, meter, held, {
           model: entry.id,
           prices,
           maxCompletionTokens: 0,
@@ -90,12 +90,13 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         const lease = held.lease!;
         held.lease = undefined; // released here, never again on an error below
         await lease.release(promptTokens);
-        // The row settles the budget reservation in the same statement. Written after the answer:
-        // the in-flight row already bills exactly this (the prompt's tokens at these prices) if the
-        // process dies first, and usage reports wait for it (UsageLedger.settled).
-        meter
-          .record(outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null }))
-          .catch((error: unknown) => context.logError?.("the embeddings request's ledger row could not be completed", error));
+        const recorded = meter.record(outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null, unreserved }));
+        // Unreserved, the row is the request's only bill: the answer waits for it. Otherwise it
+        // settles the reservation after the answer: the in-flight row already bills exactly this
+        // (the prompt's tokens at these prices) if the process dies first, and usage reports wait
+        // for it (UsageLedger.settled).
+        if (unreserved) await recorded;
+        else recorded.catch((error: unknown) => context.logError?.("the embeddings request's ledger row could not be completed", error));
         trace.annotate(usageAttributes({ promptTokens, cachedPromptTokens: 0, completionTokens: 0, cost }));
         return { model: input.model, serviceTier: tier, vectors, promptTokens, cost };
       } catch (error) {
@@ -124,7 +125,10 @@ async function prepare(registry: EmbeddingServiceDeps["registry"], caller: Calle
 }
 
 /** An embedding request's ledger outcome: its prompt tokens, nothing generated. */
-function outcome(held: Holdings, result: Pick<MeterOutcome, "status" | "costUsd" | "finishReason" | "errorCode">): MeterOutcome {
+function outcome(
+  held: Holdings,
+  result: Pick<MeterOutcome, "status" | "costUsd" | "finishReason" | "errorCode" | "unreserved">,
+): MeterOutcome {
   return { ...result, serviceTier: held.tier, promptTokens: held.promptTokens, cachedTokens: 0, completionTokens: 0 };
 }
 

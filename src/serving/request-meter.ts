@@ -19,6 +19,7 @@ export type MeterOutcome = Pick<
   | "costUsd"
   | "finishReason"
   | "errorCode"
+  | "unreserved"
 >;
 
 /**

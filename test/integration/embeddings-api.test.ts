@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
+import { compareMoney } from "../../src/billing/cost.js";
+import { Dec, toText } from "../../src/billing/decimal.js";
 import { MINILM } from "../helpers/embeddings.js";
 import { createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
@@ -19,11 +21,13 @@ async function expectError(response: Response, status: number, code: string, par
   return body.error.message as string;
 }
 
+const ADMIN_KEY = `sy-admin-embeddings-${"k".repeat(24)}`;
+
 describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
   let server: RunningServer;
   let client: OpenAI;
   before(async () => {
-    server = await startServer({ models: [SMOLLM2, MINILM] });
+    server = await startServer({ models: [SMOLLM2, MINILM], env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY } });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 120_000 });
   });
   after(async () => {
@@ -130,6 +134,32 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
     await expectError(await post(server, { model: MINILM, input: Array(20).fill("hello") }, smallTpm), 429, "rate_limit_exceeded");
     const tiny = createKey(server.dataDir, "tester", ["--budget", "0.000001"]);
     await expectError(await post(server, { model: MINILM, input: "word ".repeat(300) }, tiny), 402, "insufficient_quota");
+  });
+
+  test("a key's spend holds each answered embedding's exact cost when the answer arrives, with a budget or without", async () => {
+    const admin = async (method: string, path: string, body?: unknown) => {
+      const response = await fetch(`${server.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${ADMIN_KEY}`, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return (await response.json()) as any;
+    };
+    for (const budget of [null, "1"]) {
+      const created = await admin("POST", "/admin/v1/keys", { account: `embed-spend-${budget ?? "none"}`, ...(budget ? { budget_usd: budget } : {}) });
+      const costs: string[] = [];
+      for (const input of ["spent at once", ["two inputs", "billed together"]]) {
+        const text = await (await post(server, { model: MINILM, input }, created.key)).text();
+        costs.push(/"estimated_cost":([0-9.e-]+)/.exec(text)![1]!);
+        // Read straight after the answer, not through /v1/usage (which waits for rows being written).
+        const key = (await admin("GET", `/admin/v1/keys?account=embed-spend-${budget ?? "none"}`)).data[0];
+        if (budget === null) assert.equal(compareMoney(key.spent_usd, costs.reduce((a, b) => toText(Dec(a).plus(Dec(b))))), 0, key.spent_usd);
+      }
+      const total = costs.reduce((a, b) => toText(Dec(a).plus(Dec(b))));
+      await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${created.key}` } }); // waits for the rows
+      const key = (await admin("GET", `/admin/v1/keys?account=embed-spend-${budget ?? "none"}`)).data[0];
+      assert.equal(compareMoney(key.spent_usd, total), 0, `spent ${key.spent_usd}, answered ${costs.join(" + ")}`);
+    }
   });
 
   test("one ledger row per request, api embeddings, in /v1/usage", async () => {

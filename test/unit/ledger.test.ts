@@ -66,6 +66,21 @@ forEachDatabase("usage ledger", ({ db }) => {
     assert.equal(report.totals.cost_usd, "0.000014357");
   });
 
+  test("an unreserved row charges the key's spend its cost as it is inserted, once; a reserved one only what its reservation held", async () => {
+    const { accountId, keyId } = await accountWithKey(db, "unreserved");
+    const ledger = createUsageLedger(db);
+    const spent = async () =>
+      (await db.query<{ spent: string }>("SELECT spent_usd::text AS spent FROM api_keys WHERE id = $1", [keyId]))[0]!.spent;
+    const direct = usage(accountId, keyId, { costUsd: "0.000000123", unreserved: true });
+    await Promise.all([ledger.record(direct), ledger.record(usage(accountId, keyId, { costUsd: "0.5", unreserved: true }))]);
+    assert.equal(Number(await spent()), 0.500000123);
+    await ledger.record({ ...direct, costUsd: "7" }); // the same request again: no row inserted, nothing charged
+    assert.equal(Number(await spent()), 0.500000123);
+    // Without the flag, a row with no reservation charges nothing (its reservation was its bill).
+    await ledger.record(usage(accountId, keyId, { costUsd: "3" }));
+    assert.equal(Number(await spent()), 0.500000123);
+  });
+
   test("concurrent duplicate records still write exactly one row", async () => {
     const { accountId, keyId } = await accountWithKey(db, "concurrent");
     const ledger = createUsageLedger(db);

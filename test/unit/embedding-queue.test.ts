@@ -5,7 +5,10 @@ import { waitFor } from "../helpers/server.js";
 import { EmbeddingQueue, type QueuedInput } from "../../src/engine/embedding/embedding-queue.js";
 import { QueueFullError } from "../../src/engine/errors.js";
 
-/** A runner that records each batch and answers when released: the queue's packing, not llama.cpp, is under test. */
+/**
+ * A runner that records each batch and answers when released: the queue's packing, not llama.cpp, is
+ * under test. Each input's vector is [marker, 1, 1, ...] at unit length, as the real runner's are.
+ */
 function heldRunner(dimensions: number) {
   const batches: number[][] = [];
   const releases: Array<() => void> = [];
@@ -15,7 +18,12 @@ function heldRunner(dimensions: number) {
       releases.push(() =>
         resolve({
           type: "embedded",
-          vectors: Float32Array.from(batch.flatMap((input) => [input.tokens[0]!, ...Array<number>(dimensions - 1).fill(1)])),
+          vectors: Float32Array.from(
+            batch.flatMap((input) => {
+              const vector = [input.tokens[0]!, ...Array<number>(dimensions - 1).fill(1)];
+              return vector.map((v) => v / Math.hypot(...vector));
+            }),
+          ),
           decodeMs: 1,
         }),
       );
@@ -45,7 +53,7 @@ test("a free runner takes the most demanding tier's oldest input, then whatever 
   assert.deepEqual(runner.batches[3], [2]);
   runner.releaseNext();
   const vectors = await Promise.all([first, flex, standard, priority]);
-  // Every input's vector came back to its own request, in order, normalised to unit length.
+  // Every input's vector came back to its own request, in order.
   const unit = (marker: number) => Array.from(Float32Array.from([marker, 1], (v) => v / Math.hypot(marker, 1)));
   assert.deepEqual(
     vectors.map((v) => v.map((x) => Array.from(x))),

@@ -1,4 +1,5 @@
 /** `POST /embeddings` in OpenAI's shape: a list of `embedding` objects, float arrays or base64. */
+import { endianness } from "node:os";
 import { embeddingsRequestSchema, type EmbeddingsRequestBody } from "../../protocol/embeddings-request.js";
 import { ExactDecimal, stringifyJson } from "../../protocol/money-json.js";
 import type { EmbeddingInput, EmbeddingResult, EmbeddingService } from "../../serving/embedding-service.js";
@@ -50,13 +51,16 @@ function toInput(body: EmbeddingsRequestBody): EmbeddingInput {
   };
 }
 
-/** base64: the vector's float32 values, little-endian, as OpenAI sends them. */
+/** base64: the vector's float32 values, little-endian, as OpenAI sends them (on a little-endian host, its own bytes). */
 function encode(vector: Float32Array, format: "float" | "base64"): number[] | string {
   if (format === "float") return Array.from(vector);
+  if (LITTLE_ENDIAN) return Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64");
   const bytes = Buffer.alloc(vector.length * 4);
   vector.forEach((value, i) => bytes.writeFloatLE(value, i * 4));
   return bytes.toString("base64");
 }
+
+const LITTLE_ENDIAN = endianness() === "LE";
 
 /**
  * The vectors are plain numbers, written by JSON.stringify alone (the exact-decimal writer would visit

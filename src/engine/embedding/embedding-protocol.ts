@@ -20,6 +20,7 @@ export interface EmbedMessage {
 /** Each input's pooled embedding (not normalised), `dimensions` floats each, in input order. */
 export interface EmbedReply {
   type: "embedded";
+  /** Each input's pooled embedding, unit length, one after another. */
   vectors: Float32Array;
   decodeMs: number;
 }

@@ -182,19 +182,11 @@ export class EmbeddingQueue {
       this.counters.embeddedTokens += input.tokens.length;
       const request = input.request;
       if (request.settled) return;
-      request.vectors[input.index] = normalized(reply.vectors.subarray(k * dimensions, (k + 1) * dimensions));
+      request.vectors[input.index] = reply.vectors.subarray(k * dimensions, (k + 1) * dimensions);
       if (--request.remaining === 0) {
         request.settled = true;
         request.resolve(request.vectors);
       }
     });
   }
-}
-
-/** Sentence-transformers models end in a Normalize module: unit length, so a dot product is the cosine. */
-function normalized(vector: Float32Array): Float32Array {
-  let sum = 0;
-  for (const value of vector) sum += value * value;
-  const norm = Math.sqrt(sum) || 1;
-  return Float32Array.from(vector, (value) => value / norm);
 }

@@ -75,9 +75,22 @@ function embed(message: EmbedMessage): EmbedReply {
   for (let sequence = 0; sequence < message.lengths.length; sequence++) {
     const pointer = lib.llama_get_embeddings_seq(context, sequence);
     if (!pointer) throw new Error(`llama.cpp pooled no embedding for sequence ${sequence}`);
-    vectors.set(new Float32Array(koffi.view(pointer, dimensions * 4)), sequence * dimensions);
+    const vector = vectors.subarray(sequence * dimensions, (sequence + 1) * dimensions);
+    vector.set(new Float32Array(koffi.view(pointer, dimensions * 4)));
+    normalize(vector);
   }
   return { type: "embedded", vectors, decodeMs: performance.now() - started };
+}
+
+/**
+ * Sentence-transformers models end in a Normalize module: unit length, so a dot product is the
+ * cosine. Done here, in place, rather than on the event loop that serves every request.
+ */
+function normalize(vector: Float32Array): void {
+  let sum = 0;
+  for (let i = 0; i < vector.length; i++) sum += vector[i]! * vector[i]!;
+  const norm = Math.sqrt(sum) || 1;
+  for (let i = 0; i < vector.length; i++) vector[i] = vector[i]! / norm;
 }
 
 // A first batch on each context touches ggml's compute buffers and threadpool before any request waits on them.

@@ -90,7 +90,9 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         const lease = held.lease!;
         held.lease = undefined; // released here, never again on an error below
         await lease.release(promptTokens);
-        const recorded = meter.record(outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null, unreserved }));
+        const recorded = meter.record(
+          outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null, unreserved }),
+        );
         // Unreserved, the row is the request's only bill: the answer waits for it. Otherwise it
         // settles the reservation after the answer: the in-flight row already bills exactly this
         // (the prompt's tokens at these prices) if the process dies first, and usage reports wait

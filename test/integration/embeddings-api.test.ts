@@ -146,14 +146,25 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
       return (await response.json()) as any;
     };
     for (const budget of [null, "1"]) {
-      const created = await admin("POST", "/admin/v1/keys", { account: `embed-spend-${budget ?? "none"}`, ...(budget ? { budget_usd: budget } : {}) });
+      const created = await admin("POST", "/admin/v1/keys", {
+        account: `embed-spend-${budget ?? "none"}`,
+        ...(budget ? { budget_usd: budget } : {}),
+      });
       const costs: string[] = [];
       for (const input of ["spent at once", ["two inputs", "billed together"]]) {
         const text = await (await post(server, { model: MINILM, input }, created.key)).text();
         costs.push(/"estimated_cost":([0-9.e-]+)/.exec(text)![1]!);
         // Read straight after the answer, not through /v1/usage (which waits for rows being written).
         const key = (await admin("GET", `/admin/v1/keys?account=embed-spend-${budget ?? "none"}`)).data[0];
-        if (budget === null) assert.equal(compareMoney(key.spent_usd, costs.reduce((a, b) => toText(Dec(a).plus(Dec(b))))), 0, key.spent_usd);
+        if (budget === null)
+          assert.equal(
+            compareMoney(
+              key.spent_usd,
+              costs.reduce((a, b) => toText(Dec(a).plus(Dec(b)))),
+            ),
+            0,
+            key.spent_usd,
+          );
       }
       const total = costs.reduce((a, b) => toText(Dec(a).plus(Dec(b))));
       await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${created.key}` } }); // waits for the rows

@@ -1,6 +1,7 @@
 /**
  * bench:compare's embeddings scenarios: our `/v1/embeddings` on all-MiniLM-L6-v2 against llama-server
- * `--embeddings --pooling mean` on the same converted GGUF and thread count, each server alone.
+ * `--embeddings --pooling mean` on the same converted GGUF and thread count, every server started at
+ * once and the scenarios run round by round, each target in turn (see `interleaved`).
  *  - `batch-256`: one request with 256 short inputs, several times over (inputs/s);
  *  - `c16-single`: 16 clients, each sending single-input requests back to back (inputs/s);
  *  - `single`: one client, one short input a request (mean and p50 latency).
@@ -50,13 +51,21 @@ async function embedOnce(target: RunningTarget["target"], input: string | string
   return { ms: performance.now() - started, ok };
 }
 
-async function scenario(
+/** One target's share of a scenario: `requests` requests from `clients` clients, inputs from index `first` on. */
+interface Slice {
+  latencies: number[];
+  failed: number;
+  seconds: number;
+  inputs: number;
+}
+
+async function runSlice(
   target: RunningTarget["target"],
-  name: string,
   clients: number,
   requests: number,
   inputsPer: number,
-): Promise<EmbeddingScenarioResult> {
+  first: number,
+): Promise<Slice> {
   const latencies: number[] = [];
   let failed = 0;
   let next = 0;
@@ -64,26 +73,62 @@ async function scenario(
   await Promise.all(
     Array.from({ length: clients }, async () => {
       for (let r = next++; r < requests; r = next++) {
-        const input = inputsPer === 1 ? sentence(r) : Array.from({ length: inputsPer }, (_, k) => sentence(r * inputsPer + k));
+        const at = first + r;
+        const input = inputsPer === 1 ? sentence(at) : Array.from({ length: inputsPer }, (_, k) => sentence(at * inputsPer + k));
         const result = await embedOnce(target, input);
         latencies.push(result.ms);
         if (!result.ok) failed++;
       }
     }),
   );
-  const seconds = (performance.now() - started) / 1000;
-  const sorted = [...latencies].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-  const inputs = (requests - failed) * inputsPer;
+  return { latencies, failed, seconds: (performance.now() - started) / 1000, inputs: (requests - failed) * inputsPer };
+}
+
+/**
+ * A target's slices of one scenario as one result: latencies pooled, inputs/s the median of its
+ * slices' (this machine's neighbours come in bursts: a burst that lands in one slice moves a total
+ * far more than a median; seen here, one slice of 128 single inputs at 36 inputs/s between three
+ * at 119-167).
+ */
+function merged(target: string, scenario: string, slices: Slice[]): EmbeddingScenarioResult {
+  const latencies = slices.flatMap((s) => s.latencies).sort((a, b) => a - b);
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
+  const rates = slices.map((s) => s.inputs / s.seconds).sort((a, b) => a - b);
+  const middle = rates.length >> 1;
   return {
-    target: target.name,
-    scenario: name,
-    inputs,
-    seconds,
-    inputsPerS: inputs / seconds,
+    target,
+    scenario,
+    inputs: slices.reduce((sum, s) => sum + s.inputs, 0),
+    seconds: slices.reduce((sum, s) => sum + s.seconds, 0),
+    inputsPerS: rates.length % 2 === 1 ? rates[middle]! : (rates[middle - 1]! + rates[middle]!) / 2,
     latencyMs: { mean: latencies.reduce((a, b) => a + b, 0) / latencies.length, p50: at(0.5), p99: at(0.99) },
-    failed,
+    failed: slices.reduce((sum, s) => sum + s.failed, 0),
   };
+}
+
+/**
+ * Each scenario in rounds, every target taking its slice of a round in turn (the order reversed
+ * every other round), all of them started beforehand: a machine that grows busier or quieter
+ * during the run weighs on every target alike, where one target after another put the drift in
+ * the ratios. The idle targets wait meanwhile (no work, threads asleep).
+ */
+async function interleaved(running: RunningTarget[], scale: (n: number) => number, rounds: number): Promise<EmbeddingScenarioResult[]> {
+  const results: EmbeddingScenarioResult[] = [];
+  for (const [scenario, clients, requests, inputsPer] of [
+    ["batch-256", 1, scale(8), 256],
+    ["c16-single", 16, scale(512), 1],
+    ["single", 1, scale(256), 1],
+  ] as const) {
+    process.stderr.write(`embeddings ${scenario}: ${running.map((r) => r.target.name).join(", ")}, ${rounds} rounds...\n`);
+    const perRound = Math.max(1, Math.ceil(requests / rounds));
+    const slices = new Map<string, Slice[]>(running.map((r) => [r.target.name, []]));
+    for (let round = 0; round < rounds; round++) {
+      const order = round % 2 === 0 ? running : [...running].reverse();
+      for (const { target } of order) slices.get(target.name)!.push(await runSlice(target, clients, perRound, inputsPer, round * perRound));
+    }
+    for (const [name, taken] of slices) results.push(merged(name, scenario, taken));
+  }
+  return results;
 }
 
 /** The exact F32 conversion of the same published zip: the catalog entry pulled again as `precision: "f32"` (written once beside the served file). */
@@ -92,7 +137,7 @@ async function exactF32(): Promise<string> {
   return (await pullModel({ ...entry, precision: "f32" }, { modelsDir: resolveModelsDir() })).path;
 }
 
-/** Runs the three scenarios on each of the three targets that `targets` names, in turn; a peer that is not built is skipped. */
+/** Runs the three scenarios on the targets that `targets` names, interleaved (see `interleaved`); a peer that is not built is skipped. */
 export async function compareEmbeddings(options: {
   threads: number;
   port: number;
@@ -123,46 +168,38 @@ export async function compareEmbeddings(options: {
   };
   const f32 = await exactF32();
   const scale = (n: number) => (options.quick ? Math.max(2, Math.ceil(n / 4)) : n);
-  const starters: Array<[string, () => Promise<RunningTarget | null>]> = [
-    ["switchyard", () => startSwitchyard(peer, "switchyard")],
-    ["switchyard-baseline", async () => (options.baseline ? startSwitchyard(peer, "switchyard-baseline", {}, options.baseline) : null)],
-    ["llama-server", () => startLlamaServer(peer, "llama-server", ["--embeddings", "--pooling", "mean"])],
-    ["llama-server-f32", () => startLlamaServer({ ...peer, modelPath: f32 }, "llama-server-f32", ["--embeddings", "--pooling", "mean"])],
-    [
-      "llama-server-our-binaries",
-      () => startLlamaServer(peer, "llama-server-our-binaries", ["--embeddings", "--pooling", "mean"], { ourBinaries: true }),
-    ],
+  // All of them run at once (see `interleaved`), each on a port of its own.
+  const on = (index: number) => ({ ...peer, port: peer.port + index });
+  const embeddings = ["--embeddings", "--pooling", "mean"];
+  const starters: Array<[string, (index: number) => Promise<RunningTarget | null>]> = [
+    ["switchyard", (i) => startSwitchyard(on(i), "switchyard")],
+    ["switchyard-baseline", async (i) => (options.baseline ? startSwitchyard(on(i), "switchyard-baseline", {}, options.baseline) : null)],
+    ["llama-server", (i) => startLlamaServer(on(i), "llama-server", embeddings)],
+    ["llama-server-f32", (i) => startLlamaServer({ ...on(i), modelPath: f32 }, "llama-server-f32", embeddings)],
+    ["llama-server-our-binaries", (i) => startLlamaServer(on(i), "llama-server-our-binaries", embeddings, { ourBinaries: true })],
     [
       "llama-server-our-binaries-f32",
-      () =>
-        startLlamaServer({ ...peer, modelPath: f32 }, "llama-server-our-binaries-f32", ["--embeddings", "--pooling", "mean"], {
-          ourBinaries: true,
-        }),
+      (i) => startLlamaServer({ ...on(i), modelPath: f32 }, "llama-server-our-binaries-f32", embeddings, { ourBinaries: true }),
     ],
   ];
-  const results: EmbeddingScenarioResult[] = [];
   const variants: Record<string, string | null> = {};
   const skipped: string[] = [];
-  for (const [name, start] of starters.filter(([name]) => options.targets.includes(name.replace(/-f32$/, "")))) {
-    const running = await start();
-    if (!running) {
-      skipped.push(`${name} (embeddings): not built (see bench/peers/)`);
-      continue;
-    }
-    try {
-      await scenario(running.target, "warm-up", 4, 8, 8);
-      variants[name] = cpuVariant(running.target.pid);
-      for (const [scenarioName, clients, requests, inputsPer] of [
-        ["batch-256", 1, scale(8), 256],
-        ["c16-single", 16, scale(512), 1],
-        ["single", 1, scale(256), 1],
-      ] as const) {
-        process.stderr.write(`${name}: embeddings ${scenarioName}...\n`);
-        results.push(await scenario(running.target, scenarioName, clients, requests, inputsPer));
+  const running: RunningTarget[] = [];
+  let results: EmbeddingScenarioResult[];
+  try {
+    for (const [index, [name, start]] of starters.filter(([name]) => options.targets.includes(name.replace(/-f32$/, ""))).entries()) {
+      const started = await start(index);
+      if (!started) {
+        skipped.push(`${name} (embeddings): not built (see bench/peers/)`);
+        continue;
       }
-    } finally {
-      await running.stop();
+      running.push(started);
+      await runSlice(started.target, 4, 8, 8, 0); // warm-up
+      variants[name] = cpuVariant(started.target.pid);
     }
+    results = await interleaved(running, scale, options.quick ? 2 : 4);
+  } finally {
+    await Promise.all(running.map((r) => r.stop()));
   }
   // A peer's figure is the better of its two formats: the most inputs/s, the least latency.
   const of = (target: string, s: string) => {

@@ -17,10 +17,9 @@ export interface EmbedMessage {
   lengths: number[];
 }
 
-/** Each input's pooled embedding (not normalised), `dimensions` floats each, in input order. */
+/** Each input's pooled embedding, normalised to unit length, `dimensions` floats each, in input order. */
 export interface EmbedReply {
   type: "embedded";
-  /** Each input's pooled embedding, unit length, one after another. */
   vectors: Float32Array;
   decodeMs: number;
 }

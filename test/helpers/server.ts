@@ -40,6 +40,20 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+/** A call to the server's admin API (`/admin/v1/...`) with the admin token it wrote to its data dir's server.json. */
+export async function adminCall(
+  server: RunningServer,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: any }> {
+  const { adminToken } = JSON.parse(readFileSync(join(server.dataDir, "server.json"), "utf8")) as { adminToken: string };
+  const headers: Record<string, string> = { authorization: `Bearer ${adminToken}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(`${server.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  return { status: response.status, body: await response.json() };
+}
+
 /** Runs one CLI command to completion; throws with its output if it fails. */
 export function cli(args: string[], env: NodeJS.ProcessEnv = {}): string {
   const result = spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, encoding: "utf8" });

@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { compareMoney } from "../../src/billing/cost.js";
-import { Dec, toText } from "../../src/billing/decimal.js";
+import { addMoney, compareMoney } from "../../src/billing/cost.js";
 import { MINILM } from "../helpers/embeddings.js";
-import { createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { adminCall, createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 const post = (server: RunningServer, body: unknown, key = server.key, prefix = "/v1/compat") =>
   fetch(`${server.url}${prefix}/embeddings`, {
@@ -21,13 +20,11 @@ async function expectError(response: Response, status: number, code: string, par
   return body.error.message as string;
 }
 
-const ADMIN_KEY = `sy-admin-embeddings-${"k".repeat(24)}`;
-
 describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
   let server: RunningServer;
   let client: OpenAI;
   before(async () => {
-    server = await startServer({ models: [SMOLLM2, MINILM], env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY } });
+    server = await startServer({ models: [SMOLLM2, MINILM] });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 120_000 });
   });
   after(async () => {
@@ -137,14 +134,7 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
   });
 
   test("a key's spend holds each answered embedding's exact cost when the answer arrives, with a budget or without", async () => {
-    const admin = async (method: string, path: string, body?: unknown) => {
-      const response = await fetch(`${server.url}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${ADMIN_KEY}`, "content-type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return (await response.json()) as any;
-    };
+    const admin = async (method: string, path: string, body?: unknown) => (await adminCall(server, method, path, body)).body;
     for (const budget of [null, "1"]) {
       const created = await admin("POST", "/admin/v1/keys", {
         account: `embed-spend-${budget ?? "none"}`,
@@ -156,17 +146,9 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
         costs.push(/"estimated_cost":([0-9.e-]+)/.exec(text)![1]!);
         // Read straight after the answer, not through /v1/usage (which waits for rows being written).
         const key = (await admin("GET", `/admin/v1/keys?account=embed-spend-${budget ?? "none"}`)).data[0];
-        if (budget === null)
-          assert.equal(
-            compareMoney(
-              key.spent_usd,
-              costs.reduce((a, b) => toText(Dec(a).plus(Dec(b)))),
-            ),
-            0,
-            key.spent_usd,
-          );
+        if (budget === null) assert.equal(compareMoney(key.spent_usd, costs.reduce(addMoney)), 0, key.spent_usd);
       }
-      const total = costs.reduce((a, b) => toText(Dec(a).plus(Dec(b))));
+      const total = costs.reduce(addMoney);
       await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${created.key}` } }); // waits for the rows
       const key = (await admin("GET", `/admin/v1/keys?account=embed-spend-${budget ?? "none"}`)).data[0];
       assert.equal(compareMoney(key.spent_usd, total), 0, `spent ${key.spent_usd}, answered ${costs.join(" + ")}`);

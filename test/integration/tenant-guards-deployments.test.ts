@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import Big from "big.js";
 import { api, waitForDeployment } from "../helpers/deployments.js";
-import { createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { adminCall, createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 /**
  * Issue 20, items 2 and 8, as the hostile tenant sent them: deploying needs a right of its own,
@@ -36,11 +34,7 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
   });
   after(async () => server?.stop());
 
-  const admin = async (path: string, method = "POST") => {
-    const { adminToken } = JSON.parse(readFileSync(join(server.dataDir, "server.json"), "utf8")) as { adminToken: string };
-    const response = await fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${adminToken}` } });
-    return { status: response.status, body: await response.json() };
-  };
+  const admin = (path: string, method = "POST") => adminCall(server, method, path);
   const usageSeconds = async (key: string) => {
     const text = await (await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } })).text();
     return new Big(/"deployments":\{"instance_seconds":([0-9.]+)/.exec(text)![1]!);

@@ -296,9 +296,16 @@ describe("a verified run in the scheduler", () => {
     assert.equal(events.map((e) => (e.type === "text" ? e.text : "")).join(""), "abc");
     const finish = events.at(-1) as Extract<GenerationEvent, { type: "finish" }>;
     assert.equal(finish.reason, "stop");
-    // "bcdefgh…" drafted and accepted whole; the output ended at "d": b, c and d were output, the rest thrown away.
+    // "bcdefgh…" drafted and accepted whole; the output ended at "d": b, c and d were output. The
+    // draft tokens after the stop were right: cut by the stop, they are neither accepted nor rejected.
     assert.ok(drafted > 3);
-    assert.deepEqual(finish.prediction, { accepted: 3, rejected: drafted - 3 });
+    assert.deepEqual(finish.prediction, { accepted: 3, rejected: 0 });
+    for (const event of events)
+      if ((event.type === "text" || event.type === "finish") && event.prediction)
+        assert.ok(
+          event.prediction.accepted <= event.completionTokens,
+          `accepted ${event.prediction.accepted} > output ${event.completionTokens}`,
+        );
     const next = t.schedule();
     assert.ok(
       next.ops.some((op) => op.op === "rm" && op.from === stopped.computed),

@@ -74,7 +74,6 @@ export class RequestSpeculation {
   private readonly rates: Record<DraftSource, number>;
   private readonly drafter: Drafter;
   private seen: number;
-  private lastSource: DraftSource | undefined;
 
   constructor(
     tokens: readonly Token[],
@@ -134,7 +133,7 @@ export class RequestSpeculation {
     return this.rates[source];
   }
 
-  /** A verified draft: `accepted` of its tokens matched what the model sampled. */
+  /** A verified draft: `accepted` of its tokens matched what the model sampled (the acceptance measured, not the prediction's counts: see `deliver`). */
   settle(draft: Draft, accepted: number): void {
     const trials = Math.min(draft.tokens.length, accepted + 1);
     for (let i = 0; i < trials; i++) this.rates[draft.source] += REQUEST_RATE_STEP * ((i < accepted ? 1 : 0) - this.rates[draft.source]);
@@ -142,20 +141,18 @@ export class RequestSpeculation {
     this.totals.drafts++;
     this.totals.draftTokens += draft.tokens.length;
     this.totals.acceptedTokens += accepted;
-    this.lastSource = draft.source;
-    if (draft.source === "prediction") {
-      this.predicted.accepted += accepted;
-      this.predicted.rejected += draft.tokens.length - accepted;
-    }
   }
 
   /**
-   * The output ended `count` tokens before the end of the last draft's accepted run: those were
-   * computed and are not in the output, so for the prediction they count as rejected.
+   * The run's token at `index` goes into the output; `accepted` of the draft's tokens matched. The
+   * prediction's counts follow what is delivered: a draft token counts as accepted once it is output,
+   * and the draft's unmatched rest counts as rejected once the token that diverged from it is output.
+   * Where the output ends before (a stop string, max_tokens, a grammar's end), the draft tokens after
+   * the end were neither output nor wrong: they count as neither.
    */
-  undeliver(count: number): void {
-    if (count <= 0 || this.lastSource !== "prediction") return;
-    this.predicted.accepted -= count;
-    this.predicted.rejected += count;
+  deliver(draft: Draft, index: number, accepted: number): void {
+    if (draft.source !== "prediction") return;
+    if (index < accepted) this.predicted.accepted++;
+    else this.predicted.rejected += draft.tokens.length - accepted;
   }
 }

@@ -24,16 +24,19 @@ export function takeRun(
   draft: Draft | undefined,
   cellsPerSequence: number,
 ): { finish?: FinishReason; extraCellsFrom?: number } {
-  if (draft) request.speculation?.settle(draft, run.tokens.length - 1);
-  const cellsHeld = request.computed + run.tokens.length - 1;
+  const accepted = run.tokens.length - 1;
+  const drafted = draft ? request.speculation : undefined;
+  drafted?.settle(draft!, accepted);
+  const cellsHeld = request.computed + accepted;
   for (let j = 0; j < run.tokens.length; j++) {
     if (j > 0) request.computed++;
     request.tokens.push(run.tokens[j]!);
+    // Before the token's events, which carry the prediction's counts.
+    drafted?.deliver(draft!, j, accepted);
     const { events, finish } = output.accept(run.tokens[j]!, run.logprobs[j] ?? null, cellsPerSequence - request.tokens.length);
     for (const event of events) request.events.push(event);
     if (!finish) continue;
     // Tokens 0..j are output; the accepted draft tokens after them are not.
-    if (draft) request.speculation?.undeliver(run.tokens.length - 2 - j);
     return { finish, ...(cellsHeld > request.computed ? { extraCellsFrom: request.computed } : {}) };
   }
   return {};

@@ -17,7 +17,12 @@ import { keptTemplate, ROOT } from "./server.js";
  * throwaway database on the real PostgreSQL. PostgreSQL being down is a failure, never a skip.
  */
 export type DatabaseKind = Database["kind"];
-export const DATABASE_KINDS: readonly DatabaseKind[] = ["pglite", "postgres"];
+/**
+ * `SWITCHYARD_TEST_DATABASES=pglite` (set by `npm run test:fast`, the loop that needs no services)
+ * runs the PGlite variants only; `npm test` runs both, and the PostgreSQL ones fail when it is down.
+ */
+export const POSTGRES_TESTED = process.env.SWITCHYARD_TEST_DATABASES !== "pglite";
+export const DATABASE_KINDS: readonly DatabaseKind[] = POSTGRES_TESTED ? ["pglite", "postgres"] : ["pglite"];
 
 /** A server the tests may create and drop databases on. */
 export const POSTGRES_ADMIN_URL = process.env.SWITCHYARD_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";

@@ -14,7 +14,7 @@ if [ -z "${SWITCHYARD_TEST_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ]; then
   $as_root apt-get update
   DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y chromium
 fi
-npm run build
+bash scripts/build-if-stale.sh   # npm run build, unless dist/ is already built from these sources
 # The tests' Python environments are kept once per machine, like the models, one per package list
 # (a changed pin makes a new one), and linked into .cache/: a clean clone (CI) finds them ready.
 PYTHON_ENVS="${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/python-envs"

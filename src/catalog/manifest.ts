@@ -71,9 +71,38 @@ export async function findManifestedFile(modelDir: string, source: string): Prom
  */
 export async function findVerifiedFile(modelDir: string, source: string): Promise<{ path: string; manifest: PullManifest } | null> {
   for (const file of await manifestedFiles(modelDir, source)) {
-    if ((await sizeOf(file.path)) === file.manifest.bytes && (await sha256File(file.path)) === file.manifest.sha256) return file;
+    if ((await sizeOf(file.path)) === file.manifest.bytes && (await hashMatches(file.path, file.manifest.sha256))) return file;
     await removeQuietly(file.path);
     await removeQuietly(file.manifestPath);
   }
   return null;
+}
+
+/** The file's identity when it last hashed to its manifest's sha256 (`<file>.verified`). */
+interface VerifiedStamp {
+  sha256: string;
+  bytes: number;
+  mtimeMs: number;
+  ino: number;
+}
+
+/**
+ * Whether the file hashes to `sha256`. Hashing every cached model on every start and test run took
+ * seconds a file, so a file whose size, mtime and inode are what they were when it last hashed right
+ * is not hashed again; any difference, or a stamp that cannot be read, hashes it.
+ */
+async function hashMatches(path: string, sha256: string): Promise<boolean> {
+  const stampPath = `${path}.verified`;
+  const info = await stat(path);
+  const now: VerifiedStamp = { sha256, bytes: info.size, mtimeMs: info.mtimeMs, ino: info.ino };
+  const stamp = await readFile(stampPath, "utf8").then(
+    (text) => JSON.parse(text) as VerifiedStamp,
+    () => null,
+  );
+  if (stamp && stamp.sha256 === now.sha256 && stamp.bytes === now.bytes && stamp.mtimeMs === now.mtimeMs && stamp.ino === now.ino)
+    return true;
+  await removeQuietly(stampPath);
+  if ((await sha256File(path)) !== sha256) return false;
+  await writeFileAtomic(stampPath, JSON.stringify(now));
+  return true;
 }

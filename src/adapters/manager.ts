@@ -7,6 +7,7 @@
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { prepareUploadedAdapter } from "../catalog/adapter-file.js";
+import { AdapterConfigError } from "../catalog/convert/peft-lora.js";
 import type { ModelFile } from "../catalog/types.js";
 import { CapacityUnavailable, InvalidRequest, ServiceError } from "../errors.js";
 import type { FormPart } from "../protocol/form-parts.js";
@@ -203,8 +204,12 @@ const nameTaken = (name: string) =>
     "name",
   );
 
-/** The checker's or converter's reason, as the caller's 400: nothing of the upload was kept. */
+/** The checker's or converter's reason, as the caller's 400 naming the file at fault: nothing of the upload was kept. */
 const invalidAdapter = (baseId: string, error: Error, param: string) =>
   error instanceof ServiceError
     ? error
-    : new InvalidRequest(`The adapter cannot be used with '${baseId}': ${error.message}`, param, "invalid_adapter");
+    : new InvalidRequest(
+        `The adapter cannot be used with '${baseId}': ${error.message}`,
+        error instanceof AdapterConfigError ? "adapter_config" : param,
+        "invalid_adapter",
+      );

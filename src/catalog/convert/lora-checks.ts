@@ -4,6 +4,14 @@
  */
 import { GgmlType, type GgufLayout } from "../gguf/layout.js";
 
+/**
+ * The largest scale (alpha / r, or alpha / sqrt(r) for rsLoRA) taken. Trained adapters scale by
+ * about 0.5 to 4 (alpha from r to 2r), rsLoRA's by a few tens at most; far past that the update
+ * swamps the base's weights and the model answers nothing ("", the probe's lora_alpha 1e308, which
+ * is infinity in llama.cpp's f32 alpha).
+ */
+export const MAX_LORA_SCALE = 256;
+
 /** One adapted matrix: its base tensor's GGUF name and the PyTorch-order shapes of A [r, in] and B [out, r]. */
 export interface LoraPair {
   base: string;
@@ -53,11 +61,24 @@ export function checkGgufLora(adapter: GgufLayout, base: GgufLayout): void {
     pairs.set(pair.base, pair);
   }
   if (pairs.size === 0) throw new Error("the adapter has no LoRA tensors");
+  checkGgufAlpha(adapter.numbers["adapter.lora.alpha"], [...pairs.values()]);
   // token_embd's pair is stored the other way round (llama.cpp's llm_build_inp_embd); checked by llama.cpp itself.
   checkLoraAgainstBase(
     [...pairs.values()].filter((p) => !p.base.startsWith("token_embd.")),
     base,
   );
+}
+
+/** `adapter.lora.alpha` (absent or 0: llama.cpp scales by 1) finite, and alpha / r within MAX_LORA_SCALE for every pair. */
+function checkGgufAlpha(alpha: number | undefined, pairs: readonly LoraPair[]): void {
+  if (alpha === undefined || alpha === 0) return;
+  if (!(Number.isFinite(alpha) && alpha > 0)) throw new Error(`the adapter's adapter.lora.alpha is ${alpha}, not a positive number`);
+  const ranks = pairs.flatMap((pair) => (pair.a?.shape.length === 2 ? [pair.a.shape[0]!] : []));
+  const scale = alpha / Math.max(1, Math.min(...ranks));
+  if (scale > MAX_LORA_SCALE)
+    throw new Error(
+      `the adapter's adapter.lora.alpha ${alpha} scales the update by ${scale} (alpha / r); at most ${MAX_LORA_SCALE} is taken`,
+    );
 }
 
 /** Bytes per block and elements per block of the tensor types a GGUF LoRA may hold (llama.cpp's convert_lora_to_gguf.py outtypes). */

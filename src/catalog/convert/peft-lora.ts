@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { GgmlType, type GgufLayout } from "../gguf/layout.js";
 import { writeGguf, type GgufTensor } from "../gguf/writer.js";
 import { readSafetensors, type SafeTensor } from "./safetensors.js";
-import { checkLoraAgainstBase, type LoraPair } from "./lora-checks.js";
+import { checkLoraAgainstBase, MAX_LORA_SCALE, type LoraPair } from "./lora-checks.js";
 
 /** Hugging Face's Llama/Qwen2 linear layers and llama.cpp's names for their weights. */
 const MODULES: Record<string, string> = {
@@ -44,15 +44,36 @@ export interface PeftConfig {
   modules_to_save?: unknown[] | null;
 }
 
+/** A fault of adapter_config.json (not of the weights): an upload's refusal names that file. */
+export class AdapterConfigError extends Error {}
+
+/** adapter_config.json's text as a config object; anything else is refused naming the file. */
+export function parsePeftConfig(text: string): PeftConfig {
+  let config: unknown;
+  try {
+    config = JSON.parse(text);
+  } catch (error) {
+    throw new AdapterConfigError(`adapter_config.json is not JSON (${(error as Error).message})`);
+  }
+  if (typeof config !== "object" || config === null || Array.isArray(config))
+    throw new AdapterConfigError("adapter_config.json is not a JSON object");
+  return config as PeftConfig;
+}
+
 /** The adapter's alpha as llama.cpp reads it (scale = alpha / r); refuses what a plain LoRA cannot express. */
 export function loraAlpha(config: PeftConfig): number {
   if ((config.peft_type ?? "LORA").toUpperCase() !== "LORA")
-    throw new Error(`adapter_config.json's peft_type is ${config.peft_type}, not LORA`);
+    throw new AdapterConfigError(`adapter_config.json's peft_type is ${config.peft_type}, not LORA`);
   const { r, lora_alpha: alpha } = config;
-  if (typeof r !== "number" || !(r > 0)) throw new Error("adapter_config.json has no positive rank r");
-  if (typeof alpha !== "number" || !(alpha > 0)) throw new Error("adapter_config.json has no positive lora_alpha");
+  if (!Number.isSafeInteger(r) || !(r! > 0)) throw new AdapterConfigError("adapter_config.json has no positive whole rank r");
+  if (typeof alpha !== "number" || !(alpha > 0)) throw new AdapterConfigError("adapter_config.json has no positive lora_alpha");
+  const scale = config.use_rslora ? alpha / Math.sqrt(r!) : alpha / r!;
+  if (!(scale <= MAX_LORA_SCALE))
+    throw new AdapterConfigError(
+      `adapter_config.json's lora_alpha ${alpha} scales the update by ${scale} (alpha / ${config.use_rslora ? "sqrt(r)" : "r"}); at most ${MAX_LORA_SCALE} is taken`,
+    );
   const refuse = (what: string) => {
-    throw new Error(`adapter_config.json uses ${what}, which llama.cpp's LoRA cannot apply`);
+    throw new AdapterConfigError(`adapter_config.json uses ${what}, which llama.cpp's LoRA cannot apply`);
   };
   if (config.use_dora) refuse("DoRA (use_dora)");
   if (config.bias !== undefined && config.bias !== "none") refuse(`bias "${config.bias}"`);
@@ -61,17 +82,20 @@ export function loraAlpha(config: PeftConfig): number {
   if (Object.keys(config.alpha_pattern ?? {}).length > 0) refuse("an alpha_pattern");
   if ((config.modules_to_save ?? []).length > 0) refuse("modules_to_save (whole layers trained)");
   // rsLoRA scales by alpha / sqrt(r): the same scale under llama.cpp's alpha / r.
-  return config.use_rslora ? alpha * Math.sqrt(r) : alpha;
+  return config.use_rslora ? alpha * Math.sqrt(r!) : alpha;
 }
 
 /** `base_model_name_or_path` must name the base: its catalog id, or a path ending in the id's model name. */
 export function checkBaseName(config: PeftConfig, baseId: string): void {
   const named = config.base_model_name_or_path;
-  if (named === undefined || named === "") return;
+  if (typeof named !== "string" || named === "")
+    throw new AdapterConfigError(
+      `adapter_config.json does not name the model the adapter was trained on (base_model_name_or_path); it must name '${baseId}'`,
+    );
   const modelName = baseId.split("/").pop()!.toLowerCase();
   const given = named.replace(/\/+$/, "").toLowerCase();
   if (given === baseId.toLowerCase() || given.split("/").pop() === modelName) return;
-  throw new Error(`the adapter was trained on '${named}' (base_model_name_or_path), not on '${baseId}'`);
+  throw new AdapterConfigError(`the adapter was trained on '${named}' (base_model_name_or_path), not on '${baseId}'`);
 }
 
 /** `base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight` -> `blk.3.attn_q.weight` and `a`. */
@@ -83,8 +107,16 @@ export function loraTensorName(peftName: string): { base: string; side: "a" | "b
   return { base: `blk.${match[1]}.${gguf}.weight`, side: match[3] === "A" ? "a" : "b", module: gguf };
 }
 
-/** A safetensors tensor's values as float32 (F32, F16 and BF16 sources). */
+/** A safetensors tensor's values as float32 (F32, F16 and BF16 sources); every one must be a finite number. */
 export function toFloat32(tensor: SafeTensor, name: string): Float32Array {
+  const values = widened(tensor, name);
+  // A NaN or an infinity anywhere spreads through B·A into every output of the layer: the model answers "".
+  const bad = values.findIndex((value) => !Number.isFinite(value));
+  if (bad !== -1) throw new Error(`adapter tensor ${name} holds ${values[bad]} (at index ${bad}): every value must be a finite number`);
+  return values;
+}
+
+function widened(tensor: SafeTensor, name: string): Float32Array {
   const count = tensor.shape.reduce((a, b) => a * b, 1);
   const size = tensor.dtype === "F32" ? 4 : 2;
   if (tensor.data.byteLength !== count * size)
@@ -150,7 +182,7 @@ export async function writePeftLoraGguf(
   outPath: string,
   name: string,
 ): Promise<{ bytes: number; sha256: string; tensors: number }> {
-  const config = JSON.parse(await readFile(join(dir, "adapter_config.json"), "utf8")) as PeftConfig;
+  const config = parsePeftConfig(await readFile(join(dir, "adapter_config.json"), "utf8"));
   const alpha = loraAlpha(config);
   checkBaseName(config, base.id);
   const architecture = base.layout.general["general.architecture"] ?? "";

@@ -31,5 +31,17 @@ export function readSafetensors(file: Buffer): Map<string, SafeTensor> {
     if (!(begin <= end && dataStart + end <= file.length)) throw new Error(`model.safetensors: tensor ${name} lies outside the file`);
     tensors.set(name, { dtype, shape, data: file.subarray(dataStart + begin, dataStart + end) });
   }
+  checkDisjoint(header as Record<string, { data_offsets: [number, number] }>, tensors);
   return tensors;
+}
+
+/** No two tensors share bytes: the format lays them end to end, and overlapping ones would read each other's values. */
+function checkDisjoint(header: Record<string, { data_offsets: [number, number] }>, tensors: ReadonlyMap<string, SafeTensor>): void {
+  const ranges = [...tensors.keys()]
+    .map((name) => ({ name, begin: header[name]!.data_offsets[0], end: header[name]!.data_offsets[1] }))
+    .filter((range) => range.end > range.begin)
+    .sort((a, b) => a.begin - b.begin);
+  for (let i = 1; i < ranges.length; i++)
+    if (ranges[i]!.begin < ranges[i - 1]!.end)
+      throw new Error(`model.safetensors: tensors ${ranges[i - 1]!.name} and ${ranges[i]!.name} overlap (data_offsets)`);
 }

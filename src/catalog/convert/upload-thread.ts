@@ -1,4 +1,5 @@
 import { Worker } from "node:worker_threads";
+import { AdapterConfigError } from "./peft-lora.js";
 
 /**
  * An uploaded adapter's work, against its base's GGUF: a GGUF LoRA's header checked, or a PEFT
@@ -15,13 +16,14 @@ const WORKER_URL = new URL(`./upload-worker${import.meta.url.endsWith(".ts") ? "
  * Runs the job on a thread of its own: parsing an account's file (a GGUF header, a safetensors
  * header's JSON) and converting it (every value widened to F32, rows reordered: ~70 ms for a 10 MB
  * adapter, growing with its size) would otherwise hold every stream's next token that long.
- * Resolves with the written file's size and hash for a conversion; rejects with the reason.
+ * Resolves with the written file's size and hash for a conversion; rejects with the reason (an
+ * AdapterConfigError where adapter_config.json is at fault).
  */
 export function runUploadJob(job: UploadJob): Promise<{ bytes: number; sha256: string } | undefined> {
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER_URL, { workerData: job, name: "switchyard-adapter-upload" });
-    worker.once("message", (answer: { written?: { bytes: number; sha256: string }; error?: string }) => {
-      if (answer.error !== undefined) reject(new Error(answer.error));
+    worker.once("message", (answer: { written?: { bytes: number; sha256: string }; error?: string; inConfig?: boolean }) => {
+      if (answer.error !== undefined) reject(answer.inConfig ? new AdapterConfigError(answer.error) : new Error(answer.error));
       else resolve(answer.written);
       void worker.terminate();
     });

@@ -1,7 +1,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { readGgufLayout } from "../gguf/layout.js";
 import { checkGgufLora, checkGgufTensorData } from "./lora-checks.js";
-import { writePeftLoraGguf } from "./peft-lora.js";
+import { AdapterConfigError, writePeftLoraGguf } from "./peft-lora.js";
 import type { UploadJob } from "./upload-thread.js";
 
 /** One uploaded adapter's check or conversion on its own thread (upload-thread.ts): the answer, or the reason it was refused. */
@@ -18,5 +18,6 @@ try {
     parentPort!.postMessage({ written: { bytes: written.bytes, sha256: written.sha256 } });
   }
 } catch (error) {
-  parentPort!.postMessage({ error: error instanceof Error ? error.message : String(error) });
+  const inConfig = error instanceof AdapterConfigError;
+  parentPort!.postMessage({ error: error instanceof Error ? error.message : String(error), ...(inConfig ? { inConfig } : {}) });
 }

@@ -155,9 +155,16 @@ function optionalMs(value: number | null, what: string): number | null {
 // ---------------------------------------------------------------------------------------------
 // Querying
 
+/**
+ * The group, by model, of the requests refused because their model does not exist (or is not the
+ * caller's): each keeps the name it sent on its row, but one group stands for them all, or every
+ * made-up name a tenant sends would be a group of its own. No model id has parentheses.
+ */
+export const UNKNOWN_MODEL_GROUP = "(unknown model)";
+
 /** SQL for each grouping; constants only, never caller input. Days are UTC calendar days. */
 const GROUP_EXPRESSIONS: Record<UsageGroupBy, string> = {
-  model: "model",
+  model: `CASE WHEN error_code = 'model_not_found' THEN '${UNKNOWN_MODEL_GROUP}' ELSE model END`,
   key: "key_id",
   day: "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
 };

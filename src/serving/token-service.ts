@@ -80,7 +80,11 @@ function tokenizerOf(served: ServedModel): Tokenizer {
       vocabularySize: embedder.vocabularySize,
       async tokenize(input) {
         if (!input.prompt)
-          throw new InvalidRequest(`The model '${id}' is an embedding model: it has no chat template; send 'prompt'.`, "messages");
+          throw new InvalidRequest(
+            `The model '${id}' is an embedding model: it has no chat template; send 'prompt'.`,
+            "messages",
+            "model_not_supported",
+          );
         return Array.from(await embedder.tokenize(input.prompt.text, { addSpecial: input.prompt.addSpecialTokens }));
       },
       detokenize: (tokens) => embedder.detokenize(tokens),

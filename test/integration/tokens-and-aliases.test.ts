@@ -100,6 +100,8 @@ describe("/tokenize, /detokenize, model aliases and the streamed role", () => {
     assert.equal(bare.count, counted.count - 2);
     const chat = await post("/v1/tokenize", { model: MINILM, messages: MESSAGES });
     assert.equal(chat.status, 400);
+    const { error } = (await chat.json()) as { error: { param: string | null; code: string | null } };
+    assert.deepEqual([error.param, error.code], ["messages", "model_not_supported"]);
   });
 
   test("bad input gets OpenAI-shaped errors; no key is a 401; another model is a 404", async () => {

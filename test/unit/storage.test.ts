@@ -273,7 +273,7 @@ describe("openDatabase", () => {
     }
   });
 
-  test("with a URL it opens PostgreSQL, migrated", async () => {
+  test("with a URL it opens PostgreSQL, migrated", { skip: !POSTGRES_TESTED && "PostgreSQL is not tested in this tier" }, async () => {
     const database = await createTestDatabase("postgres", { migrate: false });
     const dataDir = await mkdtemp(join(tmpdir(), "switchyard-data-"));
     try {

@@ -28,6 +28,8 @@ export class ActiveBatch {
   private queue: QueuedLine[] = [];
   private cursor = 0;
   private exhausted = false;
+  /** Aborted once the batch's output can no longer be stored: its lines still running stop computing. */
+  private readonly closing = new AbortController();
 
   constructor(readonly row: BatchRow) {
     this.status = row.status;
@@ -76,10 +78,21 @@ export class ActiveBatch {
     this.queue.unshift(line);
   }
 
-  /** Forgets the lines read ahead: they were closed unrun (the storage quota). */
-  dropQueued(): void {
+  /** What each of its lines runs under: aborted by `closeUnrun`. */
+  get signal(): AbortSignal {
+    return this.closing.signal;
+  }
+
+  /** Whether its open lines were closed (the storage quota): nothing more of it runs or is kept. */
+  get closed(): boolean {
+    return this.closing.signal.aborted;
+  }
+
+  /** Its open lines were closed (the storage quota): forgets those read ahead and stops those running. */
+  closeUnrun(): void {
     this.queue = [];
     this.exhausted = true;
+    this.closing.abort();
   }
 
   /** Every line is answered (checked in the database, not only in memory). */

@@ -60,7 +60,8 @@ export function createLineExecutor(deps: LineExecutorDeps): LineExecutor {
     try {
       result = await deps.track(async (signal) => {
         if (!operation) throw unknownUrl("POST", line.endpoint);
-        return runLine(deps, { operation, caller, line, requestId, trace: traced }, signal);
+        const stop = line.signal ? AbortSignal.any([signal, line.signal]) : signal;
+        return runLine(deps, { operation, caller, line, requestId, trace: traced }, stop);
       });
     } catch (error) {
       const known = answerOf(error, (failure) => deps.log(`batch ${line.batchId}: a line failed: ${String(failure)}`));

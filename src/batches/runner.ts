@@ -20,6 +20,8 @@ export interface LineRequest {
   batchId: string;
   endpoint: string;
   body: string;
+  /** Aborted when the line's answer could no longer be kept (its batch's output is over the storage quota): stop computing it. */
+  signal?: AbortSignal;
 }
 
 /** Runs a line as the operation a client's request runs (line-executor.ts: checks, lifecycle, ledger), never through HTTP. */
@@ -223,12 +225,16 @@ export class BatchRunner {
         batchId: batch.row.id,
         endpoint: batch.row.endpoint,
         body: line.body,
+        signal: batch.signal,
       });
     } catch (error) {
       log(`batch ${batch.row.id} line ${line.line}: ${error instanceof Error ? error.message : String(error)}`);
-      batch.retry(line, ++line.attempts);
+      if (!batch.closed) batch.retry(line, ++line.attempts);
       return;
     }
+    // Closed meanwhile by the storage quota (and stopped, if it was still computing): its answer is
+    // that error already; this attempt is not billed, nor run again.
+    if (batch.closed) return await this.unbill(result);
     const serverError = result.statusCode >= 500 && result.statusCode !== 503;
     // Busy, rate-limited or stopping: not an answer, the line runs again (after a restart, if stopping).
     // A request larger than the key's whole TPM limit can never pass (429 request_too_large): that is its answer.
@@ -269,7 +275,9 @@ export class BatchRunner {
 
   /**
    * The answer would pass the account's storage quota: it is not kept nor billed, and this line and
-   * every line not yet answered end with that error (unbilled); the batch then completes with what it kept.
+   * every line not yet answered end with that error (unbilled), those still running stopped at once
+   * (an embedding line of thousands of inputs would compute for minutes only to be thrown away); the
+   * batch then completes with what it kept.
    */
   private async overQuota(
     batch: ActiveBatch,
@@ -280,7 +288,7 @@ export class BatchRunner {
     await this.unbill(result);
     const message = `Not run or not kept: the batch's output would pass this account's storage quota of ${quota} bytes (${used} in use, files and running batches' outputs); delete files or raise SWITCHYARD_FILE_BYTES_PER_ACCOUNT.`;
     await closeOpenLines(this.deps.db, batch.row.id, { code: "file_storage_limit_exceeded", message });
-    batch.dropQueued();
+    batch.closeUnrun();
     this.deps.log(
       `batch ${batch.row.id}: output over the account's storage quota at line ${line.line}; the lines left are closed unbilled`,
     );

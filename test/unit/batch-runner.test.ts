@@ -143,4 +143,54 @@ forEachDatabase("the batch runner", ({ db }) => {
       await runner.stop();
     }
   });
+
+  test("once the output can no longer be stored, the lines still running are stopped, not run again, and unbilled", async () => {
+    const key = await createKey(db, { account: "runner-quota" });
+    const [account] = await db.query<{ id: string }>("SELECT account_id AS id FROM api_keys WHERE id = $1", [key.id]);
+    const id = await batchOf(db, "q", key.id, account!.id, 3);
+    const started: LineRequest[] = [];
+    /** For each line that ran long: whether it was told to stop (true) or ran its course (false). */
+    const stopped: boolean[] = [];
+    const allStarted = waitFor(async () => (started.length === 3 ? true : undefined), 30_000);
+    const runner = new BatchRunner({
+      db,
+      files: createFileStore(db),
+      execute: async (line) => {
+        started.push(line);
+        // The first line's answer is over the quota once all three run; the other two compute for long (an embedding line of 2,048 inputs).
+        if (started.length === 1) {
+          await allStarted;
+          return { statusCode: 200, body: JSON.stringify({ data: "x".repeat(500) }), requestId: null, code: null };
+        }
+        const told = await new Promise<boolean>((resolve) => {
+          const timer = setTimeout(() => resolve(false), 10_000);
+          const stop = () => {
+            clearTimeout(timer);
+            resolve(true);
+          };
+          line.signal?.addEventListener("abort", stop, { once: true });
+        });
+        stopped.push(told);
+        return { statusCode: 500, body: JSON.stringify({ error: { message: "aborted" } }), requestId: null, code: "internal_error" };
+      },
+      capacity: () => 3,
+      fileBytesPerAccount: 100,
+      ownerId: "owner-3",
+      ownerIsGone: async () => true,
+      log: () => {},
+      pollMs: 20,
+    });
+    runner.start();
+    try {
+      const batch = await waitFor(async () => {
+        const row = await getBatch(db, account!.id, id);
+        return row?.status === "completed" ? row : undefined;
+      }, 30_000);
+      assert.deepEqual(stopped, [true, true], "the running lines were stopped");
+      assert.equal(started.length, 3, "no line ran again");
+      assert.deepEqual([batch.total, batch.completed, batch.failed], [3, 0, 3]);
+    } finally {
+      await runner.stop();
+    }
+  });
 });

@@ -12,6 +12,7 @@ import { embeddingsOperation, embeddingsSpec } from "./embeddings/operation.js";
 import type { Operation, OperationSpec } from "./operation.js";
 import { responsesOperation, responsesSpec } from "./responses/operation.js";
 import type { ResponseStore } from "./responses/response-store.js";
+import type { BackgroundResponses } from "./responses/background.js";
 
 /** Every operation's spec, in the order the OpenAPI document lists them. */
 export const OPERATION_SPECS: readonly OperationSpec[] = [chatSpec, completionsSpec, responsesSpec, embeddingsSpec];
@@ -22,6 +23,8 @@ export interface OperationDeps {
   embeddings?: EmbeddingService;
   /** Responses kept with `store: true`; absent: `/responses` is not served (the worker serves none). */
   responses?: ResponseStore;
+  /** Where `background: true` responses run; absent: refused. */
+  background?: BackgroundResponses;
   /** Chat completions kept with `store: true`; absent: `store` is accepted and nothing is kept. */
   completions?: CompletionStore;
 }
@@ -31,7 +34,7 @@ export type Operations = ReadonlyMap<string, Operation>;
 
 export function createOperations(deps: OperationDeps): Operations {
   const served: Operation[] = [chatOperation(deps.chat, deps.completions), completionsOperation(deps.chat)];
-  if (deps.responses) served.push(responsesOperation(deps.chat, deps.responses));
+  if (deps.responses) served.push(responsesOperation(deps.chat, deps.responses, deps.background));
   if (deps.embeddings) served.push(embeddingsOperation(deps.embeddings));
   return new Map(served.map((operation) => [operation.path, operation]));
 }

@@ -2,6 +2,8 @@ import type { Settings } from "../config/settings.js";
 import { createCompletionStore } from "../api/chat/completion-store.js";
 import { createOperations } from "../api/registry.js";
 import { createResponseStore } from "../api/responses/response-store.js";
+import { createBackgroundResponses, type BackgroundDeps } from "../api/responses/background.js";
+import { createBackgroundStore } from "../api/responses/background-store.js";
 import { createSpendBudgets } from "../billing/budgets.js";
 import { createUsageLedger } from "../billing/ledger.js";
 import { createChatService } from "../serving/chat-service.js";
@@ -12,13 +14,26 @@ import type { Database } from "../storage/database.js";
 /** What serves the API: the lifecycle's services, the stores of stored objects, and the operations both the routes and batch lines run. */
 export function servingServices(
   settings: Settings,
-  deps: Omit<Parameters<typeof createChatService>[0], "ledger" | "budgets"> & { db: Database },
+  deps: Omit<Parameters<typeof createChatService>[0], "ledger" | "budgets"> & {
+    db: Database;
+    /** This process and its drain, where background responses run; absent: `background: true` is refused. */
+    background?: Pick<BackgroundDeps, "ownerId" | "runAsServer">;
+  },
 ) {
   const servingDeps = { ...deps, ledger: createUsageLedger(deps.db), budgets: createSpendBudgets(deps.db) };
   const chat = createChatService(servingDeps);
   const embeddings = createEmbeddingService(servingDeps);
   const responses = createResponseStore(deps.db, settings.storedObjects);
   const completions = createCompletionStore(deps.db, settings.storedObjects);
+  const background =
+    deps.background &&
+    createBackgroundResponses({
+      ...deps.background,
+      chat,
+      responses,
+      store: createBackgroundStore(deps.db),
+      maxUnfinished: settings.backgroundResponsesPerAccount,
+    });
   return {
     ledger: servingDeps.ledger,
     chat,
@@ -26,7 +41,8 @@ export function servingServices(
     tokens: createTokenService(servingDeps),
     responses,
     completions,
-    operations: createOperations({ chat, embeddings, responses, completions }),
+    ...(background ? { background } : {}),
+    operations: createOperations({ chat, embeddings, responses, completions, ...(background ? { background } : {}) }),
   };
 }
 

@@ -21,7 +21,8 @@ import { createModelRegistry, type ModelRegistry } from "../serving/model-regist
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
 import { reconcileDeadOwners } from "../billing/recovery.js";
-import { ownerIsGone, takeOwnership, type Ownership } from "../processes/owners.js";
+import { ownerIsGone, takeOwnership, type DeadOwnersClosed, type Owner, type Ownership } from "../processes/owners.js";
+import { createBackgroundStore } from "../api/responses/background-store.js";
 import { createDeploymentManager } from "../deployments/manager.js";
 import { localInstanceFactory, localInstanceSizer } from "./instance-factory.js";
 import { MemoryGuard } from "../deployments/memory-guard.js";
@@ -104,10 +105,21 @@ async function run(
   app.log.info(`serving ${catalog.map((m) => m.id).join(", ")} on ${address}/v1/compat`);
 }
 
+/**
+ * What a dead server process left unfinished: its in-flight ledger rows (billed for what they
+ * delivered), then its background responses (failed, saying why).
+ */
+async function closeDeadOwnersWork(db: Database, self: Owner): Promise<DeadOwnersClosed> {
+  const closed = await reconcileDeadOwners(db, self);
+  const failed = await createBackgroundStore(db).failOrphaned();
+  if (failed > 0) process.stderr.write(`switchyard: failed ${failed} background response(s) left unfinished by a stopped server process\n`);
+  return closed;
+}
+
 /** The database, this process's ownership (closing what a dead process left in flight), and a first key. */
 async function openLedger(settings: Settings, dataDir: string, log: (message: string) => void) {
   const db = await openDatabase({ dataDir, url: settings.databaseUrl });
-  const ownership = await takeOwnership(db, settings.databaseUrl, reconcileDeadOwners, log);
+  const ownership = await takeOwnership(db, settings.databaseUrl, closeDeadOwnersWork, log);
   if (ownership.recovered.rows > 0) {
     log(
       `closed ${ownership.recovered.rows} in-flight ledger rows left by ${ownership.recovered.owners || "a"} stopped server process(es): billed what they delivered, budgets released`,
@@ -146,8 +158,9 @@ async function startParts(
       ),
   );
   const isGone = (tx: Parameters<typeof ownerIsGone>[0], ownerId: string) => ownerIsGone(tx, ownership.owner, ownerId);
-  const services = servingServices(settings, { db, registry, limits, inFlight, metrics });
   const drain = createDrain();
+  const background = { ownerId: ownership.owner.id, runAsServer: drain.run.bind(drain) };
+  const services = servingServices(settings, { db, registry, limits, inFlight, metrics, background });
   const deployments = createDeploymentManager({
     db,
     registry,

@@ -135,6 +135,8 @@ const settingsSchema = z.object({
     perAccount: z.coerce.number().int().min(1),
     retentionDays: z.coerce.number().int().min(1).max(3650),
   }),
+  /** Background responses (`background: true`) an account may have queued or running at once; 429 beyond. */
+  backgroundResponsesPerAccount: z.coerce.number().int().min(0).max(10_000),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;
@@ -246,6 +248,7 @@ function filesAndStoredObjects(env: NodeJS.ProcessEnv) {
       perAccount: env.SWITCHYARD_STORED_PER_ACCOUNT || 10_000,
       retentionDays: env.SWITCHYARD_STORED_RETENTION_DAYS || 30,
     },
+    backgroundResponsesPerAccount: env.SWITCHYARD_BACKGROUND_RESPONSES_PER_ACCOUNT ?? 16,
   };
 }
 

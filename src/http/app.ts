@@ -37,6 +37,7 @@ import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
 import { installTracing } from "./tracing.js";
 import type { ResponseStore } from "../api/responses/response-store.js";
+import type { BackgroundResponses } from "../api/responses/background.js";
 import type { CompletionStore } from "../api/chat/completion-store.js";
 import type { RequestLimits } from "../limits/ports.js";
 import { installRateLimitHeaders } from "./rate-limit-headers.js";
@@ -69,6 +70,8 @@ export interface AppDeps {
   connections?: Partial<ConnectionLimits>;
   /** Responses kept with `store: true` (the Responses API). */
   responses: ResponseStore;
+  /** Where `background: true` responses run; absent: refused. */
+  background?: BackgroundResponses;
   /** Chat completions kept with `store: true`; absent: `store` is accepted and nothing is kept. */
   completions?: CompletionStore;
   /** The operations the generation routes run (the batch runner runs the same ones); absent: made from the services above. */
@@ -156,7 +159,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             if (deps.tracing) installTracing(generation, deps.tracing);
             generationRoutes(generation, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
             if (deps.completions) storedCompletionRoutes(generation, deps.completions);
-            storedResponseRoutes(generation, deps.responses);
+            storedResponseRoutes(generation, deps.responses, deps.background);
           });
         },
         { prefix },

@@ -61,6 +61,7 @@ export function createChatService(deps: ChatServiceDeps): ChatService {
         const admitting = trace.stage("switchyard.admission");
         const admission = await admit(deps, caller, input, meter, held).finally(() => admitting.end());
         const { model, tier } = admission;
+        context.onAdmitted?.({ serviceTier: tier, systemFingerprint: model.systemFingerprint, rateLimits: admission.lease.state });
         trace.annotate(admittedAttributes({ api, requestedModel: input.model, model: model.entry.id, id: requestId, tier }));
         // Launched inside the request's span: a call to an upstream engine is its child and carries its traceparent.
         const queued = trace.stage("switchyard.queue");

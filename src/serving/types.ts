@@ -81,6 +81,11 @@ export interface RequestContext {
   output?: PauseControl;
   /** The request's trace (the HTTP layer's span for it); absent: not traced. */
   trace?: RequestTrace;
+  /**
+   * Told once the request is admitted (its limits and budget reserved), before it waits for the
+   * backend: a background response answers its creator then, while the generation is still queued.
+   */
+  onAdmitted?(admitted: { serviceTier: ServiceTier; systemFingerprint: string; rateLimits?: RateLimitState }): void;
 }
 
 export type ReasoningEffort = "none" | "minimal" | "low" | "medium" | "high";

@@ -396,6 +396,26 @@ export const migrations: Migration[] = [
       CREATE UNIQUE INDEX adapters_live_name_idx ON adapters (account_id, name) WHERE deleted_at IS NULL;
     `,
   },
+  {
+    id: 19,
+    name: "background responses and their events",
+    // A background response (background: true) is stored as it is created, with its status
+    // (NULL for a response stored once finished) and the server process that runs it, so one
+    // left unfinished by a dead process can be failed. Its stream's events are kept with it, for
+    // GET ?stream=true&starting_after=N, and go with it (pruned, expired or deleted).
+    sql: `
+      ALTER TABLE responses ADD COLUMN status text;
+      ALTER TABLE responses ADD COLUMN owner_id text;
+      CREATE INDEX responses_unfinished_idx ON responses (account_id) WHERE status IN ('queued', 'in_progress');
+
+      CREATE TABLE response_events (
+        response_id  text NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        seq          integer NOT NULL,
+        data         text NOT NULL,
+        PRIMARY KEY (response_id, seq)
+      );
+    `,
+  },
 ];
 
 /**

@@ -12,6 +12,7 @@ import { chainedInputItems } from "./input-items.js";
 import { toResponsesChatInput } from "./input-mapping.js";
 import { ResponseBuilder } from "./response-builder.js";
 import type { ResponseStore, StoredResponse } from "./response-store.js";
+import { UNFINISHED_STATUSES, type BackgroundResponses } from "./background.js";
 
 export const responsesSpec: OperationSpec<ResponsesRequestBody> = {
   method: "post",
@@ -28,20 +29,26 @@ export const responsesSpec: OperationSpec<ResponsesRequestBody> = {
 
 type Save = (builder: ResponseBuilder, response: unknown) => Promise<void>;
 
-export function responsesOperation(chat: ChatService, store: ResponseStore): Operation<ResponsesRequestBody> {
+/** `background`: where background responses run; absent (a server that keeps none), `background: true` is refused. */
+export function responsesOperation(
+  chat: ChatService,
+  store: ResponseStore,
+  background?: BackgroundResponses,
+): Operation<ResponsesRequestBody> {
   return {
     ...responsesSpec,
     async run(caller, body, context) {
-      if (body.background) {
-        // Accepted and run in the foreground, a later cancel or stream=true retrieve would be refused: say so now.
+      if (body.background && !background) {
         throw new InvalidRequest(
-          "background=true is not supported: this server runs every response within its request. Omit 'background' (or set it to false).",
+          "background=true is not supported by this server. Omit 'background' (or set it to false).",
           "background",
           "unsupported_parameter",
         );
       }
       const earlier = await previousResponse(store, caller, body.previous_response_id);
       const { input, conversation } = toResponsesChatInput(body, earlier?.conversation ?? []);
+      if (background && body.background)
+        return background.create(caller, body, { input, conversation, inputItems: chainedInputItems(earlier, body.input) }, context);
       const run = await chat.start(caller, input, context.signal, {
         requestId: context.requestId,
         api: "responses",
@@ -105,6 +112,13 @@ async function previousResponse(store: ResponseStore, caller: Caller, id: string
       `Previous response with id '${id}' not found.`,
       "previous_response_not_found",
       "previous_response_id",
+    );
+  // Its conversation has no answer yet to continue from.
+  if (stored.status && UNFINISHED_STATUSES.has(stored.status))
+    throw new InvalidRequest(
+      `Previous response with id '${id}' is still ${stored.status}; continue from it once it has finished.`,
+      "previous_response_id",
+      "previous_response_not_finished",
     );
   return stored;
 }

@@ -4,6 +4,17 @@ import type { ChatMessage, ToolCall } from "../../serving/types.js";
 import type { ResponsesRequestBody } from "../../protocol/responses-request.js";
 import type { ChatRun, ServingEvent, Usage } from "../../serving/types.js";
 
+/** What a response object says of its run; a background response knows it before its run starts. */
+export type RunInfo = Pick<ChatRun, "id" | "created" | "model" | "serviceTier" | "systemFingerprint">;
+
+export type ResponseStatus = "queued" | "in_progress" | "completed" | "incomplete" | "failed" | "cancelled";
+
+/** Why a response failed, as OpenAI's `error` field says it. */
+export interface ResponseError {
+  code: string;
+  message: string;
+}
+
 export const itemId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
 
 type ItemStatus = "in_progress" | "completed" | "incomplete";
@@ -45,7 +56,7 @@ export class ResponseBuilder {
   private calls: ToolCall[] = [];
 
   constructor(
-    private readonly run: ChatRun,
+    private readonly run: RunInfo,
     private readonly body: ResponsesRequestBody,
     private readonly emitRaw: EmitEvent = () => {},
   ) {}
@@ -55,19 +66,20 @@ export class ResponseBuilder {
   }
 
   /** The response object; `usage` null until the run is done. */
-  snapshot(status: "in_progress" | "completed" | "incomplete", usage: Usage | null = null) {
+  snapshot(status: ResponseStatus, usage: Usage | null = null, error: ResponseError | null = null) {
     const b = this.body;
     return {
       id: this.run.id,
       object: "response" as const,
       created_at: this.run.created,
       status,
-      error: null,
+      background: b.background ?? false,
+      error,
       incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
       instructions: b.instructions ?? null,
       max_output_tokens: b.max_output_tokens ?? null,
       model: this.run.model,
-      output: status === "in_progress" ? [] : this.output,
+      output: status === "in_progress" || status === "queued" ? [] : this.output,
       parallel_tool_calls: b.parallel_tool_calls ?? true,
       previous_response_id: b.previous_response_id ?? null,
       reasoning: { effort: b.reasoning?.effort ?? null, summary: null },
@@ -96,6 +108,26 @@ export class ResponseBuilder {
     const response = this.snapshot("in_progress");
     this.emit("response.created", { response });
     this.emit("response.in_progress", { response });
+  }
+
+  /** A background response's first events, before its generation starts. */
+  queued(): void {
+    const response = this.snapshot("queued");
+    this.emit("response.created", { response });
+    this.emit("response.queued", { response });
+  }
+
+  /** A background response's generation started. */
+  inProgress(): void {
+    this.emit("response.in_progress", { response: this.snapshot("in_progress") });
+  }
+
+  /** Ends a background response that did not finish: cancelled (no event of its own), or failed. */
+  ended(status: "cancelled" | "failed", usage: Usage | null, error: ResponseError | null = null) {
+    this.close("incomplete");
+    const response = this.snapshot(status, usage, error);
+    if (status === "failed") this.emit("response.failed", { response });
+    return response;
   }
 
   /** Applies one serving event; returns the finished response object on `done`. */

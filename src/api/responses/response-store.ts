@@ -9,6 +9,8 @@ export interface StoredResponse {
   body: string;
   /** What the response was generated from, oldest first, as `input_items` lists it (earlier responses' items included). */
   inputItems: Array<{ id: string; type: string } & Record<string, unknown>>;
+  /** A background response's status (background-store.ts); absent or null: stored once finished, in the foreground. */
+  status?: string | null;
 }
 
 /**
@@ -36,8 +38,8 @@ export function createResponseStore(db: Database, limits: StoredObjectLimits): R
       await pruneStored(db, "responses", accountId, limits);
     },
     async get(accountId, id) {
-      const rows = await db.query<{ conversation: unknown; body: string; input_items: unknown }>(
-        `SELECT conversation, body, input_items FROM responses WHERE id = $1 AND account_id = $2 AND ${unexpired(3)}`,
+      const rows = await db.query<{ conversation: unknown; body: string; input_items: unknown; status: string | null }>(
+        `SELECT conversation, body, input_items, status FROM responses WHERE id = $1 AND account_id = $2 AND ${unexpired(3)}`,
         [id, accountId, limits.retentionDays],
       );
       const row = rows[0];
@@ -47,6 +49,7 @@ export function createResponseStore(db: Database, limits: StoredObjectLimits): R
         conversation: fromJsonb(row.conversation) as ChatMessage[],
         body: row.body,
         inputItems: (fromJsonb(row.input_items) ?? []) as StoredResponse["inputItems"],
+        status: row.status,
       };
     },
     async delete(accountId, id) {

@@ -15,11 +15,14 @@ export function apiKindOf(url: string): ApiKind | "other" {
 
 /**
  * Fastify's request id. A client's own `x-request-id` is not trusted: the id keys the ledger row.
- * GET and DELETE of a stored response get a plain request id, not a new response id.
+ * Only creating a response (POST /responses) gets a response id; retrieving, deleting or cancelling
+ * a stored one (its subpaths) gets a plain request id.
  */
 export function requestIdFor(request: IncomingMessage): string {
-  const kind = apiKindOf(request.url ?? "");
-  return newRequestId(kind === "responses" && request.method !== "POST" ? "other" : kind);
+  const url = request.url ?? "";
+  const kind = apiKindOf(url);
+  const creates = request.method === "POST" && /\/responses$/.test(url.split("?")[0]!);
+  return newRequestId(kind === "responses" && !creates ? "other" : kind);
 }
 
 /** Every response, errors and streams included, names its request in `x-request-id`. */

@@ -14,6 +14,8 @@ export interface DraftLimits {
   lowerMs: number;
   /** Verify a short draft even where the cost model says it does not pay (ShardSpeculation.exploring). */
   explore?: boolean;
+  /** Most draft tokens one request may verify (ShardSpeculation.draftCeiling); absent: MAX_DRAFT_PER_REQUEST. */
+  ceiling?: number;
 }
 
 /**
@@ -175,7 +177,7 @@ function proposals(decoding: readonly EngineRequest[], limits: DraftLimits): Can
     if (!speculation || request.generatedCount === 0) continue;
     // The draft's tokens and the one sampled after them must fit in max_tokens and the sequence's cells.
     const most = Math.min(
-      MAX_DRAFT_PER_REQUEST,
+      limits.ceiling ?? MAX_DRAFT_PER_REQUEST,
       request.spec.maxTokens - request.generatedCount - 1,
       limits.cellsPerSequence - request.tokens.length,
     );

@@ -189,7 +189,7 @@ export class ShardScheduler {
     const budget = fillBatch(
       plan,
       ordered,
-      { ...budgetOptions(this.options), exploreDrafts: this.drafting.exploring, priorityNearby },
+      { ...budgetOptions(this.options), exploreDrafts: this.drafting.exploring, draftCeiling: this.drafting.draftCeiling, priorityNearby },
       this.cost,
       computableTokens,
     );
@@ -410,7 +410,7 @@ export class ShardScheduler {
 
   private release(request: EngineRequest, keep: boolean, ops: MemoryOp[], frees: number[] | undefined): void {
     this.running.splice(this.running.indexOf(request), 1);
-    this.sequences.give(request.sequence!, keep ? request.tokens.slice(0, request.computed) : undefined, ops);
+    this.sequences.give(request.sequence!, keep ? request.tokens.slice(0, request.computed) : undefined, ops, request.promptLength);
     request.sequence = undefined;
     this.cap.released();
     if (frees) {

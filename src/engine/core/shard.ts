@@ -1,4 +1,5 @@
 import type { ShardScheduler } from "./scheduler.js";
+import type { StepShape } from "./cost-model.js";
 import type { StepGate } from "./step-gate.js";
 import type { StepPlan } from "./step-plan.js";
 import type { ShardRunner } from "../runner/shard-runner.js";
@@ -122,11 +123,18 @@ export class Shard {
       }
       const replied = performance.now();
       // The whole round trip, sampling included: what every stream on the shard waits for.
-      if (reply.error === undefined) this.scheduler.cost.observe(plan.shape, replied - started);
+      if (reply.error === undefined) this.measured(plan.shape, replied - started);
       this.postprocess(plan, reply);
       this.counters.roundTripMs += replied - started;
       this.counters.hostMs += started - planning + (performance.now() - replied);
     }
+  }
+
+  /** A step's measured time: the cost model learns it; a step with drafts that overran its prediction lowers the draft ceiling. */
+  private measured(shape: StepShape, ms: number): void {
+    const cost = this.scheduler.cost;
+    if (shape.draftTokens) this.scheduler.drafting.stepTook(shape.draftTokens, cost.predict(shape), ms);
+    cost.observe(shape, ms);
   }
 
   /**

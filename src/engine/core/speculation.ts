@@ -27,12 +27,27 @@ const REQUEST_RATE_STEP = 1 / 32;
 const SHARD_RATE_STEP = 0.02;
 /** One step in this many verifies its likeliest draft whole, whatever the cost model says (draft-budget.ts `explore`). */
 const EXPLORE_EVERY = 32;
+/**
+ * A step carrying drafts that took more than this many times the cost model's prediction for it
+ * overran: the model priced its drafts wrong (a machine loaded all at once, a fit gone astray: issue
+ * 54's probe saw per_sampled_token_ms 160 and a request's steps run for minutes), and every stream
+ * on the shard waited for them.
+ */
+export const OVERRUN_FACTOR = 2;
+/** Each step with drafts that kept to its prediction raises the draft ceiling back by this many tokens. */
+export const CEILING_GROWTH = 2;
 
 /** A shard's measured acceptance, per draft source: the prior of each new request's estimate, and /health's figure. */
 export class ShardSpeculation {
   readonly rates: Record<DraftSource, number> = { ...PRIOR_ACCEPTANCE };
   draftTokens = 0;
   acceptedTokens = 0;
+  /**
+   * Most draft tokens one request verifies in a step, whatever the cost model says: an overrun step
+   * halves its longest possible draft, a step on time raises it by CEILING_GROWTH (so a cost model
+   * gone wrong cannot keep making long steps: they shrink geometrically while it relearns).
+   */
+  draftCeiling = MAX_DRAFT_PER_REQUEST;
   private steps = 0;
 
   constructor(readonly mode: SpeculationMode) {}
@@ -45,6 +60,13 @@ export class ShardSpeculation {
   /** A step with tokens was planned. */
   planned(): void {
     this.steps++;
+  }
+
+  /** A step that verified `draftTokens` draft tokens took `ms`, where the cost model had predicted `predictedMs`. */
+  stepTook(draftTokens: number, predictedMs: number, ms: number): void {
+    if (draftTokens === 0) return;
+    if (ms > OVERRUN_FACTOR * predictedMs) this.draftCeiling = Math.max(1, Math.floor(Math.min(this.draftCeiling, draftTokens) / 2));
+    else this.draftCeiling = Math.min(MAX_DRAFT_PER_REQUEST, this.draftCeiling + CEILING_GROWTH);
   }
 
   /** Draft tokens accepted of those verified on this shard (null: none verified yet). */

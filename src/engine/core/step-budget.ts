@@ -24,6 +24,8 @@ export interface StepBudgetOptions {
   cellsPerSequence: number;
   /** This step verifies a short draft even where the cost model says drafts do not pay. */
   exploreDrafts?: boolean;
+  /** Most draft tokens one request may verify this step (ShardSpeculation.draftCeiling). */
+  draftCeiling?: number;
   /**
    * A priority stream ran on one of the model's shards a moment ago (shard-group.ts, PRIORITY_LINGER_MS): steps stay
    * within priority's inter-token target, so its client's next request waits for a short step.
@@ -103,7 +105,14 @@ export function fillBatch(
   const drafts = planDrafts(
     decoding,
     fill.shape,
-    { tokensLeft: fill.tokensLeft, cellsPerSequence: options.cellsPerSequence, itlMs, lowerMs, explore: options.exploreDrafts },
+    {
+      tokensLeft: fill.tokensLeft,
+      cellsPerSequence: options.cellsPerSequence,
+      itlMs,
+      lowerMs,
+      explore: options.exploreDrafts,
+      ceiling: options.draftCeiling,
+    },
     cost,
   );
   for (const request of decoding) plan.add(request, 1, drafts.get(request));

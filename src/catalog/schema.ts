@@ -102,6 +102,13 @@ const entrySchema = z
         error: 'must be "sentence-transformers" (a zipped sentence-transformers BERT folder, converted to GGUF at pull time)',
       })
       .optional(),
+    sampling_defaults: z
+      .strictObject({
+        temperature: z.number({ error: "must be a number from 0 to 2" }).min(0).max(2).optional(),
+        top_p: z.number({ error: "must be a number above 0, at most 1" }).gt(0).max(1).optional(),
+        top_k: z.number({ error: "must be a whole number of at least 1" }).int().min(1).optional(),
+      })
+      .optional(),
     pull: z.enum(["on_demand"], { error: 'must be "on_demand" (or absent: pulled with the rest)' }).optional(),
     adapter_of: z
       .string({ error: "must be the id of the catalog model the adapter was trained on" })

@@ -80,6 +80,12 @@ export interface CatalogEntry {
    * tokenizer.json), converted at pull time to a llama.cpp GGUF in the entry's `precision` (`f32`, `f16`, `q8_0`).
    */
   convert?: "sentence-transformers";
+  /**
+   * Sampling a request leaves unset takes from here before OpenAI's defaults (temperature 1, top_p 1): the
+   * model publisher's recommended settings, as vLLM takes them from a model's generation_config.json. Only
+   * sampling knobs, so a greedy request (temperature 0) decodes as it would without them.
+   */
+  sampling_defaults?: SamplingDefaults;
   /** `on_demand`: not pulled with the rest; `switchyard models pull <id>` fetches it. */
   pull?: "on_demand";
   /**
@@ -88,6 +94,13 @@ export interface CatalogEntry {
    * when the server starts) or a GGUF LoRA. Its pricing defaults to the base model's.
    */
   adapter_of?: string;
+}
+
+/** A catalog model's own defaults for the request fields of the same names. */
+export interface SamplingDefaults {
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
 }
 
 /** An entry as a catalog file may write it: an adapter (`adapter_of`) may leave its pricing to its base model's. */

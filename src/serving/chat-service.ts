@@ -104,13 +104,14 @@ function stopAll(launched: Pick<Launch, "generations">): Promise<unknown> {
   return Promise.allSettled(launched.generations.map((g) => g.return(undefined)));
 }
 
-/** Each choice's settings; a seed gives choice i the seed + i. */
+/** Each choice's settings; a seed gives choice i the seed + i. What the request leaves unset, the model's catalog defaults fill. */
 function choiceSettings(admission: Admission, caller: Caller, input: ChatInput) {
+  const defaults = admission.model.entry.sampling_defaults;
   return Array.from({ length: admission.choicesPerPrompt }, (_, index) => {
     const sampling = {
-      temperature: input.temperature ?? DEFAULT_TEMPERATURE,
-      topP: input.topP ?? DEFAULT_TOP_P,
-      topK: input.topK,
+      temperature: input.temperature ?? defaults?.temperature ?? DEFAULT_TEMPERATURE,
+      topP: input.topP ?? defaults?.top_p ?? DEFAULT_TOP_P,
+      topK: input.topK ?? defaults?.top_k,
       minP: input.minP,
       presencePenalty: input.presencePenalty,
       frequencyPenalty: input.frequencyPenalty,

@@ -42,8 +42,8 @@ export function toChatInput(body: ChatRequestBody): ChatInput {
     prompt: { kind: "chat", messages: body.messages.map(toChatMessage) },
     maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
     ...sharedGenerationFields(body),
-    // top_k: -1 and 0 both mean no top-k truncation (vLLM uses -1, llama.cpp 0).
-    topK: body.top_k == null || body.top_k <= 0 ? undefined : body.top_k,
+    // top_k: -1 and 0 both mean no top-k truncation (vLLM uses -1, llama.cpp 0), even where the model's catalog defaults set one.
+    topK: body.top_k == null ? undefined : Math.max(body.top_k, 0),
     minP: body.min_p ?? undefined,
     repetitionPenalty: body.repetition_penalty ?? undefined,
     logprobs: body.logprobs ? { top: body.top_logprobs ?? 0 } : undefined,

@@ -40,6 +40,5 @@ python_env py-embed 'import numpy, tokenizers' numpy==2.4.6 tokenizers==0.23.3
 python_env py-otel 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' opentelemetry-proto==1.45.2 protobuf==6.33.6
 # numpy and gguf-py, for the LoRA adapters' independent reference (test/fixtures/lora_reference.py).
 python_env py-lora 'import numpy, gguf' numpy==2.4.6 gguf==0.19.0
+# Every default model, Qwen2.5-Coder-0.5B-Instruct (the assistant the capable-model tests use) among them.
 node bin/switchyard.js models pull
-# Pulled on demand, not with the rest; the tests that need a capable model use it.
-node bin/switchyard.js models pull Qwen/Qwen2.5-Coder-0.5B-Instruct

@@ -32,6 +32,8 @@ export interface WireModel {
     precision: string;
     tags: string[];
     status: "loading" | "ready" | "failed";
+    /** Short names requests may use instead of the id (the catalog's `aliases`). */
+    aliases?: string[];
     dedicated_endpoint: boolean;
     pricing: {
       list: PriceTriple;

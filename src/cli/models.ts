@@ -12,7 +12,7 @@ export function modelsCommand(): Command {
   models
     .command("pull")
     .description("Download catalog models into the models dir (all of them when no id is given)")
-    .argument("[ids...]", "model ids, e.g. HuggingFaceTB/SmolLM2-135M-Instruct")
+    .argument("[ids...]", "model ids or aliases, e.g. qwen2.5-coder-0.5b or HuggingFaceTB/SmolLM2-135M-Instruct")
     .option("--catalog <file>", "extra catalog file whose entries add to (or replace) the default ones")
     .action(async (ids: string[], options: { catalog?: string }) => {
       const catalog = await loadCatalog({ extraCatalogPath: options.catalog });
@@ -49,9 +49,10 @@ export function modelsCommand(): Command {
         process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
         return;
       }
-      const header = ["ID", "CONTEXT", "PRECISION", "TAGS", "INPUT", "OUTPUT", "CACHED", "PULLED"];
+      const header = ["ID", "ALIASES", "CONTEXT", "PRECISION", "TAGS", "INPUT", "OUTPUT", "CACHED", "PULLED"];
       const rows = listed.map(({ entry, local }) => [
         entry.id,
+        entry.aliases?.join(",") || "-",
         String(entry.context_length),
         entry.precision,
         entry.tags.join(",") || "-",
@@ -66,17 +67,17 @@ export function modelsCommand(): Command {
   return models;
 }
 
-/** The requested entries in the order asked, or the whole catalog; unknown ids fail before anything downloads. */
+/** The requested entries (by id or alias) in the order asked, or the whole catalog; unknown names fail before anything downloads. */
 function selectEntries(catalog: CatalogEntry[], ids: string[]): CatalogEntry[] {
   if (ids.length === 0) return catalog;
-  const byId = new Map(catalog.map((entry) => [entry.id, entry]));
+  const byId = new Map(catalog.flatMap((entry) => [entry.id, ...(entry.aliases ?? [])].map((name) => [name, entry] as const)));
   const unknown = ids.filter((id) => !byId.has(id));
   if (unknown.length) {
     throw new Error(
       `unknown model${unknown.length > 1 ? "s" : ""} ${unknown.map((id) => `'${id}'`).join(", ")}; the catalog has: ${catalog.map((e) => e.id).join(", ")}`,
     );
   }
-  return [...new Set(ids)].map((id) => byId.get(id)!);
+  return [...new Set(ids.map((id) => byId.get(id)!))];
 }
 
 /** Left-aligned columns separated by two spaces; the last column is not padded. */

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { postChat, startServer, type RunningServer } from "../helpers/server.js";
+import { postChat, ROOT, startServer, type RunningServer } from "../helpers/server.js";
 
 const QWEN = "Qwen/Qwen2.5-Coder-0.5B-Instruct";
 
@@ -19,7 +19,12 @@ describe("an on-demand model that nobody pulled", () => {
   let emptyModelsDir: string;
   before(async () => {
     emptyModelsDir = mkdtempSync(join(tmpdir(), "switchyard-no-models-"));
-    server = await startServer({ models: [QWEN], env: { SWITCHYARD_MODELS_DIR: emptyModelsDir } });
+    // The default catalog pulls Qwen with the rest; a user catalog marks it on demand, as an operator may.
+    const defaults = JSON.parse(readFileSync(join(ROOT, "catalog/models.json"), "utf8")) as { models: Array<{ id: string }> };
+    const onDemand = { ...defaults.models.find((m) => m.id === QWEN)!, pull: "on_demand" };
+    writeFileSync(join(emptyModelsDir, "catalog.json"), JSON.stringify({ models: [onDemand] }));
+    const env = { SWITCHYARD_MODELS_DIR: emptyModelsDir, SWITCHYARD_CATALOG: join(emptyModelsDir, "catalog.json") };
+    server = await startServer({ models: [QWEN], env });
   });
   after(async () => {
     await server?.stop();
@@ -42,16 +47,33 @@ describe("an on-demand model that nobody pulled", () => {
   });
 });
 
-describe("Qwen2.5-Coder-0.5B-Instruct, pulled on demand, where a capable model matters", () => {
+describe("Qwen2.5-Coder-0.5B-Instruct, the default assistant, where a capable model matters", () => {
   let server: RunningServer;
   let client: OpenAI;
   before(async () => {
-    // The test setup pulls it once (`switchyard models pull Qwen/Qwen2.5-Coder-0.5B-Instruct`) into the shared cache.
+    // The test setup pulls it with the other default models (`switchyard models pull`) into the shared cache.
     server = await startServer({ models: [QWEN] });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 300_000, maxRetries: 0 });
   });
   after(async () => {
     await server?.stop();
+  });
+
+  test("answers the README's first request, as written, with colours at least four times in five", async () => {
+    // What a newcomer sends first: the alias, the default temperature, no max_tokens. Sampled, so five tries.
+    const COLOURS = ["red", "blue", "green", "yellow", "orange", "purple", "black", "white"];
+    const answers: Array<{ text: string; colours: string[] }> = [];
+    for (let i = 0; i < 5; i++) {
+      const reply = await client.chat.completions.create({
+        model: "qwen2.5-coder-0.5b",
+        messages: [{ role: "user", content: "Name three colours." }],
+      });
+      assert.equal(reply.model, "qwen2.5-coder-0.5b");
+      const text = reply.choices[0]!.message.content!.toLowerCase();
+      answers.push({ text, colours: COLOURS.filter((c) => new RegExp(`\\b${c}\\b`).test(text)) });
+    }
+    const good = answers.filter(({ colours }) => colours.length >= 2).length;
+    assert.ok(good >= 4, `two or more colours in only ${good} of 5 answers: ${JSON.stringify(answers)}`);
   });
 
   test("follows an instruction", async () => {

@@ -52,12 +52,16 @@ test("the default catalog loads and validates", () =>
     const ids = catalog.map((entry) => entry.id);
     assert.deepEqual(ids, [
       "HuggingFaceTB/SmolLM2-135M-Instruct",
-      "google/gemma-3-270m",
       "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+      "google/gemma-3-270m",
       "sentence-transformers/all-MiniLM-L6-v2",
     ]);
-    const qwen = catalog[2]!;
-    assert.equal(qwen.pull, "on_demand");
+    // The assistant a newcomer's first request goes to: pulled with the rest, second (a start pulls in catalog order).
+    const qwen = catalog[1]!;
+    assert.equal(qwen.pull, undefined);
+    assert.deepEqual(qwen.aliases, ["qwen2.5-coder-0.5b"]);
+    // Qwen's own recommended sampling (its generation config), less the repetition penalty, which also bends greedy decoding.
+    assert.deepEqual(qwen.sampling_defaults, { temperature: 0.7, top_p: 0.8, top_k: 20 });
     assert.deepEqual(qwen.expect, { architecture: "qwen2", name: "Qwen2.5 Coder 0.5B Instruct AWQ", tensor_count: 291 });
     assert.deepEqual(qwen.tags, ["JSON", "Function"]);
     const smol = catalog[0]!;
@@ -73,6 +77,16 @@ test("the default catalog loads and validates", () =>
 
 test("a valid entry passes unchanged", () => {
   assert.deepEqual(parseCatalog({ models: [validEntry] }, "/somewhere/models.json"), [validEntry]);
+});
+
+test("sampling defaults and an on-demand pull are accepted; out-of-range or unknown sampling fields are refused by name", () => {
+  const entry = { ...validEntry, sampling_defaults: { temperature: 0.7, top_p: 0.8, top_k: 20 }, pull: "on_demand" };
+  assert.deepEqual(parseCatalog({ models: [entry] }, "/somewhere/models.json"), [entry]);
+  const refused = (sampling_defaults: unknown) => invalidCatalogMessage({ ...validEntry, sampling_defaults });
+  assert.match(refused({ temperature: 3 }), /sampling_defaults\.temperature must be a number from 0 to 2 \(got number 3\)/);
+  assert.match(refused({ top_p: 0 }), /sampling_defaults\.top_p must be a number above 0, at most 1/);
+  assert.match(refused({ top_k: 2.5 }), /sampling_defaults\.top_k must be a whole number of at least 1/);
+  assert.match(refused({ repetition_penalty: 1.1 }), /unknown field sampling_defaults\.repetition_penalty/);
 });
 
 test("a bad id is reported with the entry and the field", () => {
@@ -145,8 +159,8 @@ test("a user catalog adds a file: model (relative to the catalog's folder) and r
       catalog.map((entry) => entry.id),
       [
         "HuggingFaceTB/SmolLM2-135M-Instruct",
-        "google/gemma-3-270m",
         "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        "google/gemma-3-270m",
         "sentence-transformers/all-MiniLM-L6-v2",
         "me/local-model",
       ],

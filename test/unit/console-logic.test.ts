@@ -3,7 +3,8 @@ import { describe, test } from "node:test";
 import { csvCell, csvRow } from "../../console/src/csv.js";
 import { addDays, multiplyDecimal } from "../../console/src/format.js";
 import { snippet } from "../../console/src/playground/code.js";
-import { buildRequest, DEFAULT_SETTINGS } from "../../console/src/playground/request.js";
+import { buildRequest, DEFAULT_SETTINGS, defaultModel } from "../../console/src/playground/request.js";
+import type { WireModel } from "../../console/src/wire.js";
 import { buckets, parseMetrics, quantileBetween, total } from "../../console/src/prometheus.js";
 
 /** The console's pure pieces: what it computes from /metrics, the requests it builds, the code it shows. */
@@ -91,6 +92,17 @@ describe("console: playground requests and their code", () => {
     assert.match(js, /apiKey: process\.env\.SWITCHYARD_API_KEY/);
     assert.match(js, /"response_format": \{\n\s+"type": "json_object"/);
   });
+});
+
+test("console: the playground starts on the assistant (qwen2.5-coder-0.5b) once it is ready, else on the first ready model", () => {
+  const model = (id: string, status: "loading" | "ready", aliases: string[]) =>
+    ({ id, metadata: { status, aliases } }) as unknown as WireModel;
+  const smol = model("HuggingFaceTB/SmolLM2-135M-Instruct", "ready", ["smollm2-135m"]);
+  const qwen = (status: "loading" | "ready") => model("Qwen/Qwen2.5-Coder-0.5B-Instruct", status, ["qwen2.5-coder-0.5b"]);
+  assert.equal(defaultModel([smol, qwen("ready")]), "Qwen/Qwen2.5-Coder-0.5B-Instruct");
+  assert.equal(defaultModel([smol, qwen("loading")]), "HuggingFaceTB/SmolLM2-135M-Instruct");
+  assert.equal(defaultModel([qwen("loading")]), "Qwen/Qwen2.5-Coder-0.5B-Instruct");
+  assert.equal(defaultModel([]), "");
 });
 
 test("console: list price × tier multiplier is exact; days step in UTC", () => {

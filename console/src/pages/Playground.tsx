@@ -3,7 +3,7 @@ import { call, messageOf } from "../api.js";
 import { ErrorBox, useNotify } from "../feedback.js";
 import { CodeDialog } from "../playground/CodeDialog.js";
 import { SettingsPanel } from "../playground/SettingsPanel.js";
-import { buildRequest, DEFAULT_SETTINGS, type Settings, type Turn } from "../playground/request.js";
+import { buildRequest, DEFAULT_SETTINGS, defaultModel, type Settings, type Turn } from "../playground/request.js";
 import { MessageItem, type Message } from "../playground/MessageItem.js";
 import { streamChat } from "../playground/stream.js";
 import type { Session } from "../session.js";
@@ -26,9 +26,7 @@ export function PlaygroundPage({ session }: { session: Session }) {
     call<{ data: WireModel[] }>(session.key, "/v1/compat/models")
       .then((list) => {
         setModels(list.data);
-        setSettings((s) =>
-          s.model ? s : { ...s, model: list.data.find((m) => m.metadata.status === "ready")?.id ?? list.data[0]?.id ?? "" },
-        );
+        setSettings((s) => (s.model ? s : { ...s, model: defaultModel(list.data) }));
       })
       .catch((failure) => setError(messageOf(failure)));
     return () => abort.current?.abort();

@@ -1,4 +1,6 @@
 /** The playground's settings and the chat request they make: one builder, so "View code" shows exactly what is sent. */
+import type { WireModel } from "../wire.js";
+
 export interface Settings {
   model: string;
   system: string;
@@ -17,6 +19,15 @@ export interface Settings {
 export interface Turn {
   role: "user" | "assistant";
   content: string;
+}
+
+/** The catalog's assistant: what the playground starts on, as the README's first request does. */
+export const ASSISTANT_ALIAS = "qwen2.5-coder-0.5b";
+
+/** The model a new playground starts on: the assistant if it is ready, else the first ready model, else the first. */
+export function defaultModel(models: readonly WireModel[]): string {
+  const ready = models.filter((m) => m.metadata.status === "ready");
+  return (ready.find((m) => m.metadata.aliases?.includes(ASSISTANT_ALIAS)) ?? ready[0] ?? models[0])?.id ?? "";
 }
 
 export const DEFAULT_SETTINGS: Settings = {

@@ -38,18 +38,22 @@ export async function loadModels(
   const listed = toLoad.map((entry, i) => `${nameOf(entry)}${toPull[i] ? " (to pull)" : ""}`);
   if (listed.length > 0) say(`loading ${listed.join(", ")}; each is served as soon as it is ready`);
   const files = new Map<string, ModelFile>();
+  const failed: string[] = [];
   for (const entry of toLoad) {
     try {
       const file = await loadModel(entry, catalog, registry, settings, modelsDir);
       if (file) files.set(entry.id, file);
-      coming.delete(entry);
-      say(`serving ${nameOf(entry)}${stillComing(coming)}`);
+      say(`serving ${nameOf(entry)}${stillComing(coming, entry)}`);
     } catch (error) {
       registry.failed(entry.id, (error as Error).message);
-      coming.delete(entry);
+      failed.push(nameOf(entry));
       process.stderr.write(`failed to load ${entry.id}: ${(error as Error).message}\n`);
-      if (coming.size > 0) say(`still coming: ${[...coming].map(nameOf).join(", ")}`);
+      say(`not serving ${nameOf(entry)} (see /health)${stillComing(coming, entry)}`);
     }
+  }
+  if (toLoad.length > 0) {
+    const served = toLoad.length - failed.length;
+    say(`ready: serving ${served} of ${toLoad.length} models${failed.length ? `; failed: ${failed.join(", ")}` : ""}`);
   }
   await loadAdapters(
     catalog.filter((entry) => entry.adapter_of !== undefined),
@@ -108,8 +112,10 @@ function nameOf(entry: CatalogEntry): string {
   return entry.aliases?.[0] ?? entry.id;
 }
 
-function stillComing(coming: ReadonlySet<CatalogEntry>): string {
-  return coming.size > 0 ? `; still coming: ${[...coming].map(nameOf).join(", ")}` : "; every model is loaded";
+/** Takes `done` off the models still coming and names the rest. */
+function stillComing(coming: Set<CatalogEntry>, done: CatalogEntry): string {
+  coming.delete(done);
+  return coming.size > 0 ? `; still coming: ${[...coming].map(nameOf).join(", ")}` : "";
 }
 
 /** The startup lines, beside the server's others (`switchyard: ...` on stderr). */

@@ -321,6 +321,12 @@ describe("a model that cannot be pulled or verified", () => {
         body: JSON.stringify({ model: "acme/broken", messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
       });
       assert.equal(refused.status, 503);
+      // The startup lines: what is coming (and what must be pulled), each model as it comes up or fails, then the tally.
+      await waitFor(async () => (output.includes("switchyard: ready:") ? true : undefined), 30_000);
+      assert.match(output, /switchyard: loading smollm2-135m, acme\/broken \(to pull\); each is served as soon as it is ready\n/);
+      assert.match(output, /switchyard: serving smollm2-135m; still coming: acme\/broken\n/);
+      assert.match(output, /switchyard: not serving acme\/broken \(see \/health\)\n/);
+      assert.match(output, /switchyard: ready: serving 1 of 2 models; failed: acme\/broken\n/);
     } finally {
       child.kill("SIGTERM");
       await exited;

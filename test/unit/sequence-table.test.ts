@@ -62,3 +62,63 @@ describe("where a request runs among a shard's sequences", () => {
     assert.equal(crowded.bestPrefix("c", tokens(50, 10)), 10);
   });
 });
+
+describe("the prefix cache keeps what the next requests will ask for (issue 56)", () => {
+  const system = tokens(5000, 30);
+  const prompt = (i: number) => [...system, ...tokens(10_000 + i * 1000, 100)];
+  const answer = (i: number, pass: number) => tokens(500_000 + i * 1000 + pass * 100, 64);
+
+  test("16 clients resending 16 cached prompts each find their whole prompt where it is, with no copy and no cache lost", () => {
+    const table = new SequenceTable(16, 512, true);
+    const ops: MemoryOp[] = [];
+    const where = new Map<number, number>();
+    for (let i = 0; i < 16; i++) where.set(i, table.take("a", prompt(i), ops).sequence);
+    for (let pass = 1; pass <= 3; pass++) {
+      // Each sequence holds its prompt and the answer it generated.
+      for (let i = 0; i < 16; i++) table.give(where.get(i)!, [...prompt(i), ...answer(i, pass)], ops, prompt(i).length);
+      ops.length = 0;
+      // All 16 again at once, in another order each pass.
+      const order = Array.from({ length: 16 }, (_, i) => (i * (pass * 4 + 1)) % 16);
+      for (const i of order) {
+        const taken = table.take("a", prompt(i), ops);
+        assert.deepEqual(taken, { sequence: where.get(i), reused: prompt(i).length - 1 }, `pass ${pass}, prompt ${i}`);
+      }
+      assert.equal(
+        ops.filter((op) => op.op === "cp").length,
+        0,
+        `pass ${pass}: no copy (${JSON.stringify(ops.filter((op) => op.op === "cp"))})`,
+      );
+    }
+  });
+
+  test("a repeat arriving alone, while every other sequence holds a cached prompt, runs in its own cache", () => {
+    const table = new SequenceTable(4, 512, true);
+    const ops: MemoryOp[] = [];
+    for (let i = 0; i < 4; i++) table.take("a", prompt(i), ops);
+    for (let i = 0; i < 4; i++) table.give(i, [...prompt(i), ...answer(i, 0)], ops, prompt(i).length);
+    ops.length = 0;
+    assert.deepEqual(table.take("a", prompt(2), ops), { sequence: 2, reused: prompt(2).length - 1 });
+    assert.ok(!ops.some((op) => op.op === "cp"));
+    for (const i of [0, 1, 3]) assert.equal(table.bestPrefix("a", prompt(i)), prompt(i).length, `prompt ${i} still cached`);
+  });
+
+  test("another document after the same system prompt copies the shared start and leaves the cached document whole", () => {
+    const table = new SequenceTable(4, 512, true);
+    const ops: MemoryOp[] = [];
+    const first = table.take("a", prompt(0), ops).sequence;
+    table.give(first, [...prompt(0), ...answer(0, 0)], ops, prompt(0).length);
+    ops.length = 0;
+    const taken = table.take("a", prompt(1), ops);
+    assert.notEqual(taken.sequence, first);
+    assert.equal(taken.reused, system.length);
+    assert.deepEqual(ops, [
+      { op: "cp", src: first, dst: taken.sequence },
+      { op: "rm", seq: taken.sequence, from: system.length },
+    ]);
+    // The first document is still cached whole, answer included, for its conversation's next turn.
+    assert.equal(table.bestPrefix("a", [...prompt(0), ...answer(0, 0), 7]), prompt(0).length + 64);
+    table.give(taken.sequence, [...prompt(1), ...answer(1, 0)], ops, prompt(1).length);
+    // Back to the first document: found whole where it was.
+    assert.deepEqual(table.take("a", prompt(0), ops), { sequence: first, reused: prompt(0).length - 1 });
+  });
+});

@@ -410,7 +410,7 @@ export class ShardScheduler {
 
   private release(request: EngineRequest, keep: boolean, ops: MemoryOp[], frees: number[] | undefined): void {
     this.running.splice(this.running.indexOf(request), 1);
-    this.sequences.give(request.sequence!, keep ? request.tokens.slice(0, request.computed) : undefined, ops);
+    this.sequences.give(request.sequence!, keep ? request.tokens.slice(0, request.computed) : undefined, ops, request.promptLength);
     request.sequence = undefined;
     this.cap.released();
     if (frees) {

@@ -8,10 +8,20 @@ interface Sequence {
   namespace: string | undefined;
   /** The tokens its cells hold, position by position. */
   held: Token[];
+  /** How many of `held`'s leading tokens were its last request's prompt (the rest it generated). */
+  heldPrompt: number;
   lastUsed: number;
 }
 
-/** Cached tokens a take keeps by using a spare sequence rather than cutting a cached prompt short. */
+/**
+ * Cached prompt tokens a take keeps by using a spare sequence rather than cutting a cached prompt
+ * short. Only prompt tokens count: what a request generated after its prompt is worth keeping for
+ * its conversation's next turn, which extends it and matches it whole; a request that repeats the
+ * whole prompt (a retry, a regenerate) is another answer to it, and the old answer is given up. When
+ * generated tokens counted, every repeated prompt was copied away from its own cache into the least
+ * recently used sequence, throwing that one's prompt away, and the next repeat recomputed it: 16
+ * clients resending 16 cached prompts ran at 0.62x (issue 56).
+ */
 const KEEP_MIN_TOKENS = 64;
 /**
  * The shortest shared prefix worth a copy between sequences. llama.cpp copies a KV stream whole,
@@ -49,7 +59,14 @@ export class SequenceTable {
     readonly cellsPerSequence: number,
     private readonly prefixCache: boolean,
   ) {
-    this.sequences = Array.from({ length: count }, (_, id) => ({ id, busy: false, namespace: undefined, held: [], lastUsed: 0 }));
+    this.sequences = Array.from({ length: count }, (_, id) => ({
+      id,
+      busy: false,
+      namespace: undefined,
+      held: [],
+      heldPrompt: 0,
+      lastUsed: 0,
+    }));
     this.copyMin = copyMinTokens(cellsPerSequence);
   }
 
@@ -75,10 +92,11 @@ export class SequenceTable {
 
   /**
    * Takes an idle sequence: the best prefix match, else an empty one, else the least recently used.
-   * Where the best match holds a longer cached prefix than the request shares with it (another
+   * Where the best match holds a longer cached prompt than the request shares with it (another
    * document after the same system prompt, say), taking it would throw that cache away: the shared
    * part is copied into a spare sequence instead (an empty one, else the least recently used), and
-   * the cached one stays for its own next request. Where the match is not next to a running
+   * the cached one stays for its own next request. A request that shares the whole cached prompt
+   * runs where it is cached (see KEEP_MIN_TOKENS). Where the match is not next to a running
    * sequence and another idle one is, the request runs there (its prefix copied, if long enough):
    * see `nextToBusy`.
    */
@@ -96,7 +114,7 @@ export class SequenceTable {
     }
     // The last token is computed again: its logits are what the first sample needs.
     reused = Math.max(0, Math.min(reused, tokens.length - 1));
-    const keep = reused > 0 && chosen.held.length - reused >= KEEP_MIN_TOKENS;
+    const keep = reused > 0 && chosen.heldPrompt - reused >= KEEP_MIN_TOKENS;
     const spare = this.spare(idle, chosen);
     // Next to more running sequences, with no cache thrown away for it that taking `chosen` would
     // keep, and no reuse lost (a shorter shared prefix is not copied: its request would be billed
@@ -120,6 +138,7 @@ export class SequenceTable {
     chosen.busy = true;
     chosen.lastUsed = ++this.clock;
     chosen.held = [];
+    chosen.heldPrompt = 0;
     chosen.namespace = namespace;
     return { sequence: chosen.id, reused };
   }
@@ -145,16 +164,21 @@ export class SequenceTable {
     return idle.filter((s) => s !== keep).sort(byRank)[0];
   }
 
-  /** Gives a sequence back; with `keep`, its cells stay for the namespace's next prompts. */
-  give(id: number, keep: readonly Token[] | undefined, ops: MemoryOp[]): void {
+  /**
+   * Gives a sequence back; with `keep`, its cells stay for the namespace's next prompts. `promptLength`:
+   * how many of `keep`'s leading tokens were the request's prompt (by default all of them).
+   */
+  give(id: number, keep: readonly Token[] | undefined, ops: MemoryOp[], promptLength = Infinity): void {
     const s = this.sequences[id]!;
     s.busy = false;
     s.lastUsed = ++this.clock;
     if (this.prefixCache && keep && s.namespace !== undefined) {
       s.held = keep.slice();
+      s.heldPrompt = Math.min(promptLength, keep.length);
       return;
     }
     s.held = [];
+    s.heldPrompt = 0;
     s.namespace = undefined;
     ops.push({ op: "rm", seq: id, from: 0 });
   }

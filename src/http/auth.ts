@@ -2,12 +2,17 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Forbidden, InvalidRequest, Unauthorized } from "../errors.js";
 import type { Principal } from "../protocol/principal.js";
 import { markAuthenticated } from "./connections.js";
+import type { Auth } from "./route-spec.js";
 
 export type Authenticate = (token: string) => Promise<Principal | null>;
 
 declare module "fastify" {
   interface FastifyRequest {
     caller: Principal | null;
+  }
+  interface FastifyContextConfig {
+    /** The route's declared auth (route-spec.ts); a route that declares none needs a key. */
+    auth?: Auth;
   }
 }
 
@@ -16,18 +21,21 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
 /** Query parameters that would carry a key in the URL, where proxies and access logs keep it. */
 const KEY_PARAMS = /(?:^|[?&])(?:api[_-]?key|key|access[_-]?token|token)=/i;
 
-/** Routes anyone may call; the admin routes check the admin key themselves. */
-function isPublicRoute(route: string | undefined): boolean {
-  return (
-    route === undefined ||
-    route === "/health" ||
-    route === "/metrics" ||
-    route === "/openapi.json" ||
-    route === "/docs" ||
-    route.startsWith("/docs/") ||
-    route.startsWith("/console") ||
-    route.startsWith("/admin/")
-  );
+/**
+ * Whether a request needs an API key, from the auth its route declares: "none" is public, and the
+ * admin routes check the admin key themselves. A request no route matched goes on to the 404; a
+ * route that declares nothing needs a key, so a route added without a declaration is never open.
+ */
+function needsKey(request: FastifyRequest): boolean {
+  if (request.routeOptions.url === undefined) return false;
+  return (request.routeOptions.config?.auth ?? "key") === "key";
+}
+
+/** Every route registered in `app`'s scope from here on is public (a plugin's static files). */
+export function declarePublic(app: FastifyInstance): void {
+  app.addHook("onRoute", (options) => {
+    options.config = { ...options.config, auth: "none" };
+  });
 }
 
 /**
@@ -54,8 +62,8 @@ function presentedKey(request: FastifyRequest): string | undefined {
 }
 
 /**
- * Every API route needs a valid API key; the caller it names is on request.caller. The decision
- * follows the route that matched, not the raw URL, so an absolute-form request line
+ * Every route that declares key auth needs a valid API key; the caller it names is on
+ * request.caller. The decision follows the route that matched (its declaration), not the raw URL, so an absolute-form request line
  * (`POST http://host/v1/...`) cannot slip past a path-prefix check.
  */
 export function installAuth(app: FastifyInstance, authenticate: Authenticate): void {
@@ -70,7 +78,7 @@ export function installAuth(app: FastifyInstance, authenticate: Authenticate): v
       );
     }
     // A CORS preflight never carries credentials; it is answered before any route runs.
-    if (isPublicRoute(request.routeOptions.url) || request.method === "OPTIONS") return;
+    if (!needsKey(request) || request.method === "OPTIONS") return;
     const key = presentedKey(request);
     if (!key)
       throw new Unauthorized(

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
+import { declarePublic } from "./auth.js";
 import { ServiceError } from "../errors.js";
 import { route, type RouteSpec } from "./route-spec.js";
 
@@ -76,6 +77,7 @@ export async function consoleRoutes(app: FastifyInstance, options: { dir?: strin
     });
     return;
   }
+  declarePublic(app);
   await app.register(fastifyStatic, {
     root: dir,
     prefix: "/console/",

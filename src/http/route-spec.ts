@@ -54,5 +54,12 @@ export function route<G extends RouteGenericInterface = RouteGenericInterface>(
   handler: (request: FastifyRequest<G>, reply: FastifyReply) => Promise<unknown>,
   options: RouteShorthandOptions = {},
 ): void {
-  app.route<G>({ ...options, method: op.method.toUpperCase() as HTTPMethods, url: fastifyPath(op), handler: handler as never });
+  app.route<G>({
+    ...options,
+    method: op.method.toUpperCase() as HTTPMethods,
+    url: fastifyPath(op),
+    // The auth hook (auth.ts) reads the declared auth from here.
+    config: { ...options.config, auth: op.auth },
+    handler: handler as never,
+  });
 }

@@ -2,6 +2,7 @@ import { createRequire } from "node:module";
 import { dirname } from "node:path";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
+import { declarePublic } from "../auth.js";
 import { SECURITY_HEADERS } from "../console.js";
 import { route, type RouteSpec } from "../route-spec.js";
 
@@ -81,6 +82,7 @@ export async function docsRoutes(app: FastifyInstance, options: DocsOptions): Pr
   route(app, docsOperations.start, async (_request, reply) =>
     reply.headers(SECURITY_HEADERS).type("text/javascript; charset=utf-8").send(START),
   );
+  declarePublic(app);
   await app.register(fastifyStatic, {
     root: ASSETS,
     prefix: "/docs/assets/",

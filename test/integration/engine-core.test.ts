@@ -7,27 +7,13 @@ import {
   readSseTimed,
   startServer,
   waitFor,
-  SMOLLM2,
   SMOLLM2_NO_END,
   type RunningServer,
 } from "../helpers/server.js";
+import { ask, health } from "../helpers/requests.js";
 
 // The step loop on the real model: tiers inside a step, `n` sharing one prefill, admission by
 // free sequences. Assertions count steps and tokens, never time.
-
-interface ModelHealth {
-  running: number;
-  waiting: number;
-  preemptions: number;
-  engine: { steps: number; prompt_tokens_computed: number };
-}
-
-async function health(server: RunningServer): Promise<ModelHealth> {
-  const body = (await (await fetch(`${server.url}/health`)).json()) as { models: ModelHealth[] };
-  return body.models[0]!;
-}
-
-const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
 
 /**
  * A standard stream of 2,000 tokens (end-of-text banned: none ends before the test stops it, however

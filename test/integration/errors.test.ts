@@ -1,19 +1,17 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { FULL_CONTEXT, postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { expectError as expectOpenAiError } from "../helpers/requests.js";
 
-/** Every error is in the OpenAI shape, with the right status, param and code. */
+/**
+ * Every error is in the OpenAI shape, with the right status, param and code, exactly the four
+ * fields, a message that says something, and the type invalid_request_error unless given.
+ */
 async function expectError(response: Response, status: number, expected: { param?: string | null; code?: string | null; type?: string }) {
-  assert.equal(response.status, status);
-  const body = await response.json();
-  assert.deepEqual(Object.keys(body), ["error"]);
-  assert.deepEqual(Object.keys(body.error).sort(), ["code", "message", "param", "type"]);
-  assert.equal(typeof body.error.message, "string");
-  assert.ok(body.error.message.length > 0);
-  if ("param" in expected) assert.equal(body.error.param, expected.param);
-  if ("code" in expected) assert.equal(body.error.code, expected.code);
-  assert.equal(body.error.type, expected.type ?? "invalid_request_error");
-  return body.error;
+  const error = await expectOpenAiError(response, status, { type: "invalid_request_error", ...expected });
+  assert.deepEqual(Object.keys(JSON.parse(error.text).error).sort(), ["code", "message", "param", "type"]);
+  assert.ok(error.message.length > 0);
+  return error;
 }
 
 const ok = (extra: Record<string, unknown> = {}) => ({

@@ -4,6 +4,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { chunkedEnd, openAiError, openSocket, readReply } from "../helpers/raw-http.js";
 import { FULL_CONTEXT, createKey, startServer, waitFor, SMOLLM2, SMOLLM2_NO_END, type RunningServer } from "../helpers/server.js";
+import { health, usageTotals } from "../helpers/requests.js";
 
 /**
  * Issue 30 item 4: a stream whose client stops reading gives its sequences back after the grace
@@ -11,18 +12,6 @@ import { FULL_CONTEXT, createKey, startServer, waitFor, SMOLLM2, SMOLLM2_NO_END,
  * ends with a timeout error after the pause timeout, billed for what it generated. Checked through
  * /health's state and the streams' text, never against a clock.
  */
-
-interface EngineHealth {
-  running: number;
-  waiting: number;
-  paused: number;
-  preemptions: number;
-  engine: { sampled_tokens: number };
-}
-
-async function health(server: RunningServer): Promise<EngineHealth> {
-  return ((await (await fetch(`${server.url}/health`)).json()) as { models: EngineHealth[] }).models[0]!;
-}
 
 /** Waits until `paused` streams' requests are paused and none holds a sequence. */
 const preempted = (server: RunningServer, paused: number) =>
@@ -81,11 +70,6 @@ function contents(sse: string): string[] {
     }
   }
   return texts;
-}
-
-async function usageTotals(server: RunningServer, key: string) {
-  const response = await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } });
-  return ((await response.json()) as { totals: { requests: number; completion_tokens: number; by_status: Record<string, number> } }).totals;
 }
 
 describe("a paused stream gives its sequence back", () => {

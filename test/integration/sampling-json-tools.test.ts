@@ -3,9 +3,9 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { request as httpRequest } from "node:http";
 import { createKey, GEMMA, postChat, readSse, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { ask } from "../helpers/requests.js";
 
 /** Parameters, n, logprobs, JSON output and tool calls against the real SmolLM2 (and Gemma for the capability gate). */
-const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
 const weatherTool = {
   type: "function",
   function: {

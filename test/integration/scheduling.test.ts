@@ -13,9 +13,9 @@ import {
   SMOLLM2_NO_END,
   FULL_CONTEXT,
 } from "../helpers/server.js";
+import { ask } from "../helpers/requests.js";
 
 const LONG = "Write a very long story about a dragon who learns to sail, with many chapters.";
-const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
 
 interface Health {
   running: number;

@@ -4,7 +4,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
-import { openAiError } from "../helpers/raw-http.js";
+import { expectError } from "../helpers/requests.js";
 import { createKey, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 /**
@@ -39,14 +39,6 @@ describe("tenant guards at the edge (issue 20: items 4, 5, 11, 13)", () => {
     fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: "" });
   const json = (method: string, path: string, body: string, key = server.key) =>
     fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body });
-  async function expectError(response: Response, status: number, expected: { code?: string; param?: string | null; type?: string }) {
-    const text = await response.text();
-    assert.equal(response.status, status, `${response.url}: ${text}`);
-    const error = openAiError(text);
-    assert.ok(error, `not an OpenAI error body: ${text}`);
-    for (const [field, value] of Object.entries(expected)) assert.equal(error[field as keyof typeof error], value, text);
-    return { error, text };
-  }
   async function completedRequests(): Promise<number> {
     const response = await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${server.key}` } });
     return ((await response.json()) as { totals: { by_status: Record<string, number> } }).totals.by_status.completed!;

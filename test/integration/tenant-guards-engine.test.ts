@@ -7,6 +7,7 @@ import { loadCatalog } from "../../src/catalog/load.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
 import { chunkedEnd, openAiError, openSocket, readReply } from "../helpers/raw-http.js";
 import { FULL_CONTEXT, createKey, readSse, startServer, waitFor, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { health, usageTotals } from "../helpers/requests.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 import { startWorker, WORKER_KEY, type RunningWorker } from "../helpers/worker.js";
 
@@ -26,23 +27,6 @@ const post = (url: string, key: string, path: string, body: unknown) =>
     body: JSON.stringify(body),
     signal: AbortSignal.timeout(300_000),
   });
-
-async function health(server: { url: string }) {
-  return (
-    (await (await fetch(`${server.url}/health`)).json()) as {
-      models: Array<{ running: number; waiting: number; paused: number; engine: { sampled_tokens: number } }>;
-    }
-  ).models[0]!;
-}
-
-async function usageTotals(server: RunningServer, key = server.key) {
-  const response = await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } });
-  return (
-    (await response.json()) as {
-      totals: { requests: number; completion_tokens: number; prompt_tokens: number; cost_usd: number; by_status: Record<string, number> };
-    }
-  ).totals;
-}
 
 describe("item 1: a prompt of no tokens is answered, and never holds a sequence", () => {
   let server: RunningServer;

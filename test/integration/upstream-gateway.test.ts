@@ -14,12 +14,12 @@ import {
   type TimedEvent,
   SMOLLM2_NO_END,
 } from "../helpers/server.js";
+import { ask } from "../helpers/requests.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 import { startWorker, workerServed, WORKER_KEY, type RunningWorker } from "../helpers/worker.js";
 
 /** SmolLM2's end-of-generation tokens, and im_start: banned, a generation runs to max_tokens. */
 const NO_END = { ...SMOLLM2_NO_END, "1": -100 };
-const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
 const SYSTEM = `You are a patient librarian. ${"Answer briefly, cite the shelf, and never invent a book that the catalogue does not hold. ".repeat(14)}`;
 
 interface GatewayHealth {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { Backend, PreparedPrompt } from "../../src/backends/backend.js";
+import type { Backend } from "../../src/backends/backend.js";
+import { fakeBackend } from "../helpers/fake-backend.js";
 import type { CatalogEntry } from "../../src/catalog/types.js";
 import type { GenerationEvent } from "../../src/protocol/generation.js";
 import { createMemoryLimits } from "../../src/limits/in-memory-limits.js";
@@ -24,32 +25,13 @@ const entry: CatalogEntry = {
 };
 
 function faultyBackend(failAfterTokens: number): Backend {
-  return {
-    contextWindow: 1024,
-    vocabularySize: 0,
-    async prepareText(): Promise<PreparedPrompt> {
-      return { tokenCount: 3, opensThinking: false };
-    },
-    async prepare(): Promise<PreparedPrompt> {
-      return { tokenCount: 10, opensThinking: false };
-    },
-    generate(_prompt, choices) {
-      return choices.map(async function* (): AsyncGenerator<GenerationEvent> {
-        yield { type: "started", queuedMs: 0, cachedTokens: 0 };
-        for (let n = 1; n <= failAfterTokens; n++) yield { type: "text", text: `t${n} `, completionTokens: n };
-        throw new Error("llama_decode failed");
-      });
-    },
-    stats: () => ({
-      slots: 1,
-      running: { priority: 0, default: 0, flex: 0, batch: 0 },
-      waiting: { priority: 0, default: 0, flex: 0, batch: 0 },
-      preemptions: 0,
-      idleSequences: 0,
-      kvCacheUsage: 0,
+  return fakeBackend((_prompt, choices) =>
+    choices.map(async function* (): AsyncGenerator<GenerationEvent> {
+      yield { type: "started", queuedMs: 0, cachedTokens: 0 };
+      for (let n = 1; n <= failAfterTokens; n++) yield { type: "text", text: `t${n} `, completionTokens: n };
+      throw new Error("llama_decode failed");
     }),
-    close: async () => {},
-  };
+  );
 }
 
 function setup(failAfterTokens: number) {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { EmptyPrompt, GenerationStalled, type Backend, type PreparedPrompt } from "../../src/backends/backend.js";
+import { EmptyPrompt, GenerationStalled } from "../../src/backends/backend.js";
+import { fakeBackend } from "../helpers/fake-backend.js";
 import type { CatalogEntry } from "../../src/catalog/types.js";
 import { StepCostModel } from "../../src/engine/core/cost-model.js";
 import { tieredPolicy } from "../../src/engine/core/policy.js";
@@ -129,22 +130,7 @@ const entry: CatalogEntry = {
 };
 
 function serving(generation: () => AsyncGenerator<GenerationEvent>) {
-  const backend: Backend = {
-    contextWindow: 1024,
-    vocabularySize: 0,
-    prepareText: async (): Promise<PreparedPrompt> => ({ tokenCount: 0, opensThinking: false }),
-    prepare: async (): Promise<PreparedPrompt> => ({ tokenCount: 5, opensThinking: false }),
-    generate: (_prompt, choices) => choices.map(generation),
-    stats: () => ({
-      slots: 1,
-      running: { priority: 0, default: 0, flex: 0, batch: 0 },
-      waiting: { priority: 0, default: 0, flex: 0, batch: 0 },
-      preemptions: 0,
-      idleSequences: 0,
-      kvCacheUsage: 0,
-    }),
-    close: async () => {},
-  };
+  const backend = fakeBackend((_prompt, choices) => choices.map(generation), { textTokens: 0, promptTokens: 5 });
   const rows: UsageRecord[] = [];
   const registry = createModelRegistry([entry]);
   registry.ready(entry.id, backend);

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { Backend, GenerationParams, PreparedPrediction, PreparedPrompt } from "../../src/backends/backend.js";
+import type { Backend, GenerationParams, PreparedPrediction } from "../../src/backends/backend.js";
+import { fakeBackend } from "../helpers/fake-backend.js";
 import { requestBody } from "../../src/backends/upstream/request-body.js";
 import { chatPrompt } from "../../src/backends/upstream/prompt.js";
 import { streamEvents } from "../../src/backends/upstream/stream-events.js";
@@ -111,38 +112,22 @@ interface Script {
 }
 
 function predictingBackend(script: Script, seen: { params: GenerationParams[]; prepared: string[] }): Backend {
-  return {
-    contextWindow: 1024,
-    vocabularySize: 0,
-    async prepareText(): Promise<PreparedPrompt> {
-      return { tokenCount: 3, opensThinking: false };
-    },
-    async prepare(): Promise<PreparedPrompt> {
-      return { tokenCount: 10, opensThinking: false };
-    },
+  const generate: Backend["generate"] = (_prompt, choices) => {
+    seen.params.push(...choices);
+    return choices.map(async function* (_params, choice): AsyncGenerator<GenerationEvent> {
+      yield { type: "started", queuedMs: 0, cachedTokens: 0 };
+      yield* script.events(choice);
+    });
+  };
+  return fakeBackend(generate, {
+    slots: 4,
     async preparePrediction(text): Promise<PreparedPrediction> {
       seen.prepared.push(text);
       const tokens = words(text);
       return { text, tokens, tokenCount: tokens.length };
     },
     minimumTextTokens: script.minimumTextTokens,
-    generate(_prompt, choices) {
-      seen.params.push(...choices);
-      return choices.map(async function* (_params, choice): AsyncGenerator<GenerationEvent> {
-        yield { type: "started", queuedMs: 0, cachedTokens: 0 };
-        yield* script.events(choice);
-      });
-    },
-    stats: () => ({
-      slots: 4,
-      running: { priority: 0, default: 0, flex: 0, batch: 0 },
-      waiting: { priority: 0, default: 0, flex: 0, batch: 0 },
-      preemptions: 0,
-      idleSequences: 0,
-      kvCacheUsage: 0,
-    }),
-    close: async () => {},
-  };
+  });
 }
 
 function setup(script: Script) {

@@ -19,16 +19,16 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { Command } from "commander";
 import { barChartPng } from "./load/chart.js";
-import type { Target } from "./load/client-stream.js";
-import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
-import { priorityBesideRatios, priorityBesideScenarios } from "./priority-beside.js";
-import { adapterMixRatios, adapterMixScenarios, FRENCH_ADAPTER, FRENCH_BASE, prepareFrenchAdapter } from "./adapter-mix.js";
+import { runScenario, type ScenarioReport } from "./load/scenario.js";
+import { priorityBesideRatios } from "./priority-beside.js";
+import { adapterMixRatios, FRENCH_ADAPTER, FRENCH_BASE, prepareFrenchAdapter } from "./adapter-mix.js";
+import { scenarioSet, WARM_UP } from "./load/scenarios.js";
+import { ceilingsFor, ceilingRows } from "./load/ceilings.js";
 import { compareEmbeddings } from "./embeddings.js";
 import { EditBench, type EditVariant } from "./edit.js";
 import {
   cpuDescription,
   cpuVariant,
-  runBatchedBench,
   startLlamaCppPython,
   startLlamaServer,
   startSwitchyard,
@@ -45,7 +45,7 @@ const program = new Command()
   .option(
     "--scenarios <list>",
     "which scenarios (embeddings: see bench/embeddings.ts)",
-    "random-c16,random-c1,openai-c16,openai-c1,disturbed-c16,multiturn,mixed,mixed-batch,priority-beside,embeddings,edit",
+    "random-c16,random-c1,openai-c16,openai-c1,cached-c16,cached-c1,disturbed-c16,multiturn,mixed,mixed-batch,priority-beside,embeddings,edit",
   )
   .option("--targets <list>", "which targets, in order", TARGETS)
   .option(
@@ -67,81 +67,18 @@ const opts = program.opts<{
   editDocs?: string;
   out: string;
 }>();
-const scale = (n: number) => (opts.quick ? Math.max(2, Math.ceil(n / 4)) : n);
-
-const C16 = {
-  kind: "random",
-  inputTokens: 128,
-  outputTokens: 128,
-  maxConcurrency: 16,
-  requestRate: Infinity,
-  requests: scale(48),
-} as const;
-const C1 = { ...C16, maxConcurrency: 1, requests: scale(8) } as const;
-const SCENARIOS: Record<string, Scenario[]> = {
-  "random-c16": [{ ...C16, name: "random 128/128 c16" }],
-  "random-c1": [{ ...C1, name: "random 128/128 c1" }],
-  "openai-c16": [{ ...C16, name: "openai sampling c16", sampling: "openai" }],
-  "openai-c1": [{ ...C1, name: "openai sampling c1", sampling: "openai" }],
-  "disturbed-c16": [{ ...C16, name: "random c16, one core busy", disturbed: true }],
-  "priority-beside": priorityBesideScenarios(opts.quick ? 20 : 60),
-  "adapter-mix": adapterMixScenarios(scale(48)),
-  multiturn: [{ kind: "multiturn", name: "multiturn 6 turns", conversations: scale(8), turns: 6, outputTokens: 48, maxConcurrency: 4 }],
-  mixed: [
-    {
-      kind: "random",
-      name: "priority unloaded",
-      requests: scale(8),
-      inputTokens: 128,
-      outputTokens: 64,
-      maxConcurrency: 1,
-      requestRate: Infinity,
-      tierMix: { priority: 1 },
-    },
-    // Priority's own load in the mix (a fifth of 48 clients), with no other tier: what isolation can at best give it.
-    {
-      kind: "random",
-      name: "priority alone, 10 clients",
-      requests: scale(20),
-      inputTokens: 128,
-      outputTokens: 64,
-      maxConcurrency: 10,
-      requestRate: Infinity,
-      tierMix: { priority: 1 },
-    },
-    {
-      kind: "random",
-      name: "mixed 20/50/30 saturating",
-      requests: scale(96),
-      inputTokens: 128,
-      outputTokens: 64,
-      maxConcurrency: 48,
-      requestRate: Infinity,
-      tierMix: { priority: 0.2, default: 0.5, flex: 0.3 },
-    },
-  ],
-  // The same tier mix with a Batch API job underneath, more lines than the run can finish: batch
-  // lines run only on capacity no tier waits for, so the tiers' figures must match the run without it.
-  "mixed-batch": [
-    {
-      kind: "random",
-      name: "mixed 20/50/30 saturating, batch underneath",
-      requests: scale(96),
-      inputTokens: 128,
-      outputTokens: 64,
-      maxConcurrency: 48,
-      requestRate: Infinity,
-      tierMix: { priority: 0.2, default: 0.5, flex: 0.3 },
-      backgroundBatch: { lines: 2000, outputTokens: 64 },
-    },
-  ],
-};
+const SCENARIOS = scenarioSet(opts.quick === true);
 /** Our server's scenarios, on this checkout and on a `--baseline` one (which has no `edit`: its prediction support may differ). */
 const OURS = [
   "random-c16",
+  "random-c8",
   "random-c1",
   "openai-c16",
+  "openai-c8",
   "openai-c1",
+  "cached-c16",
+  "cached-c8",
+  "cached-c1",
   "disturbed-c16",
   "multiturn",
   "mixed",
@@ -153,14 +90,27 @@ const APPLIES: Record<string, string[]> = {
   switchyard: [...OURS, "edit", "adapter-mix"],
   "switchyard-baseline": OURS,
   // Speculative decoding off (SWITCHYARD_SPECULATION=off; "switchyard" runs the default, auto).
-  "switchyard-spec-off": ["random-c16", "random-c1", "priority-beside", "edit"],
+  "switchyard-spec-off": ["random-c16", "random-c1", "cached-c16", "cached-c1", "priority-beside", "edit"],
   // Priority's inter-token target at 100 ms, where 8 lower-tier decodes fit beside it: the tier mix without lower tiers giving way.
   "switchyard-priority-itl-100": ["mixed"],
   "switchyard-1ctx": ["random-c16", "random-c1", "disturbed-c16"],
   "switchyard-f16": ["random-c16", "random-c1"],
   "switchyard-no-prefix-cache": ["multiturn"],
   // Its default --spec-type is none.
-  "llama-server": ["random-c16", "random-c1", "openai-c16", "openai-c1", "disturbed-c16", "multiturn", "edit"],
+  "llama-server": [
+    "random-c16",
+    "random-c8",
+    "random-c1",
+    "openai-c16",
+    "openai-c8",
+    "openai-c1",
+    "cached-c16",
+    "cached-c8",
+    "cached-c1",
+    "disturbed-c16",
+    "multiturn",
+    "edit",
+  ],
   "llama-server-ngram-simple": ["edit"],
   "llama-server-ngram-mod": ["edit"],
   "llama-server-f16": ["random-c16", "random-c1"],
@@ -225,8 +175,13 @@ const starters: Record<string, () => Promise<RunningTarget | null>> = {
   "llama-cpp-python": () => startLlamaCppPython({ ...peer, parallel: 1 }),
 };
 
-// The ceiling first, alone on the machine: llama.cpp decoding 16 sequences with no server around it.
-const batched = opts.targets.split(",").includes("llama-server") && wanted.includes("random-c16") ? runBatchedBench(peer) : null;
+// The ceilings first, alone on the machine: llama.cpp prefilling and decoding each scenario's batch
+// shape with no server around it (llama-batched-bench), once per shape.
+const ceilings = ceilingsFor(
+  peer,
+  wanted.flatMap((s) => SCENARIOS[s] ?? []),
+);
+const batched = ceilings.get("random 128/128 c16") ?? null;
 const reports: ScenarioReport[] = [];
 const skipped: string[] = [];
 /** Which ggml CPU variant each target's process loaded: the same one on both sides is a fair run. */
@@ -250,8 +205,8 @@ for (const name of opts.targets.split(",")) {
     continue;
   }
   try {
-    await warmUp(running.target);
-    if (scenarios.some((s) => s.name.startsWith("adapter-mix"))) await warmUp({ ...running.target, model: FRENCH_ADAPTER });
+    await runScenario(running.target, WARM_UP);
+    if (scenarios.some((s) => s.name.startsWith("adapter-mix"))) await runScenario({ ...running.target, model: FRENCH_ADAPTER }, WARM_UP);
     variants[name] = cpuVariant(running.target.pid);
     for (const scenario of scenarios) {
       process.stderr.write(`${name}: ${scenario.name}...\n`);
@@ -513,8 +468,11 @@ if (embeddings) {
   skipped.push(...embeddings.skipped);
   for (const [target, variant] of Object.entries(embeddings.variants)) variants[`${target} (embeddings)`] = variant;
 }
-if (batched)
-  console.log(`llama-batched-bench, 16 x 128/128, ${peer.threads} threads: S_PP ${batched.sPp} tok/s, S_TG ${batched.sTg} tok/s`);
+// Every target's distance to the hardware: its output tokens/s over the compute limit of its scenario's batch shape.
+if (ceilings.size > 0) {
+  console.log(`against llama-batched-bench on the same file and ${peer.threads} threads (limit: prefill at S_PP, then decode at S_TG):`);
+  table(ceilingRows(reports, ceilings));
+}
 for (const line of skipped) console.log(`skipped ${line}`);
 const cpu = cpuDescription();
 console.log(`CPU: ${cpu.model}; flags: ${cpu.flags.join(" ")}`);
@@ -541,6 +499,7 @@ writeFileSync(
       ratios,
       rssOverMb: rssOver,
       batchedBench: batched ? { sPp: batched.sPp, sTg: batched.sTg } : null,
+      ceilings: Object.fromEntries(ceilings),
       embeddings,
       edit,
       skipped,
@@ -578,16 +537,3 @@ writeFileSync(
   ]),
 );
 console.log(`wrote ${opts.out}.json and ${opts.out}.png`);
-
-/** One short request, so model loading and first-call costs stay out of the numbers. */
-async function warmUp(target: Target): Promise<void> {
-  await runScenario(target, {
-    kind: "random",
-    name: "warm-up",
-    requests: 2,
-    inputTokens: 16,
-    outputTokens: 8,
-    maxConcurrency: 2,
-    requestRate: Infinity,
-  });
-}

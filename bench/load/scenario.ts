@@ -28,6 +28,12 @@ export interface RandomScenario {
   disturbed?: boolean;
   /** A batch (Batch API) runs underneath for the whole scenario; it is cancelled at the end. */
   backgroundBatch?: BackgroundBatch;
+  /**
+   * Every prompt is sent once before the measured pass (same concurrency, not counted), so each
+   * request of the measured pass finds its whole prompt cached: the shape of clients that resend a
+   * conversation, a regenerate, a retry.
+   */
+  cachedPrompts?: boolean;
 }
 
 export interface MultiturnScenario {
@@ -110,6 +116,7 @@ export async function runScenario(
   scenario: Scenario,
   seed = [...scenario.name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7),
 ): Promise<ScenarioReport> {
+  if (scenario.kind === "random" && scenario.cachedPrompts) await runRandom(target, scenario, seed);
   const started = performance.now();
   const busy =
     scenario.kind === "random" && scenario.disturbed ? spawn(process.execPath, ["-e", "for(;;){}"], { stdio: "ignore" }) : undefined;

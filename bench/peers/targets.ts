@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -48,6 +48,18 @@ export interface PeerOptions {
 }
 
 const ROOT = resolve(import.meta.dirname, "../..");
+
+/** The published GGUF file of a pulled catalog model (what every side of a comparison loads). */
+export function listedModelPath(modelId: string): string {
+  const args = [join(ROOT, "bin/switchyard.js"), "models", "list", "--json"];
+  const models = JSON.parse(execFileSync(process.execPath, args, { encoding: "utf8" })) as Array<{
+    id: string;
+    published_path: string | null;
+  }>;
+  const path = models.find((m) => m.id === modelId)?.published_path;
+  if (!path) throw new Error(`${modelId} is not pulled: run 'npx switchyard models pull ${modelId}'`);
+  return path;
+}
 
 /** `root`: the checkout whose built server runs (another, built, for "this change against the last" in one run). */
 export async function startSwitchyard(

@@ -259,6 +259,12 @@ export const SETTINGS_REFERENCE: readonly SettingReference[] = [
     defaultValue: "10000, 30",
     meaning: "stored chat completions and stored responses each account keeps, and for how many days",
   },
+  {
+    variables: ["SWITCHYARD_BACKGROUND_RESPONSES_PER_ACCOUNT"],
+    defaultValue: "16",
+    meaning:
+      "background responses (`background: true`) one account may have queued or in progress (429 `too_many_background_responses` beyond; 0 turns background responses off)",
+  },
   { variables: ["SWITCHYARD_LOG_LEVEL"], defaultValue: "`info`", meaning: "log level" },
   {
     variables: ["SWITCHYARD_API_KEY"],

@@ -37,8 +37,9 @@ const MAY_IMPORT: Record<string, string[]> = {
   serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "engine", "observability", "storage", "catalog", "config"],
   deployments: ["errors", "protocol", "storage", "billing", "accounts", "catalog", "config", "backends", "limits", "serving"],
   adapters: ["errors", "protocol", "storage", "catalog", "config", "backends", "serving"],
-  // One folder per API operation (chat, completions, responses, embeddings) and their registry; no transport.
-  api: ["errors", "protocol", "storage", "serving"],
+  // One folder per API resource (api/<resource>/) and the registry of every endpoint; no transport. It
+  // stands on the services: serving, and the account-scoped keys (accounts/account-keys.ts).
+  api: ["errors", "protocol", "storage", "serving", "accounts"],
   processes: ["errors", "storage"],
   // The Batch API: its lines run the api operations directly (batches/line-executor.ts), never through HTTP.
   batches: ["errors", "protocol", "storage", "billing", "serving", "api"],

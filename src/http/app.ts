@@ -13,8 +13,6 @@ import { deploymentForwarding } from "./deployment-forwarding.js";
 import type { Drain } from "./drain.js";
 import { installRequestIds, requestIdFor } from "./request-id.js";
 import { consoleRoutes } from "./console.js";
-import { accountKeyRoutes } from "./routes/account-keys.js";
-import { tokenRoutes } from "./routes/tokens.js";
 import type { EmbeddingService } from "../serving/embedding-service.js";
 import type { TokenService } from "../serving/token-service.js";
 import { docsRoutes } from "./routes/docs.js";
@@ -22,13 +20,12 @@ import { openApiDocument } from "./openapi.js";
 import { deploymentRoutes } from "./routes/deployments.js";
 import { adapterRoutes } from "./routes/adapters.js";
 import { storedResponseRoutes } from "./routes/stored-responses.js";
-import { storedCompletionRoutes } from "./routes/stored-completions.js";
 import { generationRoutes } from "./routes/generation.js";
 import { createOperations, type Operations } from "../api/registry.js";
+import { createEndpoints } from "../api/endpoints.js";
+import { registerEndpoints } from "./endpoint-routes.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
-import { modelRoutes } from "./routes/models.js";
-import { usageRoutes } from "./routes/usage.js";
 import { fileRoutes, type AccountFiles } from "./routes/files.js";
 import { batchRoutes } from "./routes/batches.js";
 import type { BatchLimits } from "../batches/limits.js";
@@ -119,6 +116,7 @@ export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "maxJsonD
 export function buildApp(deps: AppDeps): FastifyInstance {
   const app = buildBaseApp(deps);
   const operations = deps.operations ?? createOperations(deps);
+  const endpoints = createEndpoints(deps);
   // A deployment another server process runs is answered by that process (generation and token routes alike).
   const deployments = deps.deployments;
   const forwardDeployments = deployments
@@ -128,27 +126,27 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     if (deps.limits) installRateLimitHeaders(routes, deps.limits);
     healthRoutes(routes, deps.registry, deps.drain);
     metricsRoutes(routes, deps.metrics);
-    usageRoutes(routes, deps.usage);
-    accountKeyRoutes(routes, deps.keys);
+    registerEndpoints(routes, endpoints.usage ?? []);
+    registerEndpoints(routes, endpoints.keys ?? []);
     if (deps.deployments) deploymentRoutes(routes, deps.deployments);
     if (deps.adapters) adapterRoutes(routes, deps.adapters.service, deps.adapters.limits);
     void routes.register(consoleRoutes);
     void routes.register(docsRoutes, { document: openApiDocument });
     // vLLM and llama-server serve these at the root; SDKs with a `/v1` base URL find them under it.
-    const tokens = deps.tokens;
+    const tokens = endpoints.tokens;
     // The token routes in a scope of their own, forwarded like generations, without the generations' tracing.
     const tokenScope = (parent: FastifyInstance) => {
       if (!tokens) return;
       void parent.register(async (scope) => {
         forwardDeployments(scope);
-        tokenRoutes(scope, tokens);
+        registerEndpoints(scope, tokens);
       });
     };
     tokenScope(routes);
     for (const prefix of API_PREFIXES) {
       void routes.register(
         async (api) => {
-          modelRoutes(api, deps.registry);
+          registerEndpoints(api, endpoints.models ?? []);
           tokenScope(api);
           if (deps.batches) {
             fileRoutes(api, deps.batches.service, deps.batches.files, deps.batches.limits);
@@ -158,7 +156,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             forwardDeployments(generation);
             if (deps.tracing) installTracing(generation, deps.tracing);
             generationRoutes(generation, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
-            if (deps.completions) storedCompletionRoutes(generation, deps.completions);
+            registerEndpoints(generation, endpoints.storedCompletions ?? []);
             storedResponseRoutes(generation, deps.responses, deps.background);
           });
         },

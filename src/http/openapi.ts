@@ -1,10 +1,10 @@
 import { z } from "zod";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 import { OPERATION_SPECS } from "../api/registry.js";
+import { ENDPOINT_SPECS } from "../api/endpoints.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { consoleOperations } from "./console.js";
 import type { Auth, Method, RouteSpec } from "./route-spec.js";
-import { accountKeyOperations } from "./routes/account-keys.js";
 import { adapterOperations } from "./routes/adapters.js";
 import { adminOperations } from "./routes/admin.js";
 import { batchOperations } from "./routes/batches.js";
@@ -13,10 +13,6 @@ import { docsOperations } from "./routes/docs.js";
 import { fileOperations } from "./routes/files.js";
 import { healthOperations } from "./routes/health.js";
 import { metricsOperations } from "./routes/metrics.js";
-import { modelOperations } from "./routes/models.js";
-import { tokenOperations } from "./routes/tokens.js";
-import { usageOperations } from "./routes/usage.js";
-import { storedCompletionOperations } from "./routes/stored-completions.js";
 import { storedResponseOperations } from "./routes/stored-responses.js";
 
 /**
@@ -44,18 +40,18 @@ const GENERATION_OPERATIONS: RouteSpec[] = OPERATION_SPECS.map((spec) => ({
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES, in the document's order. */
 const API_OPERATIONS: RouteSpec[] = [
   ...GENERATION_OPERATIONS,
-  ...Object.values(tokenOperations),
+  ...ENDPOINT_SPECS.tokens,
   ...Object.values(storedResponseOperations),
-  ...Object.values(storedCompletionOperations),
+  ...ENDPOINT_SPECS.storedCompletions,
   ...Object.values(fileOperations),
   ...Object.values(batchOperations),
-  ...Object.values(modelOperations),
+  ...ENDPOINT_SPECS.models,
 ];
 
 /** Everything served at its own path. */
 const OTHER_OPERATIONS: RouteSpec[] = [
-  ...Object.values(usageOperations),
-  ...Object.values(accountKeyOperations),
+  ...ENDPOINT_SPECS.usage,
+  ...ENDPOINT_SPECS.keys,
   ...Object.values(deploymentOperations),
   ...Object.values(adapterOperations),
   ...Object.values(consoleOperations),
@@ -173,7 +169,7 @@ function documentPaths(): Record<string, Record<string, unknown>> {
   }
   for (const op of OTHER_OPERATIONS) add(op.path, op.method, operationObject(op, op.id));
   // The token endpoints are served at the root too, where vLLM and llama-server serve them.
-  for (const op of Object.values(tokenOperations)) add(op.path, op.method, operationObject(op, `${op.id}_root`));
+  for (const op of ENDPOINT_SPECS.tokens) add(op.path, op.method, operationObject(op, `${op.id}_root`));
   return paths;
 }
 

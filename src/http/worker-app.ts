@@ -13,7 +13,8 @@ import { generationRoutes } from "./routes/generation.js";
 import { createOperations } from "../api/registry.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
-import { modelRoutes } from "./routes/models.js";
+import { modelEndpoints } from "../api/models/endpoints.js";
+import { registerEndpoints } from "./endpoint-routes.js";
 
 export interface WorkerAppDeps extends Omit<BaseAppDeps, "authenticate"> {
   chat: ChatService;
@@ -41,7 +42,7 @@ export function buildWorkerApp(deps: WorkerAppDeps): FastifyInstance {
     for (const prefix of API_PREFIXES) {
       void routes.register(
         async (api) => {
-          modelRoutes(api, deps.registry);
+          registerEndpoints(api, modelEndpoints(deps.registry));
           if (deps.tracing) installTracing(api, deps.tracing);
           generationRoutes(api, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
         },

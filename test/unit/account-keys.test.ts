@@ -6,7 +6,8 @@ import { createKey } from "../../src/accounts/key-store.js";
 import { authenticate } from "../../src/accounts/principals.js";
 import { installAuth } from "../../src/http/auth.js";
 import { installErrorHandlers } from "../../src/http/errors.js";
-import { accountKeyRoutes } from "../../src/http/routes/account-keys.js";
+import { keyEndpoints } from "../../src/api/keys/endpoints.js";
+import { registerEndpoints } from "../../src/http/endpoint-routes.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
 import { createAccountAdmin } from "../../src/accounts/account-admin.js";
 import { createUsageReports } from "../../src/billing/usage-reports.js";
@@ -33,7 +34,7 @@ forEachDatabase("account-scoped key API (/v1/keys)", ({ db }) => {
     app = Fastify();
     installErrorHandlers(app);
     installAuth(app, (token) => authenticate(db, token));
-    accountKeyRoutes(app, createAccountKeys(db));
+    registerEndpoints(app, keyEndpoints(createAccountKeys(db)));
     await app.register(adminRoutes, { admin: createAccountAdmin(db), usage: createUsageReports(db), adminToken });
     url = await app.listen({ host: "127.0.0.1", port: 0 });
     manager = await createKey(db, { account: "acme", name: "ops", manageKeys: true });

@@ -14,7 +14,8 @@ import { installErrorHandlers } from "../../src/http/errors.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
 import { createAccountAdmin } from "../../src/accounts/account-admin.js";
 import { createUsageReports } from "../../src/billing/usage-reports.js";
-import { usageRoutes } from "../../src/http/routes/usage.js";
+import { usageEndpoints } from "../../src/api/usage/endpoints.js";
+import { registerEndpoints } from "../../src/http/endpoint-routes.js";
 import type { UsageRecord } from "../../src/billing/ports.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
@@ -35,7 +36,7 @@ async function startUsageServer(db: Database, adminToken: string): Promise<{ app
   const app = Fastify();
   installErrorHandlers(app);
   installAuth(app, realAuthenticate(db));
-  usageRoutes(app, createUsageReports(db));
+  registerEndpoints(app, usageEndpoints(createUsageReports(db)));
   await app.register(adminRoutes, { admin: createAccountAdmin(db), usage: createUsageReports(db), adminToken });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   return { app, url };

@@ -7,7 +7,7 @@ import { parseUsageParams, USAGE_QUERY } from "../../protocol/usage-request.js";
 import { stringifyJson } from "../../protocol/money-json.js";
 import { InvalidRequest, RateLimited, Unauthorized } from "../../errors.js";
 import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
-import { parse } from "../parse-input.js";
+import { parse } from "../../protocol/parse-input.js";
 import { route, type RouteSpec } from "../route-spec.js";
 
 const keyId = [{ name: "id", description: "Key id." }];

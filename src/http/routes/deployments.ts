@@ -3,7 +3,7 @@ import { NotFound } from "../../errors.js";
 import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from "../../protocol/deployments-request.js";
 import type { Deployment, DeploymentCaller, DeploymentService } from "../../deployments/types.js";
 import { callerOf, managerOf } from "../auth.js";
-import { parse } from "../parse-input.js";
+import { parse } from "../../protocol/parse-input.js";
 import { route, type RouteSpec } from "../route-spec.js";
 
 const deploymentId = [{ name: "id", description: "The deployment's id (`dep_…`)." }];

@@ -5,7 +5,7 @@ import { UNFINISHED_STATUSES, type BackgroundResponses } from "../../api/respons
 import { InvalidRequest, NotFound, toErrorBody } from "../../errors.js";
 import { listPageQuery, pageOf, unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
-import { parse } from "../parse-input.js";
+import { parse } from "../../protocol/parse-input.js";
 import { route, type RouteSpec } from "../route-spec.js";
 import { abortOnDisconnect, midStreamFailure } from "../runs.js";
 import { openSse } from "../sse.js";

@@ -29,12 +29,16 @@ export const GEMMA = "google/gemma-3-270m";
 export const TEST_ENGINE = { SWITCHYARD_MAX_CONTEXT: "2048", SWITCHYARD_THREADS: "1", SWITCHYARD_SHARDS: "2" } as const;
 export const FULL_CONTEXT = { SWITCHYARD_MAX_CONTEXT: "8192" } as const;
 
-export interface RunningServer {
+/** Where a test reaches a server, and the key it uses there: a server of its own or the shared one (shared-server.ts). */
+export interface ServerAddress {
   url: string;
   /** Base URL for OpenAI clients: `${url}/v1/compat`. */
   baseURL: string;
   key: string;
   dataDir: string;
+}
+
+export interface RunningServer extends ServerAddress {
   process: ChildProcess;
   logs: () => string;
   stop(): Promise<void>;
@@ -42,7 +46,7 @@ export interface RunningServer {
 
 /** A call to the server's admin API (`/admin/v1/...`) with the admin token it wrote to its data dir's server.json. */
 export async function adminCall(
-  server: RunningServer,
+  server: Pick<ServerAddress, "url" | "dataDir">,
   method: string,
   path: string,
   body?: unknown,
@@ -122,7 +126,7 @@ async function migratedTemplate(): Promise<{ dir: string; key: string }> {
 }
 
 /** A new data dir and its key: a copy of the migrated template where nothing asks for another database or key. */
-async function freshDataDir(options: StartOptions): Promise<{ dataDir: string; key: string }> {
+export async function freshDataDir(options: StartOptions): Promise<{ dataDir: string; key: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
   const plain = options.key === undefined && options.keyArgs === undefined && !options.env?.SWITCHYARD_DATABASE_URL;
   if (!plain) return { dataDir, key: options.key ?? createKey(dataDir, "tester", options.keyArgs ?? [], options.env) };
@@ -199,7 +203,7 @@ export async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs:
 
 /** POSTs a chat request with the given key (raw fetch, to see statuses and headers exactly). */
 export function postChat(
-  server: RunningServer,
+  server: Pick<ServerAddress, "baseURL" | "key">,
   body: unknown,
   init: { key?: string | null; headers?: Record<string, string>; signal?: AbortSignal } = {},
 ) {

@@ -2,10 +2,11 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { cli, postChat, readSse, startServer, SMOLLM2, type RunningServer, FULL_CONTEXT } from "../helpers/server.js";
+import { ask } from "../helpers/requests.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 
 const SPECIAL_TOKEN_TEXT = /<\|im_end\|>|<\|im_start\|>|<\|endoftext\|>|<\/s>|<end_of_turn>|<start_of_turn>/;
-const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
 
 describe("chat completions against the real SmolLM2 model", () => {
   let server: RunningServer;
@@ -209,9 +210,9 @@ describe("chat completions against the real SmolLM2 model", () => {
 });
 
 describe("authentication", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   before(async () => {
-    server = await startServer();
+    server = await sharedServer();
   });
   after(async () => {
     await server?.stop();
@@ -237,7 +238,7 @@ describe("authentication", () => {
   });
   test("a revoked key is refused at once, revoked through the CLI while the server runs", async () => {
     const listed = JSON.parse(cli(["keys", "list", "--json", "--data-dir", server.dataDir])) as Array<{ id: string; account: string }>;
-    const id = listed.find((k) => k.account === "tester")!.id;
+    const id = listed.find((k) => k.account === server.account)!.id;
     const ok = await fetch(`${server.baseURL}/models`, { headers: { authorization: `Bearer ${server.key}` } });
     assert.equal(ok.status, 200);
     cli(["keys", "revoke", id, "--data-dir", server.dataDir]);

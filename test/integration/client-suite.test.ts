@@ -5,7 +5,8 @@ import { generateObject, streamText } from "ai";
 import OpenAI from "openai";
 import { zodFunction, zodResponseFormat, zodTextFormat } from "openai/helpers/zod";
 import { z } from "zod";
-import { SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 /**
  * What real JavaScript clients send, end to end against the real model: openai-node's zod helpers
@@ -21,10 +22,10 @@ const Person = z.object({
 const Weather = z.object({ city: z.string().max(20), days: z.int().min(1).max(7) });
 
 describe("the client suite: openai-node and the AI SDK against the real SmolLM2", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   let client: OpenAI;
   before(async () => {
-    server = await startServer();
+    server = await sharedServer();
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
   });
   after(async () => {

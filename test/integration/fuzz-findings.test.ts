@@ -1,16 +1,17 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { openAiError } from "../helpers/raw-http.js";
-import { startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 /**
  * Issue 11: what schema fuzzing of the OpenAPI document (bench/fuzz-openapi.sh) found: every
  * answer is below 500, and every error is in the OpenAI shape.
  */
 describe("schema fuzzing's findings (issue 11)", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   before(async () => {
-    server = await startServer();
+    server = await sharedServer();
   });
   after(async () => {
     await server?.stop();

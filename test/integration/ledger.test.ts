@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { cli, postChat, readSse, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { cli, postChat, readSse } from "../helpers/server.js";
+import { ask } from "../helpers/requests.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 
-const ask = (content: string, extra: Record<string, unknown> = {}) => ({ model: SMOLLM2, messages: [{ role: "user", content }], ...extra });
-
 describe("every request leaves exactly one ledger row, and the bill matches what the client got", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   const received = { completion: 0, prompt: 0, requests: 0, units: 0 };
   before(async () => {
-    server = await startServer();
+    server = await sharedServer();
   });
   after(async () => {
     await server?.stop();
@@ -89,7 +89,7 @@ describe("every request leaves exactly one ledger row, and the bill matches what
     const { body, raw } = await usage("?group_by=model");
     assert.equal(body.data.length, 2, "the real model and the unknown one that was rejected");
     assert.doesNotMatch(raw, /\de-\d/);
-    const report = JSON.parse(cli(["usage", "--account", "tester", "--json", "--data-dir", server.dataDir]));
+    const report = JSON.parse(cli(["usage", "--account", server.account, "--json", "--data-dir", server.dataDir]));
     assert.equal(report.totals.requests, body.totals.requests);
     assert.equal(report.totals.cost_usd, body.totals.cost_usd);
   });

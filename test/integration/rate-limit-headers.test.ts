@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 /** The six headers, as the official client exposes them. */
 const limitsOf = (headers: Headers) =>
@@ -12,13 +13,13 @@ const limitsOf = (headers: Headers) =>
   );
 
 describe("x-ratelimit headers on every response to a key with a limit, through the official client", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   let limited: OpenAI;
   let unlimited: OpenAI;
   before(async () => {
-    server = await startServer();
+    server = await sharedServer();
     limited = new OpenAI({
-      apiKey: createKey(server.dataDir, "paced", ["--rpm", "3", "--tpm", "100000"]),
+      apiKey: (await server.newKey("paced", { rpm_limit: 3, tpm_limit: 100_000 })).key,
       baseURL: server.baseURL,
       timeout: 180_000,
       maxRetries: 0,

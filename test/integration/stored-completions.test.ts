@@ -2,17 +2,18 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { API_PREFIXES } from "../../src/http/api-paths.js";
-import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 /** A stored completion carries its metadata, as OpenAI's does; the SDK's ChatCompletion type leaves it out. */
 const metadataOf = (completion: object) => (completion as { metadata?: Record<string, string> }).metadata;
 
 describe("stored chat completions (store: true), through the official client under every API prefix", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   let strangerKey: string;
   before(async () => {
-    server = await startServer();
-    strangerKey = createKey(server.dataDir, "stranger");
+    server = await sharedServer();
+    strangerKey = (await server.newKey("stranger")).key;
   });
   after(async () => {
     await server?.stop();

@@ -3,7 +3,9 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { chatLine, upload } from "../helpers/batches.js";
 import { openAiError, rawExchange } from "../helpers/raw-http.js";
-import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { expectError } from "../helpers/requests.js";
+import { SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 /**
  * Issue 30 items 5 and 6 (outside files and batch lines): no input gets a 500, and the smaller
@@ -11,9 +13,9 @@ import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/
  * to every route, so each is tried on several.
  */
 describe("tenant guards on input (issue 30: items 5, 6)", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   before(async () => {
-    server = await startServer();
+    server = await sharedServer();
   });
   after(async () => {
     await server?.stop();
@@ -23,14 +25,6 @@ describe("tenant guards on input (issue 30: items 5, 6)", () => {
     fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body });
   const post = (path: string, body: unknown, key = server.key) =>
     send("POST", path, typeof body === "string" ? body : JSON.stringify(body), key);
-  async function expectError(response: Response, status: number, expected: { code?: string | null; param?: string | null; type?: string }) {
-    const text = await response.text();
-    assert.equal(response.status, status, `${response.url}: ${text}`);
-    const error = openAiError(text);
-    assert.ok(error, `not an OpenAI error body: ${text}`);
-    for (const [field, value] of Object.entries(expected)) assert.equal(error[field as keyof typeof error], value, text);
-    return error;
-  }
   const chat = (extra: Record<string, unknown> = {}) => ({
     model: SMOLLM2,
     messages: [{ role: "user", content: "Say hi." }],
@@ -120,7 +114,7 @@ describe("tenant guards on input (issue 30: items 5, 6)", () => {
     );
     assert.equal((await client().batches.list()).data.length, 0, "no batch was created");
 
-    const manager = createKey(server.dataDir, "nul-manager", ["--manage-keys"]);
+    const manager = (await server.newKey("nul-manager", { manage_keys: true })).key;
     await expectError(await post("/v1/keys", { name: "a\u0000b" }, manager), 400, { param: "name" });
     const stored = await client().chat.completions.create({ ...chat(), store: true } as OpenAI.ChatCompletionCreateParamsNonStreaming);
     await expectError(await post(`/v1/chat/completions/${stored.id}`, { metadata: { "\u0000": "v" } }), 400, { param: "metadata" });
@@ -215,7 +209,7 @@ describe("tenant guards on input (issue 30: items 5, 6)", () => {
       JSON.stringify(page),
     );
     // Another account's file is no cursor here.
-    const stranger = createKey(server.dataDir, "cursor-stranger");
+    const stranger = (await server.newKey("cursor-stranger")).key;
     await expectError(await send("GET", `/v1/files?after=${first.id}`, undefined, stranger), 400, { param: "after" });
   });
 
@@ -248,7 +242,7 @@ describe("tenant guards on input (issue 30: items 5, 6)", () => {
   });
 
   test("item 6: a request larger than the whole TPM limit is a 429 request_too_large without Retry-After, which the official client does not retry", async () => {
-    const key = createKey(server.dataDir, "tpm-account", ["--tpm", "200"]);
+    const { key } = await server.newKey("tpm-account", { tpm_limit: 200 });
     const response = await post("/v1/chat/completions", chat({ max_tokens: 1000 }), key);
     const error = await expectError(response, 429, { code: "request_too_large", type: "rate_limit_error" });
     assert.match(error.message, /Limit 200, Requested \d+\. It can never fit/);

@@ -1,7 +1,9 @@
 // Measures the shape of src/ from the TypeScript AST: functions over 60 lines, import cycles between
-// files and between top-level folders, and imports that run against the layering.
-// Usage: node --import tsx scripts/shape-counts.ts [--list]
-import { readdirSync, readFileSync, existsSync } from "node:fs";
+// files and between top-level folders, imports that run against the layering, endpoints declared
+// outside src/api/, handlers that read their own input, and environment reads outside src/config/;
+// fails when one rose above scripts/shape-baseline.json.
+// Usage: node --import tsx scripts/shape-counts.ts [--list] [--record]
+import { readdirSync, readFileSync, existsSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { API } from "typescript/unstable/sync";
 import { SyntaxKind, computeLineStarts, type Node, type SourceFile } from "typescript/unstable/ast";
@@ -204,6 +206,26 @@ for (const file of files) {
 }
 
 api.close();
+
+/** Where an endpoint may be declared outside api/: the pages that are no API (health, metrics, the console, docs). */
+const HTTP_PAGES = ["src/http/console.ts", "src/http/routes/health.ts", "src/http/routes/metrics.ts", "src/http/routes/docs.ts"];
+/** The transport that reads a request's raw input by design: the one route adapter, the JSON parser, deployment forwarding. */
+const RAW_INPUT_READERS = ["src/http/endpoint-routes.ts", "src/http/edge-input.ts", "src/http/deployment-forwarding.ts"];
+
+/** Occurrences of `pattern` in the files `include` keeps, by file. */
+function occurrences(pattern: RegExp, include: (rel: string) => boolean): Array<[string, number]> {
+  return files
+    .map((file) => relative(ROOT, file))
+    .filter(include)
+    .map((rel): [string, number] => [rel, readFileSync(join(ROOT, rel), "utf8").match(pattern)?.length ?? 0])
+    .filter(([, count]) => count > 0);
+}
+
+const sum = (found: Array<[string, number]>) => found.reduce((total, [, count]) => total + count, 0);
+// An endpoint declaration: an object that opens with its method and path (api/endpoint.ts's EndpointSpec).
+const declarations = occurrences(/^\s+method: "(?:get|post|patch|delete)",\n\s+path: "/gm, (rel) => !rel.startsWith("src/api/"));
+const ownInput = occurrences(/\brequest\.(?:body|query)\b/g, (rel) => rel.startsWith("src/http/") && !RAW_INPUT_READERS.includes(rel));
+const envReads = occurrences(/\bprocess\.env\b/g, (rel) => !rel.startsWith("src/config/"));
 const fileCycles = cycles(fileGraph);
 const folderCycles = cycles(folderGraph);
 const overLimit = long.filter((fn) => !fn.exempt);
@@ -211,9 +233,40 @@ console.log(`functions over ${MAX_LINES} lines: ${overLimit.length} (+${long.len
 console.log(`file import cycles: ${fileCycles.length}`);
 console.log(`folder import cycles: ${folderCycles.length}`);
 console.log(`imports against the layering: ${violations.length}`);
+const counts: Record<string, number> = {
+  "functions over 60 lines": overLimit.length,
+  "file import cycles": fileCycles.length,
+  "folder import cycles": folderCycles.length,
+  "imports against the layering": violations.length,
+  "endpoints declared outside src/api/": sum(declarations.filter(([rel]) => !HTTP_PAGES.includes(rel))),
+  "handlers that read their own body or query": sum(ownInput),
+  "environment reads outside src/config/": sum(envReads),
+};
+const pages = sum(declarations.filter(([rel]) => HTTP_PAGES.includes(rel)));
+console.log(`endpoints declared outside src/api/: ${counts["endpoints declared outside src/api/"]} (+${pages} pages that stay in http/)`);
+console.log(`handlers that read their own body or query: ${counts["handlers that read their own body or query"]}`);
+console.log(`environment reads outside src/config/: ${counts["environment reads outside src/config/"]}`);
+if (list) {
+  for (const [rel, count] of declarations) console.log(`  endpoints declared in ${rel}: ${count}`);
+  for (const [rel, count] of ownInput) console.log(`  raw request input read in ${rel}: ${count}`);
+  for (const [rel, count] of envReads) console.log(`  environment read in ${rel}: ${count}`);
+}
 if (list) {
   for (const fn of long) console.log(`  long ${fn.file}:${fn.line} ${fn.name} ${fn.lines} lines${fn.exempt ? " (exempt)" : ""}`);
   for (const cycle of fileCycles) console.log(`  file cycle: ${cycle.join(" ⇄ ")}`);
   for (const cycle of folderCycles) console.log(`  folder cycle: ${cycle.join(" ⇄ ")}`);
   for (const violation of violations) console.log(`  layering: ${violation}`);
+}
+
+/**
+ * Fails when a count rose above the recorded baseline (scripts/shape-baseline.json; older commits
+ * have none). Lower the baseline as the counts fall: `--record` writes today's counts there.
+ */
+const BASELINE = join(ROOT, "scripts/shape-baseline.json");
+if (process.argv.includes("--record")) writeFileSync(BASELINE, `${JSON.stringify(counts, null, 2)}\n`);
+else if (existsSync(BASELINE)) {
+  const baseline = JSON.parse(readFileSync(BASELINE, "utf8")) as Record<string, number>;
+  const worse = Object.entries(counts).filter(([measure, count]) => count > (baseline[measure] ?? 0));
+  for (const [measure, count] of worse) console.error(`regression: ${measure}: ${count}, baseline ${baseline[measure] ?? 0}`);
+  if (worse.length > 0) process.exitCode = 1;
 }

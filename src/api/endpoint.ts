@@ -48,6 +48,8 @@ export interface EndpointSpec {
   response: { description: string; contentType?: string; streams?: boolean };
   /** Error statuses it may answer with, each in the OpenAI error shape. */
   errors: number[];
+  /** A line of a batch may call it (`url` in the batch input file). */
+  batchable?: boolean;
 }
 
 /** What `run` receives: the path parameters, and the query and body as the declared schemas parsed them. */

@@ -9,25 +9,18 @@ import type { ErrorBody } from "../errors.js";
 import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import type { ApiKind } from "../protocol/request-ids.js";
 import type { Caller } from "../protocol/principal.js";
+import type { EndpointSpec } from "./endpoint.js";
 import type { PauseControl } from "../protocol/generation.js";
 import type { RequestTrace } from "../serving/trace-port.js";
 
-/** What describes an operation without running it: what the registry and the OpenAPI document read. */
-export interface OperationSpec<Body = unknown> {
+/**
+ * A generation endpoint's declaration: the one endpoint declaration (endpoint.ts), with a body always,
+ * and what the ledger and the trace name it.
+ */
+export interface OperationSpec<Body = unknown> extends EndpointSpec {
   method: "post";
-  /** Under each API prefix (`/v1`, `/v1/openai`, `/v1/compat`). */
-  path: string;
-  /** The OpenAPI operationId (a suffix per prefix is added there). */
-  id: string;
-  summary: string;
-  /** The request body's schema (src/protocol/). */
-  schema: z.ZodType<Body>;
-  /** The 200 answer, as the OpenAPI document describes it. */
-  response: string;
-  /** The error statuses the OpenAPI document lists. */
-  errors: number[];
-  /** With `stream: true` the answer is server-sent events. */
-  streams: boolean;
+  /** The request body's schema (src/protocol/); the route and each batch line parse with it. */
+  body: z.ZodType<Body>;
   /** The ledger's name for the API (and the prefix of its request ids). */
   kind: ApiKind;
   /** The GenAI operation its trace span names. */

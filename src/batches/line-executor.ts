@@ -96,7 +96,7 @@ async function runLine(deps: LineExecutorDeps, { operation, caller, line, reques
     const forwarded = await deps.forward(owner, { caller, endpoint: line.endpoint, body: line.body, model }, signal);
     return { ...forwarded, code: errorCodeOf(forwarded.body) };
   }
-  const body = parseRequest(operation.schema, raw);
+  const body = parseRequest(operation.body, raw);
   const result = await operation.run(caller, body, {
     signal,
     requestId,

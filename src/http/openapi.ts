@@ -25,21 +25,9 @@ const errorSchema = z.object({
   error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }),
 });
 
-/** The generation operations, from the api/ registry's specs (the same declarations the routes and batch lines run). */
-const GENERATION_OPERATIONS: RouteSpec[] = OPERATION_SPECS.map((spec) => ({
-  method: spec.method,
-  path: spec.path,
-  id: spec.id,
-  summary: spec.summary,
-  auth: "key",
-  body: spec.schema,
-  response: { description: spec.response, ...(spec.streams ? { streams: true } : {}) },
-  errors: spec.errors,
-}));
-
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES, in the document's order. */
 const API_OPERATIONS: RouteSpec[] = [
-  ...GENERATION_OPERATIONS,
+  ...OPERATION_SPECS,
   ...ENDPOINT_SPECS.tokens,
   ...Object.values(storedResponseOperations),
   ...ENDPOINT_SPECS.storedCompletions,

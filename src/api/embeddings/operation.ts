@@ -11,11 +11,14 @@ export const embeddingsSpec: OperationSpec<EmbeddingsRequestBody> = {
   id: "createEmbedding",
   summary:
     "Embeddings of texts or token ids, from a model tagged Embedding (at most 2,048 inputs, none empty, each within the model's context: never truncated)",
-  schema: embeddingsRequestSchema,
-  response:
-    '`{object: "list", data: [{object: "embedding", index, embedding}], model, usage: {prompt_tokens, total_tokens, estimated_cost}}`; `embedding` is floats, or base64 of little-endian float32 with `encoding_format: "base64"`.',
+  auth: "key",
+  body: embeddingsRequestSchema,
+  batchable: true,
+  response: {
+    description:
+      '`{object: "list", data: [{object: "embedding", index, embedding}], model, usage: {prompt_tokens, total_tokens, estimated_cost}}`; `embedding` is floats, or base64 of little-endian float32 with `encoding_format: "base64"`.',
+  },
   errors: [400, 401, 402, 404, 429, 503],
-  streams: false,
   kind: "embeddings",
   traceOperation: "embeddings",
 };

@@ -28,7 +28,7 @@ async function answer(
   reply: FastifyReply,
   { limits, roleInEveryChunk }: { limits: StreamLimits; roleInEveryChunk: boolean },
 ) {
-  const body = parseRequest(operation.schema, request.body);
+  const body = parseRequest(operation.body, request.body);
   const gate = new OutputGate();
   const result = await operation.run(callerOf(request), body, {
     signal: abortOnDisconnect(reply),

@@ -41,8 +41,8 @@ interface ManifestedFile {
 async function manifestedFiles(modelDir: string, source: string): Promise<ManifestedFile[]> {
   const names = await readdir(modelDir).catch(() => [] as string[]);
   const found: ManifestedFile[] = [];
-  // GGUFs, and the zipped model folders that are converted to GGUF (catalog `convert`).
-  for (const name of names.filter((n) => n.endsWith(".gguf.json") || n.endsWith(".zip.json")).sort()) {
+  // GGUFs, the zipped model folders that are converted to GGUF (catalog `convert`), and the ONNX graphs written beside them.
+  for (const name of names.filter((n) => n.endsWith(".gguf.json") || n.endsWith(".zip.json") || n.endsWith(".onnx.json")).sort()) {
     const manifestPath = join(modelDir, name);
     const manifest = await readManifest(manifestPath);
     if (manifest?.source === source) found.push({ path: manifestPath.slice(0, -".json".length), manifestPath, manifest });

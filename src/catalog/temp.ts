@@ -12,7 +12,7 @@ export async function removeQuietly(path: string): Promise<void> {
   await rm(path, { force: true }).catch(() => {});
 }
 
-export async function writeFileAtomic(path: string, contents: string): Promise<void> {
+export async function writeFileAtomic(path: string, contents: string | Buffer): Promise<void> {
   const temp = tempPathBeside(path);
   try {
     await writeFile(temp, contents);

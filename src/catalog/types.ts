@@ -111,6 +111,8 @@ export interface ModelFile {
   path: string;
   bytes: number;
   sha256: string;
+  /** A converted sentence-embedding model's ONNX graph, written beside its GGUF (ONNX Runtime's runner). */
+  onnxPath?: string;
 }
 
 export interface PullProgress {
@@ -127,6 +129,8 @@ export interface PulledModel {
   path: string;
   bytes: number;
   sha256: string;
+  /** A converted sentence-embedding model's ONNX graph, beside the GGUF. */
+  onnxPath?: string;
   /** The file as published (downloaded, or the user's own for `file:` sources). */
   published: ModelFile;
   /** false when the cache was already valid (and for `file:` models, which are never copied). */

@@ -88,6 +88,7 @@ async function loadModel(
       threads: settings.threads || undefined,
       shards: settings.shards || undefined,
       giveWay: () => localPriorityWork(registry),
+      onnxPath: settings.embeddingRuntime === "onnx" ? file.onnxPath : undefined,
     });
     registry.readyEmbedder(entry.id, embedder);
     return undefined;

@@ -104,6 +104,12 @@ export const SETTINGS_REFERENCE: readonly SettingReference[] = [
       "speculative decoding (drafts from `prediction` and prompt lookup, lengths from the cost model); `off`: none (*Speculative decoding*)",
   },
   {
+    variables: ["SWITCHYARD_EMBEDDING_RUNTIME"],
+    defaultValue: "`onnx`",
+    meaning:
+      "what runs a sentence-embedding model: `onnx`, ONNX Runtime on the ONNX graph written at pull time; `llama`, llama.cpp on the GGUF (*Embeddings*)",
+  },
+  {
     variables: ["SWITCHYARD_ADAPTER_ROOM"],
     defaultValue: "`auto`",
     meaning:

@@ -64,6 +64,8 @@ const settingsSchema = z.object({
   prefixCache: z.boolean(),
   /** Speculative decoding in the embedded engine: `auto` drafts where its cost model says it pays; `off` never. */
   speculation: z.enum(["auto", "off"]),
+  /** What runs a sentence-embedding model: ONNX Runtime on its ONNX graph, or llama.cpp on its GGUF (docs/api/embeddings.md). */
+  embeddingRuntime: z.enum(["onnx", "llama"]),
   /**
    * Shards with room for every adapter (model-host.ts `adapterRoom`): `auto` for a model the catalog
    * has adapters of, `on` for every local chat model (uploads too), `off` never.
@@ -214,6 +216,7 @@ function engineSettings(env: NodeJS.ProcessEnv) {
     streamPauseGraceMs: env.SWITCHYARD_STREAM_PAUSE_GRACE_MS ?? 3000,
     prefixCache: !["0", "false", "off"].includes((env.SWITCHYARD_PREFIX_CACHE ?? "1").toLowerCase()),
     speculation: (env.SWITCHYARD_SPECULATION ?? "auto").toLowerCase(),
+    embeddingRuntime: (env.SWITCHYARD_EMBEDDING_RUNTIME ?? "onnx").toLowerCase(),
     adapterRoom: (env.SWITCHYARD_ADAPTER_ROOM ?? "auto").toLowerCase(),
     stepTokens: env.SWITCHYARD_STEP_TOKENS ?? 256,
     targets: {

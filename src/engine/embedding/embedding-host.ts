@@ -3,7 +3,7 @@ import { availableParallelism } from "node:os";
 import { loadModel, type LoadedModel } from "../native/loaded-model.js";
 import type { ServiceTier } from "../../protocol/tiers.js";
 import type { Token } from "../types.js";
-import type { EmbedFailure, EmbedReply, EmbeddingRunnerInit } from "./embedding-protocol.js";
+import type { EmbedFailure, EmbedReply, EmbeddingRunnerInit, OnnxRunnerInit } from "./embedding-protocol.js";
 import { EmbeddingQueue, type EmbeddingStats, type QueuedInput } from "./embedding-queue.js";
 
 export type { EmbeddingStats };
@@ -25,6 +25,11 @@ export interface EmbeddingHostOptions {
   maxWaitingInputs?: number;
   /** Whether other work on these cores is priority work that lower tiers' batches give way to (see EmbeddingQueue). */
   giveWay?: () => boolean;
+  /**
+   * The model's ONNX graph (catalog/convert/bert-onnx.ts): given, the runners are ONNX Runtime's and
+   * the GGUF only tokenizes; absent, llama.cpp runs the GGUF.
+   */
+  onnxPath?: string;
 }
 
 export interface EmbeddingHost {
@@ -50,7 +55,9 @@ export interface EmbeddingHost {
   close(): Promise<void>;
 }
 
-const WORKER_URL = new URL(`./embedding-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
+const workerUrl = (name: string) => new URL(`./${name}${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
+const LLAMA_WORKER_URL = workerUrl("embedding-worker");
+const ONNX_WORKER_URL = workerUrl("onnx-worker");
 const MAX_SEQUENCES = 256; // llama.cpp's LLAMA_MAX_SEQ
 
 export async function createEmbeddingHost(options: EmbeddingHostOptions): Promise<EmbeddingHost> {
@@ -69,7 +76,12 @@ export async function createEmbeddingHost(options: EmbeddingHostOptions): Promis
     batchSequences: MAX_SEQUENCES,
     threads: Math.max(1, Math.floor(threads / shards)),
   };
-  const started = await Promise.all(Array.from({ length: shards }, () => startRunner(init)));
+  const onnx: OnnxRunnerInit | undefined = options.onnxPath
+    ? { modelPath: options.onnxPath, threads: init.threads, warmUpToken: Math.max(0, model.bosToken ?? 0) }
+    : undefined;
+  const started = await Promise.all(
+    Array.from({ length: shards }, () => (onnx ? startRunner(ONNX_WORKER_URL, onnx) : startRunner(LLAMA_WORKER_URL, init))),
+  );
   const workers = started.map((s) => s.worker);
   const dimensions = started[0]!.dimensions;
   const queue = new EmbeddingQueue({
@@ -98,8 +110,8 @@ export async function createEmbeddingHost(options: EmbeddingHostOptions): Promis
   };
 }
 
-async function startRunner(init: EmbeddingRunnerInit): Promise<{ worker: Worker; dimensions: number }> {
-  const worker = new Worker(WORKER_URL, { workerData: init, name: "switchyard-embeddings" });
+async function startRunner(url: URL, init: EmbeddingRunnerInit | OnnxRunnerInit): Promise<{ worker: Worker; dimensions: number }> {
+  const worker = new Worker(url, { workerData: init, name: "switchyard-embeddings" });
   const dimensions = await new Promise<number>((resolve, reject) => {
     worker.once("message", (ready: { dimensions: number }) => resolve(ready.dimensions));
     worker.once("error", reject);

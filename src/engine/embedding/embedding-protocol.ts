@@ -10,6 +10,14 @@ export interface EmbeddingRunnerInit {
   threads: number;
 }
 
+/** An ONNX Runtime runner (onnx-worker.ts): the model's ONNX graph, with inputs of any length in one batch. */
+export interface OnnxRunnerInit {
+  modelPath: string;
+  threads: number;
+  /** A token id the warm-up runs on (the model's CLS). */
+  warmUpToken: number;
+}
+
 /** One batch: each input's token ids (CLS and SEP included), concatenated, with each input's length. */
 export interface EmbedMessage {
   type: "embed";

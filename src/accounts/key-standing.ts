@@ -1,5 +1,6 @@
 import { remainingBudget } from "../billing/budgets.js";
 import type { Database } from "../storage/database.js";
+import { toKeyGrants, type KeyGrantColumns } from "./key-row.js";
 import type { KeyRights } from "./key-rights.js";
 
 /** A key's stored rights and how much of its budget is used, as the account-scoped key API weighs them. */
@@ -28,17 +29,7 @@ export const UNLIMITED_RATES: RateDefaults = { requestsPerMinute: null, tokensPe
 /** The key's standing, or null when no key of `accountId` has that id. */
 export async function loadKeyStanding(db: Database, keyId: string, accountId: string): Promise<KeyStanding | null> {
   if (keyId.includes("\u0000")) return null; // PostgreSQL refuses a NUL as a parameter; no id holds one
-  const rows = await db.query<{
-    manage_keys: boolean;
-    manage_deployments: boolean;
-    allowed_models: string[] | null;
-    rpm_limit: number | null;
-    tpm_limit: number | null;
-    budget_usd: string | null;
-    spent_usd: string;
-    reserved_usd: string;
-    expires_at: Date | null;
-  }>(
+  const rows = await db.query<KeyGrantColumns & { spent_usd: string; reserved_usd: string; expires_at: Date | null }>(
     `SELECT k.manage_keys, k.manage_deployments, k.allowed_models, k.rpm_limit, k.tpm_limit, k.budget_usd::text AS budget_usd, k.spent_usd::text AS spent_usd,
             (SELECT COALESCE(sum(r.amount_usd), 0)::text FROM budget_reservations r WHERE r.key_id = k.id AND r.expires_at > now()) AS reserved_usd,
             k.expires_at
@@ -49,12 +40,7 @@ export async function loadKeyStanding(db: Database, keyId: string, accountId: st
   const row = rows[0];
   if (!row) return null;
   return {
-    manageKeys: row.manage_keys === true,
-    manageDeployments: row.manage_deployments === true,
-    allowedModels: row.allowed_models,
-    requestsPerMinute: row.rpm_limit,
-    tokensPerMinute: row.tpm_limit,
-    budgetUsd: row.budget_usd,
+    ...toKeyGrants(row),
     spentUsd: row.spent_usd,
     reservedUsd: row.reserved_usd,
     expiresAt: row.expires_at,

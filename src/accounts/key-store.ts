@@ -1,8 +1,8 @@
-import { addMoney } from "../billing/cost.js";
 import { InvalidRequest } from "../errors.js";
 import type { Database } from "../storage/database.js";
 import { generateApiKey } from "./api-key.js";
 import { keysChanged } from "./key-cache.js";
+import { normalDecimal, toKeyGrants, type KeyGrantColumns } from "./key-row.js";
 import { newId } from "./ids.js";
 
 export interface Account {
@@ -77,7 +77,7 @@ interface AccountRow {
   created_at: Date;
 }
 
-interface KeyRow {
+interface KeyRow extends KeyGrantColumns {
   id: string;
   account_name: string;
   name: string | null;
@@ -86,13 +86,7 @@ interface KeyRow {
   expires_at: Date | null;
   revoked_at: Date | null;
   last_used_at: Date | null;
-  allowed_models: string[] | null;
-  rpm_limit: number | null;
-  tpm_limit: number | null;
-  budget_usd: string | null;
   spent_usd: string;
-  manage_keys: boolean;
-  manage_deployments: boolean;
 }
 
 /** The key columns every KeyInfo is built from, for RETURNING and SELECT lists (table alias optional). */
@@ -270,13 +264,8 @@ function toKeyInfo(row: KeyRow): KeyInfo {
     expiresAt: row.expires_at,
     revokedAt: row.revoked_at,
     lastUsedAt: row.last_used_at,
-    allowedModels: row.allowed_models,
-    requestsPerMinute: row.rpm_limit,
-    tokensPerMinute: row.tpm_limit,
-    budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd),
+    ...toKeyGrants(row),
     spentUsd: normalDecimal(row.spent_usd),
-    manageKeys: row.manage_keys === true,
-    manageDeployments: row.manage_deployments === true,
   };
 }
 
@@ -338,9 +327,4 @@ export function optionalBudget(value: string | null | undefined): string | null 
     );
   }
   return normalDecimal(trimmed);
-}
-
-/** "25.500" -> "25.5": numeric columns keep their scale; the API shows plain exact decimals. */
-export function normalDecimal(value: string): string {
-  return addMoney(value, "0");
 }

@@ -8,7 +8,7 @@ import type { CachedKey } from "./key-cache.js";
 import type { Principal } from "../protocol/principal.js";
 
 export type { Principal };
-import { normalDecimal } from "./key-store.js";
+import { toKeyGrants, type KeyGrantColumns } from "./key-row.js";
 
 /** Keys that would authenticate right now: not revoked, not expired, account enabled. */
 export async function countActiveKeys(db: Database): Promise<number> {
@@ -57,17 +57,11 @@ export async function principalOfKey(db: Database, keyId: string): Promise<Princ
   return row?.usable ? toPrincipal(row) : null;
 }
 
-interface PrincipalRow {
+interface PrincipalRow extends KeyGrantColumns {
   key_id: string;
   secret_hash: string;
   account_id: string;
   account_name: string;
-  allowed_models: string[] | null;
-  rpm_limit: number | null;
-  tpm_limit: number | null;
-  budget_usd: string | null;
-  manage_keys: boolean;
-  manage_deployments: boolean;
   usable: boolean;
   touch_due: boolean;
   expires_at: Date | string | null;
@@ -80,17 +74,14 @@ const PRINCIPAL_SELECT = `SELECT k.id AS key_id, k.secret_hash, a.id AS account_
        FROM api_keys k JOIN accounts a ON a.id = k.account_id`;
 
 function toPrincipal(row: PrincipalRow): Principal {
+  const { allowedModels, requestsPerMinute, tokensPerMinute, budgetUsd, manageKeys, manageDeployments } = toKeyGrants(row);
   return {
     accountId: row.account_id,
     accountName: row.account_name,
     keyId: row.key_id,
-    allowedModels: row.allowed_models,
-    limits: {
-      requestsPerMinute: row.rpm_limit,
-      tokensPerMinute: row.tpm_limit,
-      budgetUsd: row.budget_usd === null ? null : normalDecimal(row.budget_usd),
-    },
-    manageKeys: row.manage_keys === true,
-    manageDeployments: row.manage_deployments === true,
+    allowedModels,
+    limits: { requestsPerMinute, tokensPerMinute, budgetUsd },
+    manageKeys,
+    manageDeployments,
   };
 }

@@ -53,8 +53,3 @@ export interface ResultLine {
   response: { status_code: number; request_id: string | null; body: unknown } | null;
   error: { code: string; message: string; line?: number } | null;
 }
-
-/** A list page in OpenAI's cursor shape. */
-export function listPage<T extends { id: string }>(data: T[], hasMore: boolean) {
-  return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
-}

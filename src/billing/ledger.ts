@@ -46,32 +46,46 @@ export function createUsageLedger(db: Database): UsageLedger {
   };
 }
 
-const FINAL_ROW_TYPES = [
-  "text",
-  "text",
-  "text",
-  "text",
-  "text",
-  "int",
-  "int",
-  "int",
-  "numeric",
-  "text",
-  "text",
-  "text",
-  "int",
-  "int",
-  "int",
-  "text",
-  "text",
-  "int",
-  "int",
-  "bool",
-] as const;
+interface FinalRowColumn {
+  type: "text" | "int" | "numeric" | "bool";
+  /** The column's value for a record, checked. */
+  value: (r: UsageRecord) => unknown;
+  /** Written with the in-flight row at admission and kept when the final row replaces it. */
+  fromAdmission?: true;
+}
 
-/** The final row's columns, in FINAL_ROW_TYPES' order (less `unreserved`, which says how it is charged). */
-const ROW_COLUMNS = `request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens, completion_tokens, cost_usd,
-  status, finish_reason, error_code, queue_ms, ttft_ms, duration_ms, api, batch_id, accepted_prediction_tokens, rejected_prediction_tokens`;
+/** The final row, column by column: its SQL type and its value, so the two cannot fall out of step. */
+const FINAL_ROW = {
+  request_id: { type: "text", value: (r) => r.requestId, fromAdmission: true },
+  account_id: { type: "text", value: (r) => r.accountId, fromAdmission: true },
+  key_id: { type: "text", value: (r) => r.keyId, fromAdmission: true },
+  model: { type: "text", value: (r) => r.model, fromAdmission: true },
+  service_tier: { type: "text", value: (r) => r.serviceTier },
+  prompt_tokens: { type: "int", value: (r) => count(r.promptTokens, "promptTokens") },
+  cached_tokens: { type: "int", value: (r) => count(r.cachedTokens, "cachedTokens") },
+  completion_tokens: { type: "int", value: (r) => count(r.completionTokens, "completionTokens") },
+  // Exact text, never a float.
+  cost_usd: { type: "numeric", value: (r) => toText(parseNonNegative(r.costUsd, "costUsd")) },
+  status: { type: "text", value: (r) => r.status },
+  finish_reason: { type: "text", value: (r) => r.finishReason },
+  error_code: { type: "text", value: (r) => r.errorCode },
+  queue_ms: { type: "int", value: (r) => optionalMs(r.queueMs, "queueMs") },
+  ttft_ms: { type: "int", value: (r) => optionalMs(r.ttftMs, "ttftMs") },
+  duration_ms: { type: "int", value: (r) => ms(r.durationMs, "durationMs") },
+  api: { type: "text", value: (r) => r.api ?? "chat.completions" },
+  batch_id: { type: "text", value: (r) => r.batchId ?? null, fromAdmission: true },
+  accepted_prediction_tokens: { type: "int", value: (r) => count(r.acceptedPredictionTokens ?? 0, "acceptedPredictionTokens") },
+  rejected_prediction_tokens: { type: "int", value: (r) => count(r.rejectedPredictionTokens ?? 0, "rejectedPredictionTokens") },
+} satisfies Record<string, FinalRowColumn>;
+
+const FINAL_COLUMNS: Array<[string, FinalRowColumn]> = Object.entries(FINAL_ROW);
+const ROW_COLUMNS = FINAL_COLUMNS.map(([name]) => name).join(", ");
+/** The columns a final row replaces on its in-flight row. */
+const REPLACED = FINAL_COLUMNS.filter(([, column]) => !column.fromAdmission)
+  .map(([name]) => `${name} = EXCLUDED.${name}`)
+  .join(", ");
+/** The row's types, then `unreserved`, which says how it is charged (no column of its own). */
+const FINAL_ROW_TYPES = [...FINAL_COLUMNS.map(([, column]) => column.type), "bool"];
 
 /**
  * Requests' final rows, in one statement (group commit: coalesced.ts), each request's budget
@@ -86,12 +100,7 @@ async function writeFinalRows(db: Database, records: UsageRecord[]): Promise<und
      written AS (
        INSERT INTO usage_records (${ROW_COLUMNS})
        SELECT ${ROW_COLUMNS} FROM q
-       ON CONFLICT (request_id) DO UPDATE
-         SET service_tier = EXCLUDED.service_tier, prompt_tokens = EXCLUDED.prompt_tokens, cached_tokens = EXCLUDED.cached_tokens,
-             completion_tokens = EXCLUDED.completion_tokens, cost_usd = EXCLUDED.cost_usd, status = EXCLUDED.status,
-             finish_reason = EXCLUDED.finish_reason, error_code = EXCLUDED.error_code, queue_ms = EXCLUDED.queue_ms,
-             ttft_ms = EXCLUDED.ttft_ms, duration_ms = EXCLUDED.duration_ms, api = EXCLUDED.api,
-             accepted_prediction_tokens = EXCLUDED.accepted_prediction_tokens, rejected_prediction_tokens = EXCLUDED.rejected_prediction_tokens
+       ON CONFLICT (request_id) DO UPDATE SET ${REPLACED}
        WHERE usage_records.status = 'in_flight'
        RETURNING request_id),
      ${chargingReservations("q", "SELECT q.key_id, q.cost_usd FROM q JOIN written w ON w.request_id = q.request_id WHERE q.unreserved")}
@@ -101,35 +110,9 @@ async function writeFinalRows(db: Database, records: UsageRecord[]): Promise<und
   return records.map(() => undefined);
 }
 
-/** One row's values in FINAL_ROW_TYPES' order, checked; the cost as exact text, never a float. */
+/** One row's values in FINAL_ROW_TYPES' order, checked. */
 function finalRowValues(r: UsageRecord): unknown[] {
-  const tokens = [
-    count(r.promptTokens, "promptTokens"),
-    count(r.cachedTokens, "cachedTokens"),
-    count(r.completionTokens, "completionTokens"),
-  ];
-  const times = [optionalMs(r.queueMs, "queueMs"), optionalMs(r.ttftMs, "ttftMs"), ms(r.durationMs, "durationMs")];
-  const prediction = [
-    count(r.acceptedPredictionTokens ?? 0, "acceptedPredictionTokens"),
-    count(r.rejectedPredictionTokens ?? 0, "rejectedPredictionTokens"),
-  ];
-  return [
-    r.requestId,
-    r.accountId,
-    r.keyId,
-    r.model,
-    r.serviceTier,
-    ...tokens,
-    toText(parseNonNegative(r.costUsd, "costUsd")),
-    r.status,
-    r.finishReason,
-    r.errorCode,
-    ...times,
-    r.api ?? "chat.completions",
-    r.batchId ?? null,
-    ...prediction,
-    r.unreserved === true,
-  ];
+  return [...FINAL_COLUMNS.map(([, column]) => column.value(r)), r.unreserved === true];
 }
 
 const INT4_MAX = 2_147_483_647;

@@ -5,12 +5,7 @@
 import type { TokenPrices } from "../catalog/types.js";
 import type { ServiceTier } from "../protocol/tiers.js";
 import type { ApiKind } from "../protocol/request-ids.js";
-
-/**
- * `in_flight` while a request runs (its row is written at admission); `interrupted` when its server
- * died and a later start (or another process) closed the row, billing what was delivered.
- */
-export type UsageStatus = "completed" | "cancelled" | "failed" | "rejected" | "expired" | "in_flight" | "interrupted";
+import type { UsageStatus } from "../protocol/usage.js";
 
 /** One row of the usage ledger: exactly one per request, whatever happened to it. */
 export interface UsageRecord {

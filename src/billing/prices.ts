@@ -53,6 +53,19 @@ export function resolveTier(pricing: ModelPricing, requested: RequestedTier | nu
   return "default";
 }
 
+/**
+ * The tier a request is served at and its prices there: a batch line's is always "batch" (whatever
+ * the line asks), anyone else's the one it asked for (resolveTier). Every request resolves it here.
+ */
+export function servedTier(
+  pricing: ModelPricing,
+  requested: RequestedTier | null | undefined,
+  inBatch: boolean,
+): { tier: ServiceTier; prices: TokenPrices } {
+  const tier = inBatch ? "batch" : resolveTier(pricing, requested);
+  return { tier, prices: effectivePrices(pricing, tier) };
+}
+
 /** Exact effective prices (USD per 1M tokens) at a tier; throws if the model does not offer the tier. */
 export function effectivePrices(pricing: ModelPricing, tier: ServiceTier): TokenPrices {
   const multiplier = tierMultiplier(pricing, tier);

@@ -24,10 +24,30 @@ export interface ListPage<T> {
   has_more: boolean;
 }
 
-/** The page from `limit + 1` items fetched after the cursor (the extra one only says there is more). */
-export function toListPage<T extends { id: string }>(fetched: readonly T[], limit: number): ListPage<T> {
-  const data = fetched.slice(0, limit);
+/**
+ * The page from `limit + 1` items fetched after the cursor (the extra one only says there is more),
+ * each kept item put in its wire shape by `toWire` (stored rows to wire objects). Every list
+ * envelope is built here.
+ */
+export function toListPage<T extends { id: string }>(fetched: readonly T[], limit: number): ListPage<T>;
+export function toListPage<Row, T extends { id: string }>(fetched: readonly Row[], limit: number, toWire: (row: Row) => T): ListPage<T>;
+export function toListPage<T extends { id: string }>(
+  fetched: readonly unknown[],
+  limit: number,
+  toWire: (row: unknown) => T = (row) => row as T,
+): ListPage<T> {
+  const data = fetched.slice(0, limit).map(toWire);
   return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: fetched.length > limit };
+}
+
+/**
+ * A page as JSON text, its items written by `itemText` (items kept as stored text, so the decimals
+ * in them stay exact), in the same key order as the page object.
+ */
+export function listPageText<T extends { id: string }>(page: ListPage<T>, itemText: (item: T) => string): string {
+  const { first_id, last_id, has_more } = page;
+  const rest = JSON.stringify({ first_id, last_id, has_more }).slice(1);
+  return `{"object":"list","data":[${page.data.map(itemText).join(",")}],${rest}`;
 }
 
 /**

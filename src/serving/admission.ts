@@ -5,7 +5,7 @@
  */
 import type { Backend, PreparedPrediction, PreparedPrompt } from "../backends/backend.js";
 import { requestCost } from "../billing/cost.js";
-import { effectivePrices, resolveTier } from "../billing/prices.js";
+import { servedTier } from "../billing/prices.js";
 import type { CatalogEntry, TokenPrices } from "../catalog/types.js";
 import type { ServiceTier } from "../protocol/tiers.js";
 import type { OutputConstraint, PromptOptions, ToolDefinition } from "../protocol/generation.js";
@@ -95,8 +95,8 @@ export async function admit(
   const { entry, backend } = model;
   checkCapabilities(entry, backend, input);
   checkCheapContextBound(entry, backend, input);
-  held.tier = caller.batchId ? "batch" : resolveTier(entry.pricing, input.serviceTier);
-  const prices = effectivePrices(entry.pricing, held.tier);
+  const { tier, prices } = servedTier(entry.pricing, input.serviceTier, Boolean(caller.batchId));
+  held.tier = tier;
   const output = planOutput(input);
   // Prompt workers are shared fairly between accounts.
   const prompts = await preparePrompts(backend, input, output, caller.accountId);

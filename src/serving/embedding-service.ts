@@ -1,6 +1,6 @@
 import type { EmbeddingBackend } from "../backends/embedding-backend.js";
 import { requestCost } from "../billing/cost.js";
-import { effectivePrices, resolveTier, type RequestedTier } from "../billing/prices.js";
+import { servedTier, type RequestedTier } from "../billing/prices.js";
 import type { ServiceTier } from "../protocol/tiers.js";
 import { CapacityUnavailable, InvalidRequest } from "../errors.js";
 import { newRequestId } from "../protocol/request-ids.js";
@@ -120,8 +120,8 @@ async function prepare(registry: EmbeddingServiceDeps["registry"], caller: Calle
   checkDimensions(embedder, input.dimensions);
   const tokens = await tokenizeInputs(embedder, input.inputs);
   const promptTokens = (held.promptTokens = tokens.reduce((sum, t) => sum + t.length, 0));
-  const tier = (held.tier = caller.batchId ? "batch" : resolveTier(served.entry.pricing, input.serviceTier));
-  const prices = effectivePrices(served.entry.pricing, tier);
+  const { tier, prices } = servedTier(served.entry.pricing, input.serviceTier, Boolean(caller.batchId));
+  held.tier = tier;
   const cost = requestCost(prices, { promptTokens, cachedPromptTokens: 0, completionTokens: 0 });
   return { entry: served.entry, embedder, tokens, prices, cost };
 }

@@ -3,7 +3,7 @@
  * before any output): chat and embeddings alike release what the request held and write one row at
  * cost 0, which frees its budget reservation in the same statement.
  */
-import type { UsageStatus } from "../billing/ports.js";
+import type { UsageStatus } from "../protocol/usage.js";
 import { ServiceError } from "../errors.js";
 import type { Holdings } from "./admission.js";
 import type { RequestMeter } from "./request-meter.js";

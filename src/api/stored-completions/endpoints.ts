@@ -4,7 +4,7 @@
  * lookup is the caller's account's.
  */
 import { InvalidRequest, NotFound } from "../../errors.js";
-import { listPageQuery, pageOf, unknownCursor, type ListPageQuery } from "../../protocol/list-page.js";
+import { listPageQuery, listPageText, pageOf, toListPage, unknownCursor, type ListPageQuery } from "../../protocol/list-page.js";
 import { parse } from "../../protocol/parse-input.js";
 import { completionMetadataFilter, listCompletionsQuery, updateCompletionBody } from "../../protocol/stored-completions-request.js";
 import type { CompletionStore, StoredCompletion } from "../chat/completion-store.js";
@@ -91,14 +91,8 @@ export function storedCompletionEndpoints(store: CompletionStore): Endpoint[] {
     async run(caller, { query }) {
       const rows = await store.list(caller.accountId, query);
       if (!rows) throw unknownCursor("chat completion", query.after!);
-      const data = rows.slice(0, query.limit);
-      const rest = JSON.stringify({
-        first_id: data[0]?.id ?? null,
-        last_id: data.at(-1)?.id ?? null,
-        has_more: rows.length > query.limit,
-      }).slice(1);
       // The completions go in as stored text, so their costs stay exact decimals.
-      return jsonText(`{"object":"list","data":[${data.map(wireText).join(",")}],${rest}`);
+      return jsonText(listPageText(toListPage(rows, query.limit), wireText));
     },
   };
   const get: Endpoint<ById> = {

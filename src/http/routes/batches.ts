@@ -1,9 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import type { BatchService } from "../../batches/service.js";
-import { listPage, toWireBatch } from "../../batches/wire.js";
+import { toWireBatch } from "../../batches/wire.js";
 import { NotFound } from "../../errors.js";
 import { createBatchSchema, listBatchesQuery } from "../../protocol/batches-request.js";
-import { unknownCursor } from "../../protocol/list-page.js";
+import { toListPage, unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../../protocol/parse-request.js";
 import { route, type RouteSpec } from "../route-spec.js";
@@ -76,7 +76,7 @@ export function batchRoutes(app: FastifyInstance, batches: BatchService): void {
       });
     }
     const page = await batches.list(callerOf(request), query.limit + 1, query.after);
-    return listPage(page.slice(0, query.limit).map(toWireBatch), page.length > query.limit);
+    return toListPage(page, query.limit, toWireBatch);
   });
 
   route<{ Params: { id: string } }>(app, batchOperations.retrieve, async (request) =>

@@ -2,10 +2,10 @@ import { Readable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import type { BatchLimits } from "../../batches/limits.js";
 import type { BatchService } from "../../batches/service.js";
-import { listPage, toWireFile } from "../../batches/wire.js";
+import { toWireFile } from "../../batches/wire.js";
 import { NotFound } from "../../errors.js";
 import { listFilesQuery, uploadFileForm } from "../../protocol/batches-request.js";
-import { unknownCursor } from "../../protocol/list-page.js";
+import { toListPage, unknownCursor } from "../../protocol/list-page.js";
 import { callerOf } from "../auth.js";
 import { parseRequest } from "../../protocol/parse-request.js";
 import { answerUpload, formParts, requireMultipart, uploadScope } from "../form-upload.js";
@@ -102,7 +102,7 @@ export function fileRoutes(app: FastifyInstance, batches: BatchService, files: A
     const query = parseRequest(listFilesQuery, request.query ?? {});
     if (query.after !== undefined && !(await files.get(callerOf(request).accountId, query.after))) throw unknownCursor("file", query.after);
     const page = await files.list(callerOf(request).accountId, { ...query, limit: query.limit + 1 });
-    return listPage(page.slice(0, query.limit).map(toWireFile), page.length > query.limit);
+    return toListPage(page, query.limit, toWireFile);
   });
 
   route<{ Params: { id: string } }>(app, fileOperations.retrieve, async (request) => {

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { processEnvironment } from "../config/environment.js";
 
 /**
  * A running server announces itself in `<dataDir>/server.json` (mode 0600: it holds the admin
@@ -28,7 +29,7 @@ export function generateAdminToken(): string {
 }
 
 /** The admin token in force: the operator's SWITCHYARD_ADMIN_KEY if set, else a fresh random one. */
-export function resolveAdminToken(env: NodeJS.ProcessEnv = process.env): string {
+export function resolveAdminToken(env: NodeJS.ProcessEnv = processEnvironment()): string {
   const fromEnv = env.SWITCHYARD_ADMIN_KEY?.trim();
   return fromEnv ? fromEnv : generateAdminToken();
 }

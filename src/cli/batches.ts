@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import { apiClient, textTable, withApiOptions, type ApiFlags } from "./api-client.js";
+import { processEnvironment } from "../config/environment.js";
 
 export interface BatchesCommandOptions {
   /** Where output goes; tests pass a collector. Defaults to process.stdout. */
@@ -26,7 +27,7 @@ interface WireBatch {
  */
 export function batchesCommand(options: BatchesCommandOptions = {}): Command {
   const stdout = options.stdout ?? process.stdout;
-  const env = options.env ?? process.env;
+  const env = options.env ?? processEnvironment();
   const print = (line = "") => stdout.write(`${line}\n`);
   const show = (flags: ApiFlags, b: WireBatch) => print(flags.json ? JSON.stringify(b, null, 2) : describe(b));
   const command = new Command("batches").description("List, inspect and cancel your account's batches (the Batch API)");

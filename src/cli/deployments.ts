@@ -1,6 +1,8 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { apiClient as client, textTable, withApiOptions as withApi, type Api, type ApiFlags } from "./api-client.js";
 import { DEPLOYMENT_STATUSES } from "../deployments/types.js";
+import type { toWireDeployment } from "../http/routes/deployments.js";
+import { processEnvironment } from "../config/environment.js";
 
 export interface DeploymentsCommandOptions {
   /** Where output goes; tests pass a collector. Defaults to process.stdout. */
@@ -8,18 +10,8 @@ export interface DeploymentsCommandOptions {
   env?: NodeJS.ProcessEnv;
 }
 
-/** The deploy object as the API sends it (routes/deployments.ts). */
-interface WireDeployment {
-  id: string;
-  model: string;
-  name: string;
-  model_id: string;
-  status: string;
-  fail_reason: string | null;
-  instances: { running: number; pending: number };
-  settings: { min_instances: number; max_instances: number; max_batch_size: number; context_length: number | null };
-  created_at: number;
-}
+/** The deploy object as the API sends it, declared once where the route writes it. */
+type WireDeployment = ReturnType<typeof toWireDeployment>;
 
 const WAIT_TIMEOUT_MS = 10 * 60_000;
 
@@ -31,7 +23,7 @@ const WAIT_TIMEOUT_MS = 10 * 60_000;
 // long-by-design: the CLI definition, one declarative commander chain of subcommands and their options.
 export function deploymentsCommand(options: DeploymentsCommandOptions = {}): Command {
   const stdout = options.stdout ?? process.stdout;
-  const env = options.env ?? process.env;
+  const env = options.env ?? processEnvironment();
   const print = (line = "") => stdout.write(`${line}\n`);
   const show = (flags: ApiFlags, d: WireDeployment) => print(flags.json ? JSON.stringify(d, null, 2) : describe(d));
   const command = new Command("deployments").description(

@@ -7,6 +7,7 @@ import { startTracing } from "../observability/tracing.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import type { Settings } from "../config/settings.js";
 import { edgeOptions } from "./serve-services.js";
+import { processEnvironment } from "../config/environment.js";
 
 type LoadModels = (catalog: CatalogEntry[], registry: ModelRegistry, settings: Settings) => Promise<unknown>;
 
@@ -21,7 +22,7 @@ export async function runWorker(settings: Settings, catalog: CatalogEntry[], loa
       "serve --worker needs SWITCHYARD_WORKER_KEY (16 characters or more): the key the gateway sends, and the only thing that guards this worker.",
     );
   const registry = createModelRegistry(catalog);
-  const tracing = await startTracing();
+  const tracing = await startTracing(processEnvironment());
   const metrics = createMetrics(() =>
     registry.list().flatMap(({ entry, backend }) => (backend ? [{ model: entry.id, stats: backend.stats() }] : [])),
   );

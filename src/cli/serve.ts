@@ -35,6 +35,7 @@ import { startAdapterUploads } from "./serve-uploads.js";
 import { edgeOptions, servingServices } from "./serve-services.js";
 import { loadModels, selectModels } from "./serve-models.js";
 import { ensureFirstKey } from "./first-key.js";
+import { processEnvironment } from "../config/environment.js";
 
 export interface ServeFlags {
   host?: string;
@@ -144,8 +145,8 @@ async function startParts(
   },
 ): Promise<ServerParts> {
   const { db, ownership, inFlight, catalog, fullCatalog, log, dataDir } = context;
-  const limits = await openRequestLimits();
-  const tracing = await startTracing();
+  const limits = await openRequestLimits(processEnvironment());
+  const tracing = await startTracing(processEnvironment());
   if (tracing) log("tracing: exporting spans over OTLP/HTTP (OTEL_EXPORTER_OTLP_* variables)");
   const registry = createModelRegistry(catalog);
   // Deployments' gauges would name their accounts: metrics are public.
@@ -233,7 +234,7 @@ function buildServerApp(
     registry,
     usage: createUsageReports(db, services.ledger),
     // Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM): the key API weighs rights with them.
-    keys: createAccountKeys(db, limitDefaultsFromEnv(process.env)),
+    keys: createAccountKeys(db, limitDefaultsFromEnv(processEnvironment())),
     limits,
     authenticate: batches.authenticate(cachedKeyLookup((token) => lookUpKey(db, token), { ttlMs: settings.keyCacheMs })),
     ...edge,

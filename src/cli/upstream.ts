@@ -3,6 +3,7 @@ import type { Backend } from "../backends/backend.js";
 import type { CatalogEntry, UpstreamBackendSpec } from "../catalog/types.js";
 import type { Settings } from "../config/settings.js";
 import { systemFingerprint } from "../serving/fingerprint.js";
+import { processEnvironment } from "../config/environment.js";
 
 /** Per replica, when the catalog entry sets no `max_concurrency`. */
 const DEFAULT_MAX_CONCURRENCY = 8;
@@ -15,7 +16,7 @@ export function upstreamBackend(
   entry: CatalogEntry,
   spec: UpstreamBackendSpec,
   settings: Settings,
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv = processEnvironment(),
 ): { backend: Backend; fingerprint: string } {
   const apiKey = spec.api_key_env ? env[spec.api_key_env] : undefined;
   if (spec.api_key_env && !apiKey)

@@ -1,3 +1,5 @@
+import { processEnvironment } from "../config/environment.js";
+
 /** Server-wide request limits; a key's own RPM/TPM (when set) replaces the default for that key. */
 export interface LimitDefaults {
   /** Requests in flight at once per (account, model). */
@@ -15,7 +17,7 @@ export const DEFAULT_CONCURRENT_PER_ACCOUNT_MODEL = 200;
  * SWITCHYARD_DEFAULT_TPM (default: unlimited). Unset or empty means the default; anything but a
  * positive integer is a startup error rather than a silently ignored setting.
  */
-export function limitDefaultsFromEnv(env: Record<string, string | undefined> = process.env): LimitDefaults {
+export function limitDefaultsFromEnv(env: Record<string, string | undefined> = processEnvironment()): LimitDefaults {
   return {
     concurrentPerAccountModel: positiveInteger(env, "SWITCHYARD_MAX_CONCURRENT_PER_MODEL") ?? DEFAULT_CONCURRENT_PER_ACCOUNT_MODEL,
     requestsPerMinute: positiveInteger(env, "SWITCHYARD_DEFAULT_RPM"),

@@ -2,6 +2,7 @@ import type { RequestLimits } from "./ports.js";
 import { limitDefaultsFromEnv } from "./defaults.js";
 import { createMemoryLimits } from "./in-memory-limits.js";
 import { createRedisLimits } from "./redis.js";
+import { processEnvironment } from "../config/environment.js";
 
 export interface OpenedRequestLimits extends RequestLimits {
   /** "redis" when several processes share the limits, "memory" when they are this process's own. */
@@ -14,7 +15,7 @@ export interface OpenedRequestLimits extends RequestLimits {
  * Redis when SWITCHYARD_REDIS_URL is set (so several server processes share them), else in memory.
  * With Redis, fails here, at startup, when it cannot be reached.
  */
-export async function openRequestLimits(env: Record<string, string | undefined> = process.env): Promise<OpenedRequestLimits> {
+export async function openRequestLimits(env: Record<string, string | undefined> = processEnvironment()): Promise<OpenedRequestLimits> {
   const defaults = limitDefaultsFromEnv(env);
   const redisUrl = env.SWITCHYARD_REDIS_URL?.trim();
   if (!redisUrl) {

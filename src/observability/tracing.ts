@@ -25,8 +25,8 @@ export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
 }
 
-/** Starts the SDK when the environment asks for it (see tracingRequested); null otherwise. */
-export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promise<Tracing | null> {
+/** Starts the SDK when the environment (config/environment.ts, handed in) asks for it (see tracingRequested); null otherwise. */
+export async function startTracing(env: NodeJS.ProcessEnv): Promise<Tracing | null> {
   if (!tracingRequested(env)) return null;
   // Loaded only when tracing is on: a server without it never pays for the SDK.
   const [{ NodeTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes }] = await Promise.all([

@@ -4,6 +4,7 @@ import type { Database } from "./database.js";
 import { migrate } from "./migrations.js";
 import { openPglite } from "./pglite.js";
 import { openPostgres } from "./postgres.js";
+import { environmentVariable } from "../config/environment.js";
 
 export interface OpenDatabaseOptions {
   dataDir: string;
@@ -13,7 +14,7 @@ export interface OpenDatabaseOptions {
 
 /** The service's database, migrated and ready: PostgreSQL when a URL is configured, else PGlite under `<dataDir>/db`. */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
-  const url = options.url ?? nonEmpty(process.env.SWITCHYARD_DATABASE_URL);
+  const url = options.url ?? nonEmpty(environmentVariable("SWITCHYARD_DATABASE_URL"));
   const db = url ? await openPostgres(url) : await openPgliteInDataDir(join(options.dataDir, "db"));
   try {
     await migrate(db);

@@ -7,7 +7,6 @@ import type { ConnectionCaps } from "../http/connection-caps.js";
 import { lookUpKey, principalOfKey } from "../accounts/principals.js";
 import { cachedKeyLookup } from "../accounts/key-cache.js";
 import { generateAdminToken, removeServerFile, writeServerFile } from "../accounts/local-server.js";
-import { adminRoutes } from "../http/routes/admin.js";
 import { createAccountAdmin } from "../accounts/account-admin.js";
 import { createAccountKeys } from "../accounts/account-keys.js";
 import { createUsageReports } from "../billing/usage-reports.js";
@@ -79,14 +78,8 @@ async function run(
   const log = (message: string) => process.stderr.write(`switchyard: ${message}\n`);
   const { db, ownership, inFlight } = await openLedger(settings, dataDir, log);
   const parts = await startParts(settings, { db, ownership, inFlight, catalog, fullCatalog, log, dataDir });
-  const app = buildServerApp(settings, parts, await connectionCapsAtStart(settings, log));
   const adminToken = settings.adminKey ?? generateAdminToken();
-  await app.register(adminRoutes, {
-    admin: createAccountAdmin(db, { onAccountDisabled: (accountId) => parts.deployments.stopAccount(accountId) }),
-    usage: createUsageReports(db, parts.services.ledger),
-    adminToken,
-    throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs },
-  });
+  const app = buildServerApp(settings, parts, await connectionCapsAtStart(settings, log), adminToken);
   const address = await app.listen({ host: settings.host, port: settings.port });
   lock.listening(address);
   // Only the address it listens on: gateways sharing the database forward its deployments' requests there.
@@ -224,15 +217,17 @@ function buildServerApp(
   settings: Settings,
   { db, registry, limits, metrics, tracing, deployments, adapters, drain, batches, services }: ServerParts,
   caps: ConnectionCaps,
+  adminToken: string,
 ) {
   const edge = edgeOptions(settings);
+  const usage = createUsageReports(db, services.ledger);
   return buildApp({
     drain,
     ...services,
     metrics,
     ...(tracing ? { tracing } : {}),
     registry,
-    usage: createUsageReports(db, services.ledger),
+    usage,
     // Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM): the key API weighs rights with them.
     keys: createAccountKeys(db, limitDefaultsFromEnv(processEnvironment())),
     limits,
@@ -243,6 +238,12 @@ function buildServerApp(
     deployments,
     adapters: { service: adapters, limits: settings.adapterLimits },
     batches: batches.api,
+    admin: {
+      admin: createAccountAdmin(db, { onAccountDisabled: (accountId) => deployments.stopAccount(accountId) }),
+      usage,
+      adminToken,
+      throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs },
+    },
   });
 }
 

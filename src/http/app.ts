@@ -28,6 +28,7 @@ import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { fileRoutes, type AccountFiles } from "./routes/files.js";
 import { batchRoutes } from "./routes/batches.js";
+import { adminRoutes, type AdminRoutesOptions } from "./routes/admin.js";
 import type { BatchLimits } from "../batches/limits.js";
 import type { BatchService } from "../batches/service.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -90,6 +91,8 @@ export interface AppDeps {
     files: AccountFiles;
     limits: BatchLimits;
   };
+  /** Key and account administration under /admin/v1, behind the admin token; absent: not served. */
+  admin?: AdminRoutesOptions;
 }
 
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
@@ -164,6 +167,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       );
     }
   });
+  // Its own encapsulated scope, so the admin token's hook guards exactly these routes.
+  if (deps.admin) void app.register(adminRoutes, deps.admin);
   return app;
 }
 

@@ -11,7 +11,6 @@ import { openRequestLimits, type OpenedRequestLimits } from "../../src/limits/op
 import { createMetrics } from "../../src/observability/metrics.js";
 import { createResponseStore } from "../../src/api/responses/response-store.js";
 import { buildApp } from "../../src/http/app.js";
-import { adminRoutes } from "../../src/http/routes/admin.js";
 import { createAccountAdmin } from "../../src/accounts/account-admin.js";
 import { createUsageReports } from "../../src/billing/usage-reports.js";
 import { createAccountKeys } from "../../src/accounts/account-keys.js";
@@ -24,6 +23,8 @@ import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
 
 /** The real app as `serve` builds it (no model loaded: routes and documents need none), with every route it registers. */
+const ADMIN_TOKEN = "admin-token-for-the-openapi-test";
+
 describe("the OpenAPI document and the reference page", () => {
   let app: FastifyInstance;
   let db: Database;
@@ -60,14 +61,11 @@ describe("the OpenAPI document and the reference page", () => {
         service: createAdapterManager({ db, registry, dir: join(dataDir, "adapters"), admit: async () => {}, log: () => {} }),
         limits: DEFAULT_ADAPTER_LIMITS,
       },
+      // The admin routes are part of the app buildApp builds, as serve registers them.
+      admin: { admin: createAccountAdmin(db), usage: createUsageReports(db), adminToken: ADMIN_TOKEN },
     });
     app.addHook("onRoute", (route) => {
       for (const method of [route.method].flat()) routes.push({ method, url: route.url });
-    });
-    await app.register(adminRoutes, {
-      admin: createAccountAdmin(db),
-      usage: createUsageReports(db),
-      adminToken: "admin-token-for-the-openapi-test",
     });
     await app.ready();
     const response = await app.inject({ method: "GET", url: "/openapi.json" });
@@ -103,6 +101,19 @@ describe("the OpenAPI document and the reference page", () => {
       );
     }
     assert.equal(documented.length, new Set(documented).size);
+  });
+
+  test("the app buildApp builds serves the admin API behind the admin token (and only the admin token)", async () => {
+    const listKeys = (authorization?: string) =>
+      app.inject({ method: "GET", url: "/admin/v1/keys", headers: authorization ? { authorization } : {} });
+    const withToken = await listKeys(`Bearer ${ADMIN_TOKEN}`);
+    assert.equal(withToken.statusCode, 200, withToken.body);
+    assert.ok(Array.isArray(withToken.json().data));
+    for (const refused of [undefined, "Bearer not-the-admin-token"]) {
+      const response = await listKeys(refused);
+      assert.equal(response.statusCode, 401, response.body);
+      assert.match(response.json().error.message, /admin token/);
+    }
   });
 
   test("request bodies are the validating zod schemas; errors have the OpenAI shape; the auth schemes are named", () => {

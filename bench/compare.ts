@@ -68,23 +68,10 @@ const opts = program.opts<{
   out: string;
 }>();
 const SCENARIOS = scenarioSet(opts.quick === true);
+/** Scenarios any OpenAI-compatible server runs: no tiers, no adapters. */
+const PLAIN = [...["random", "openai", "cached"].flatMap((kind) => [16, 8, 1].map((c) => `${kind}-c${c}`)), "disturbed-c16", "multiturn"];
 /** Our server's scenarios, on this checkout and on a `--baseline` one (which has no `edit`: its prediction support may differ). */
-const OURS = [
-  "random-c16",
-  "random-c8",
-  "random-c1",
-  "openai-c16",
-  "openai-c8",
-  "openai-c1",
-  "cached-c16",
-  "cached-c8",
-  "cached-c1",
-  "disturbed-c16",
-  "multiturn",
-  "mixed",
-  "mixed-batch",
-  "priority-beside",
-];
+const OURS = [...PLAIN, "mixed", "mixed-batch", "priority-beside"];
 /** Which scenarios mean something for which target: tiers exist only on ours; multiturn needs a prefix cache. */
 const APPLIES: Record<string, string[]> = {
   switchyard: [...OURS, "edit", "adapter-mix"],
@@ -97,20 +84,7 @@ const APPLIES: Record<string, string[]> = {
   "switchyard-f16": ["random-c16", "random-c1"],
   "switchyard-no-prefix-cache": ["multiturn"],
   // Its default --spec-type is none.
-  "llama-server": [
-    "random-c16",
-    "random-c8",
-    "random-c1",
-    "openai-c16",
-    "openai-c8",
-    "openai-c1",
-    "cached-c16",
-    "cached-c8",
-    "cached-c1",
-    "disturbed-c16",
-    "multiturn",
-    "edit",
-  ],
+  "llama-server": [...PLAIN, "edit"],
   "llama-server-ngram-simple": ["edit"],
   "llama-server-ngram-mod": ["edit"],
   "llama-server-f16": ["random-c16", "random-c1"],

@@ -141,6 +141,23 @@ describe("background responses through the official client", () => {
     await finished(stranger, theirs.id);
   });
 
+  test("creates sent all at once cannot pass the cap together; a starting_after past 32 bits is a 400, not a failed query", async () => {
+    const key = createKey(server.dataDir, "burst");
+    const burst = clientFor(server, key);
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => burst.responses.create({ ...LONG, background: true }).catch((e: unknown) => e)),
+    );
+    const created = answers.filter((a): a is OpenAI.Responses.Response => !(a instanceof Error));
+    assert.ok(created.length <= 2, `${created.length} created past a cap of 2`);
+    for (const refused of answers.filter((a) => a instanceof Error)) assert.ok(refused instanceof OpenAI.RateLimitError, String(refused));
+    const far = await fetch(`${server.baseURL}/responses/${created[0]!.id}?stream=true&starting_after=99999999999`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    assert.equal(far.status, 400);
+    assert.equal(((await far.json()) as { error: { param: string } }).error.param, "starting_after");
+    for (const r of created) await burst.responses.cancel(r.id);
+  });
+
   test("another account's key gets 404 for retrieve, stream, cancel, input items and delete", async () => {
     const created = await client.responses.create({ ...SHORT, background: true });
     await assert.rejects(stranger.responses.retrieve(created.id), notFound);

@@ -55,11 +55,25 @@ export function createBackgroundResponses(deps: BackgroundDeps): BackgroundRespo
     const response = live.get(id);
     return response?.accountId === accountId ? response : undefined;
   };
+  // Creations of each account between the cap's check and their row: counted against the cap, so
+  // concurrent creates cannot all pass a count that none of them has raised yet.
+  const creating = new Map<string, number>();
+  const start = async (caller: Caller, body: ResponsesRequestBody, run: Omit<Starting, "caller" | "body">) => {
+    const pending = creating.get(caller.accountId) ?? 0;
+    creating.set(caller.accountId, pending + 1);
+    try {
+      await checkCreatable(deps, caller, body, pending);
+      return await startRun(deps, { caller, body, ...run });
+    } finally {
+      const left = (creating.get(caller.accountId) ?? 1) - 1;
+      if (left > 0) creating.set(caller.accountId, left);
+      else creating.delete(caller.accountId);
+    }
+  };
   return {
     async create(caller, body, prepared, context) {
-      await checkCreatable(deps, caller, body);
       const response = new LiveResponse(context.requestId, caller.accountId, deps.store);
-      const started = await startRun(deps, { caller, body, prepared, response });
+      const started = await start(caller, body, { prepared, response });
       live.set(response.id, response);
       void response.ended.then(() => live.delete(response.id));
       if (!body.stream) return { type: "json", body: stringifyJson(started.builder.snapshot("queued")), rateLimits: started.rateLimits };
@@ -90,12 +104,12 @@ export function createBackgroundResponses(deps: BackgroundDeps): BackgroundRespo
   };
 }
 
-async function checkCreatable(deps: BackgroundDeps, caller: Caller, body: ResponsesRequestBody): Promise<void> {
+async function checkCreatable(deps: BackgroundDeps, caller: Caller, body: ResponsesRequestBody, pending: number): Promise<void> {
   if (body.store === false)
     throw new InvalidRequest("Background responses must be stored: 'background' requires 'store' to be true (or absent).", "store");
   if (caller.batchId)
     throw new InvalidRequest("'background' is not supported in a batch: a batch's lines run in the background already.", "background");
-  const unfinished = await deps.store.countUnfinished(caller.accountId);
+  const unfinished = (await deps.store.countUnfinished(caller.accountId)) + pending;
   if (unfinished >= deps.maxUnfinished)
     throw new ServiceError(
       429,

@@ -115,7 +115,8 @@ export function storedResponseRoutes(app: FastifyInstance, store: ResponseStore,
 function startingAfter(value: unknown): number {
   if (value === undefined || value === "") return -1;
   const after = Number(value);
-  if (!Number.isInteger(after) || after < -1)
+  // A sequence number is a 32-bit integer in storage: a larger one would fail the query, not match nothing.
+  if (!Number.isInteger(after) || after < -1 || after > 2 ** 31 - 1)
     throw new InvalidRequest(
       "'starting_after' must be an event's sequence number (an integer, 0 or more).",
       "starting_after",

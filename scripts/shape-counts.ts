@@ -41,10 +41,11 @@ const MAY_IMPORT: Record<string, string[]> = {
   adapters: ["errors", "protocol", "storage", "catalog", "config", "backends", "serving"],
   // One folder per API resource (api/<resource>/) and the registry of every endpoint; no transport. It
   // stands on the services: serving, and the account-scoped keys (accounts/account-keys.ts).
-  api: ["errors", "protocol", "storage", "serving", "accounts"],
+  api: ["errors", "protocol", "storage", "serving", "accounts", "batches", "deployments", "adapters"],
   processes: ["errors", "storage"],
-  // The Batch API: its lines run the api operations directly (batches/line-executor.ts), never through HTTP.
-  batches: ["errors", "protocol", "storage", "billing", "serving", "api"],
+  // The Batch API's service, store and runner, below api/ (api/files/, api/batches/ stand on it): its lines run
+  // the api operations handed in at start (batches/line-executor.ts), never through HTTP.
+  batches: ["errors", "protocol", "storage", "billing", "serving"],
   // Services are handed in (cli/serve.ts): from accounts/ only the key services' interfaces, never a store.
   http: [
     "errors",

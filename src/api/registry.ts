@@ -3,6 +3,7 @@
  * path, schema, errors, whether it streams) and how it runs. The HTTP routes and the batch runner
  * both call an operation's `run`; the OpenAPI document reads the specs.
  */
+import type { BatchEndpoint } from "../batches/validate.js";
 import type { EmbeddingService } from "../serving/embedding-service.js";
 import type { ChatService } from "../serving/types.js";
 import { chatOperation, chatSpec } from "./chat/operation.js";
@@ -16,6 +17,12 @@ import type { BackgroundResponses } from "./responses/background.js";
 
 /** Every operation's spec, in the order the OpenAPI document lists them. */
 export const OPERATION_SPECS: readonly OperationSpec[] = [chatSpec, completionsSpec, responsesSpec, embeddingsSpec];
+
+/** The endpoints a batch line may run (the batchable ones), by their URL, with their body schemas: handed to batches/ at start. */
+export const BATCH_ENDPOINTS: readonly BatchEndpoint[] = OPERATION_SPECS.filter((spec) => spec.batchable).map((spec) => ({
+  url: `/v1${spec.path}`,
+  body: spec.body,
+}));
 
 export interface OperationDeps {
   chat: ChatService;

@@ -1,5 +1,5 @@
 /**
- * Runs a batch line as the operation its endpoint names (api/registry.ts), the very one a client's
+ * Runs a batch line as the operation its endpoint names (api/registry.ts, handed in), the very one a client's
  * request runs, never through HTTP: the body is taken as the HTTP edge takes a JSON body and
  * checked against the operation's schema, the run goes through the request lifecycle (limits,
  * budget, ledger) as the batch's key with the batch on it (batch tier, batch price, batch id on
@@ -7,8 +7,7 @@
  * would send (errors.ts's one map). A line for a deployment another server process runs is
  * forwarded there (`forward`), as a client's request would be.
  */
-import type { Operation, OperationResult } from "../api/operation.js";
-import type { Operations } from "../api/registry.js";
+import type { z } from "zod";
 import {
   answerOf,
   bodyTooLarge,
@@ -21,12 +20,32 @@ import {
 } from "../errors.js";
 import { parseJsonBody, parseRequest } from "../protocol/parse-request.js";
 import type { Principal } from "../protocol/principal.js";
-import { newRequestId } from "../protocol/request-ids.js";
+import { newRequestId, type ApiKind } from "../protocol/request-ids.js";
 import type { RequestTrace } from "../serving/trace-port.js";
 import type { LineExecutor, LineRequest, LineResult } from "./runner.js";
 
+/**
+ * What a line runs: an api/ operation (api/operation.ts's Operation is one), handed in at start so
+ * batches/ stands below api/ and imports none of it.
+ */
+export interface LineOperation {
+  kind: ApiKind;
+  traceOperation: string;
+  /** The request body's schema; the line's body is parsed with it. */
+  body: z.ZodType;
+  run(
+    caller: Principal,
+    body: unknown,
+    context: { signal: AbortSignal; requestId: string; trace?: RequestTrace; logError(message: string, error: unknown): void },
+  ): Promise<LineOutcome>;
+}
+
+/** What a run answers: JSON text (null when cancelled), or a stream, which a line cannot ask for. */
+type LineOutcome = { type: "json"; body: string | null } | { type: "stream" };
+
 export interface LineExecutorDeps {
-  operations: Operations;
+  /** The operations by path (`/chat/completions`, ...): api/registry.ts's. */
+  operations: ReadonlyMap<string, LineOperation>;
   /** The batch's key as it stands now, with the batch on it; null once the key is revoked or expired, or its account disabled. */
   callerOf(line: LineRequest): Promise<Principal | null>;
   /**
@@ -80,7 +99,7 @@ interface ForwardedLine {
 }
 
 interface LineRun {
-  operation: Operation;
+  operation: LineOperation;
   caller: Principal;
   line: LineRequest;
   requestId: string;
@@ -106,7 +125,7 @@ async function runLine(deps: LineExecutorDeps, { operation, caller, line, reques
   return { statusCode: 200, body: jsonOf(result), requestId, code: null };
 }
 
-function jsonOf(result: OperationResult): string {
+function jsonOf(result: LineOutcome): string {
   // The batch's input file was checked for `stream`; a line cannot ask for one.
   if (result.type === "stream") throw new InvalidRequest("batch requests cannot stream; remove 'stream'.", "stream", "invalid_value");
   // Cancelled: only a stopping server cancels a line; it runs again after the restart.

@@ -17,7 +17,7 @@ import {
   startBatch,
   type BatchRow,
 } from "./batch-store.js";
-import { BATCH_ENDPOINTS, checkBatchFile, type BatchEndpoint, type LineError } from "./validate.js";
+import { checkBatchFile, type BatchEndpoint, type LineError } from "./validate.js";
 import { jsonl, validationErrorLines } from "./output-files.js";
 
 /** The one completion window OpenAI offers. */
@@ -40,6 +40,8 @@ export interface CreateBatchInput {
 
 export interface BatchServiceDeps {
   db: Database;
+  /** The endpoints a batch may run, with their body schemas: api/'s batchable declarations (api/registry.ts). */
+  endpoints: readonly BatchEndpoint[];
   files: FileStore;
   limits: BatchLimits;
   /** The server process that runs what it creates (server_owners). */
@@ -65,7 +67,7 @@ export function createBatchService(deps: BatchServiceDeps) {
     uploadFile: (caller: Caller, parts: AsyncIterable<UploadPart>) => storeUpload(deps, caller, parts),
 
     async create(owner: BatchOwner, input: CreateBatchInput): Promise<BatchRow> {
-      checkBatchOptions(input);
+      const endpoint = checkBatchOptions(deps.endpoints, input);
       const found = await batchInputFile(files, owner, input.inputFileId);
       await checkActiveBatches(deps, owner.accountId);
       const windowSeconds = deps.windowSeconds?.(input.completionWindow) ?? WINDOWS[input.completionWindow]!;
@@ -81,7 +83,7 @@ export function createBatchService(deps: BatchServiceDeps) {
         },
         deps.ownerId,
       );
-      await validateAndStart(deps, batch, found.chunks);
+      await validateAndStart(deps, batch, endpoint, found.chunks);
       deps.wake();
       return (await getBatch(db, owner.accountId, batch.id))!;
     },
@@ -114,16 +116,18 @@ export function createBatchService(deps: BatchServiceDeps) {
 }
 
 /** The endpoint and completion window a batch names: each a 400 naming its parameter when unsupported. */
-function checkBatchOptions(input: CreateBatchInput): void {
-  if (!(BATCH_ENDPOINTS as readonly string[]).includes(input.endpoint)) {
+function checkBatchOptions(endpoints: readonly BatchEndpoint[], input: CreateBatchInput): BatchEndpoint {
+  const endpoint = endpoints.find((e) => e.url === input.endpoint);
+  if (!endpoint) {
     throw new InvalidRequest(
-      `Unsupported endpoint '${input.endpoint.slice(0, 60)}'; use one of ${BATCH_ENDPOINTS.join(", ")}.`,
+      `Unsupported endpoint '${input.endpoint.slice(0, 60)}'; use one of ${endpoints.map((e) => e.url).join(", ")}.`,
       "endpoint",
       "invalid_value",
     );
   }
   if (!(input.completionWindow in WINDOWS))
     throw new InvalidRequest("Invalid 'completion_window': only '24h' is supported.", "completion_window", "invalid_value");
+  return endpoint;
 }
 
 /** The account's input file, with purpose `batch`: a 404 for another account's or a missing one. */
@@ -249,7 +253,12 @@ async function checkActiveBatches({ db, limits }: BatchServiceDeps, accountId: s
  * (and an error file), and its lines go. Any other failure fails the batch too: it never stays
  * `validating`. Else the lines are enqueued, under the account's enqueued-token cap.
  */
-async function validateAndStart(deps: BatchServiceDeps, batch: BatchRow, chunks: AsyncIterable<Uint8Array>): Promise<void> {
+async function validateAndStart(
+  deps: BatchServiceDeps,
+  batch: BatchRow,
+  endpoint: BatchEndpoint,
+  chunks: AsyncIterable<Uint8Array>,
+): Promise<void> {
   const { db, limits } = deps;
   let errors: LineError[];
   let total = 0;
@@ -257,7 +266,7 @@ async function validateAndStart(deps: BatchServiceDeps, batch: BatchRow, chunks:
   try {
     // A file that cannot fit the account's enqueued-token cap stops being read once that is plain (checked again at the start, under the lock).
     const room = limits.enqueuedTokensPerAccount - (await enqueuedTokens(db, batch.account_id, batch.id));
-    const checking = checkBatchFile(chunks, batch.endpoint as BatchEndpoint, limits.maxRequests);
+    const checking = checkBatchFile(chunks, endpoint, limits.maxRequests);
     for (;;) {
       const next = await checking.next();
       if (next.done) {

@@ -1,23 +1,18 @@
 import type { z } from "zod";
-import { chatRequestSchema } from "../protocol/chat-request.js";
-import { completionsRequestSchema } from "../protocol/completions-request.js";
-import { embeddingsRequestSchema } from "../protocol/embeddings-request.js";
-import { responsesRequestSchema } from "../protocol/responses-request.js";
 import { MAX_IDENTIFIER_CHARS } from "../protocol/identifiers.js";
 import { DEFAULT_MAX_JSON_DEPTH, findBodyFault } from "../protocol/body-faults.js";
 import { innermostIssue } from "../protocol/zod-issues.js";
 import { bulkPace } from "../storage/bulk-pace.js";
 
-/** The endpoints a batch may run, as OpenAI names them. */
-export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"] as const;
-export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
-
-const SCHEMAS: Record<BatchEndpoint, z.ZodType> = {
-  "/v1/chat/completions": chatRequestSchema,
-  "/v1/completions": completionsRequestSchema,
-  "/v1/responses": responsesRequestSchema,
-  "/v1/embeddings": embeddingsRequestSchema,
-};
+/**
+ * An endpoint a batch may run: its URL as OpenAI names it (`/v1/chat/completions`) and its body's
+ * schema. The list is api/'s batchable declarations (api/registry.ts), handed in at start
+ * (cli/batch-runtime.ts), so batches/ imports nothing of api/.
+ */
+export interface BatchEndpoint {
+  url: string;
+  body: z.ZodType;
+}
 
 /** One valid request line of a batch's input file. */
 export interface BatchLine {
@@ -174,12 +169,12 @@ function checkLine(source: string, line: number, endpoint: BatchEndpoint, seen: 
     );
   seen.add(customId);
   if (method !== "POST") return fail("invalid_value", "'method' must be \"POST\".", "method");
-  if (url !== endpoint) return fail("mismatched_url", `'url' must be the batch's endpoint, ${endpoint}.`, "url");
+  if (url !== endpoint.url) return fail("mismatched_url", `'url' must be the batch's endpoint, ${endpoint.url}.`, "url");
   if (typeof body !== "object" || body === null || Array.isArray(body))
     return fail("missing_required_parameter", "'body' must be a JSON object.", "body");
   if ((body as Record<string, unknown>).stream === true)
     return fail("invalid_value", "batch requests cannot stream; remove 'body.stream'.", "body.stream");
-  const parsed = SCHEMAS[endpoint].safeParse(body);
+  const parsed = endpoint.body.safeParse(body);
   if (!parsed.success) {
     const issue = innermostIssue(parsed.error.issues[0]!);
     const param = ["body", ...issue.path.map(String)].join(".");

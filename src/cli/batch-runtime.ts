@@ -4,7 +4,7 @@ import { createBatchService } from "../batches/service.js";
 import { batchCapacity } from "../batches/capacity.js";
 import { createLinePasses, lineCaller, redeemingLinePasses, type LinePasses, type PrincipalOf } from "../accounts/batch-line-passes.js";
 import { createLineExecutor } from "../batches/line-executor.js";
-import type { Operations } from "../api/registry.js";
+import { BATCH_ENDPOINTS, type Operations } from "../api/registry.js";
 import type { Authenticate } from "../http/auth.js";
 import type { Drain } from "../http/drain.js";
 import { createLineForwarder } from "../http/deployment-forwarding.js";
@@ -83,6 +83,7 @@ export function startBatches(wiring: BatchesWiring) {
   });
   const service = createBatchService({
     db,
+    endpoints: BATCH_ENDPOINTS,
     files,
     limits,
     ownerId,

@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { createAccount } from "../../src/accounts/key-store.js";
+import { BATCH_ENDPOINTS } from "../../src/api/registry.js";
 import { validateBatchFile } from "../../src/batches/validate.js";
 import { resultFiles } from "../../src/batches/output-files.js";
 import { createFileStore, FileCorrupted } from "../../src/storage/files.js";
 import { forEachDatabase } from "../helpers/databases.js";
+
+const CHAT_LINES = BATCH_ENDPOINTS.find((e) => e.url === "/v1/chat/completions")!;
 
 forEachDatabase("the file store", ({ db }) => {
   test("keeps bytes exactly with their checksum, scoped to the account, and pages newest first", async () => {
@@ -43,7 +46,7 @@ describe("batch input validation", () => {
     JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/chat/completions", body });
 
   test("valid lines become requests with their numbers; blank lines are skipped; tokens are estimated with the output cap", () => {
-    const result = validateBatchFile(Buffer.from(`${line("a")}\n\n${line("b")}\n`), "/v1/chat/completions", 10);
+    const result = validateBatchFile(Buffer.from(`${line("a")}\n\n${line("b")}\n`), CHAT_LINES, 10);
     assert.ok(result.ok);
     assert.deepEqual(
       result.lines.map((l) => [l.line, l.customId]),
@@ -63,7 +66,7 @@ describe("batch input validation", () => {
       JSON.stringify({ custom_id: "s", method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [], stream: true } }),
       JSON.stringify({ custom_id: "g", method: "GET", url: "/v1/chat/completions", body: {} }),
     ].join("\n");
-    const result = validateBatchFile(Buffer.from(text), "/v1/chat/completions", 10);
+    const result = validateBatchFile(Buffer.from(text), CHAT_LINES, 10);
     assert.ok(!result.ok);
     assert.deepEqual(
       result.errors.map((e) => [e.line, e.code]),
@@ -78,11 +81,11 @@ describe("batch input validation", () => {
   });
 
   test("not UTF-8, empty, or more requests than the limit: the whole file is refused", () => {
-    const bad = validateBatchFile(Buffer.from([0xff, 0xfe]), "/v1/chat/completions", 10);
+    const bad = validateBatchFile(Buffer.from([0xff, 0xfe]), CHAT_LINES, 10);
     assert.ok(!bad.ok && bad.errors[0]!.code === "invalid_file_format");
-    const empty = validateBatchFile(Buffer.from("\n\n"), "/v1/chat/completions", 10);
+    const empty = validateBatchFile(Buffer.from("\n\n"), CHAT_LINES, 10);
     assert.ok(!empty.ok && empty.errors[0]!.code === "empty_file");
-    const many = validateBatchFile(Buffer.from([line("a"), line("b"), line("c")].join("\n")), "/v1/chat/completions", 2);
+    const many = validateBatchFile(Buffer.from([line("a"), line("b"), line("c")].join("\n")), CHAT_LINES, 2);
     assert.ok(!many.ok && many.errors[0]!.code === "too_many_requests");
   });
 

@@ -3,11 +3,14 @@ import { test } from "node:test";
 import { createKey } from "../../src/accounts/key-store.js";
 import { BatchRunner, type LineRequest } from "../../src/batches/runner.js";
 import { insertBatch, insertLines, startBatch, getBatch } from "../../src/batches/batch-store.js";
+import { BATCH_ENDPOINTS } from "../../src/api/registry.js";
 import { validateBatchFile } from "../../src/batches/validate.js";
 import { createFileStore } from "../../src/storage/files.js";
 import type { Database } from "../../src/storage/database.js";
 import { forEachDatabase } from "../helpers/databases.js";
 import { waitFor } from "../helpers/server.js";
+
+const CHAT_LINES = BATCH_ENDPOINTS.find((e) => e.url === "/v1/chat/completions")!;
 
 // The runner's own decisions, with the request path played by a recorder (the real path is covered
 // end to end in test/integration/batches*.test.ts): who goes next when capacity frees up.
@@ -20,7 +23,7 @@ async function batchOf(db: Database, account: string, keyId: string, accountId: 
       body: { model: "m", messages: [{ role: "user", content: "hi" }] },
     }),
   ).join("\n");
-  const validation = validateBatchFile(Buffer.from(text), "/v1/chat/completions", 100);
+  const validation = validateBatchFile(Buffer.from(text), CHAT_LINES, 100);
   assert.ok(validation.ok);
   const batch = await insertBatch(
     db,

@@ -59,5 +59,6 @@ export function edgeOptions(settings: Settings) {
       streamPauseTimeoutMs: settings.streamPauseTimeoutMs,
     },
     logger: { level: environmentVariable("SWITCHYARD_LOG_LEVEL") ?? "info" },
+    accessLog: settings.accessLog,
   };
 }

@@ -273,6 +273,12 @@ export const SETTINGS_REFERENCE: readonly SettingReference[] = [
   },
   { variables: ["SWITCHYARD_LOG_LEVEL"], defaultValue: "`info`", meaning: "log level" },
   {
+    variables: ["SWITCHYARD_ACCESS_LOG"],
+    defaultValue: "`debug`",
+    meaning:
+      "one access-log line per answered request (method, path, status, ms, request id) at this level: `debug` (so none at the default log level), `info`, or `off`; errors are logged whatever it says",
+  },
+  {
     variables: ["SWITCHYARD_API_KEY"],
     flags: ["--api-key"],
     defaultValue: "none",

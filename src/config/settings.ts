@@ -60,6 +60,8 @@ const settingsSchema = z.object({
   streamPauseTimeoutMs: z.coerce.number().int().min(100),
   /** How long a paused stream's generation keeps its sequence before it is preempted, to resume when its client reads (ms). */
   streamPauseGraceMs: z.coerce.number().int().min(0).max(3_600_000),
+  /** The access log's one line per request: at `debug` (written only at that log level), at `info`, or `off` (observability/access-log.ts). */
+  accessLog: z.enum(["off", "debug", "info"]),
   /** Reuse cached prompt prefixes within an account. */
   prefixCache: z.boolean(),
   /** Speculative decoding in the embedded engine: `auto` drafts where its cost model says it pays; `off` never. */
@@ -174,6 +176,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     keyCacheMs: env.SWITCHYARD_KEY_CACHE_MS ?? (env.SWITCHYARD_DATABASE_URL ? KEY_CACHE_MS_SHARED : KEY_CACHE_MS_EMBEDDED),
     streamBufferBytes: env.SWITCHYARD_STREAM_BUFFER_BYTES ?? 64 * 1024,
     streamPauseTimeoutMs: env.SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS ?? 60_000,
+    accessLog: (env.SWITCHYARD_ACCESS_LOG ?? "debug").toLowerCase(),
     ...engineSettings(env),
     models: list(flags.models ?? env.SWITCHYARD_MODELS),
     databaseUrl: env.SWITCHYARD_DATABASE_URL || undefined,

@@ -6,6 +6,7 @@ import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
+import { accessLogController, type AccessLogLevel } from "../observability/access-log.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { frameworkErrors, installErrorHandlers } from "./errors.js";
 import { installJsonBodyParser, installPathParamCheck } from "./edge-input.js";
@@ -85,6 +86,8 @@ export interface AppDeps {
   /** Uploaded LoRA adapters (`/v1/adapters`); absent: the routes are not served. */
   adapters?: { service: AdapterService; limits: AdapterLimits };
   logger?: FastifyServerOptions["logger"];
+  /** One line per answered request at this level (default `debug`: none at the default `info`); see observability/access-log.ts. */
+  accessLog?: AccessLogLevel;
   /** The Files and Batch APIs (`/v1/files`, `/v1/batches`); absent: not served. */
   batches?: {
     service: BatchService;
@@ -113,7 +116,10 @@ const requestSerializer = (request: { method: string; url: string; ip?: string }
 const COMPRESS_FROM_BYTES = 32 * 1024;
 
 /** What every server shares, the worker too: body and connection limits, request ids, errors, auth, CORS, compression. */
-export type BaseAppDeps = Pick<AppDeps, "authenticate" | "bodyLimit" | "maxJsonDepth" | "connections" | "corsOrigins" | "logger" | "drain">;
+export type BaseAppDeps = Pick<
+  AppDeps,
+  "authenticate" | "bodyLimit" | "maxJsonDepth" | "connections" | "corsOrigins" | "logger" | "accessLog" | "drain"
+>;
 
 /** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage: services are handed in. */
 export function buildApp(deps: AppDeps): FastifyInstance {
@@ -180,6 +186,8 @@ export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {
     bodyLimit: deps.bodyLimit,
     // The request serializer logs method, path and peer, never headers nor the query: keys stay out of logs.
     logger,
+    // Fastify's two lines per request give way to the access log's one, at its level (debug by default).
+    logController: accessLogController(deps.accessLog ?? "debug", loggableUrl),
     requestTimeout: connections.requestTimeoutMs,
     http: httpServerOptions(connections),
     clientErrorHandler,

@@ -121,28 +121,48 @@ export async function startSwitchyard(
 }
 
 /**
- * Flags every llama-server user passes anyway; nothing that handicaps it. The peer is built as
- * node-llama-cpp builds our CPU libraries (bench/peers/build-llama-server.sh), so both load the same
- * ggml CPU variant for this machine (see `cpuVariant`), AMX kernels and weight repacking included,
- * where the machine runs them: on a VM that reports AMX but does not enable its tile state, llama.cpp's
- * AMX matrix kernels die with SIGILL at the first `tilezero` (seen on a Sapphire Rapids VM, 2026-11-28),
- * so a user there must pass `--no-repack` (no extra weight buffers, AMX's among them), and so does the
- * peer: `peerFlags` finds that out once with a tiny llama-batched-bench run and says so.
+ * Which llama.cpp binaries the peer runs, and with what flags: nothing that handicaps it. The peer is
+ * built as node-llama-cpp builds our CPU libraries (bench/peers/build-llama-server.sh), so both load
+ * the same ggml CPU variant for this machine (see `cpuVariant`), AMX kernels and weight repacking
+ * included. On a VM that reports AMX but does not enable its tile state, the peer's own build dies
+ * with SIGILL at the first `tilezero` (seen on Sapphire Rapids VMs, 2026-11-28 and 2026-12-06), where
+ * node-llama-cpp's prebuilt libraries, the files our engine loads, run (their S_PP at 64 tokens on
+ * SmolLM2: 812 tok/s, against 289 for the peer's own build with `--no-repack`). There the peer runs
+ * on our prebuilt libraries (`onOurBinaries`): the same kernels as ours, as a comparison of servers
+ * needs; only where those die too does it fall back to its own build with `--no-repack`, as its users
+ * there must. Found once per run with a tiny llama-batched-bench run, and said.
  */
-let peerFlagsFound: string[] | undefined;
-function peerFlags(binaryDir: string, modelPath: string): string[] {
-  if (peerFlagsFound) return peerFlagsFound;
-  const bench = join(binaryDir, "llama-batched-bench");
-  const probe = ["-m", modelPath, "-c", "256", "-b", "64", "-npp", "8", "-ntg", "2", "-npl", "2", "-t", "1"];
-  const result = existsSync(bench) ? spawnSync(bench, probe, { encoding: "utf8" }) : null;
-  const flags = result?.signal === "SIGILL" ? ["--no-repack"] : [];
-  // Kept once the probe ran through or died of SIGILL; a model batched-bench cannot run (an encoder) tells nothing.
-  if (result?.status === 0 || flags.length > 0) peerFlagsFound = flags;
-  if (flags.length > 0 && peerFlagsFound === flags)
-    process.stderr.write(
-      "llama.cpp's AMX kernels die with SIGILL on this machine: the peer runs with --no-repack, as its users here must\n",
+interface PeerBinaries {
+  /** Where llama-server and llama-batched-bench are. */
+  dir: string;
+  env: NodeJS.ProcessEnv;
+  flags: string[];
+  ours: boolean;
+}
+let peerBinariesFound: PeerBinaries | undefined;
+function peerBinaries(builtServer: string, modelPath: string): PeerBinaries {
+  if (peerBinariesFound) return peerBinariesFound;
+  const probe = (dir: string, env: NodeJS.ProcessEnv) =>
+    spawnSync(
+      join(dir, "llama-batched-bench"),
+      ["-m", modelPath, "-c", "256", "-b", "64", "-npp", "8", "-ntg", "2", "-npl", "2", "-t", "1"],
+      {
+        encoding: "utf8",
+        env: { ...process.env, ...env },
+      },
     );
-  return flags;
+  const own: PeerBinaries = { dir: join(builtServer, ".."), env: {}, flags: [], ours: false };
+  if (probe(own.dir, {}).signal !== "SIGILL") return (peerBinariesFound = own);
+  const onOurs = onOurBinaries(builtServer);
+  const ours: PeerBinaries = { dir: join(onOurs.binary, ".."), env: onOurs.env, flags: [], ours: true };
+  if (probe(ours.dir, ours.env).status === 0) {
+    process.stderr.write(
+      "the peer's own llama.cpp build dies with SIGILL (AMX) here and node-llama-cpp's prebuilt libraries run: the peer and the ceilings run on those, the same kernels as ours\n",
+    );
+    return (peerBinariesFound = ours);
+  }
+  process.stderr.write("llama.cpp's AMX kernels die with SIGILL on this machine: the peer runs with --no-repack, as its users here must\n");
+  return (peerBinariesFound = { ...own, flags: ["--no-repack"] });
 }
 /**
  * llama.cpp's llama-server from the release node-llama-cpp ships; null when it is not built (bench/peers/build-llama-server.sh).
@@ -158,13 +178,14 @@ export async function startLlamaServer(
 ): Promise<RunningTarget | null> {
   const built = builtPeer("build-llama-server.sh");
   if (!built) return null;
-  const { binary, env } = ourBinaries ? onOurBinaries(built) : { binary: built, env: {} };
+  const chosen = peerBinaries(built, options.modelPath);
+  const { binary, env } = ourBinaries || chosen.ours ? onOurBinaries(built) : { binary: built, env: {} };
   const child = spawn(
     binary,
     [
       "-m",
       options.modelPath,
-      ...peerFlags(join(built, ".."), options.modelPath),
+      ...chosen.flags,
       "-t",
       String(options.threads),
       "-tb",
@@ -227,8 +248,10 @@ function onOurBinaries(peerBinary: string): { binary: string; env: NodeJS.Proces
     ["libllama-server-impl.so", "libllama-server-impl.so"],
     ["libllama-common.so", "libllama-common.so.0"],
     ["libmtmd.so", "libmtmd.so.0"],
+    ["llama-batched-bench", "llama-batched-bench"],
+    ["libllama-batched-bench-impl.so", "libllama-batched-bench-impl.so"],
   ]) {
-    copyFileSync(join(peerDir, file!), join(dir, as!));
+    if (existsSync(join(peerDir, file!))) copyFileSync(join(peerDir, file!), join(dir, as!));
   }
   const link = (file: string, ...names: string[]) => names.forEach((n) => symlinkSync(join(ours, file), join(dir, n)));
   link(PREBUILT_FILES.llama, "libllama.so.0", PREBUILT_FILES.llama);
@@ -249,13 +272,14 @@ export function runBatchedBench(
   shape = { prompt: 128, generate: 128, sequences: 16 },
 ): { sTg: number; sPp: number; output: string } | null {
   const server = builtPeer("build-llama-server.sh");
-  const binary = server && join(server, "..", "llama-batched-bench");
-  if (!binary || !existsSync(binary)) return null;
+  if (!server || !existsSync(join(server, "..", "llama-batched-bench"))) return null;
+  const chosen = peerBinaries(server, options.modelPath);
+  const binary = join(chosen.dir, "llama-batched-bench");
   const context = shape.sequences * (shape.prompt + shape.generate);
   const args = [
     "-m",
     options.modelPath,
-    ...peerFlags(join(server, ".."), options.modelPath),
+    ...chosen.flags,
     "-t",
     String(options.threads),
     "-tb",
@@ -268,7 +292,7 @@ export function runBatchedBench(
     "512",
   ];
   args.push("-npp", String(shape.prompt), "-ntg", String(shape.generate), "-npl", String(shape.sequences));
-  const result = spawnSync(binary, args, { encoding: "utf8" });
+  const result = spawnSync(binary, args, { encoding: "utf8", env: { ...process.env, ...chosen.env } });
   const output = `${result.stdout}${result.stderr}`;
   // | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |
   const row = output

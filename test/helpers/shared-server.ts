@@ -18,19 +18,32 @@ import { adminCall, CLI, freshDataDir, SMOLLM2, TEST_ENGINE, waitFor, type Serve
  * file's requests run beside), the server's logs, stopping or killing it, settings, a fresh data
  * dir, and failed admin-token attempts (the admin lockout counts per client IP). A test that needs
  * any of those starts its own with startServer().
+ *
+ * `exclusive: true` leases a server to one file at a time instead: a pool per configuration, each
+ * server held by the pid of the file using it until that file calls stop() or exits, and a new one
+ * started only when every one of the pool is held (so at most one per test worker). Nothing else
+ * runs on it meanwhile, so /health's running and waiting counts, batch composition and greedy
+ * outputs are the file's own, and logs() is what the server wrote since the lease began; the
+ * engine's cumulative counts (steps, preemptions, /metrics) carry earlier files' work, so a test
+ * reads them as differences. Stopping or killing it, settings and a fresh data dir still need
+ * startServer().
  */
 export interface SharedServer extends ServerAddress {
   /** The account the key belongs to (unique to this caller). */
   account: string;
   /** A key of a new account named after `name` (unique per call), with the admin API's key fields (rpm_limit, manage_keys, ...). */
   newKey(name: string, fields?: Record<string, unknown>): Promise<{ key: string; account: string }>;
-  /** Nothing to stop: the server outlives this file and stops with the test run. Kept so `after` reads as for startServer. */
+  /** What the server has logged: since the lease began when exclusive, else every file's. */
+  logs(): string;
+  /** The server outlives this file and stops with the test run; an exclusive lease is given back. */
   stop(): Promise<void>;
 }
 
 export interface SharedOptions {
   models?: string[];
   env?: Record<string, string>;
+  /** A server of the pool that no other file uses until this one calls stop() or exits. */
+  exclusive?: boolean;
 }
 
 export async function sharedServer(options: SharedOptions = {}): Promise<SharedServer> {
@@ -38,29 +51,67 @@ export async function sharedServer(options: SharedOptions = {}): Promise<SharedS
   const env = { SWITCHYARD_LOG_LEVEL: "warn", ...TEST_ENGINE, ...options.env };
   const config = createHash("sha256").update(JSON.stringify({ models, env })).digest("hex").slice(0, 12);
   const owner = process.env.NODE_TEST_CONTEXT ? process.ppid : process.pid;
-  const stateDir = join(tmpdir(), `switchyard-shared-${owner}-${config}`);
-  const { url, dataDir } = await withLock(
-    `${stateDir}.lock`,
-    async () => (await running(stateDir)) ?? (await start(stateDir, owner, models, env)),
-  );
+  const base = join(tmpdir(), `switchyard-shared-${owner}-${config}`);
+  const boot = async (stateDir: string) => (await running(stateDir)) ?? (await start(stateDir, owner, models, env));
+  const slot = options.exclusive ? await withLock(`${base}-x.lock`, async () => lease(base)) : undefined;
+  const { url, dataDir } = slot ? await boot(slot) : await withLock(`${base}.lock`, async () => boot(base));
+  const log = `${dataDir}.log`;
+  const from = slot ? statSync(log).size : 0;
   const server: SharedServer = {
     url,
     baseURL: `${url}/v1/compat`,
     dataDir,
     key: "",
     account: "",
+    logs: () => readFileSync(log).subarray(from).toString(),
     async newKey(name, fields = {}) {
       const account = `${name}-${randomBytes(4).toString("hex")}`;
       const created = await adminCall(server, "POST", "/admin/v1/keys", { account, ...fields });
       if (created.status !== 201) throw new Error(`creating a key for ${account}: ${created.status} ${JSON.stringify(created.body)}`);
       return { key: created.body.key as string, account };
     },
-    async stop() {},
+    async stop() {
+      if (slot) await release(slot, url);
+    },
   };
   const own = await server.newKey("tester");
   server.key = own.key;
   server.account = own.account;
   return server;
+}
+
+/**
+ * Takes the first slot of the pool that no live process holds (`<base>-x<i>/lease` names its
+ * holder's pid), making a new slot when all are held; its server is started after the pool's lock
+ * is let go, so a start holds up no file that finds an idle one.
+ */
+function lease(base: string): string {
+  for (let i = 0; ; i++) {
+    const slot = `${base}-x${i}`;
+    mkdirSync(slot, { recursive: true });
+    const holder = readFileSync(join(slot, "lease"), { encoding: "utf8", flag: "a+" });
+    if (holder !== "" && holder !== String(process.pid) && alive(Number(holder))) continue;
+    writeFileSync(join(slot, "lease"), String(process.pid));
+    leases.set(slot, (leases.get(slot) ?? 0) + 1);
+    return slot;
+  }
+}
+
+/** This process's leases: a file whose suites each take one shares its slot between them. */
+const leases = new Map<string, number>();
+
+/** Gives a lease back once its server has nothing running, waiting or paused, so the next file finds it idle. */
+async function release(slot: string, url: string): Promise<void> {
+  const left = (leases.get(slot) ?? 1) - 1;
+  leases.set(slot, left);
+  if (left > 0) return;
+  const idle = async () => {
+    const body = (await (await fetch(`${url}/health`)).json()) as { models: Array<Record<string, number>> };
+    return body.models.every((m) => !m.running && !m.waiting && !m.paused) ? true : undefined;
+  };
+  await waitFor(idle, 120_000).catch(() => undefined); // the next file's own checks see what is left
+  const file = join(slot, "lease");
+  if (existsSync(file) && readFileSync(file, "utf8") === String(process.pid)) rmSync(file, { force: true });
 }
 
 interface State {
@@ -138,6 +189,10 @@ function holderAlive(lock: string): boolean {
     // Just made, its pid not yet written; a holder that died before writing it left it for good.
     return Date.now() - (statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? 0) < 10_000;
   }
+  return alive(pid);
+}
+
+function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

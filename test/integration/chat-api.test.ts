@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { cli, postChat, readSse, startServer, SMOLLM2, type RunningServer, FULL_CONTEXT } from "../helpers/server.js";
+import { cli, postChat, readSse, SMOLLM2, FULL_CONTEXT, type ServerAddress } from "../helpers/server.js";
 import { ask } from "../helpers/requests.js";
 import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
@@ -9,9 +9,9 @@ import { smolStandardUnits } from "../helpers/usage.js";
 const SPECIAL_TOKEN_TEXT = /<\|im_end\|>|<\|im_start\|>|<\|endoftext\|>|<\/s>|<end_of_turn>|<start_of_turn>/;
 
 describe("chat completions against the real SmolLM2 model", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   before(async () => {
-    server = await startServer({ env: FULL_CONTEXT });
+    server = await sharedServer({ env: FULL_CONTEXT, exclusive: true });
   });
   after(async () => {
     await server?.stop();
@@ -250,7 +250,7 @@ describe("authentication", () => {
   });
 });
 
-async function pollHealth(server: RunningServer, done: (m: { running: number; waiting: number }) => boolean) {
+async function pollHealth(server: Pick<ServerAddress, "url">, done: (m: { running: number; waiting: number }) => boolean) {
   // Each generation notices its abort at its next decode step; allow for a slow, shared machine.
   for (let i = 0; i < 300; i++) {
     const health = await (await fetch(`${server.url}/health`)).json();

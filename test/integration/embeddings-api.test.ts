@@ -3,9 +3,10 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { addMoney, compareMoney } from "../../src/billing/cost.js";
 import { MINILM } from "../helpers/embeddings.js";
-import { adminCall, createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { adminCall, createKey, postChat, SMOLLM2, type ServerAddress } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
-const post = (server: RunningServer, body: unknown, key = server.key, prefix = "/v1/compat") =>
+const post = (server: ServerAddress, body: unknown, key = server.key, prefix = "/v1/compat") =>
   fetch(`${server.url}${prefix}/embeddings`, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
@@ -21,10 +22,10 @@ async function expectError(response: Response, status: number, code: string, par
 }
 
 describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   let client: OpenAI;
   before(async () => {
-    server = await startServer({ models: [SMOLLM2, MINILM] });
+    server = await sharedServer({ models: [SMOLLM2, MINILM], exclusive: true });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 120_000 });
   });
   after(async () => {
@@ -123,13 +124,13 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
   });
 
   test("keys: a model allow-list hides it, a tokens-per-minute limit counts input tokens, a budget is reserved", async () => {
-    const chatOnly = createKey(server.dataDir, "tester", ["--models", SMOLLM2]);
+    const chatOnly = createKey(server.dataDir, server.account, ["--models", SMOLLM2]);
     await expectError(await post(server, { model: MINILM, input: "x" }, chatOnly), 404, "model_not_found");
-    const smallTpm = createKey(server.dataDir, "tester", ["--tpm", "100"]);
+    const smallTpm = createKey(server.dataDir, server.account, ["--tpm", "100"]);
     // "hello" is 3 tokens with CLS and SEP: 60 input tokens a request, so the second one is over 100.
     assert.equal((await post(server, { model: MINILM, input: Array(20).fill("hello") }, smallTpm)).status, 200);
     await expectError(await post(server, { model: MINILM, input: Array(20).fill("hello") }, smallTpm), 429, "rate_limit_exceeded");
-    const tiny = createKey(server.dataDir, "tester", ["--budget", "0.000001"]);
+    const tiny = createKey(server.dataDir, server.account, ["--budget", "0.000001"]);
     await expectError(await post(server, { model: MINILM, input: "word ".repeat(300) }, tiny), 402, "insufficient_quota");
   });
 

@@ -1,13 +1,14 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { GEMMA, postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { GEMMA, postChat, SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 
 describe("both default models served at once, with their prices and tiers", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   before(async () => {
-    server = await startServer({ models: [SMOLLM2, GEMMA] });
+    server = await sharedServer({ models: [SMOLLM2, GEMMA], exclusive: true });
   });
   after(async () => {
     await server?.stop();

@@ -3,7 +3,8 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { BATCH_PRICES, resultLines, settled, upload } from "../helpers/batches.js";
 import { requestCost } from "../../src/billing/cost.js";
-import { FULL_CONTEXT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { FULL_CONTEXT, SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 
 /**
@@ -34,10 +35,10 @@ interface Totals {
 }
 
 describe("Predicted Outputs (`prediction`) against the real SmolLM2 model", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   let client: OpenAI;
   before(async () => {
-    server = await startServer({ env: FULL_CONTEXT });
+    server = await sharedServer({ env: FULL_CONTEXT, exclusive: true });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
   });
   after(async () => {

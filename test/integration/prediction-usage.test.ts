@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
-import { SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 /**
  * Usage follows what was delivered when a prediction is exact but the output is cut short: by a
@@ -31,10 +32,10 @@ function stopWordOf(answer: string): string {
 }
 
 describe("prediction counts follow the delivered output (real SmolLM2, temperature 0)", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   let client: OpenAI;
   before(async () => {
-    server = await startServer();
+    server = await sharedServer({ exclusive: true });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
   });
   after(async () => {

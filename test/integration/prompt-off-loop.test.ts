@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { openAiError } from "../helpers/raw-http.js";
-import { FULL_CONTEXT, postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { FULL_CONTEXT, postChat, SMOLLM2, type ServerAddress } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 /**
  * Issue 11, defect 1: one request froze the whole server while its prompt was rendered and
@@ -25,7 +26,7 @@ interface Watch {
 }
 
 /** Asks /health again as soon as it answers, until stopped. */
-function watchHealth(server: RunningServer): Watch {
+function watchHealth(server: Pick<ServerAddress, "url">): Watch {
   const answers: number[] = [];
   let running = true;
   const loop = (async () => {
@@ -62,9 +63,9 @@ async function expectContextExceeded(response: Response, param: string) {
 }
 
 describe("a large prompt never stalls the server (issue 11)", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   before(async () => {
-    server = await startServer({ env: FULL_CONTEXT });
+    server = await sharedServer({ env: FULL_CONTEXT, exclusive: true });
   });
   after(async () => {
     await server?.stop();

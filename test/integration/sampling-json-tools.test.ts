@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { request as httpRequest } from "node:http";
-import { createKey, GEMMA, postChat, readSse, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { GEMMA, postChat, readSse, SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 import { ask } from "../helpers/requests.js";
 
 /** Parameters, n, logprobs, JSON output and tool calls against the real SmolLM2 (and Gemma for the capability gate). */
@@ -83,9 +84,9 @@ async function pool<T>(count: number, limit: number, task: (i: number) => Promis
 }
 
 describe("sampling, n, logprobs, JSON output and tools", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   before(async () => {
-    server = await startServer({ models: [SMOLLM2, GEMMA] });
+    server = await sharedServer({ models: [SMOLLM2, GEMMA], exclusive: true });
   });
   after(async () => {
     await server?.stop();
@@ -182,7 +183,7 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
     const texts = [];
     // An account of its own: the first request computes the prompt cold, the second from its
     // cache, and no other test's cells are involved (see README, Chat parameters, `seed`).
-    const key = createKey(server.dataDir, "seeded");
+    const { key } = await server.newKey("seeded");
     for (let i = 0; i < 2; i++) {
       const response = await postChat(server, ask("Write about the sea.", params), { key });
       assert.equal(response.status, 200);
@@ -426,7 +427,7 @@ describe("sampling, n, logprobs, JSON output and tools", () => {
   test("an auto tool-call round trip with the openai client: the model chooses the call, gets the result, answers", async () => {
     // An account of its own: no prefix cached by the other tests, whose cells were computed in
     // other batches; a 135M model's greedy choice can turn on the last bits of a logit.
-    const client = new OpenAI({ apiKey: createKey(server.dataDir, "auto-tools"), baseURL: server.baseURL });
+    const client = new OpenAI({ apiKey: (await server.newKey("auto-tools")).key, baseURL: server.baseURL });
     const cityParameters = {
       type: "object",
       properties: { city: { type: "string", description: "The city name" } },

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { postChat, SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 /**
  * Grammar-bound output through the real server and SmolLM2: compact JSON, scalars that end, and
@@ -52,9 +53,9 @@ const otherTool = {
 };
 
 describe("structured output: compact, ends where it should, bad schemas are 400s", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   before(async () => {
-    server = await startServer({ models: [SMOLLM2] });
+    server = await sharedServer({ exclusive: true });
   });
   after(async () => {
     await server?.stop();

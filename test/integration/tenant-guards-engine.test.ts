@@ -8,6 +8,7 @@ import { resolveModelsDir } from "../../src/config/paths.js";
 import { chunkedEnd, openAiError, openSocket, readReply } from "../helpers/raw-http.js";
 import { FULL_CONTEXT, createKey, readSse, startServer, waitFor, SMOLLM2, type RunningServer } from "../helpers/server.js";
 import { health, usageTotals } from "../helpers/requests.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 import { startWorker, WORKER_KEY, type RunningWorker } from "../helpers/worker.js";
 
@@ -29,11 +30,11 @@ const post = (url: string, key: string, path: string, body: unknown) =>
   });
 
 describe("item 1: a prompt of no tokens is answered, and never holds a sequence", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   let otherKey: string;
   before(async () => {
-    server = await startServer();
-    otherKey = createKey(server.dataDir, "another-account");
+    server = await sharedServer({ env: FULL_CONTEXT, exclusive: true });
+    otherKey = (await server.newKey("another-account")).key;
   });
   after(() => server?.stop());
 
@@ -200,8 +201,8 @@ const HUGE = "hello world ".repeat(50_000);
 const HUGE_DENSE = "a. ".repeat(200_000);
 
 /** Six concurrent chats with `content` from the server's account, and a small chat from another account; the order they end in. */
-async function sixAndOne(server: RunningServer, content: string) {
-  const otherKey = createKey(server.dataDir, `other-${Math.random().toString(36).slice(2)}`);
+async function sixAndOne(server: SharedServer, content: string) {
+  const { key: otherKey } = await server.newKey("other");
   const finished: string[] = [];
   const huge = Array.from({ length: 6 }, async () => {
     const response = await post(server.url, server.key, "/v1/chat/completions", { model: SMOLLM2, messages: [{ role: "user", content }] });
@@ -249,8 +250,8 @@ describe("item 16: the prompt workers are shared fairly between accounts", () =>
   });
 
   describe("over HTTP", () => {
-    let server: RunningServer;
-    before(async () => (server = await startServer({ env: FULL_CONTEXT })));
+    let server: SharedServer;
+    before(async () => (server = await sharedServer({ env: FULL_CONTEXT, exclusive: true })));
     after(() => server?.stop());
 
     test("six concurrent 600 KB prompts of words are refused from their size, before any is tokenized", async () => {

@@ -6,7 +6,8 @@ import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import OpenAI from "openai";
 import { MINILM } from "../helpers/embeddings.js";
-import { createKey, postChat, readSse, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { createKey, postChat, readSse, ROOT, SMOLLM2 } from "../helpers/server.js";
+import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 const PYTHON = join(ROOT, ".cache/py-openai/bin/python");
 const SMOL_ALIAS = "smollm2-135m";
@@ -24,7 +25,7 @@ const WEATHER_TOOL = {
 };
 
 describe("/tokenize, /detokenize, model aliases and the streamed role", () => {
-  let server: RunningServer;
+  let server: SharedServer;
   const post = (path: string, body: unknown, key: string | null = server.key) =>
     fetch(`${server.url}${path}`, {
       method: "POST",
@@ -37,7 +38,7 @@ describe("/tokenize, /detokenize, model aliases and the streamed role", () => {
   };
 
   before(async () => {
-    server = await startServer({ models: [SMOLLM2, MINILM] });
+    server = await sharedServer({ models: [SMOLLM2, MINILM], exclusive: true });
   });
   after(async () => {
     await server?.stop();

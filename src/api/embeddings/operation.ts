@@ -54,27 +54,38 @@ function toInput(body: EmbeddingsRequestBody): EmbeddingInput {
   };
 }
 
-/** base64: the vector's float32 values, little-endian, as OpenAI sends them (on a little-endian host, its own bytes). */
-function encode(vector: Float32Array, format: "float" | "base64"): number[] | string {
-  if (format === "float") return Array.from(vector);
-  if (LITTLE_ENDIAN) return Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64");
+/**
+ * One vector as JSON: floats, or base64 of its float32 values, little-endian, as OpenAI sends them
+ * (on a little-endian host, its own bytes). Floats are joined by the typed array itself: each is
+ * written as JSON writes a number, without a plain array of 384 doubles made first and walked by
+ * JSON.stringify (384 floats: 31-41 µs against 131-144, Sapphire Rapids, busy; 256 inputs a request
+ * spend that 256 times on the main thread). A non-finite value, which a unit vector never holds,
+ * goes through JSON.stringify, which writes it as null.
+ */
+function encode(vector: Float32Array, format: "float" | "base64"): string {
+  if (format === "float") {
+    const text = vector.join(",");
+    return NON_FINITE.test(text) ? JSON.stringify(Array.from(vector)) : `[${text}]`;
+  }
+  if (LITTLE_ENDIAN) return `"${Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64")}"`;
   const bytes = Buffer.alloc(vector.length * 4);
   vector.forEach((value, i) => bytes.writeFloatLE(value, i * 4));
-  return bytes.toString("base64");
+  return `"${bytes.toString("base64")}"`;
 }
 
 const LITTLE_ENDIAN = endianness() === "LE";
+const NON_FINITE = /[NI]/;
 
 /**
- * The vectors are plain numbers, written by JSON.stringify alone (the exact-decimal writer would visit
- * each of up to 786,432 floats); only the usage needs its exact cost.
+ * The vectors are written as above (the exact-decimal writer would visit each of up to 786,432
+ * floats); only the usage needs its exact cost.
  */
 function renderEmbeddings(result: EmbeddingResult, format: "float" | "base64"): string {
-  const data = result.vectors.map((vector, index) => ({ object: "embedding", index, embedding: encode(vector, format) }));
+  const data = result.vectors.map((vector, index) => `{"object":"embedding","index":${index},"embedding":${encode(vector, format)}}`);
   const rest = stringifyJson({
     model: result.model,
     usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens, estimated_cost: ExactDecimal.of(result.cost) },
     service_tier: result.serviceTier,
   });
-  return `{"object":"list","data":${JSON.stringify(data)},${rest.slice(1)}`;
+  return `{"object":"list","data":[${data.join(",")}],${rest.slice(1)}`;
 }

@@ -6,10 +6,16 @@ import type { AccountKeys } from "../accounts/account-keys.js";
 import type { UsageReports } from "../protocol/usage.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { TokenService } from "../serving/token-service.js";
+import type { BatchService } from "../batches/service.js";
+import { batchEndpoints, batchSpecs } from "./batches/endpoints.js";
 import type { CompletionStore } from "./chat/completion-store.js";
 import type { Endpoint, EndpointSpec } from "./endpoint.js";
+import { fileEndpoints, fileSpecs, type AccountFiles } from "./files/endpoints.js";
 import { keyEndpoints, keySpecs } from "./keys/endpoints.js";
 import { modelEndpoints, modelSpecs } from "./models/endpoints.js";
+import type { BackgroundResponses } from "./responses/background.js";
+import { storedResponseEndpoints, storedResponseSpecs } from "./responses/endpoints.js";
+import type { ResponseStore } from "./responses/response-store.js";
 import { storedCompletionEndpoints, storedCompletionSpecs } from "./stored-completions/endpoints.js";
 import { tokenEndpoints, tokenSpecs } from "./tokens/endpoints.js";
 import { usageEndpoints, usageSpecs } from "./usage/endpoints.js";
@@ -19,7 +25,13 @@ export const ENDPOINT_SPECS = {
   /** Under each API prefix, and at the root (where vLLM and llama-server serve them). */
   tokens: Object.values(tokenSpecs),
   /** Under each API prefix. */
+  storedResponses: Object.values(storedResponseSpecs),
+  /** Under each API prefix. */
   storedCompletions: Object.values(storedCompletionSpecs),
+  /** Under each API prefix. */
+  files: Object.values(fileSpecs),
+  /** Under each API prefix. */
+  batches: Object.values(batchSpecs),
   /** Under each API prefix. */
   models: Object.values(modelSpecs),
   usage: Object.values(usageSpecs),
@@ -34,6 +46,12 @@ export interface EndpointDeps {
   tokens?: TokenService;
   /** Absent: stored chat completions are not served. */
   completions?: CompletionStore;
+  /** Stored responses (`store: true`); absent: not served. */
+  responses?: ResponseStore;
+  /** Where `background: true` responses run; absent: none streams again or cancels. */
+  background?: BackgroundResponses;
+  /** The Files and Batch APIs; absent: not served. */
+  batches?: { service: BatchService; files: AccountFiles };
 }
 
 export type Endpoints = { [R in keyof typeof ENDPOINT_SPECS]?: Endpoint[] };
@@ -42,7 +60,10 @@ export type Endpoints = { [R in keyof typeof ENDPOINT_SPECS]?: Endpoint[] };
 export function createEndpoints(deps: EndpointDeps): Endpoints {
   return {
     tokens: deps.tokens && tokenEndpoints(deps.tokens),
+    storedResponses: deps.responses && storedResponseEndpoints(deps.responses, deps.background),
     storedCompletions: deps.completions && storedCompletionEndpoints(deps.completions),
+    files: deps.batches && fileEndpoints(deps.batches.service, deps.batches.files),
+    batches: deps.batches && batchEndpoints(deps.batches.service),
     models: modelEndpoints(deps.registry),
     usage: usageEndpoints(deps.usage),
     keys: keyEndpoints(deps.keys),

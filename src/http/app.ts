@@ -20,15 +20,14 @@ import { docsRoutes } from "./routes/docs.js";
 import { openApiDocument } from "./openapi.js";
 import { deploymentRoutes } from "./routes/deployments.js";
 import { adapterRoutes } from "./routes/adapters.js";
-import { storedResponseRoutes } from "./routes/stored-responses.js";
 import { generationRoutes } from "./routes/generation.js";
 import { createOperations, type Operations } from "../api/registry.js";
 import { createEndpoints } from "../api/endpoints.js";
-import { registerEndpoints } from "./endpoint-routes.js";
+import { registerEndpoints, registerUploadEndpoints } from "./endpoint-routes.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
-import { fileRoutes, type AccountFiles } from "./routes/files.js";
-import { batchRoutes } from "./routes/batches.js";
+import type { AccountFiles } from "../api/files/endpoints.js";
+import { UploadGate } from "./upload-gate.js";
 import { adminRoutes, type AdminRoutesOptions } from "./routes/admin.js";
 import type { BatchLimits } from "../batches/limits.js";
 import type { BatchService } from "../batches/service.js";
@@ -126,6 +125,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const app = buildBaseApp(deps);
   const operations = deps.operations ?? createOperations(deps);
   const endpoints = createEndpoints(deps);
+  const fileUploads = deps.batches && fileUploadLimits(deps.batches.limits);
   // A deployment another server process runs is answered by that process (generation and token routes alike).
   const deployments = deps.deployments;
   const forwardDeployments = deployments
@@ -157,16 +157,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
         async (api) => {
           registerEndpoints(api, endpoints.models ?? []);
           tokenScope(api);
-          if (deps.batches) {
-            fileRoutes(api, deps.batches.service, deps.batches.files, deps.batches.limits);
-            batchRoutes(api, deps.batches.service);
-          }
+          if (endpoints.files && fileUploads) registerUploadEndpoints(api, endpoints.files, fileUploads.gate, fileUploads.limits);
+          registerEndpoints(api, endpoints.batches ?? []);
           void api.register(async (generation) => {
             forwardDeployments(generation);
             if (deps.tracing) installTracing(generation, deps.tracing);
             generationRoutes(generation, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
             registerEndpoints(generation, endpoints.storedCompletions ?? []);
-            storedResponseRoutes(generation, deps.responses, deps.background);
+            registerEndpoints(generation, endpoints.storedResponses ?? []);
           });
         },
         { prefix },
@@ -176,6 +174,18 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // Its own encapsulated scope, so the admin token's hook guards exactly these routes.
   if (deps.admin) void app.register(adminRoutes, deps.admin);
   return app;
+}
+
+/**
+ * The Files API's uploads: one gate for the process, under every prefix (an account's and the
+ * process's caps hold across them); the parser lets a file one byte past its limit through, so the
+ * service sees the limit passed and answers 413.
+ */
+function fileUploadLimits(limits: BatchLimits) {
+  return {
+    gate: new UploadGate(limits),
+    limits: { fileSize: limits.maxFileBytes + 1, files: 1, fields: 8, fieldSize: 1024, parts: 10, headerPairs: 64 },
+  };
 }
 
 export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {

@@ -61,8 +61,13 @@ export async function* formParts(request: FastifyRequest, fileFields: readonly s
  * bound the connection is closed after the answer, and cannot carry another request.
  */
 export async function answerUpload(request: FastifyRequest, reply: FastifyReply, handle: () => Promise<unknown>): Promise<FastifyReply> {
+  return reply.send(await whileUploading(request, reply, handle));
+}
+
+/** What `handle` makes of an upload; refused partway through the body, the rest is drained first, as `answerUpload` says. */
+export async function whileUploading<T>(request: FastifyRequest, reply: FastifyReply, handle: () => Promise<T>): Promise<T> {
   try {
-    return reply.send(await handle());
+    return await handle();
   } catch (error) {
     if (request.raw.readableDidRead && !request.raw.complete && !(await drained(request.raw))) reply.header("connection", "close");
     throw error;

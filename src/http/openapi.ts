@@ -7,13 +7,10 @@ import { consoleOperations } from "./console.js";
 import type { Auth, Method, RouteSpec } from "./route-spec.js";
 import { adapterOperations } from "./routes/adapters.js";
 import { adminOperations } from "./routes/admin.js";
-import { batchOperations } from "./routes/batches.js";
 import { deploymentOperations } from "./routes/deployments.js";
 import { docsOperations } from "./routes/docs.js";
-import { fileOperations } from "./routes/files.js";
 import { healthOperations } from "./routes/health.js";
 import { metricsOperations } from "./routes/metrics.js";
-import { storedResponseOperations } from "./routes/stored-responses.js";
 
 /**
  * The OpenAPI document, generated from the operations each route declares beside its handler
@@ -29,10 +26,10 @@ const errorSchema = z.object({
 const API_OPERATIONS: RouteSpec[] = [
   ...OPERATION_SPECS,
   ...ENDPOINT_SPECS.tokens,
-  ...Object.values(storedResponseOperations),
+  ...ENDPOINT_SPECS.storedResponses,
   ...ENDPOINT_SPECS.storedCompletions,
-  ...Object.values(fileOperations),
-  ...Object.values(batchOperations),
+  ...ENDPOINT_SPECS.files,
+  ...ENDPOINT_SPECS.batches,
   ...ENDPOINT_SPECS.models,
 ];
 

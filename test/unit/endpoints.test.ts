@@ -23,7 +23,11 @@ import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
 
 /** The answer's JSON, whichever way the endpoint wrote it. */
-const answerValue = (answer: EndpointAnswer): any => (answer.type === "json-text" ? JSON.parse(answer.text) : answer.value);
+const answerValue = (answer: EndpointAnswer): any => {
+  if (answer.type === "json-text") return JSON.parse(answer.text);
+  assert.equal(answer.type, "json");
+  return (answer as { value: unknown }).value;
+};
 const byId = (endpoints: Endpoint[] | undefined, id: string): Endpoint => {
   const found = endpoints?.find((e) => e.id === id);
   assert.ok(found, `no endpoint ${id}`);

@@ -1,17 +1,18 @@
-import type { FastifyInstance } from "fastify";
+/**
+ * The Batch API, scoped to the caller's account: create (the input file validated at once), list
+ * (newest first), retrieve, cancel. The batch service (batches/) does the work.
+ */
 import type { BatchService } from "../../batches/service.js";
 import { toWireBatch } from "../../batches/wire.js";
 import { NotFound } from "../../errors.js";
 import { createBatchSchema, listBatchesQuery } from "../../protocol/batches-request.js";
 import { toListPage, unknownCursor } from "../../protocol/list-page.js";
-import { callerOf } from "../auth.js";
 import { parseRequest } from "../../protocol/parse-request.js";
-import { route, type RouteSpec } from "../route-spec.js";
+import { json, type Endpoint, type EndpointInput, type EndpointSpec } from "../endpoint.js";
 
 const batchId = [{ name: "id", description: "The batch's id (`batch_…`)." }];
 
-/** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
-export const batchOperations = {
+export const batchSpecs = {
   create: {
     method: "post",
     path: "/batches",
@@ -53,37 +54,45 @@ export const batchOperations = {
     response: { description: "The batch object, status cancelling." },
     errors: [401, 404, 409],
   },
-} satisfies Record<string, RouteSpec>;
+} satisfies Record<string, EndpointSpec>;
 
-/** The Batch API, scoped to the caller's account: create, get, list (newest first), cancel. */
-export function batchRoutes(app: FastifyInstance, batches: BatchService): void {
-  route(app, batchOperations.create, async (request) => {
-    const body = parseRequest(createBatchSchema, request.body);
-    const batch = await batches.create(callerOf(request), {
-      inputFileId: body.input_file_id,
-      endpoint: body.endpoint,
-      completionWindow: body.completion_window,
-      metadata: body.metadata ?? null,
-    });
-    return toWireBatch(batch);
-  });
+type ById = EndpointInput<{ id: string }>;
+type CreateBody = ReturnType<typeof createBatchSchema.parse>;
+type ListQuery = ReturnType<typeof listBatchesQuery.parse>;
 
-  route(app, batchOperations.list, async (request) => {
-    const query = parseRequest(listBatchesQuery, request.query ?? {});
-    if (query.after !== undefined) {
-      await batches.get(callerOf(request), query.after).catch((error: unknown) => {
-        throw error instanceof NotFound ? unknownCursor("batch", query.after!) : error;
+export function batchEndpoints(batches: BatchService): Endpoint[] {
+  const create: Endpoint<EndpointInput<unknown, unknown, CreateBody>> = {
+    ...batchSpecs.create,
+    async run(caller, { body }) {
+      const batch = await batches.create(caller, {
+        inputFileId: body.input_file_id,
+        endpoint: body.endpoint,
+        completionWindow: body.completion_window,
+        metadata: body.metadata ?? null,
       });
-    }
-    const page = await batches.list(callerOf(request), query.limit + 1, query.after);
-    return toListPage(page, query.limit, toWireBatch);
-  });
-
-  route<{ Params: { id: string } }>(app, batchOperations.retrieve, async (request) =>
-    toWireBatch(await batches.get(callerOf(request), request.params.id)),
-  );
-
-  route<{ Params: { id: string } }>(app, batchOperations.cancel, async (request) =>
-    toWireBatch(await batches.cancel(callerOf(request), request.params.id)),
-  );
+      return json(toWireBatch(batch));
+    },
+  };
+  const list: Endpoint<EndpointInput<unknown, ListQuery>> = {
+    ...batchSpecs.list,
+    parseQuery: (raw) => parseRequest(listBatchesQuery, raw),
+    async run(caller, { query }) {
+      if (query.after !== undefined) {
+        await batches.get(caller, query.after).catch((error: unknown) => {
+          throw error instanceof NotFound ? unknownCursor("batch", query.after!) : error;
+        });
+      }
+      const page = await batches.list(caller, query.limit + 1, query.after);
+      return json(toListPage(page, query.limit, toWireBatch));
+    },
+  };
+  const retrieve: Endpoint<ById> = {
+    ...batchSpecs.retrieve,
+    run: async (caller, { params }) => json(toWireBatch(await batches.get(caller, params.id))),
+  };
+  const cancel: Endpoint<ById> = {
+    ...batchSpecs.cancel,
+    run: async (caller, { params }) => json(toWireBatch(await batches.cancel(caller, params.id))),
+  };
+  return [create, list, retrieve, cancel];
 }

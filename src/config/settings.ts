@@ -109,7 +109,7 @@ const settingsSchema = z.object({
   }),
   /** Bytes all of this process's dedicated instances may take together; unset: what the machine has available, less headroom. */
   deploymentMemoryBytes: z.coerce.number().int().min(0).optional(),
-  /** The Files and Batch APIs' limits: the clamps live here, the checks in batches/ and http/routes/files.ts (BatchLimits). */
+  /** The Files and Batch APIs' limits: the clamps live here, the checks in batches/ and the upload parser's in http/app.ts (BatchLimits). */
   batchLimits: z.object({
     maxFileBytes: z.coerce.number().int().min(1024),
     maxRequests: z.coerce.number().int().min(1),

@@ -13,7 +13,17 @@ import { readGgufLayout } from "../../src/catalog/gguf/layout.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
 import { api } from "../helpers/deployments.js";
-import { createKey, postChat, readSseTimed, ROOT, SMOLLM2, SMOLLM2_NO_END, startServer, type RunningServer } from "../helpers/server.js";
+import {
+  createKey,
+  postChat,
+  readSseTimed,
+  ROOT,
+  SMOLLM2,
+  SMOLLM2_NO_END,
+  startServer,
+  type RunningServer,
+  emptyDataDir,
+} from "../helpers/server.js";
 
 // Issue 35's uploads: an account's LoRA adapter sent to POST /v1/adapters, served as its own
 // private model on SmolLM2's engine, billed under its own id at the base's prices, deleted, and
@@ -56,7 +66,7 @@ async function greedy(server: RunningServer, key: string, model: string): Promis
 }
 
 describe("LoRA adapters uploaded by an account (POST /v1/adapters)", () => {
-  const dataDir = mkdtempSync(join(tmpdir(), "switchyard-adapter-uploads-"));
+  const dataDir = emptyDataDir("switchyard-adapter-uploads-");
   const dir = mkdtempSync(join(tmpdir(), "switchyard-upload-files-"));
   let server: RunningServer;
   let owner = "";

@@ -1,12 +1,10 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rmSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { serverDatabaseReader } from "../helpers/databases.js";
-import { createKey, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
+import { createKey, SMOLLM2, startServer, waitFor, type RunningServer, emptyDataDir } from "../helpers/server.js";
 
 /**
  * Issue 54: background responses as OpenAI documents them, through the official client on the real
@@ -195,7 +193,7 @@ describe("background responses through the official client", () => {
 });
 
 describe("a background response running when its server is killed (kill -9), then a restart on the same data dir", () => {
-  const dataDir = mkdtempSync(join(tmpdir(), "switchyard-background-crash-"));
+  const dataDir = emptyDataDir("switchyard-background-crash-");
   const withDb = serverDatabaseReader(dataDir, () => undefined);
   let server: RunningServer | undefined;
   after(async () => {

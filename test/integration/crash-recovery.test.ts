@@ -19,6 +19,7 @@ import {
   waitFor,
   type RunningServer,
   SMOLLM2_NO_END,
+  emptyDataDir,
 } from "../helpers/server.js";
 
 /**
@@ -108,7 +109,7 @@ async function killHard(server: RunningServer): Promise<void> {
 
 for (const kind of ["pglite", "postgres"] as const) {
   describe(`kill -9 mid-stream, then a restart on the same ${kind} database`, () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "switchyard-crash-"));
+    const dataDir = kind === "pglite" ? emptyDataDir("switchyard-crash-") : mkdtempSync(join(tmpdir(), "switchyard-crash-"));
     let database: TestDatabase | undefined;
     let env: NodeJS.ProcessEnv = {};
     let server: RunningServer | undefined;
@@ -278,7 +279,7 @@ describe("the first key is shown only on a terminal", () => {
 
 describe("a model that cannot be pulled or verified", () => {
   test("is marked failed and the others are served; server.json names the live server", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "switchyard-badmodel-"));
+    const dir = emptyDataDir("switchyard-badmodel-");
     const smol = (await loadCatalog()).find((e) => e.id === SMOLLM2)!;
     // As when a cached file fails verification and cannot be fetched again: the index is unreachable.
     // A copy keeps no aliases: each alias names one model (the catalog refuses a repeated one).

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import Big from "big.js";
 import { createTestDatabase, serverDatabaseReader, type TestDatabase } from "../helpers/databases.js";
-import { createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { createKey, postChat, SMOLLM2, startServer, type RunningServer, emptyDataDir } from "../helpers/server.js";
 import { api, waitForDeployment } from "../helpers/deployments.js";
 
 /**
@@ -22,7 +22,7 @@ const ENV = {
 
 for (const kind of ["pglite", "postgres"] as const) {
   describe(`deployments across kill -9 and a restart on ${kind}`, () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "switchyard-dep-restart-"));
+    const dataDir = kind === "pglite" ? emptyDataDir("switchyard-dep-restart-") : mkdtempSync(join(tmpdir(), "switchyard-dep-restart-"));
     let database: TestDatabase | undefined;
     let env: NodeJS.ProcessEnv = { ...ENV };
     let server: RunningServer | undefined;

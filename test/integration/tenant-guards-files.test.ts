@@ -1,15 +1,13 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rmSync } from "node:fs";
 import { request } from "node:http";
 import { after, before, describe, test } from "node:test";
 import OpenAI, { toFile } from "openai";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
 import { MINILM } from "../helpers/embeddings.js";
 import { chatLine, resultLines, settled, upload } from "../helpers/batches.js";
-import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { createKey, SMOLLM2, startServer, type RunningServer, emptyDataDir } from "../helpers/server.js";
 
 const MAX_FILE = 1_500_000;
 const QUOTA = 4_000_000;
@@ -175,7 +173,7 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
 describe("an upload cut off by kill -9 leaves nothing behind once the server is back (PGlite)", () => {
   test("its half-written chunks no longer count against the account's quota after the restart", async () => {
     const env = { SWITCHYARD_FILE_MAX_BYTES: String(MAX_FILE), SWITCHYARD_FILE_BYTES_PER_ACCOUNT: String(MAX_FILE + 200_000) };
-    const dataDir = mkdtempSync(join(tmpdir(), "switchyard-upload-crash-"));
+    const dataDir = emptyDataDir("switchyard-upload-crash-");
     const key = createKey(dataDir, "uploader", [], env);
     let server = await startServer({ dataDir, key, env });
     try {

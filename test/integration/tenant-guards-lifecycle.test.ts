@@ -16,6 +16,7 @@ import {
   type RunningServer,
   type TimedEvent,
   SMOLLM2_NO_END,
+  emptyDataDir,
 } from "../helpers/server.js";
 
 /**
@@ -121,7 +122,7 @@ interface StreamOutcome {
 }
 
 describe("item 9: SIGTERM drains: running streams finish or end with an error event, new requests get 503", () => {
-  const dataDir = mkdtempSync(join(tmpdir(), "switchyard-drain-"));
+  const dataDir = emptyDataDir("switchyard-drain-");
   after(() => rmSync(dataDir, { recursive: true, force: true }));
 
   test("12 streams in flight: the short ones finish, the long ones get an error event and [DONE]; rows say what each client got", async () => {

@@ -2,14 +2,20 @@
  * Every endpoint declared in api/, as data: each resource's declarations (what the OpenAPI document
  * lists) and, given the services, the endpoints that run (what the route adapter registers).
  */
+import type { AccountAdmin } from "../accounts/account-admin.js";
 import type { AccountKeys } from "../accounts/account-keys.js";
+import type { AdapterService } from "../adapters/types.js";
+import type { DeploymentService } from "../deployments/types.js";
 import type { UsageReports } from "../protocol/usage.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import type { TokenService } from "../serving/token-service.js";
 import type { BatchService } from "../batches/service.js";
 import { batchEndpoints, batchSpecs } from "./batches/endpoints.js";
 import type { CompletionStore } from "./chat/completion-store.js";
-import type { Endpoint, EndpointSpec } from "./endpoint.js";
+import { adapterEndpoints, adapterSpecs } from "./adapters/endpoints.js";
+import { adminEndpoints, adminSpecs } from "./admin/endpoints.js";
+import { deploymentEndpoints, deploymentSpecs } from "./deployments/endpoints.js";
+import type { AdminEndpoint, Endpoint, EndpointSpec } from "./endpoint.js";
 import { fileEndpoints, fileSpecs, type AccountFiles } from "./files/endpoints.js";
 import { keyEndpoints, keySpecs } from "./keys/endpoints.js";
 import { modelEndpoints, modelSpecs } from "./models/endpoints.js";
@@ -36,6 +42,10 @@ export const ENDPOINT_SPECS = {
   models: Object.values(modelSpecs),
   usage: Object.values(usageSpecs),
   keys: Object.values(keySpecs),
+  deployments: Object.values(deploymentSpecs),
+  adapters: Object.values(adapterSpecs),
+  /** Behind the admin key. */
+  admin: Object.values(adminSpecs),
 } satisfies Record<string, EndpointSpec[]>;
 
 export interface EndpointDeps {
@@ -52,9 +62,15 @@ export interface EndpointDeps {
   background?: BackgroundResponses;
   /** The Files and Batch APIs; absent: not served. */
   batches?: { service: BatchService; files: AccountFiles };
+  /** Absent: `/v1/deployments` is not served. */
+  deployments?: DeploymentService;
+  /** Absent: `/v1/adapters` is not served. */
+  adapters?: { service: AdapterService };
+  /** Absent: `/admin/v1` is not served. */
+  admin?: { admin: AccountAdmin; usage: UsageReports };
 }
 
-export type Endpoints = { [R in keyof typeof ENDPOINT_SPECS]?: Endpoint[] };
+export type Endpoints = { [R in Exclude<keyof typeof ENDPOINT_SPECS, "admin">]?: Endpoint[] } & { admin?: AdminEndpoint[] };
 
 /** The endpoints served, by resource; a resource whose service is absent is not served. */
 export function createEndpoints(deps: EndpointDeps): Endpoints {
@@ -67,5 +83,8 @@ export function createEndpoints(deps: EndpointDeps): Endpoints {
     models: modelEndpoints(deps.registry),
     usage: usageEndpoints(deps.usage),
     keys: keyEndpoints(deps.keys),
+    deployments: deps.deployments && deploymentEndpoints(deps.deployments),
+    adapters: deps.adapters && adapterEndpoints(deps.adapters.service),
+    admin: deps.admin && adminEndpoints(deps.admin.admin, deps.admin.usage),
   };
 }

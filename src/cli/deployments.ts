@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { apiClient as client, textTable, withApiOptions as withApi, type Api, type ApiFlags } from "./api-client.js";
 import { DEPLOYMENT_STATUSES } from "../deployments/types.js";
-import type { toWireDeployment } from "../http/routes/deployments.js";
+import type { toWireDeployment } from "../api/deployments/endpoints.js";
 import { processEnvironment } from "../config/environment.js";
 
 export interface DeploymentsCommandOptions {

@@ -18,7 +18,6 @@ import type { EmbeddingService } from "../serving/embedding-service.js";
 import type { TokenService } from "../serving/token-service.js";
 import { docsRoutes } from "./routes/docs.js";
 import { openApiDocument } from "./openapi.js";
-import { deploymentRoutes } from "./routes/deployments.js";
 import { adapterRoutes } from "./routes/adapters.js";
 import { generationRoutes } from "./routes/generation.js";
 import { createOperations, type Operations } from "../api/registry.js";
@@ -137,8 +136,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     metricsRoutes(routes, deps.metrics);
     registerEndpoints(routes, endpoints.usage ?? []);
     registerEndpoints(routes, endpoints.keys ?? []);
-    if (deps.deployments) deploymentRoutes(routes, deps.deployments);
-    if (deps.adapters) adapterRoutes(routes, deps.adapters.service, deps.adapters.limits);
+    registerEndpoints(routes, endpoints.deployments ?? []);
+    if (deps.adapters) adapterRoutes(routes, endpoints.adapters ?? [], deps.adapters.limits);
     void routes.register(consoleRoutes);
     void routes.register(docsRoutes, { document: openApiDocument });
     // vLLM and llama-server serve these at the root; SDKs with a `/v1` base URL find them under it.
@@ -172,7 +171,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     }
   });
   // Its own encapsulated scope, so the admin token's hook guards exactly these routes.
-  if (deps.admin) void app.register(adminRoutes, deps.admin);
+  if (deps.admin) void app.register(adminRoutes, { ...deps.admin, endpoints: endpoints.admin });
   return app;
 }
 

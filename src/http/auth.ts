@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { Forbidden, InvalidRequest, Unauthorized } from "../errors.js";
+import { InvalidRequest, Unauthorized } from "../errors.js";
 import type { Principal } from "../protocol/principal.js";
 import { markAuthenticated } from "./connections.js";
 import type { Auth } from "./route-spec.js";
@@ -94,21 +94,6 @@ export function installAuth(app: FastifyInstance, authenticate: Authenticate): v
 export function callerOf(request: FastifyRequest): Principal {
   if (!request.caller) throw new Unauthorized();
   return request.caller;
-}
-
-/**
- * The caller, when its key has the manage-deployments right: what creating, scaling and deleting
- * deployments and uploading and deleting adapters need (they spend the machine's memory); else a 403.
- */
-export function managerOf(request: FastifyRequest, what: string): Principal {
-  const caller = callerOf(request);
-  if (!caller.manageDeployments) {
-    throw new Forbidden(
-      `This API key cannot manage ${what}. Use a key of this account created with the manage-deployments right.`,
-      "missing_manage_deployments_right",
-    );
-  }
-  return caller;
 }
 
 /** The URL as it may be logged: the path only, since a query string may carry secrets. */

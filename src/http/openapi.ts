@@ -5,9 +5,6 @@ import { ENDPOINT_SPECS } from "../api/endpoints.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { consoleOperations } from "./console.js";
 import type { Auth, Method, RouteSpec } from "./route-spec.js";
-import { adapterOperations } from "./routes/adapters.js";
-import { adminOperations } from "./routes/admin.js";
-import { deploymentOperations } from "./routes/deployments.js";
 import { docsOperations } from "./routes/docs.js";
 import { healthOperations } from "./routes/health.js";
 import { metricsOperations } from "./routes/metrics.js";
@@ -37,13 +34,13 @@ const API_OPERATIONS: RouteSpec[] = [
 const OTHER_OPERATIONS: RouteSpec[] = [
   ...ENDPOINT_SPECS.usage,
   ...ENDPOINT_SPECS.keys,
-  ...Object.values(deploymentOperations),
-  ...Object.values(adapterOperations),
+  ...ENDPOINT_SPECS.deployments,
+  ...ENDPOINT_SPECS.adapters,
   ...Object.values(consoleOperations),
   ...Object.values(healthOperations),
   ...Object.values(metricsOperations),
   ...Object.values(docsOperations),
-  ...Object.values(adminOperations),
+  ...ENDPOINT_SPECS.admin,
 ];
 
 /** A zod schema as the JSON Schema (2020-12, as OpenAPI 3.1 uses) of what a client may send. */

@@ -1,92 +1,12 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { AccountAdmin } from "../../accounts/account-admin.js";
-import { createKeyBody, listKeysQuery, patchKeyBody } from "../../protocol/key-request.js";
-import { toWireUsageReport, type UsageReports } from "../../protocol/usage.js";
-import { parseUsageParams, USAGE_QUERY } from "../../protocol/usage-request.js";
-import { stringifyJson } from "../../protocol/money-json.js";
-import { InvalidRequest, RateLimited, Unauthorized } from "../../errors.js";
+import type { AdminEndpoint } from "../../api/endpoint.js";
+import { adminEndpoints } from "../../api/admin/endpoints.js";
+import type { UsageReports } from "../../protocol/usage.js";
+import { RateLimited, Unauthorized } from "../../errors.js";
 import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
-import { parse } from "../../protocol/parse-input.js";
-import { route, type RouteSpec } from "../route-spec.js";
-
-const keyId = [{ name: "id", description: "Key id." }];
-const accountName = [{ name: "name", description: "Account name." }];
-
-/** These routes as data: registered below with `route`, collected into the OpenAPI document by openapi.ts. */
-export const adminOperations = {
-  createKey: {
-    method: "post",
-    path: "/admin/v1/keys",
-    id: "adminCreateKey",
-    summary: "Create an API key (the key is shown once)",
-    auth: "admin",
-    body: createKeyBody,
-    response: { description: "The key and its id." },
-    errors: [400, 401, 429],
-  },
-  listKeys: {
-    method: "get",
-    path: "/admin/v1/keys",
-    id: "adminListKeys",
-    summary: "List keys",
-    auth: "admin",
-    query: listKeysQuery,
-    response: { description: "The keys (never their secrets)." },
-    errors: [401, 429],
-  },
-  patchKey: {
-    method: "patch",
-    path: "/admin/v1/keys/{id}",
-    id: "adminPatchKey",
-    summary: "Change a key's limits and budget",
-    auth: "admin",
-    body: patchKeyBody,
-    pathParams: keyId,
-    response: { description: "The key." },
-    errors: [400, 401, 404, 429],
-  },
-  revokeKey: {
-    method: "delete",
-    path: "/admin/v1/keys/{id}",
-    id: "adminRevokeKey",
-    summary: "Revoke a key",
-    auth: "admin",
-    pathParams: keyId,
-    response: { description: "The revoked key." },
-    errors: [401, 404, 429],
-  },
-  usage: {
-    method: "get",
-    path: "/admin/v1/usage",
-    id: "adminUsage",
-    summary: "An account's usage",
-    auth: "admin",
-    query: [{ name: "account", description: "Account name (required)." }, ...USAGE_QUERY],
-    response: { description: "Totals and groups." },
-    errors: [400, 401, 404, 429],
-  },
-  disable: {
-    method: "post",
-    path: "/admin/v1/accounts/{name}/disable",
-    id: "adminDisableAccount",
-    summary: "Disable an account: its keys stop working and its deployments' instances stop (billed up to now)",
-    auth: "admin",
-    pathParams: accountName,
-    response: { description: "The account." },
-    errors: [401, 404, 429],
-  },
-  enable: {
-    method: "post",
-    path: "/admin/v1/accounts/{name}/enable",
-    id: "adminEnableAccount",
-    summary: "Enable an account",
-    auth: "admin",
-    pathParams: accountName,
-    response: { description: "The account." },
-    errors: [401, 404, 429],
-  },
-} satisfies Record<string, RouteSpec>;
+import { registerEndpoints } from "../endpoint-routes.js";
 
 export interface AdminRoutesOptions {
   /** Keys and accounts of every account (accounts/account-admin.ts). */
@@ -100,15 +20,14 @@ export interface AdminRoutesOptions {
 }
 
 /**
- * Key and account administration under /admin/v1, for operators and for the CLI while a server
- * holds the database. Registered as its own encapsulated plugin, so its auth hook guards exactly
- * these routes.
+ * Key and account administration under /admin/v1 (api/admin/endpoints.ts), registered as its own
+ * encapsulated plugin, so its auth hook guards exactly these routes. `endpoints`: the ones the
+ * registry made (api/endpoints.ts); absent, made here from `admin` and `usage`.
  */
-export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions): Promise<void> {
+export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions & { endpoints?: AdminEndpoint[] }): Promise<void> {
   if (!opts.adminToken) throw new Error("adminRoutes needs a non-empty admin token.");
   requireAdminToken(app, opts);
-  adminKeyRoutes(app, opts.admin);
-  adminAccountRoutes(app, opts);
+  registerEndpoints(app, opts.endpoints ?? adminEndpoints(opts.admin, opts.usage));
 }
 
 /** Every admin route needs the admin token; an address that keeps guessing is locked out for a while. */
@@ -131,45 +50,6 @@ function requireAdminToken(app: FastifyInstance, opts: AdminRoutesOptions): void
     }
     throttle.succeeded(request.ip);
   });
-}
-
-function adminKeyRoutes(app: FastifyInstance, admin: AccountAdmin): void {
-  route(app, adminOperations.createKey, async (request, reply) => {
-    const body = parse(createKeyBody, request.body ?? {});
-    return reply.code(201).send(await admin.createKey(body.account, body));
-  });
-
-  /** Changes a key's rpm_limit, tpm_limit and budget_usd: a value sets, null clears, an absent field stays. */
-  route<{ Params: { id: string } }>(app, adminOperations.patchKey, async (request) =>
-    admin.setKeyLimits(request.params.id, parse(patchKeyBody, request.body ?? {})),
-  );
-
-  route(app, adminOperations.listKeys, async (request) => {
-    const query = parse(listKeysQuery, request.query ?? {});
-    return { object: "list", data: await admin.listKeys({ account: query.account || undefined }) };
-  });
-
-  route<{ Params: { id: string } }>(app, adminOperations.revokeKey, async (request) => admin.revokeKey(request.params.id));
-}
-
-function adminAccountRoutes(app: FastifyInstance, { admin, usage }: AdminRoutesOptions): void {
-  /** Any account's usage, in the same shape as GET /v1/usage (plus the account name). */
-  route(app, adminOperations.usage, async (request, reply) => {
-    const query = (request.query ?? {}) as Record<string, unknown>;
-    const account = query.account;
-    if (typeof account !== "string" || account.trim() === "") throw new InvalidRequest("Missing required parameter: 'account'.", "account");
-    const params = parseUsageParams(query);
-    const found = await admin.findAccount(account.trim());
-    const report = await usage.ofAccount(found.id, params);
-    return reply.type("application/json; charset=utf-8").send(stringifyJson(toWireUsageReport(report, { ...params, account: found.name })));
-  });
-
-  for (const [op, disabled] of [
-    [adminOperations.disable, true],
-    [adminOperations.enable, false],
-  ] as const) {
-    route<{ Params: { name: string } }>(app, op, async (request) => admin.setAccountDisabled(request.params.name, disabled));
-  }
 }
 
 /** Hashing both sides first gives equal-length buffers, so timingSafeEqual never leaks the length. */

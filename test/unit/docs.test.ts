@@ -1,12 +1,14 @@
 // The documentation against itself and the code: every relative link and #anchor in README.md and
 // docs/ resolves (GitHub's anchors), every page is reachable from the README, every SWITCHYARD_*
 // setting the docs name exists in the code, every one src/ reads is documented, and the settings
-// page's table is the one generated from src/config/settings-reference.ts.
+// page's table is the one generated from src/config/settings-reference.ts, and the API page's
+// endpoint table the one generated from the endpoint declarations.
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { API_PAGE, withEndpointTable } from "../../scripts/docs-endpoints.js";
 import { SETTINGS_PAGE, withGeneratedTable } from "../../scripts/docs-settings.js";
 import { SETTINGS_REFERENCE } from "../../src/config/settings-reference.js";
 
@@ -133,4 +135,9 @@ test("every SWITCHYARD_* variable src/ reads has a row in the settings reference
 test("docs/operations/settings.md's table is the one generated from the code (npm run docs:settings)", () => {
   const page = readFileSync(SETTINGS_PAGE, "utf8");
   assert.equal(page, withGeneratedTable(page));
+});
+
+test("docs/api/README.md's endpoint table is the one generated from the endpoint declarations (npm run docs:endpoints)", () => {
+  const page = readFileSync(API_PAGE, "utf8");
+  assert.equal(page, withEndpointTable(page));
 });

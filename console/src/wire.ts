@@ -1,4 +1,14 @@
-/** The API's JSON shapes as the console reads them (fractional numbers arrive as exact text). */
+/**
+ * The API's JSON shapes as the console reads them (fractional numbers arrive as exact text). Where
+ * src/protocol/ declares a shape, it is imported from there (types only: nothing of the server is
+ * bundled), its exact decimals read as `Exact`.
+ */
+import type { ServiceTier } from "../../src/protocol/tiers.js";
+import type { WireUsageReport, WireUsageTotals } from "../../src/protocol/usage.js";
+
+/** The service tiers as the API names them everywhere (OpenAI's "default" is the standard tier). */
+export type { ServiceTier };
+
 export type Exact = string | number;
 
 export interface PriceTriple {
@@ -7,9 +17,6 @@ export interface PriceTriple {
   cached_input: Exact;
   multiplier?: Exact;
 }
-
-/** The service tiers as the API names them everywhere (OpenAI's "default" is the standard tier). */
-export type ServiceTier = "default" | "priority" | "flex" | "batch";
 
 /** One model in `/health` (no key needed); the load figures are absent until it is loaded. */
 export interface WireHealthModel {
@@ -58,19 +65,13 @@ export interface WireBatch {
   metadata: Record<string, string> | null;
 }
 
-export interface UsageTotals {
-  requests: number;
-  prompt_tokens: number;
-  cached_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-  cost_usd: Exact;
-}
+/** A usage report's totals (GET /v1/usage), as src/protocol/usage.ts sends them. */
+export type UsageTotals = Omit<WireUsageTotals, "cost_usd"> & { cost_usd: Exact };
 
-export interface UsageReport {
+export type UsageReport = Omit<WireUsageReport, "totals" | "data" | "deployments"> & {
   totals: UsageTotals;
   data: Array<UsageTotals & { group: string }>;
-}
+};
 
 export interface WireKey {
   id: string;

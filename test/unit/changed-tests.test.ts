@@ -14,7 +14,8 @@ const select = (...paths: string[]) => {
 test("a change to pure pricing code selects the tests that import it, and no test that does not reach it", () => {
   const selected = select("src/billing/cost.ts");
   assert.ok(selected.includes("test/unit/pricing.test.ts"), selected.join(" "));
-  assert.ok(!selected.includes("test/unit/docs.test.ts"));
+  // (The docs test reaches it: the endpoint table it checks is generated from the OpenAPI document.)
+  assert.ok(!selected.includes("test/unit/text-stream.test.ts"));
   assert.ok(!selected.includes("test/unit/tier-queue.test.ts"));
   // The integration tests run the built server, which runs every file of src/.
   assert.ok(selected.includes("test/integration/chat-api.test.ts"));

@@ -1,16 +1,18 @@
 /**
- * The routes of the operations that generate or embed (api/registry.ts): each parses its body
- * against the operation's schema, runs it as the caller, and writes its answer, JSON or server-sent
- * events. Registered under each API prefix (see app.ts), so the paths are relative to it.
+ * The routes of the operations that generate or embed (api/registry.ts): the route adapter's parse
+ * (endpoint-routes.ts `inputOf`) reads the body with the operation's declared schema, and the
+ * operation runs as the caller; its answer is written as JSON or server-sent events. Registered
+ * under each API prefix (see app.ts), so the paths are relative to it.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Chunk, Operation, OperationResult } from "../../api/operation.js";
 import type { Operations } from "../../api/registry.js";
 import { toErrorBody } from "../../errors.js";
-import { parseRequest } from "../../protocol/parse-request.js";
 import { rateLimitHeaders } from "../../protocol/rate-limit-headers.js";
 import { COMPAT_PREFIX } from "../api-paths.js";
 import { callerOf } from "../auth.js";
+import { inputOf } from "../endpoint-routes.js";
+import { route } from "../route-spec.js";
 import { abortOnDisconnect, midStreamFailure } from "../runs.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { traceOf } from "../tracing.js";
@@ -19,16 +21,18 @@ export function generationRoutes(app: FastifyInstance, operations: Operations, l
   // The specification's `/v1/compat` sends a streamed chat's `role` in every chunk.
   const roleInEveryChunk = app.prefix === COMPAT_PREFIX;
   for (const operation of operations.values())
-    app.post(operation.path, (request, reply) => answer(operation, request, reply, { limits, roleInEveryChunk }));
+    route(app, operation, (request, reply) =>
+      answer(operation, inputOf(operation, request).body, request, reply, { limits, roleInEveryChunk }),
+    );
 }
 
 async function answer(
   operation: Operation,
+  body: unknown,
   request: FastifyRequest,
   reply: FastifyReply,
   { limits, roleInEveryChunk }: { limits: StreamLimits; roleInEveryChunk: boolean },
 ) {
-  const body = parseRequest(operation.body, request.body);
   const gate = new OutputGate();
   const result = await operation.run(callerOf(request), body, {
     signal: abortOnDisconnect(reply),

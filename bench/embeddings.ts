@@ -222,7 +222,7 @@ export async function compareEmbeddings(options: {
     ),
   });
   const ratios = {
-    "embeddings, one request of 256 inputs: inputs/s vs llama-server (target >= 1.2)": ratio(
+    "embeddings, one request of 256 inputs: inputs/s vs llama-server (target >= 1.5, issue 53)": ratio(
       of("switchyard", "batch-256")?.inputsPerS,
       of("llama-server", "batch-256")?.inputsPerS,
     ),

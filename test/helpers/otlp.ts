@@ -40,12 +40,9 @@ function receiverPython(): string {
   return python;
 }
 
-/**
- * Starts the receiver. `silent`: it accepts connections and never answers, as an exporter's endpoint
- * that hangs would.
- */
-export async function startOtlpReceiver(options: { silent?: boolean } = {}): Promise<OtlpReceiver> {
-  const args = [join(ROOT, "test/fixtures/otlp_receiver.py"), ...(options.silent ? ["--silent"] : [])];
+/** Starts the receiver. */
+export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+  const args = [join(ROOT, "test/fixtures/otlp_receiver.py")];
   const child = reapOnExit(spawn(receiverPython(), args, { stdio: ["ignore", "pipe", "pipe"] }));
   let errors = "";
   child.stderr!.on("data", (d: Buffer) => (errors += d.toString()));

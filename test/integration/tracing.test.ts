@@ -240,57 +240,90 @@ describe("tracing off", () => {
   });
 });
 
+/**
+ * One server meets both ways an exporter's endpoint can be down, in turn (each once had a server of
+ * its own): first nothing listens on its port, then a listener there accepts and never answers;
+ * the stop comes while an export hangs on it and new connections are refused again.
+ */
 describe("an exporter that is down", () => {
-  for (const kind of ["never answers", "refuses connections"] as const) {
-    describe(`whose endpoint ${kind}`, () => {
-      let receiver: OtlpReceiver | undefined;
-      let server: RunningServer;
+  let endpoint: Awaited<ReturnType<typeof closedEndpoint>>;
+  let server: RunningServer;
 
-      before(async () => {
-        receiver = kind === "never answers" ? await startOtlpReceiver({ silent: true }) : undefined;
-        // A port nothing listens on: the receiver's, once it is gone.
-        const endpoint = receiver?.url ?? (await closedPortUrl());
-        server = await startServer({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_BSP_SCHEDULE_DELAY: "50" } });
-      });
-      after(async () => {
-        await server?.stop();
-        receiver?.stop();
-      });
+  before(async () => {
+    endpoint = await closedEndpoint();
+    server = await startServer({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint.url, OTEL_BSP_SCHEDULE_DELAY: "50" } });
+  });
+  after(async () => {
+    await server?.stop();
+    endpoint?.close();
+  });
 
-      test("requests still succeed, streamed or not, and the server still stops", LONG, async () => {
-        assert.match(server.logs(), /tracing: exporting/);
-        const client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 120_000, maxRetries: 0 });
-        for (let i = 0; i < 3; i++) {
-          const reply = await client.chat.completions.create({
-            model: SMOLLM2,
-            messages: [{ role: "user", content: PROMPT }],
-            max_tokens: 4,
-          });
-          assert.equal(reply.object, "chat.completion");
-          const stream = await client.chat.completions.create({
-            model: SMOLLM2,
-            messages: [{ role: "user", content: PROMPT }],
-            max_tokens: 4,
-            stream: true,
-          });
-          let chunks = 0;
-          for await (const _ of stream) chunks++;
-          assert.ok(chunks > 0);
-        }
-        // The stop flushes what is queued, and gives up on an exporter that does not answer.
-        await server.stop();
-        assert.equal(server.process.exitCode, 0, server.logs());
+  async function requestsSucceed(): Promise<void> {
+    const client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 120_000, maxRetries: 0 });
+    for (let i = 0; i < 3; i++) {
+      const reply = await client.chat.completions.create({ model: SMOLLM2, messages: [{ role: "user", content: PROMPT }], max_tokens: 4 });
+      assert.equal(reply.object, "chat.completion");
+      const stream = await client.chat.completions.create({
+        model: SMOLLM2,
+        messages: [{ role: "user", content: PROMPT }],
+        max_tokens: 4,
+        stream: true,
       });
-    });
+      let chunks = 0;
+      for await (const _ of stream) chunks++;
+      assert.ok(chunks > 0);
+    }
   }
+
+  test("whose endpoint refuses connections: requests still succeed, streamed or not", LONG, async () => {
+    assert.match(server.logs(), /tracing: exporting/);
+    await requestsSucceed();
+  });
+
+  test("whose endpoint never answers: requests still succeed, streamed or not", LONG, async () => {
+    await endpoint.silent();
+    await requestsSucceed();
+    await waitFor(async () => (endpoint.connections() > 0 ? true : undefined), 60_000); // an export hangs on it
+  });
+
+  test("the server still stops, with an export hanging and its endpoint refusing new connections again", LONG, async () => {
+    endpoint.refuse(); // the hanging connections stay open
+    await requestsSucceed();
+    // The stop flushes what is queued, and gives up on an exporter that does not answer.
+    await server.stop();
+    assert.equal(server.process.exitCode, 0, server.logs());
+  });
 });
 
-/** A local URL whose port nothing listens on. */
-async function closedPortUrl(): Promise<string> {
+/**
+ * A local URL whose port nothing listens on, until silent() listens there (a listener that accepts
+ * connections and never answers, as an exporter's endpoint that hangs would) and refuse() stops
+ * listening again, leaving the connections it holds open.
+ */
+async function closedEndpoint() {
   const { createServer } = await import("node:net");
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return `http://127.0.0.1:${port}`;
+  const held: import("node:net").Socket[] = [];
+  const listener = createServer((socket) => held.push(socket));
+  const listen = (port: number) =>
+    new Promise<void>((resolve, reject) => {
+      listener.once("error", reject);
+      listener.listen(port, "127.0.0.1", () => resolve());
+    });
+  // Stops listening at once; close()'s callback would wait for the held connections to end.
+  const refuse = () => {
+    if (listener.listening) listener.close();
+  };
+  await listen(0);
+  const { port } = listener.address() as { port: number };
+  refuse();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    silent: () => listen(port),
+    refuse,
+    connections: () => held.length,
+    close: () => {
+      for (const socket of held) socket.destroy();
+      refuse();
+    },
+  };
 }

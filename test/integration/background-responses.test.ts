@@ -4,7 +4,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { serverDatabaseReader } from "../helpers/databases.js";
-import { createKey, SMOLLM2, startServer, waitFor, type RunningServer, emptyDataDir } from "../helpers/server.js";
+import { createKey, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
 
 /**
  * Issue 54: background responses as OpenAI documents them, through the official client on the real
@@ -49,17 +49,28 @@ const notFound = (error: unknown) => error instanceof OpenAI.NotFoundError;
 /** The response object as the server sent it (the client's retrieve adds `output_text`; its cancel does not). */
 const asSent = (response: OpenAI.Responses.Response) => ({ ...response, output_text: undefined });
 
+/**
+ * One server for the file: the kill -9 test, last, kills it and restarts it on its data dir (it
+ * once had a server and a data dir of its own).
+ */
+let server: RunningServer;
+let dataDir = "";
+const ENV = { SWITCHYARD_BACKGROUND_RESPONSES_PER_ACCOUNT: "2" };
+before(async () => {
+  server = await startServer({ env: ENV });
+  dataDir = server.dataDir;
+});
+after(async () => {
+  await server?.stop();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
 describe("background responses through the official client", () => {
-  let server: RunningServer;
   let client: OpenAI;
   let stranger: OpenAI;
   before(async () => {
-    server = await startServer({ env: { SWITCHYARD_BACKGROUND_RESPONSES_PER_ACCOUNT: "2" } });
     client = clientFor(server);
     stranger = clientFor(server, createKey(server.dataDir, "stranger"));
-  });
-  after(async () => {
-    await server?.stop();
   });
 
   test("create answers at once, queued; polling sees it finish with its answer and usage; a cancel then changes nothing", async () => {
@@ -193,27 +204,18 @@ describe("background responses through the official client", () => {
 });
 
 describe("a background response running when its server is killed (kill -9), then a restart on the same data dir", () => {
-  const dataDir = emptyDataDir("switchyard-background-crash-");
-  const withDb = serverDatabaseReader(dataDir, () => undefined);
-  let server: RunningServer | undefined;
-  after(async () => {
-    await server?.stop();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-
   test("it reads failed with a clear error, its replay ends with response.failed, and its ledger row bills it once", async () => {
     const key = createKey(dataDir, "crash");
-    server = await startServer({ dataDir, key });
-    let client = clientFor(server);
+    let client = clientFor(server, key);
     const short = await client.responses.create({ ...SHORT, background: true });
     const shortDone = await finished(client, short.id);
     const seen = await collect(await client.responses.create({ ...LONG, background: true, stream: true }), (e) => deltas(e) >= 5);
     const id = (seen[0] as { response: { id: string } }).response.id;
-    const exited = new Promise((resolve) => server!.process.once("exit", resolve));
+    const exited = new Promise((resolve) => server.process.once("exit", resolve));
     server.process.kill("SIGKILL");
     await exited;
 
-    server = await startServer({ dataDir, key });
+    server = await startServer({ dataDir, key, env: ENV });
     client = clientFor(server);
     const failed = await client.responses.retrieve(id);
     assert.equal(failed.status, "failed");
@@ -224,9 +226,11 @@ describe("a background response running when its server is killed (kill -9), the
     numbered(replay, 0);
     assert.deepEqual(asSent(await client.responses.cancel(id)), asSent(failed), "a cancel of a failed one changes nothing");
     await server.stop();
-    server = undefined;
 
-    const rows = await withDb((db) =>
+    const rows = await serverDatabaseReader(
+      dataDir,
+      () => undefined,
+    )((db) =>
       db.query<{ request_id: string; status: string; completion_tokens: number }>(
         "SELECT request_id, status, completion_tokens FROM usage_records WHERE request_id = ANY($1::text[])",
         [[id, short.id]],

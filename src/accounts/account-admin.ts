@@ -1,19 +1,10 @@
 import { NotFound } from "../errors.js";
 import type { KeyLimitsBody, NewKeyBody } from "../protocol/key-request.js";
 import type { Database } from "../storage/database.js";
-import {
-  toWireAccount,
-  toWireCreatedKey,
-  toWireKey,
-  type WireAccount,
-  type WireCreatedKey,
-  type WireKey,
-  type WireRevokedKey,
-} from "./admin-wire.js";
+import type { WireAccount, WireCreatedKey, WireKey, WireRevokedKey } from "../protocol/keys-response.js";
+import { toWireAccount, toWireCreatedKey, toWireKey } from "./admin-wire.js";
 import { budgetText, toCreateKeyInput } from "./key-body.js";
 import { createKey, findAccount, listKeys, revokeKey, setAccountDisabled, setKeyLimits } from "./key-store.js";
-
-export type { WireAccount, WireCreatedKey, WireKey, WireRevokedKey } from "./admin-wire.js";
 
 /** The operator's key and account administration (/admin/v1), over any account. Unknown ids and names are NotFound. */
 export interface AccountAdmin {

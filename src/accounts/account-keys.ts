@@ -3,13 +3,12 @@ import { remainingBudget } from "../billing/budgets.js";
 import type { Principal } from "../protocol/principal.js";
 import type { NewKeyBody } from "../protocol/key-request.js";
 import type { Database } from "../storage/database.js";
-import { toWireCreatedKey, toWireKey, type WireCreatedKey, type WireKey, type WireRevokedKey } from "./admin-wire.js";
+import type { WireCreatedKey, WireKey, WireRevokedKey } from "../protocol/keys-response.js";
+import { toWireCreatedKey, toWireKey } from "./admin-wire.js";
 import { toCreateKeyInput } from "./key-body.js";
 import { exceededRight, type KeyRights } from "./key-rights.js";
 import { loadKeyStanding, rightsOf, UNLIMITED_RATES, type KeyStanding, type RateDefaults } from "./key-standing.js";
 import { createKey, listKeys, optionalBudget, revokeKey, type CreateKeyInput } from "./key-store.js";
-
-export type { WireCreatedKey, WireKey, WireRevokedKey } from "./admin-wire.js";
 
 /**
  * The account-scoped key API (/v1/keys), for a caller holding the manage-keys right (the route

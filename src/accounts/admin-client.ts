@@ -1,6 +1,7 @@
 import { parseWireUsageReport } from "../protocol/usage.js";
 import { ServiceError, type ErrorType } from "../errors.js";
-import { fromWireCreatedKey, fromWireKey, type WireCreatedKey, type WireKey } from "./admin-wire.js";
+import type { WireCreatedKey, WireKey } from "../protocol/keys-response.js";
+import { fromWireCreatedKey, fromWireKey } from "./admin-wire.js";
 import type { KeyAdmin } from "./key-admin-types.js";
 import type { LocalServer } from "./local-server.js";
 

@@ -1,55 +1,10 @@
+import type { WireAccount, WireCreatedKey, WireKey } from "../protocol/keys-response.js";
 import type { Account, CreatedKey, KeyInfo } from "./key-store.js";
 
 /**
- * The admin API's JSON shapes, in the OpenAI style (snake_case, unix-second timestamps). Shared by
- * the routes that produce them and the CLI that reads them back, so both sides agree by construction.
+ * Key and account objects built from their rows and read back (the CLI); their shapes are declared
+ * in protocol/keys-response.ts, where the console reads them too.
  */
-export interface WireKey {
-  object: "api_key";
-  id: string;
-  account: string;
-  name: string | null;
-  prefix: string;
-  created_at: number;
-  expires_at: number | null;
-  revoked_at: number | null;
-  last_used_at: number | null;
-  allowed_models: string[] | null;
-  /** null: the server default applies. */
-  rpm_limit: number | null;
-  /** null: the server default applies. */
-  tpm_limit: number | null;
-  /**
-   * US dollars as an exact decimal *string* ("25.5"), null for no budget. Strings, so no JSON
-   * reader turns money into a float on the way.
-   */
-  budget_usd: string | null;
-  /** US dollars settled against the key so far, exact decimal string. */
-  spent_usd: string;
-  /** The key may list, create and revoke its own account's keys (GET/POST/DELETE /v1/keys). */
-  manage_keys: boolean;
-  /** The key may create, scale and delete its own account's deployments (POST/PATCH/DELETE /v1/deployments). */
-  manage_deployments: boolean;
-}
-
-export interface WireCreatedKey extends WireKey {
-  key: string;
-}
-
-export interface WireAccount {
-  object: "account";
-  id: string;
-  name: string;
-  disabled: boolean;
-  created_at: number;
-}
-
-export interface WireRevokedKey {
-  id: string;
-  object: "api_key";
-  revoked: true;
-}
-
 export function toWireKey(info: KeyInfo): WireKey {
   return {
     object: "api_key",

@@ -1,5 +1,6 @@
 import type { Database } from "../storage/database.js";
-import { pendingLines, type BatchRow, type BatchStatus } from "./batch-store.js";
+import type { BatchStatus } from "../protocol/batches-response.js";
+import { pendingLines, type BatchRow } from "./batch-store.js";
 
 /** A line waiting to run in this process. */
 export interface QueuedLine {

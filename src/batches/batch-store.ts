@@ -1,9 +1,8 @@
 import { randomBytes } from "node:crypto";
+import type { BatchStatus, LineError } from "../protocol/batches-response.js";
 import { bulkPace } from "../storage/bulk-pace.js";
 import type { Database } from "../storage/database.js";
-import type { BatchLine, LineError } from "./validate.js";
-
-export type BatchStatus = "validating" | "failed" | "in_progress" | "finalizing" | "completed" | "expired" | "cancelling" | "cancelled";
+import type { BatchLine } from "./validate.js";
 
 /** The states a batch still has work in: the runner owns batches in these. */
 export const ACTIVE_STATUSES: readonly BatchStatus[] = ["validating", "in_progress", "finalizing", "cancelling"];

@@ -2,7 +2,8 @@ import { bulkPace } from "../storage/bulk-pace.js";
 import type { Database } from "../storage/database.js";
 import type { FileStore, FileWriter } from "../storage/files.js";
 import { resultLineText } from "./output-files.js";
-import { answerChunks, doneLines, dropAnswerChunks, setStatus, type BatchStatus } from "./batch-store.js";
+import type { BatchStatus } from "../protocol/batches-response.js";
+import { answerChunks, doneLines, dropAnswerChunks, setStatus } from "./batch-store.js";
 
 export interface FinalizingBatch {
   id: string;

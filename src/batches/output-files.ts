@@ -1,6 +1,5 @@
 import type { DoneLine } from "./batch-store.js";
-import type { LineError } from "./validate.js";
-import type { ResultLine } from "./wire.js";
+import type { LineError, ResultLine } from "../protocol/batches-response.js";
 
 export const jsonl = (lines: readonly unknown[]) => Buffer.from(lines.map((line) => `${JSON.stringify(line)}\n`).join(""), "utf8");
 

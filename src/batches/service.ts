@@ -17,7 +17,8 @@ import {
   startBatch,
   type BatchRow,
 } from "./batch-store.js";
-import { checkBatchFile, type BatchEndpoint, type LineError } from "./validate.js";
+import { checkBatchFile, type BatchEndpoint } from "./validate.js";
+import type { LineError } from "../protocol/batches-response.js";
 import { jsonl, validationErrorLines } from "./output-files.js";
 
 /** The one completion window OpenAI offers. */

@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { MAX_IDENTIFIER_CHARS } from "../protocol/identifiers.js";
 import { DEFAULT_MAX_JSON_DEPTH, findBodyFault } from "../protocol/body-faults.js";
+import type { LineError } from "../protocol/batches-response.js";
 import { innermostIssue } from "../protocol/zod-issues.js";
 import { bulkPace } from "../storage/bulk-pace.js";
 
@@ -23,14 +24,6 @@ export interface BatchLine {
   body: string;
   /** What the line counts against the account's enqueued-token cap: its body's size / 4, plus its output cap. */
   estimatedTokens: number;
-}
-
-/** Why a line was refused: OpenAI's batch `errors.data` entry. */
-export interface LineError {
-  code: string;
-  message: string;
-  param: string | null;
-  line: number | null;
 }
 
 export type Validation = { ok: true; lines: BatchLine[] } | { ok: false; errors: LineError[] };

@@ -1,11 +1,20 @@
-import type { StoredFile } from "../storage/files.js";
+/**
+ * The Files and Batch APIs' objects built from their rows; their shapes are declared in
+ * protocol/batches-response.ts, where the console reads them too.
+ */
 import type { BatchRow } from "./batch-store.js";
-import type { LineError } from "./validate.js";
+import type { LineError, WireBatch, WireFile } from "../protocol/batches-response.js";
+import type { StoredFile } from "../storage/files.js";
 
-const seconds = (date: Date | null) => (date === null ? null : Math.floor(new Date(date).getTime() / 1000));
+/** Unix seconds, null for a time not reached. */
+function seconds(date: Date): number;
+function seconds(date: Date | null): number | null;
+function seconds(date: Date | null): number | null {
+  return date === null ? null : Math.floor(new Date(date).getTime() / 1000);
+}
 
 /** OpenAI's file object. Files here are processed when they are stored and kept until deleted. */
-export function toWireFile(file: StoredFile) {
+export function toWireFile(file: StoredFile): WireFile {
   return {
     id: file.id,
     object: "file",
@@ -20,8 +29,8 @@ export function toWireFile(file: StoredFile) {
 }
 
 /** OpenAI's batch object. */
-export function toWireBatch(row: BatchRow) {
-  const errors = row.errors === null ? null : { object: "list", data: JSON.parse(row.errors) as LineError[] };
+export function toWireBatch(row: BatchRow): WireBatch {
+  const errors: WireBatch["errors"] = row.errors === null ? null : { object: "list", data: JSON.parse(row.errors) as LineError[] };
   return {
     id: row.id,
     object: "batch",
@@ -44,12 +53,4 @@ export function toWireBatch(row: BatchRow) {
     request_counts: { total: Number(row.total), completed: Number(row.completed), failed: Number(row.failed) },
     metadata: row.metadata === null ? null : (JSON.parse(row.metadata) as Record<string, string>),
   };
-}
-
-/** One line of an output or error file, in OpenAI's format. */
-export interface ResultLine {
-  id: string;
-  custom_id: string | null;
-  response: { status_code: number; request_id: string | null; body: unknown } | null;
-  error: { code: string; message: string; line?: number } | null;
 }

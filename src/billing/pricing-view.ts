@@ -1,32 +1,11 @@
 /**
- * The `pricing` object shown per model in the models list. Every price is an ExactDecimal, so
- * stringifyJson prints it as an exact JSON number.
+ * The `pricing` object shown per model in the models list (its shape: protocol/models-response.ts).
+ * Every price is an ExactDecimal, so stringifyJson prints it as an exact JSON number.
  */
 import type { ModelPricing } from "../catalog/types.js";
 import { ExactDecimal } from "../protocol/money-json.js";
+import type { PriceTriple, PricingView } from "../protocol/models-response.js";
 import { effectivePrices, tierMultiplier } from "./prices.js";
-
-export interface PriceTriple {
-  input: ExactDecimal;
-  output: ExactDecimal;
-  cached_input: ExactDecimal;
-}
-
-export interface PricingView {
-  currency: "USD";
-  unit: "per_1m_tokens";
-  /** List prices, before the discount. */
-  list: PriceTriple;
-  discount_percent: ExactDecimal;
-  /** Effective prices (discount and multiplier applied) for each tier the model offers. */
-  tiers: {
-    default: PriceTriple;
-    priority?: PriceTriple & { multiplier: ExactDecimal };
-    flex?: PriceTriple & { multiplier: ExactDecimal };
-    /** Lines of the Batch API; every model has it. */
-    batch: PriceTriple & { multiplier: ExactDecimal };
-  };
-}
 
 function triple(p: { input: string; output: string; cached_input: string }): PriceTriple {
   return {

@@ -1,12 +1,7 @@
 import type { Backend } from "../backends/backend.js";
 import type { EmbeddingBackend } from "../backends/embedding-backend.js";
 import type { CatalogEntry } from "../catalog/types.js";
-
-/**
- * `not_pulled`: an on-demand catalog model whose file is not in the models dir. `stopped`: a
- * dedicated deployment scaled to zero. `elsewhere`: a deployment another server process runs.
- */
-export type ModelState = "loading" | "ready" | "failed" | "not_pulled" | "stopped" | "elsewhere";
+import type { ModelState } from "../protocol/models-response.js";
 
 /** What makes a model private: the account whose dedicated deployment it is. */
 export interface Dedicated {

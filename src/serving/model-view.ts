@@ -3,6 +3,7 @@
  * adapters, within its key's allowed models, each with its prices per tier.
  */
 import { pricingView } from "../billing/pricing-view.js";
+import type { WireModel } from "../protocol/models-response.js";
 import { visibleTo, type ModelRegistry, type ServedModel } from "./model-registry.js";
 import { allowedFor } from "./served-model.js";
 
@@ -17,10 +18,10 @@ export function modelsVisibleTo(registry: ModelRegistry, caller: { allowedModels
 export const isNamed = (model: ServedModel, name: string) => model.entry.id === name || (model.entry.aliases ?? []).includes(name);
 
 /** The model object; serialise with stringifyJson so prices are exact numbers. */
-export function toWireModel({ entry, state, dedicated, upload }: ServedModel) {
+export function toWireModel({ entry, state, dedicated, upload }: ServedModel): WireModel {
   return {
     id: entry.id,
-    object: "model" as const,
+    object: "model",
     created: entry.created,
     owned_by: entry.id.split("/")[0]!,
     metadata: {

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { ChartCanvas } from "../chart.js";
 import { ErrorBox } from "../feedback.js";
 import { buckets, parseMetrics, quantileBetween, total, type Sample } from "../prometheus.js";
-import type { ServiceTier, WireHealthModel as HealthModel } from "../wire.js";
+import type { ServiceTier, WireHealth, WireHealthModel as HealthModel } from "../wire.js";
 
 interface Scrape {
   at: number;
@@ -21,7 +21,7 @@ const TIERS: readonly ServiceTier[] = ["priority", "default", "flex"];
  * oldest one kept.
  */
 export function EnginesPage() {
-  const [health, setHealth] = useState<{ status: string; models: HealthModel[] } | null>(null);
+  const [health, setHealth] = useState<WireHealth | null>(null);
   const [error, setError] = useState<string | null>(null);
   const scrapes = useRef<Scrape[]>([]);
   const [, setTick] = useState(0);
@@ -31,7 +31,7 @@ export function EnginesPage() {
     const poll = async () => {
       try {
         const [h, m] = await Promise.all([fetch("/health", { cache: "no-store" }), fetch("/metrics", { cache: "no-store" })]);
-        const healthBody = (await h.json()) as { status: string; models: HealthModel[] };
+        const healthBody = (await h.json()) as WireHealth;
         const samples = parseMetrics(await m.text());
         if (stopped) return;
         const now = Date.now();

@@ -3,14 +3,14 @@ import { call, messageOf } from "../api.js";
 import { ErrorBox, useNotify } from "../feedback.js";
 import { when } from "../format.js";
 import type { Session } from "../session.js";
-import type { WireKey, WireModel } from "../wire.js";
+import type { WireCreatedKey, WireKey, WireModel } from "../wire.js";
 
 /** The signed-in account's keys, through the account-scoped key API (needs the manage-keys right). */
 export function KeysPage({ session }: { session: Session }) {
   const [keys, setKeys] = useState<WireKey[] | null>(null);
   const [models, setModels] = useState<string[]>([]);
   const [error, setError] = useState<string | null>(null);
-  const [created, setCreated] = useState<WireKey | null>(null);
+  const [created, setCreated] = useState<WireCreatedKey | null>(null);
   const notify = useNotify();
 
   const load = async () => {
@@ -117,7 +117,7 @@ function KeysTable({ keys, onRevoke }: { keys: WireKey[]; onRevoke: (key: WireKe
   );
 }
 
-function CreatedKey({ created, onDone }: { created: WireKey; onDone: () => void }) {
+function CreatedKey({ created, onDone }: { created: WireCreatedKey; onDone: () => void }) {
   const notify = useNotify();
   return (
     <div class="card created-key" role="alert">
@@ -130,7 +130,7 @@ function CreatedKey({ created, onDone }: { created: WireKey; onDone: () => void 
         <button
           type="button"
           onClick={() =>
-            navigator.clipboard.writeText(created.key ?? "").then(
+            navigator.clipboard.writeText(created.key).then(
               () => notify("ok", "Copied."),
               (e: Error) => notify("error", e.message),
             )
@@ -146,7 +146,7 @@ function CreatedKey({ created, onDone }: { created: WireKey; onDone: () => void 
   );
 }
 
-function CreateKeyForm({ session, models, onCreated }: { session: Session; models: string[]; onCreated: (key: WireKey) => void }) {
+function CreateKeyForm({ session, models, onCreated }: { session: Session; models: string[]; onCreated: (key: WireCreatedKey) => void }) {
   const empty = { name: "", days: "", models: [] as string[], rpm: "", tpm: "", budget: "", manage: false, deploy: false };
   const [form, setForm] = useState(empty);
   const [busy, setBusy] = useState(false);
@@ -167,7 +167,7 @@ function CreateKeyForm({ session, models, onCreated }: { session: Session; model
       if (form.rpm) body.rpm_limit = Number(form.rpm);
       if (form.tpm) body.tpm_limit = Number(form.tpm);
       if (form.budget) body.budget_usd = form.budget;
-      const created = await call<WireKey>(session.key, "/v1/keys", { body });
+      const created = await call<WireCreatedKey>(session.key, "/v1/keys", { body });
       notify("ok", `Created ${created.name ?? created.id}.`);
       setForm(empty);
       onCreated(created);

@@ -92,12 +92,14 @@ function ModelCard({ model }: { model: WireModel }) {
           {TIERS.map((tier) => {
             const prices = metadata.pricing.tiers[tier];
             if (!prices) return null;
-            const list = listFor(metadata.pricing.list, prices.multiplier);
+            // The standard tier has no multiplier: the others' are over its prices.
+            const multiplier = "multiplier" in prices ? prices.multiplier : undefined;
+            const list = listFor(metadata.pricing.list, multiplier);
             return (
               <tr key={tier} data-tier={tier}>
                 <th>
                   {TIER_LABEL[tier]}
-                  {prices.multiplier !== undefined ? <span class="muted small"> ×{String(prices.multiplier)}</span> : null}
+                  {multiplier !== undefined ? <span class="muted small"> ×{String(multiplier)}</span> : null}
                 </th>
                 {(["input", "output", "cached_input"] as const).map((part) => (
                   <td key={part}>

@@ -4,7 +4,8 @@ import { loadModel, type LoadedModel } from "../native/loaded-model.js";
 import type { ServiceTier } from "../../protocol/tiers.js";
 import type { Token } from "../types.js";
 import type { EmbedFailure, EmbedReply, EmbeddingRunnerInit, OnnxRunnerInit } from "./embedding-protocol.js";
-import { EmbeddingQueue, type EmbeddingStats, type QueuedInput } from "./embedding-queue.js";
+import type { EmbeddingStats } from "../../protocol/health-response.js";
+import { EmbeddingQueue, type QueuedInput } from "./embedding-queue.js";
 
 export type { EmbeddingStats };
 

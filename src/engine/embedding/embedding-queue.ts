@@ -1,15 +1,8 @@
+// What the queue has done, for /health: declared with /health's answer, which shows it as it is.
+import type { EmbeddingStats } from "../../protocol/health-response.js";
 import type { ServiceTier } from "../../protocol/tiers.js";
 import type { EmbedReply } from "./embedding-protocol.js";
 import { TierQueue, type Place, type Verdict } from "../tier-queue.js";
-
-/** An embedding model's queue and what it has done, for /health. */
-export interface EmbeddingStats {
-  waitingInputs: number;
-  embeddedInputs: number;
-  embeddedTokens: number;
-  batches: number;
-  decodeSeconds: number;
-}
 
 export interface QueuedInput {
   tokens: Int32Array;

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { BackendStats, EngineCounters, ShardStepBudget } from "../../backends/backend.js";
+import type { WireEngineCounters, WireHealth, WireHealthModel, WireModelLoad, WireStepBudget } from "../../protocol/health-response.js";
 import { tierTotal } from "../../protocol/tiers.js";
 import { privateOwner, type ModelRegistry } from "../../serving/model-registry.js";
 import type { Drain } from "../drain.js";
@@ -28,7 +29,7 @@ export const healthOperations = {
 export function healthRoutes(app: FastifyInstance, registry: ModelRegistry, drain?: Pick<Drain, "draining">): void {
   route(app, healthOperations.health, async (_request, reply) => {
     // Unauthenticated: private deployments and adapters are never listed here.
-    const models = registry
+    const models: WireHealthModel[] = registry
       .list()
       .filter((m) => privateOwner(m) === undefined)
       .map(({ entry, state, backend, embedder, error }) => ({
@@ -39,15 +40,15 @@ export function healthRoutes(app: FastifyInstance, registry: ModelRegistry, drai
         ...(embedder ? { embeddings: embedder.stats() } : {}),
         ...(error ? { error } : {}),
       }));
-    if (drain?.draining) return reply.status(503).send({ status: "draining", models });
+    if (drain?.draining) return reply.status(503).send({ status: "draining", models } satisfies WireHealth);
     const ready = registry.allReady();
     const status = ready ? "ok" : models.some((m) => m.state === "loading") ? "loading" : "degraded";
-    return reply.status(ready ? 200 : 503).send({ status, models });
+    return reply.status(ready ? 200 : 503).send({ status, models } satisfies WireHealth);
   });
 }
 
 /** Totals first (what a load balancer reads), then the split by tier. */
-function load(stats: BackendStats) {
+function load(stats: BackendStats): WireModelLoad {
   return {
     running: tierTotal(stats.running),
     waiting: tierTotal(stats.waiting),
@@ -75,19 +76,22 @@ function load(stats: BackendStats) {
   };
 }
 
+/** The cost model's five coefficients (ms), in engine/types.ts's order. */
+type Coefficients = [fixed: number, perSampled: number, perPrompt: number, per1kAttended: number, perDraft: number];
+
 /**
  * A shard's last planned step: the time budget in force (null: nobody decoding), its tokens and
  * predicted time; the cost model's coefficients now (what drafting and chunk sizes are decided by); and its
  * speculative decoding since start (acceptance_rate null: nothing drafted yet).
  */
-function stepBudget(b: ShardStepBudget) {
+function stepBudget(b: ShardStepBudget): WireStepBudget {
   const { draftTokens, acceptedTokens, acceptanceRate } = b.speculation;
   const speculation = {
     draft_tokens: draftTokens,
     accepted_tokens: acceptedTokens,
     acceptance_rate: acceptanceRate === null ? null : Number(acceptanceRate.toFixed(4)),
   };
-  const [fixed, perSampled, perPrompt, per1kAttended, perDraft] = b.costModel.map((ms) => Number(ms.toFixed(3)));
+  const [fixed, perSampled, perPrompt, per1kAttended, perDraft] = b.costModel.map((ms) => Number(ms.toFixed(3))) as Coefficients;
   const costModel = {
     fixed_ms: fixed,
     per_sampled_token_ms: perSampled,
@@ -105,7 +109,7 @@ function stepBudget(b: ShardStepBudget) {
 }
 
 /** The step loop's totals, so an operator (and the benchmark) can see where the time goes. */
-function engineCounters(c: EngineCounters) {
+function engineCounters(c: EngineCounters): WireEngineCounters {
   return {
     steps: c.steps,
     batch_tokens: c.batchTokens,

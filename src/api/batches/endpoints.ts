@@ -9,16 +9,22 @@ import { createBatchSchema, listBatchesQuery } from "../../protocol/batches-requ
 import { toListPage, unknownCursor } from "../../protocol/list-page.js";
 import { parseRequest } from "../../protocol/parse-request.js";
 import { json, type Endpoint, type EndpointInput, type EndpointSpec } from "../endpoint.js";
+import { BATCH_ENDPOINTS } from "../registry.js";
 
 const batchId = [{ name: "id", description: "The batch's id (`batch_…`)." }];
+
+/** The URLs a batch line may run, from the registry's batchable declarations: "a, b or c". */
+function batchableUrls(): string {
+  const urls = BATCH_ENDPOINTS.map((endpoint) => endpoint.url);
+  return urls.length > 1 ? `${urls.slice(0, -1).join(", ")} or ${urls.at(-1)}` : (urls[0] ?? "none");
+}
 
 export const batchSpecs = {
   create: {
     method: "post",
     path: "/batches",
     id: "createBatch",
-    summary:
-      "Run an uploaded JSONL file of requests (endpoint /v1/chat/completions, /v1/completions, /v1/responses or /v1/embeddings; completion_window 24h) on spare capacity at the batch price. The file is validated at once: a bad one fails the batch with `errors` and an error file naming each line; past the account's enqueued-token cap it fails with token_limit_exceeded",
+    summary: `Run an uploaded JSONL file of requests (endpoint ${batchableUrls()}; completion_window 24h) on spare capacity at the batch price. The file is validated at once: a bad one fails the batch with \`errors\` and an error file naming each line; past the account's enqueued-token cap it fails with token_limit_exceeded`,
     auth: "key",
     body: createBatchSchema,
     response: { description: "The batch object (status in_progress, or failed)." },

@@ -36,7 +36,8 @@ const MAY_IMPORT: Record<string, string[]> = {
   engine: ["errors", "config", "protocol", "catalog"],
   observability: ["errors", "protocol", "catalog", "serving", "backends"],
   backends: ["errors", "protocol", "engine", "catalog", "config"],
-  serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "engine", "observability", "storage", "catalog", "config"],
+  // The engine only through backends/, the seam (backend.ts).
+  serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "observability", "storage", "catalog", "config"],
   deployments: ["errors", "protocol", "storage", "billing", "accounts", "catalog", "config", "backends", "limits", "serving"],
   adapters: ["errors", "protocol", "storage", "catalog", "config", "backends", "serving"],
   // One folder per API resource (api/<resource>/) and the registry of every endpoint; no transport. It

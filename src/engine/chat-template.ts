@@ -1,6 +1,6 @@
 import { Template } from "@huggingface/jinja";
 import type { LoadedModel } from "./native/loaded-model.js";
-import { promptOpensThinking } from "./think-tags.js";
+import { promptOpensThinking } from "../protocol/think-tags.js";
 import type { ChatMessage, PromptOptions, RenderedPrompt, ToolDefinition } from "./types.js";
 
 /** The model's template refused the conversation (e.g. roles that do not alternate). */

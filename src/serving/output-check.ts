@@ -1,4 +1,4 @@
-import { needsOutputCheck, violation } from "../engine/grammar/index.js";
+import { needsOutputCheck, violation } from "../backends/schema-grammar.js";
 import type { ToolDefinition } from "../protocol/generation.js";
 import { ServiceError } from "../errors.js";
 import type { ChoiceEvent } from "./types.js";

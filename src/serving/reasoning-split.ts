@@ -1,4 +1,4 @@
-import { THINK_CLOSE, THINK_OPEN } from "../engine/think-tags.js";
+import { THINK_CLOSE, THINK_OPEN } from "../protocol/think-tags.js";
 
 /** What one pushed delta (or the finish) releases, and which part its tokens count toward. */
 export interface SplitDelta {

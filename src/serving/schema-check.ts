@@ -1,4 +1,4 @@
-import { checkSchemaDepth, jsonSchemaToGbnf, SchemaError, toolCallGbnf } from "../engine/grammar/index.js";
+import { checkSchemaDepth, jsonSchemaToGbnf, SchemaError, toolCallGbnf } from "../backends/schema-grammar.js";
 import type { ToolDefinition } from "../protocol/generation.js";
 import { InvalidRequest } from "../errors.js";
 import { paramName } from "./request-checks.js";

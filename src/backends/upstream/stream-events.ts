@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
-import { THINK_CLOSE, THINK_OPEN } from "../../engine/think-tags.js";
+import { THINK_CLOSE, THINK_OPEN } from "../../protocol/think-tags.js";
 import type {
   GenerationEvent,
   FinishReason,

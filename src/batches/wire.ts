@@ -4,6 +4,7 @@
  */
 import type { BatchRow } from "./batch-store.js";
 import type { LineError, WireBatch, WireFile } from "../protocol/batches-response.js";
+import { listOf } from "../protocol/list-page.js";
 import type { StoredFile } from "../storage/files.js";
 
 /** Unix seconds, null for a time not reached. */
@@ -30,7 +31,7 @@ export function toWireFile(file: StoredFile): WireFile {
 
 /** OpenAI's batch object. */
 export function toWireBatch(row: BatchRow): WireBatch {
-  const errors: WireBatch["errors"] = row.errors === null ? null : { object: "list", data: JSON.parse(row.errors) as LineError[] };
+  const errors: WireBatch["errors"] = row.errors === null ? null : listOf(JSON.parse(row.errors) as LineError[]);
   return {
     id: row.id,
     object: "batch",

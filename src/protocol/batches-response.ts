@@ -2,6 +2,7 @@
  * The Files and Batch APIs' objects as they answer (OpenAI's), and a result file's lines. Declared
  * here so the server (batches/wire.ts builds them) and the console that reads them agree by construction.
  */
+import type { WholeList } from "./list-page.js";
 
 export type BatchStatus = "validating" | "failed" | "in_progress" | "finalizing" | "completed" | "expired" | "cancelling" | "cancelled";
 
@@ -34,7 +35,7 @@ export interface WireBatch {
   /** The URL every line runs (`/v1/chat/completions`, ...). */
   endpoint: string;
   /** The lines refused at validation (the batch then failed); null when none were. */
-  errors: { object: "list"; data: LineError[] } | null;
+  errors: WholeList<LineError> | null;
   input_file_id: string;
   completion_window: string;
   status: BatchStatus;

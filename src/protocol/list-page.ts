@@ -16,9 +16,17 @@ export const listPageQuery = (defaultOrder: "asc" | "desc") =>
 
 export type ListPageQuery = z.infer<ReturnType<typeof listPageQuery>>;
 
-export interface ListPage<T> {
+/** A list answered whole, with no cursor (the models, an account's keys, deployments and adapters). */
+export interface WholeList<T> {
   object: "list";
   data: T[];
+}
+
+export function listOf<T>(data: T[]): WholeList<T> {
+  return { object: "list", data };
+}
+
+export interface ListPage<T> extends WholeList<T> {
   first_id: string | null;
   last_id: string | null;
   has_more: boolean;
@@ -37,7 +45,7 @@ export function toListPage<T extends { id: string }>(
   toWire: (row: unknown) => T = (row) => row as T,
 ): ListPage<T> {
   const data = fetched.slice(0, limit).map(toWire);
-  return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: fetched.length > limit };
+  return { ...listOf(data), first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: fetched.length > limit };
 }
 
 /**

@@ -3,6 +3,7 @@ import type { RequestObserver } from "./ports.js";
 import { requestCost } from "../billing/cost.js";
 import type { TokenPrices } from "../catalog/types.js";
 import type { ServiceTier } from "../protocol/tiers.js";
+import type { UsageStatus } from "../protocol/usage.js";
 import { GenerationStalled } from "../backends/backend.js";
 import { ServiceError } from "../errors.js";
 import type { ChoiceCounts, ChoiceEvent, ReportedPrompt, ServingEvent, Usage } from "./types.js";
@@ -20,7 +21,7 @@ export interface RunTokens {
 
 export type Settle = (
   outcome: RunTokens & {
-    status: "completed" | "cancelled" | "failed" | "interrupted";
+    status: Extract<UsageStatus, "completed" | "cancelled" | "failed" | "interrupted">;
     finishReason: string | null;
     errorCode: string | null;
     /** Per choice, the prompt size its upstream engine reported, if it did. */

@@ -8,6 +8,7 @@ import { ADAPTER_FILE_FIELDS, type Adapter, type AdapterService } from "../../ad
 import { NotFound } from "../../errors.js";
 import { uploadAdapterForm } from "../../protocol/adapters-request.js";
 import type { FormPart } from "../../protocol/form-parts.js";
+import { listOf } from "../../protocol/list-page.js";
 import { json, type Endpoint, type EndpointInput, type EndpointSpec } from "../endpoint.js";
 import { mayManageDeployments } from "../manage-deployments.js";
 
@@ -100,7 +101,7 @@ export function adapterEndpoints(adapters: AdapterService): Endpoint[] {
   };
   const list: Endpoint = {
     ...adapterSpecs.list,
-    run: async (caller) => json({ object: "list", data: (await adapters.list(caller)).map(toWireAdapter) }),
+    run: async (caller) => json(listOf((await adapters.list(caller)).map(toWireAdapter))),
   };
   const get: Endpoint<ById> = {
     ...adapterSpecs.get,

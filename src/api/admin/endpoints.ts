@@ -7,6 +7,7 @@
 import type { AccountAdmin } from "../../accounts/account-admin.js";
 import { InvalidRequest } from "../../errors.js";
 import { createKeyBody, listKeysQuery, patchKeyBody, type KeyLimitsBody } from "../../protocol/key-request.js";
+import { listOf } from "../../protocol/list-page.js";
 import { stringifyJson } from "../../protocol/money-json.js";
 import { toWireUsageReport, type UsageReports } from "../../protocol/usage.js";
 import { parseUsageParams, USAGE_QUERY } from "../../protocol/usage-request.js";
@@ -105,7 +106,7 @@ function keyEndpoints(admin: AccountAdmin): AdminEndpoint[] {
   };
   const listKeys: AdminEndpoint<EndpointInput<unknown, z.infer<typeof listKeysQuery>>> = {
     ...adminSpecs.listKeys,
-    run: async (_, { query }) => json({ object: "list", data: await admin.listKeys({ account: query.account || undefined }) }),
+    run: async (_, { query }) => json(listOf(await admin.listKeys({ account: query.account || undefined }))),
   };
   /** Changes a key's rpm_limit, tpm_limit and budget_usd: a value sets, null clears, an absent field stays. */
   const patchKey: AdminEndpoint<EndpointInput<{ id: string }, unknown, KeyLimitsBody>> = {

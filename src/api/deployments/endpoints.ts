@@ -7,6 +7,7 @@
 import type { Deployment, DeploymentCaller, DeploymentService } from "../../deployments/types.js";
 import { NotFound } from "../../errors.js";
 import { createDeploymentBody, listDeploymentsQuery, scaleDeploymentBody } from "../../protocol/deployments-request.js";
+import { listOf } from "../../protocol/list-page.js";
 import type { Principal } from "../../protocol/principal.js";
 import { json, type Endpoint, type EndpointInput, type EndpointSpec } from "../endpoint.js";
 import { mayManageDeployments } from "../manage-deployments.js";
@@ -127,7 +128,7 @@ export function deploymentEndpoints(deployments: DeploymentService): Endpoint[] 
     ...deploymentSpecs.list,
     async run(caller, { query }) {
       const found = await deployments.list(account(caller), { status: query.status });
-      return json({ object: "list", data: found.map(toWireDeployment) });
+      return json(listOf(found.map(toWireDeployment)));
     },
   };
   const get: Endpoint<ById> = {

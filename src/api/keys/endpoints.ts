@@ -6,6 +6,7 @@
 import type { AccountKeys } from "../../accounts/account-keys.js";
 import { Forbidden } from "../../errors.js";
 import { accountCreateKeyBody, type NewKeyBody } from "../../protocol/key-request.js";
+import { listOf } from "../../protocol/list-page.js";
 import type { Principal } from "../../protocol/principal.js";
 import { json, type Endpoint, type EndpointInput, type EndpointSpec } from "../endpoint.js";
 
@@ -49,7 +50,7 @@ export function keyEndpoints(keys: AccountKeys): Endpoint[] {
   const list: Endpoint = {
     ...keySpecs.list,
     authorize,
-    run: async (caller) => json({ object: "list", data: await keys.list(caller) }),
+    run: async (caller) => json(listOf(await keys.list(caller))),
   };
   const create: Endpoint<EndpointInput<unknown, unknown, NewKeyBody>> = {
     ...keySpecs.create,

@@ -1,5 +1,6 @@
 /** The models the calling key may use: public ones and its own account's deployments and adapters. */
 import { Forbidden, ModelNotFound } from "../../errors.js";
+import { listOf } from "../../protocol/list-page.js";
 import { stringifyJson } from "../../protocol/money-json.js";
 import type { Principal } from "../../protocol/principal.js";
 import type { ModelRegistry } from "../../serving/model-registry.js";
@@ -55,7 +56,7 @@ export function modelEndpoints(registry: ModelRegistry): Endpoint[] {
   };
   const list: Endpoint = {
     ...modelSpecs.list,
-    run: async (caller) => jsonText(stringifyJson({ object: "list", data: visible(caller).map(toWireModel) })),
+    run: async (caller) => jsonText(stringifyJson(listOf(visible(caller).map(toWireModel)))),
   };
   const retrieve: Endpoint<ModelInput> = {
     ...modelSpecs.retrieve,

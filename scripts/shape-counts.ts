@@ -34,7 +34,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   limits: ["errors", "protocol", "storage", "billing", "config"],
   catalog: ["errors", "config", "protocol"],
   engine: ["errors", "config", "protocol", "catalog"],
-  observability: ["errors", "protocol", "catalog", "serving", "backends"],
+  observability: ["errors", "protocol", "config", "catalog", "serving", "backends"],
   backends: ["errors", "protocol", "engine", "catalog", "config"],
   // The engine only through backends/, the seam (backend.ts).
   serving: ["errors", "protocol", "billing", "accounts", "limits", "backends", "observability", "storage", "catalog", "config"],
@@ -227,7 +227,8 @@ const sum = (found: Array<[string, number]>) => found.reduce((total, [, count]) 
 // An endpoint declaration: an object that opens with its method and path (api/endpoint.ts's EndpointSpec).
 const declarations = occurrences(/^\s+method: "(?:get|post|patch|delete)",\n\s+path: "/gm, (rel) => !rel.startsWith("src/api/"));
 const ownInput = occurrences(/\brequest\.(?:body|query)\b/g, (rel) => rel.startsWith("src/http/") && !RAW_INPUT_READERS.includes(rel));
-const envReads = occurrences(/\bprocess\.env\b/g, (rel) => !rel.startsWith("src/config/"));
+// `process.env`, and a variable read by its name from an environment handed in (`env.SWITCHYARD_…`, `env["…"]`).
+const envReads = occurrences(/\bprocess\.env\b|\benv\??\.[A-Z][A-Z0-9_]*\b|\benv\[["'`]/g, (rel) => !rel.startsWith("src/config/"));
 const fileCycles = cycles(fileGraph);
 const folderCycles = cycles(folderGraph);
 const overLimit = long.filter((fn) => !fn.exempt);

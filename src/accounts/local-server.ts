@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { processEnvironment } from "../config/environment.js";
+import { adminKey, processEnvironment } from "../config/environment.js";
 
 /**
  * A running server announces itself in `<dataDir>/server.json` (mode 0600: it holds the admin
@@ -30,8 +30,7 @@ export function generateAdminToken(): string {
 
 /** The admin token in force: the operator's SWITCHYARD_ADMIN_KEY if set, else a fresh random one. */
 export function resolveAdminToken(env: NodeJS.ProcessEnv = processEnvironment()): string {
-  const fromEnv = env.SWITCHYARD_ADMIN_KEY?.trim();
-  return fromEnv ? fromEnv : generateAdminToken();
+  return adminKey(env) ?? generateAdminToken();
 }
 
 export function writeServerFile(dataDir: string, server: LocalServer): void {

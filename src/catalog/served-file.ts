@@ -10,18 +10,9 @@ import { ensureConvertedFile, findConvertedFile } from "./convert/served-convers
 import { expandToF16, hasExpandableTensors } from "./gguf/expand-f16.js";
 import { findManifestedFile, findVerifiedFile, writeManifest } from "./manifest.js";
 import type { CatalogEntry, ModelFile } from "./types.js";
-import { processEnvironment } from "../config/environment.js";
+import type { ServeFormatSetting } from "../config/environment.js";
 
 export type { ModelFile } from "./types.js";
-
-/** What SWITCHYARD_SERVE_FORMAT asks for: every model as published, every model re-encoded, or each as its entry says. */
-export type ServeFormatSetting = "catalog" | "published" | "f16";
-
-export function serveFormatSetting(env: NodeJS.ProcessEnv = processEnvironment()): ServeFormatSetting {
-  const value = (env.SWITCHYARD_SERVE_FORMAT ?? "catalog").toLowerCase();
-  if (value === "catalog" || value === "published" || value === "f16") return value;
-  throw new Error(`Invalid setting SWITCHYARD_SERVE_FORMAT='${value}': use catalog, published or f16`);
-}
 
 function formatFor(entry: CatalogEntry, setting: ServeFormatSetting): "f16" | undefined {
   return setting === "catalog" ? entry.serve_format : setting === "f16" ? "f16" : undefined;

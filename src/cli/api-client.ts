@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { findLiveServer } from "../accounts/local-server.js";
+import { cliApiKey } from "../config/environment.js";
 import { resolveDataDir } from "../config/paths.js";
 
 /** The flags every command that calls a running server's API takes. */
@@ -21,7 +22,7 @@ export const withApiOptions = (c: Command) =>
 
 /** Calls the API of --url, or of the server running on the data dir, with the account's key; an error answer throws its message. */
 export function apiClient(flags: ApiFlags, env: NodeJS.ProcessEnv): Api {
-  const key = flags.apiKey ?? env.SWITCHYARD_API_KEY;
+  const key = flags.apiKey ?? cliApiKey(env);
   if (!key) throw new Error("An API key is needed: --api-key KEY or SWITCHYARD_API_KEY.");
   const base = flags.url ?? findLiveServer(resolveDataDir(flags.dataDir))?.url;
   if (!base) throw new Error("No server is running on this data dir; give its address with --url.");

@@ -10,7 +10,7 @@ import { createChatService } from "../serving/chat-service.js";
 import { createEmbeddingService } from "../serving/embedding-service.js";
 import { createTokenService } from "../serving/token-service.js";
 import type { Database } from "../storage/database.js";
-import { environmentVariable } from "../config/environment.js";
+import { logLevel } from "../config/environment.js";
 
 /** What serves the API: the lifecycle's services, the stores of stored objects, and the operations both the routes and batch lines run. */
 export function servingServices(
@@ -58,7 +58,7 @@ export function edgeOptions(settings: Settings) {
       streamBufferBytes: settings.streamBufferBytes,
       streamPauseTimeoutMs: settings.streamPauseTimeoutMs,
     },
-    logger: { level: environmentVariable("SWITCHYARD_LOG_LEVEL") ?? "info" },
+    logger: { level: logLevel() ?? "info" },
     accessLog: settings.accessLog,
   };
 }

@@ -2,7 +2,7 @@ import type { RequestLimits } from "./ports.js";
 import { limitDefaultsFromEnv } from "./defaults.js";
 import { createMemoryLimits } from "./in-memory-limits.js";
 import { createRedisLimits } from "./redis.js";
-import { processEnvironment } from "../config/environment.js";
+import { processEnvironment, redisUrl as redisUrlOf } from "../config/environment.js";
 
 export interface OpenedRequestLimits extends RequestLimits {
   /** "redis" when several processes share the limits, "memory" when they are this process's own. */
@@ -17,7 +17,7 @@ export interface OpenedRequestLimits extends RequestLimits {
  */
 export async function openRequestLimits(env: Record<string, string | undefined> = processEnvironment()): Promise<OpenedRequestLimits> {
   const defaults = limitDefaultsFromEnv(env);
-  const redisUrl = env.SWITCHYARD_REDIS_URL?.trim();
+  const redisUrl = redisUrlOf(env);
   if (!redisUrl) {
     const memory = createMemoryLimits(defaults);
     return { kind: "memory", admit: (request) => memory.admit(request), peek: (request) => memory.peek!(request), close: async () => {} };

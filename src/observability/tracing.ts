@@ -5,6 +5,7 @@
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Tracer } from "@opentelemetry/api";
+import { tracingEnvironment, type Environment } from "../config/environment.js";
 import type { RequestTrace, TraceAttributes } from "../serving/ports.js";
 
 /** One API request's trace, as the HTTP layer holds it: serving reports to it, the response ends it. */
@@ -20,14 +21,14 @@ export interface Tracing {
 }
 
 /** Whether the environment asks for traces: an OTLP endpoint is set and the SDK is not disabled. */
-export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
-  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return false;
-  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
+export function tracingRequested(env: Environment): boolean {
+  return tracingEnvironment(env).requested;
 }
 
-/** Starts the SDK when the environment (config/environment.ts, handed in) asks for it (see tracingRequested); null otherwise. */
-export async function startTracing(env: NodeJS.ProcessEnv): Promise<Tracing | null> {
-  if (!tracingRequested(env)) return null;
+/** Starts the SDK when the environment (handed in; config/environment.ts reads it) asks for it (see tracingRequested); null otherwise. */
+export async function startTracing(env: Environment): Promise<Tracing | null> {
+  const settings = tracingEnvironment(env);
+  if (!settings.requested) return null;
   // Loaded only when tracing is on: a server without it never pays for the SDK.
   const [{ NodeTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes }] = await Promise.all([
     import("@opentelemetry/sdk-trace-node"),
@@ -39,12 +40,12 @@ export async function startTracing(env: NodeJS.ProcessEnv): Promise<Tracing | nu
   // Bounded: at most maxQueueSize spans wait (more are dropped, never buffered without end); each
   // export runs in the background, so an exporter that is down costs a request nothing.
   const processor = new BatchSpanProcessor(exporter, {
-    maxQueueSize: positiveInt(env.OTEL_BSP_MAX_QUEUE_SIZE, 2048),
-    maxExportBatchSize: positiveInt(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, 512),
-    scheduledDelayMillis: positiveInt(env.OTEL_BSP_SCHEDULE_DELAY, 5000),
-    exportTimeoutMillis: positiveInt(env.OTEL_BSP_EXPORT_TIMEOUT, 30_000),
+    maxQueueSize: settings.maxQueueSize,
+    maxExportBatchSize: settings.maxExportBatchSize,
+    scheduledDelayMillis: settings.scheduledDelayMillis,
+    exportTimeoutMillis: settings.exportTimeoutMillis,
   });
-  const resource = resourceFromAttributes({ "service.name": env.OTEL_SERVICE_NAME?.trim() || "switchyard" });
+  const resource = resourceFromAttributes({ "service.name": settings.serviceName });
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
   // Global: the W3C propagator and the async context that carry a request's span to its upstream calls.
   provider.register();
@@ -95,11 +96,6 @@ function tracedRequest(tracer: Tracer, operation: string, headers: IncomingHttpH
  */
 function preciseNow(): number {
   return performance.timeOrigin + performance.now();
-}
-
-function positiveInt(value: string | undefined, fallback: number): number {
-  const parsed = Number(value);
-  return Number.isInteger(parsed) && parsed > 0 ? parsed : fallback;
 }
 
 /** Waits for `work` at most `timeoutMs`; its failure is not the caller's (a stop goes on). */

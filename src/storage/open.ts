@@ -4,7 +4,7 @@ import type { Database } from "./database.js";
 import { migrate } from "./migrations.js";
 import { openPglite } from "./pglite.js";
 import { openPostgres } from "./postgres.js";
-import { environmentVariable } from "../config/environment.js";
+import { databaseUrl } from "../config/environment.js";
 
 export interface OpenDatabaseOptions {
   dataDir: string;
@@ -14,7 +14,7 @@ export interface OpenDatabaseOptions {
 
 /** The service's database, migrated and ready: PostgreSQL when a URL is configured, else PGlite under `<dataDir>/db`. */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
-  const url = options.url ?? nonEmpty(environmentVariable("SWITCHYARD_DATABASE_URL"));
+  const url = options.url ?? databaseUrl();
   const db = url ? await openPostgres(url) : await openPgliteInDataDir(join(options.dataDir, "db"));
   try {
     await migrate(db);
@@ -40,8 +40,4 @@ async function openPgliteInDataDir(dir: string): Promise<Database> {
       makePrivate(dir);
     },
   };
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value && value.trim() !== "" ? value : undefined;
 }

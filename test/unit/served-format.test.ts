@@ -13,7 +13,8 @@ import { floatToHalfBits, halfBitsToFloat } from "../../src/catalog/gguf/half.js
 import { GgmlType, readGgufLayout } from "../../src/catalog/gguf/layout.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { findPulledModel } from "../../src/catalog/pull.js";
-import { ensureServedFile, serveFormatSetting } from "../../src/catalog/served-file.js";
+import { ensureServedFile } from "../../src/catalog/served-file.js";
+import { serveFormatSetting } from "../../src/config/environment.js";
 import type { CatalogEntry } from "../../src/catalog/types.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
 import { SMOLLM2 } from "../helpers/server.js";

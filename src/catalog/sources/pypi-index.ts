@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { fetchJson } from "../download.js";
-import { environmentVariable } from "../../config/environment.js";
+import { pypiUrl } from "../../config/environment.js";
 
 export const DEFAULT_PYPI_URL = "https://pypi.org";
 
@@ -42,7 +42,7 @@ export function normalizePackageName(name: string): string {
 }
 
 export function pypiBaseUrl(override?: string): string {
-  return (override ?? (environmentVariable("SWITCHYARD_PYPI_URL") || DEFAULT_PYPI_URL)).replace(/\/+$/, "");
+  return (override ?? pypiUrl() ?? DEFAULT_PYPI_URL).replace(/\/+$/, "");
 }
 
 export async function fetchRelease(baseUrl: string, packageName: string, version: string): Promise<PypiRelease> {

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { alive } from "../helpers/shared-server.js";
-import { ROOT, waitFor } from "../helpers/server.js";
+import { reapOnExit, ROOT, waitFor } from "../helpers/server.js";
 
 /**
  * The shared server's life (test/helpers/shared-server.ts), through a test run of its own whose
@@ -79,31 +79,33 @@ const procState = (pid: number) => {
   return stat[stat.lastIndexOf(") ") + 2];
 };
 
-test("one shared server per run, a pool of leased ones, gone with a runner that exited unreaped", { timeout: 600_000 }, async () => {
+test("one shared server per run, a pool of leased ones, gone with a runner that exited unreaped", { timeout: 900_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "switchyard-shared-test-"));
   const files = ["a", "b", "c"].map((name) => childFile(dir, name));
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.NODE_TEST_CONTEXT; // a runner of its own: with this one's context it would report to it in V8's format
   // The runner in the background, its pid printed, then the shell becomes a `sleep` that never reaps it.
-  const parent = spawn(
-    "sh",
-    [
-      "-c",
-      '"$@" > "$0/out" 2>&1 & echo $!; exec sleep 600',
-      dir,
-      process.execPath,
-      "--import",
-      "tsx",
-      "--test",
-      "--test-concurrency=3",
-      "--test-reporter=tap",
-      ...files,
-    ],
-    { cwd: ROOT, env, stdio: ["ignore", "pipe", "inherit"] },
+  const parent = reapOnExit(
+    spawn(
+      "sh",
+      [
+        "-c",
+        '"$@" > "$0/out" 2>&1 & echo $!; exec sleep 3600',
+        dir,
+        process.execPath,
+        "--import",
+        "tsx",
+        "--test",
+        "--test-concurrency=3",
+        "--test-reporter=tap",
+        ...files,
+      ],
+      { cwd: ROOT, env, stdio: ["ignore", "pipe", "inherit"] },
+    ),
   );
   try {
     const runner = Number(await new Promise<string>((resolve) => parent.stdout!.once("data", (d: Buffer) => resolve(d.toString()))));
-    await waitFor(async () => (procState(runner) === "Z" ? true : undefined), 300_000);
+    await waitFor(async () => (procState(runner) === "Z" ? true : undefined), 600_000);
     const output = readFileSync(join(dir, "out"), "utf8");
     assert.match(output, /^# pass 3$/m, output);
     assert.match(output, /^# fail 0$/m, output);

@@ -26,28 +26,6 @@ import { storedCompletionEndpoints, storedCompletionSpecs } from "./stored-compl
 import { tokenEndpoints, tokenSpecs } from "./tokens/endpoints.js";
 import { usageEndpoints, usageSpecs } from "./usage/endpoints.js";
 
-/** The declarations by resource, each in the order the OpenAPI document lists it. */
-export const ENDPOINT_SPECS = {
-  /** Under each API prefix, and at the root (where vLLM and llama-server serve them). */
-  tokens: Object.values(tokenSpecs),
-  /** Under each API prefix. */
-  storedResponses: Object.values(storedResponseSpecs),
-  /** Under each API prefix. */
-  storedCompletions: Object.values(storedCompletionSpecs),
-  /** Under each API prefix. */
-  files: Object.values(fileSpecs),
-  /** Under each API prefix. */
-  batches: Object.values(batchSpecs),
-  /** Under each API prefix. */
-  models: Object.values(modelSpecs),
-  usage: Object.values(usageSpecs),
-  keys: Object.values(keySpecs),
-  deployments: Object.values(deploymentSpecs),
-  adapters: Object.values(adapterSpecs),
-  /** Behind the admin key. */
-  admin: Object.values(adminSpecs),
-} satisfies Record<string, EndpointSpec[]>;
-
 export interface EndpointDeps {
   registry: ModelRegistry;
   usage: UsageReports;
@@ -70,21 +48,74 @@ export interface EndpointDeps {
   admin?: { admin: AccountAdmin; usage: UsageReports };
 }
 
-export type Endpoints = { [R in Exclude<keyof typeof ENDPOINT_SPECS, "admin">]?: Endpoint[] } & { admin?: AdminEndpoint[] };
+/**
+ * Where a resource is served: under each API prefix (`/v1/compat`, `/v1/openai`, `/v1`), there and
+ * at the root too (the token endpoints, where vLLM and llama-server serve them), or at its own path.
+ */
+export type Mount = "prefixes" | "prefixes and root" | "own path";
+
+/**
+ * The one list of resources: each one's declarations, and how its endpoints are made from the
+ * services (undefined: its service is absent, so it is not served). Everything else that lists
+ * endpoints reads this.
+ */
+const RESOURCES = {
+  tokens: { mount: "prefixes and root", specs: tokenSpecs, serve: (deps: EndpointDeps) => deps.tokens && tokenEndpoints(deps.tokens) },
+  storedResponses: {
+    mount: "prefixes",
+    specs: storedResponseSpecs,
+    serve: (deps: EndpointDeps) => deps.responses && storedResponseEndpoints(deps.responses, deps.background),
+  },
+  storedCompletions: {
+    mount: "prefixes",
+    specs: storedCompletionSpecs,
+    serve: (deps: EndpointDeps) => deps.completions && storedCompletionEndpoints(deps.completions),
+  },
+  files: {
+    mount: "prefixes",
+    specs: fileSpecs,
+    serve: (deps: EndpointDeps) => deps.batches && fileEndpoints(deps.batches.service, deps.batches.files),
+  },
+  batches: { mount: "prefixes", specs: batchSpecs, serve: (deps: EndpointDeps) => deps.batches && batchEndpoints(deps.batches.service) },
+  models: { mount: "prefixes", specs: modelSpecs, serve: (deps: EndpointDeps) => modelEndpoints(deps.registry) },
+  usage: { mount: "own path", specs: usageSpecs, serve: (deps: EndpointDeps) => usageEndpoints(deps.usage) },
+  keys: { mount: "own path", specs: keySpecs, serve: (deps: EndpointDeps) => keyEndpoints(deps.keys) },
+  deployments: {
+    mount: "own path",
+    specs: deploymentSpecs,
+    serve: (deps: EndpointDeps) => deps.deployments && deploymentEndpoints(deps.deployments),
+  },
+  adapters: {
+    mount: "own path",
+    specs: adapterSpecs,
+    serve: (deps: EndpointDeps) => deps.adapters && adapterEndpoints(deps.adapters.service),
+  },
+  /** Behind the admin key. */
+  admin: {
+    mount: "own path",
+    specs: adminSpecs,
+    serve: (deps: EndpointDeps) => deps.admin && adminEndpoints(deps.admin.admin, deps.admin.usage),
+  },
+} satisfies Record<
+  string,
+  { mount: Mount; specs: Record<string, EndpointSpec>; serve(deps: EndpointDeps): Endpoint[] | AdminEndpoint[] | undefined }
+>;
+
+type Resource = keyof typeof RESOURCES;
+
+/** The declarations by resource, each in the order the OpenAPI document lists it. */
+export const ENDPOINT_SPECS = Object.fromEntries(
+  Object.entries(RESOURCES).map(([resource, { specs }]) => [resource, Object.values(specs)]),
+) as Record<Resource, EndpointSpec[]>;
+
+/** The declarations of the resources served where one of `mounts` says, in the registry's order. */
+export function specsMounted(...mounts: Mount[]): EndpointSpec[] {
+  return Object.values(RESOURCES).flatMap((resource) => (mounts.includes(resource.mount) ? Object.values(resource.specs) : []));
+}
 
 /** The endpoints served, by resource; a resource whose service is absent is not served. */
+export type Endpoints = { [R in Resource]?: ReturnType<(typeof RESOURCES)[R]["serve"]> };
+
 export function createEndpoints(deps: EndpointDeps): Endpoints {
-  return {
-    tokens: deps.tokens && tokenEndpoints(deps.tokens),
-    storedResponses: deps.responses && storedResponseEndpoints(deps.responses, deps.background),
-    storedCompletions: deps.completions && storedCompletionEndpoints(deps.completions),
-    files: deps.batches && fileEndpoints(deps.batches.service, deps.batches.files),
-    batches: deps.batches && batchEndpoints(deps.batches.service),
-    models: modelEndpoints(deps.registry),
-    usage: usageEndpoints(deps.usage),
-    keys: keyEndpoints(deps.keys),
-    deployments: deps.deployments && deploymentEndpoints(deps.deployments),
-    adapters: deps.adapters && adapterEndpoints(deps.adapters.service),
-    admin: deps.admin && adminEndpoints(deps.admin.admin, deps.admin.usage),
-  };
+  return Object.fromEntries(Object.entries(RESOURCES).map(([resource, { serve }]) => [resource, serve(deps)])) as Endpoints;
 }

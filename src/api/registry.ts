@@ -15,15 +15,6 @@ import { responsesOperation, responsesSpec } from "./responses/operation.js";
 import type { ResponseStore } from "./responses/response-store.js";
 import type { BackgroundResponses } from "./responses/background.js";
 
-/** Every operation's spec, in the order the OpenAPI document lists them. */
-export const OPERATION_SPECS: readonly OperationSpec[] = [chatSpec, completionsSpec, responsesSpec, embeddingsSpec];
-
-/** The endpoints a batch line may run (the batchable ones), by their URL, with their body schemas: handed to batches/ at start. */
-export const BATCH_ENDPOINTS: readonly BatchEndpoint[] = OPERATION_SPECS.filter((spec) => spec.batchable).map((spec) => ({
-  url: `/v1${spec.path}`,
-  body: spec.body,
-}));
-
 export interface OperationDeps {
   chat: ChatService;
   /** `/embeddings`; absent: not served. */
@@ -36,12 +27,30 @@ export interface OperationDeps {
   completions?: CompletionStore;
 }
 
+/**
+ * The one list of operations: each one's spec, and how it is made from the services (undefined: its
+ * service is absent, so it is not served). Everything else that lists them reads this.
+ */
+const OPERATIONS: ReadonlyArray<{ spec: OperationSpec; make(deps: OperationDeps): Operation | undefined }> = [
+  { spec: chatSpec, make: (deps) => chatOperation(deps.chat, deps.completions) },
+  { spec: completionsSpec, make: (deps) => completionsOperation(deps.chat) },
+  { spec: responsesSpec, make: (deps) => deps.responses && responsesOperation(deps.chat, deps.responses, deps.background) },
+  { spec: embeddingsSpec, make: (deps) => deps.embeddings && embeddingsOperation(deps.embeddings) },
+];
+
+/** Every operation's spec, in the order the OpenAPI document lists them. */
+export const OPERATION_SPECS: readonly OperationSpec[] = OPERATIONS.map((operation) => operation.spec);
+
+/** The endpoints a batch line may run (the batchable ones), by their URL, with their body schemas: handed to batches/ at start. */
+export const BATCH_ENDPOINTS: readonly BatchEndpoint[] = OPERATION_SPECS.filter((spec) => spec.batchable).map((spec) => ({
+  url: `/v1${spec.path}`,
+  body: spec.body,
+}));
+
 /** The operations served, by path (`/chat/completions`, ...), in OPERATION_SPECS' order. */
 export type Operations = ReadonlyMap<string, Operation>;
 
 export function createOperations(deps: OperationDeps): Operations {
-  const served: Operation[] = [chatOperation(deps.chat, deps.completions), completionsOperation(deps.chat)];
-  if (deps.responses) served.push(responsesOperation(deps.chat, deps.responses, deps.background));
-  if (deps.embeddings) served.push(embeddingsOperation(deps.embeddings));
+  const served = OPERATIONS.flatMap(({ make }) => make(deps) ?? []);
   return new Map(served.map((operation) => [operation.path, operation]));
 }

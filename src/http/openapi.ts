@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 import { OPERATION_SPECS } from "../api/registry.js";
-import { ENDPOINT_SPECS } from "../api/endpoints.js";
+import { specsMounted } from "../api/endpoints.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { consoleOperations } from "./console.js";
 import type { Auth, Method, RouteSpec } from "./route-spec.js";
@@ -20,27 +20,17 @@ const errorSchema = z.object({
 });
 
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES, in the document's order. */
-const API_OPERATIONS: RouteSpec[] = [
-  ...OPERATION_SPECS,
-  ...ENDPOINT_SPECS.tokens,
-  ...ENDPOINT_SPECS.storedResponses,
-  ...ENDPOINT_SPECS.storedCompletions,
-  ...ENDPOINT_SPECS.files,
-  ...ENDPOINT_SPECS.batches,
-  ...ENDPOINT_SPECS.models,
-];
+const API_OPERATIONS: RouteSpec[] = [...OPERATION_SPECS, ...specsMounted("prefixes and root", "prefixes")];
 
-/** Everything served at its own path. */
+/** Everything served at its own path: the API's resources, the pages http/ serves itself, the admin API last. */
+const ownPath = specsMounted("own path");
 const OTHER_OPERATIONS: RouteSpec[] = [
-  ...ENDPOINT_SPECS.usage,
-  ...ENDPOINT_SPECS.keys,
-  ...ENDPOINT_SPECS.deployments,
-  ...ENDPOINT_SPECS.adapters,
+  ...ownPath.filter((op) => op.auth !== "admin"),
   ...Object.values(consoleOperations),
   ...Object.values(healthOperations),
   ...Object.values(metricsOperations),
   ...Object.values(docsOperations),
-  ...ENDPOINT_SPECS.admin,
+  ...ownPath.filter((op) => op.auth === "admin"),
 ];
 
 /** A zod schema as the JSON Schema (2020-12, as OpenAPI 3.1 uses) of what a client may send. */
@@ -151,7 +141,7 @@ function documentPaths(): Record<string, Record<string, unknown>> {
   }
   for (const op of OTHER_OPERATIONS) add(op.path, op.method, operationObject(op, op.id));
   // The token endpoints are served at the root too, where vLLM and llama-server serve them.
-  for (const op of ENDPOINT_SPECS.tokens) add(op.path, op.method, operationObject(op, `${op.id}_root`));
+  for (const op of specsMounted("prefixes and root")) add(op.path, op.method, operationObject(op, `${op.id}_root`));
   return paths;
 }
 

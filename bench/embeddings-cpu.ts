@@ -24,6 +24,11 @@ import { cpuDescription, cpuVariant, startSwitchyard } from "./peers/targets.js"
 
 const opts = new Command()
   .option("--requests <n>", "timed requests", "1000")
+  .option(
+    "--warmup <n>",
+    "untimed requests first (V8 tiers a function up by the bytecode it has run: a few hundred requests leave most of the path in its baseline tier)",
+    "200",
+  )
   .option("--threads <n>", "engine threads", "2")
   .option("--log-level <level>", "the server's SWITCHYARD_LOG_LEVEL", "info")
   .option("--env <pairs...>", "more server environment, NAME=value")
@@ -31,7 +36,16 @@ const opts = new Command()
   .option("--root <dir>", "run the server of another checkout, built")
   .option("--out <file>", "where the JSON goes", `bench/results/embeddings-cpu-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
   .parse()
-  .opts<{ requests: string; threads: string; logLevel: string; env?: string[]; perf?: string; root?: string; out: string }>();
+  .opts<{
+    requests: string;
+    warmup: string;
+    threads: string;
+    logLevel: string;
+    env?: string[];
+    perf?: string;
+    root?: string;
+    out: string;
+  }>();
 
 const TICK_MS = 1000 / 100; // USER_HZ: /proc's clock ticks are 1/100 s on Linux
 const REQUESTS = Number(opts.requests);
@@ -96,7 +110,7 @@ async function embed(i: number): Promise<number> {
 }
 
 try {
-  for (let i = 0; i < 200; i++) await embed(-i - 1); // warm-up: JIT, caches, connections
+  for (let i = 0; i < Number(opts.warmup); i++) await embed(-i - 1); // warm-up: JIT, caches, connections
   const perf = opts.perf ? await startPerf(opts.perf, pid) : undefined;
   const before = threadTimes(pid);
   const latencies: number[] = [];
@@ -122,6 +136,7 @@ try {
     cpu: cpuDescription().model,
     variant: cpuVariant(pid),
     requests: REQUESTS,
+    warmup: Number(opts.warmup),
     logLevel: opts.logLevel,
     env: extraEnv,
     cpuMsPerRequest: perRequest,

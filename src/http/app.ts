@@ -1,11 +1,11 @@
 import compress from "@fastify/compress";
 import { constants as zlibConstants } from "node:zlib";
-import cors from "@fastify/cors";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
+import { installCors } from "./cors.js";
 import { accessLogController, type AccessLogLevel } from "../observability/access-log.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { frameworkErrors, installErrorHandlers } from "./errors.js";
@@ -38,7 +38,6 @@ import type { BackgroundResponses } from "../api/responses/background.js";
 import type { CompletionStore } from "../api/chat/completion-store.js";
 import type { RequestLimits } from "../limits/ports.js";
 import { installRateLimitHeaders } from "./rate-limit-headers.js";
-import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
 import type { DeploymentService } from "../deployments/types.js";
 import type { AdapterLimits, AdapterService } from "../adapters/types.js";
 import type { AccountKeys } from "../accounts/account-keys.js";
@@ -229,26 +228,4 @@ export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {
     },
   });
   return app;
-}
-
-/**
- * Browsers may call the API from the configured origins; keys travel in headers, never cookies, so
- * any origin is safe by default. The admin routes never answer cross-origin requests.
- */
-function installCors(app: FastifyInstance, origins: string[]): void {
-  const origin = origins.includes("*") ? "*" : origins;
-  void app.register(cors, {
-    delegator: (request, callback) => {
-      const admin = (request.url ?? "").startsWith("/admin/");
-      callback(null, {
-        origin: admin ? false : origin,
-        methods: ["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
-        exposedHeaders: ["x-request-id", "retry-after", ...RATE_LIMIT_HEADER_NAMES],
-        maxAge: 600,
-        // An OPTIONS request that is not a browser's preflight (no Origin) gets the plain 204, not
-        // the plugin's text/plain 400, which is not an OpenAI error body.
-        strictPreflight: false,
-      });
-    },
-  });
 }

@@ -97,9 +97,10 @@ export function installConnectionGuards(app: FastifyInstance, limits: Connection
   });
   // After the per-IP guard, so a connection it refuses never makes an idle one give way.
   if (limits.caps) new ConnectionAccounting(limits.caps).install(app.server);
-  app.addHook("onRequest", async (request) => {
+  app.addHook("onRequest", (request, _reply, done) => {
     if (!request.headers.host) {
-      throw new ServiceError(400, "invalid_request_error", "The request has no Host header.", "missing_host");
+      return done(new ServiceError(400, "invalid_request_error", "The request has no Host header.", "missing_host"));
     }
+    done();
   });
 }

@@ -44,15 +44,16 @@ const HOP_HEADERS = new Set([
 export function deploymentForwarding(app: FastifyInstance, locate: LocateDeployment): (scope: FastifyInstance) => void {
   const agent = newAgent();
   app.addHook("onClose", async () => agent.close());
+  const forwardIfElsewhere = async (request: FastifyRequest, reply: FastifyReply, model: string) => {
+    const ownerUrl = await locate(callerOf(request), model);
+    if (ownerUrl !== null) await forward(request, reply, { ownerUrl, model }, agent);
+  };
+  // `done` rather than async, so a request with nothing to look up costs no promise.
   return (scope) =>
-    scope.addHook("preHandler", async (request, reply) => {
-      if (request.method !== "POST" || request.headers[FORWARDED_HEADER] !== undefined) return;
+    scope.addHook("preHandler", (request, reply, done) => {
       const model = (request.body as { model?: unknown } | undefined)?.model;
-      if (typeof model !== "string") return;
-      const caller = callerOf(request);
-      const ownerUrl = await locate(caller, model);
-      if (ownerUrl === null) return;
-      await forward(request, reply, { ownerUrl, model }, agent);
+      if (request.method !== "POST" || request.headers[FORWARDED_HEADER] !== undefined || typeof model !== "string") return done();
+      forwardIfElsewhere(request, reply, model).then(() => done(), done);
     });
 }
 

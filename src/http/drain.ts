@@ -48,13 +48,14 @@ export function createDrain(): Drain {
     if (inFlight === 0) settled?.();
   };
   const install = (app: FastifyInstance) =>
-    app.addHook("onRequest", async (request, reply) => {
+    app.addHook("onRequest", (request, reply, done) => {
       // /health keeps answering, so a load balancer sees "draining" rather than a refusal.
-      if (draining && request.routeOptions.url !== "/health") throw new ServerShuttingDown();
+      if (draining && request.routeOptions.url !== "/health") return done(new ServerShuttingDown());
       shutdownSignals.set(request, shutdown.signal);
       inFlight++;
       // The raw response's close covers hijacked streams too (Fastify's onResponse does not run for them).
       reply.raw.once("close", leave);
+      done();
     });
   const idle = () => new Promise<void>((resolve) => (inFlight === 0 ? resolve() : (settled = resolve)));
   const within = (work: Promise<void>, ms: number) => Promise.race([work, new Promise<void>((resolve) => setTimeout(resolve, ms).unref())]);

@@ -33,12 +33,14 @@ export function installJsonBodyParser(app: FastifyInstance, maxDepth = DEFAULT_M
  * that could be no id is a 404 here, before it reaches storage (where a NUL was a 500).
  */
 export function installPathParamCheck(app: FastifyInstance): void {
-  app.addHook("preValidation", async (request) => {
+  app.addHook("preValidation", (request, _reply, done) => {
     const params = (request.params ?? {}) as Record<string, unknown>;
-    for (const value of Object.values(params)) {
+    for (const name in params) {
+      const value = params[name];
       if (typeof value === "string" && (CONTROL_CHARS.test(value) || !isWellFormed(value))) {
-        throw new NotFound("No such object: the id in the request URL holds characters no id has (control characters).");
+        return done(new NotFound("No such object: the id in the request URL holds characters no id has (control characters)."));
       }
     }
+    done();
   });
 }

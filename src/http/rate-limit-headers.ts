@@ -16,15 +16,20 @@ export function exposeRateLimits(reply: FastifyReply, run: Pick<ChatRun, "rateLi
 export function installRateLimitHeaders(app: FastifyInstance, limits: Pick<RequestLimits, "peek">): void {
   const peek = limits.peek;
   if (!peek) return;
-  app.addHook("onSend", async (request, reply, payload) => {
+  // `done` rather than async: a response that already carries its headers (every generation's) goes on at once.
+  app.addHook("onSend", (request, reply, payload, done) => {
     const caller = request.caller;
-    if (!caller || reply.hasHeader("x-ratelimit-limit-requests") || reply.hasHeader("x-ratelimit-limit-tokens")) return payload;
-    try {
-      reply.headers(rateLimitHeaders(await peek({ keyId: caller.keyId, limits: caller.limits })));
-    } catch (error) {
-      // The answer matters more than its headers: a limiter that cannot be read leaves them out.
-      request.log.warn({ err: error }, "could not read the rate-limit windows");
-    }
-    return payload;
+    if (!caller || reply.hasHeader("x-ratelimit-limit-requests") || reply.hasHeader("x-ratelimit-limit-tokens")) return done(null, payload);
+    peek({ keyId: caller.keyId, limits: caller.limits }).then(
+      (state) => {
+        reply.headers(rateLimitHeaders(state));
+        done(null, payload);
+      },
+      (error: unknown) => {
+        // The answer matters more than its headers: a limiter that cannot be read leaves them out.
+        request.log.warn({ err: error }, "could not read the rate-limit windows");
+        done(null, payload);
+      },
+    );
   });
 }

@@ -15,7 +15,7 @@ async function appWith(corsOrigins?: string[]): Promise<FastifyInstance> {
   return app;
 }
 
-describe("CORS and request ids at the edge (http/cors.ts, protocol/request-ids.ts)", () => {
+describe("CORS and request ids at the edge (@fastify/cors as http/cors.ts sets it up, protocol/request-ids.ts)", () => {
   test("a preflight is answered 204 before any key check, with what a browser asks for", async () => {
     const app = await appWith();
     const preflight = await app.inject({

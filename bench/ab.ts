@@ -4,6 +4,7 @@
  *   npm run bench:ab -- --base <git ref> [--scenarios cached-c16,random-c16,...] [--rounds 4] [--peer]
  *   npm run bench:ab -- --base . --base-env SWITCHYARD_SPECULATION=off      # one checkout, two settings
  *   npm run bench:ab -- --head main --base main~3                            # two commits, whatever the working tree holds
+ *   npm run bench:ab -- --base main~1 --scenarios edit-c1,edit-c8 --edit-docs 8   # Predicted Outputs (bench/ab/edit-scenarios.ts)
  *
  * The base is built once per commit outside the repository (bench/ab/checkout.ts). Both servers
  * (and llama-server with --peer) are started at once and stay up; each round runs every scenario on
@@ -18,10 +19,12 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { Command } from "commander";
 import { builtCheckout, buildHead, parseEnv } from "./ab/checkout.js";
-import { changePercent, judge, MEASURES, median } from "./ab/verdict.js";
+import { EDIT_SCENARIO, EditScenarios } from "./ab/edit-scenarios.js";
+import { changePercent, judge, MEASURES, median, type Compared } from "./ab/verdict.js";
 import { ceilingsFor, type Ceiling } from "./load/ceilings.js";
-import { runScenario, type Scenario, type ScenarioReport } from "./load/scenario.js";
+import { runScenario, type Scenario } from "./load/scenario.js";
 import { scenarioSet, WARM_UP } from "./load/scenarios.js";
+import type { Target } from "./load/client-stream.js";
 import { cpuDescription, cpuVariant, listedModelPath, startLlamaServer, startSwitchyard, type RunningTarget } from "./peers/targets.js";
 
 const opts = new Command()
@@ -29,7 +32,12 @@ const opts = new Command()
   .option("--head <ref>", "git ref to measure ('.' = this working tree, rebuilt)", ".")
   .option("--base-env <list>", "KEY=VALUE,... for the base's server")
   .option("--head-env <list>", "KEY=VALUE,... for this checkout's server")
-  .option("--scenarios <list>", "scenarios of bench/load/scenarios.ts", "cached-c16,random-c16,random-c1,openai-c16,openai-c1")
+  .option(
+    "--scenarios <list>",
+    "scenarios of bench/load/scenarios.ts, and edit-c<N>",
+    "cached-c16,random-c16,random-c1,openai-c16,openai-c1",
+  )
+  .option("--edit-docs <n>", "edit-c<N> scenarios: how many of bench/edit-docs' 24 documents", "8")
   .option("--rounds <n>", "interleaved rounds", "4")
   .option("--peer", "llama-server too (bench/peers/build-llama-server.sh), as a third side")
   .option("--no-ceilings", "skip llama-batched-bench")
@@ -46,6 +54,7 @@ const opts = new Command()
     baseEnv?: string;
     headEnv?: string;
     scenarios: string;
+    editDocs: string;
     rounds: string;
     peer?: boolean;
     ceilings: boolean;
@@ -57,11 +66,20 @@ const opts = new Command()
     out: string;
   }>();
 
-const scenarios: Scenario[] = opts.scenarios.split(",").flatMap((name) => {
+const names = opts.scenarios.split(",");
+const edit = names.some((name) => EDIT_SCENARIO.test(name)) ? new EditScenarios(Number(opts.editDocs)) : null;
+/** A scenario by name, and how one side runs it (`seed`: the round's, for a load scenario's prompts). */
+interface AbScenario {
+  name: string;
+  run: (target: Target, seed: number) => Promise<Compared>;
+}
+const scenarios: AbScenario[] = names.flatMap((name): AbScenario[] => {
+  if (edit && EDIT_SCENARIO.test(name)) return [{ name, run: (target) => edit.run(target, name) }];
   const found = scenarioSet(opts.quick === true)[name];
   if (!found) throw new Error(`no scenario ${name}`);
-  return found;
+  return found.map((scenario) => ({ name: scenario.name, run: (target, seed) => runScenario(target, scenario, seed) }));
 });
+const loadScenarios: Scenario[] = names.flatMap((name) => scenarioSet(opts.quick === true)[name] ?? []);
 const base = builtCheckout(opts.base);
 const head = builtCheckout(opts.head);
 if (opts.head === "." || opts.base === ".") buildHead();
@@ -73,7 +91,7 @@ const peer = {
   contextPerSequence: Number(opts.context),
   port: 18500,
 };
-const ceilings = opts.ceilings ? ceilingsFor(peer, scenarios) : new Map<string, Ceiling>();
+const ceilings = opts.ceilings ? ceilingsFor(peer, loadScenarios) : new Map<string, Ceiling>();
 const sides: RunningTarget[] = [];
 try {
   sides.push(await startSwitchyard({ ...peer }, "head", parseEnv(opts.headEnv), head.dir));
@@ -84,6 +102,7 @@ try {
     else process.stderr.write("llama-server is not built (bench/peers/build-llama-server.sh): running without it\n");
   }
   for (const side of sides) await runScenario(side.target, WARM_UP);
+  await edit?.prepare(sides[0]!.target);
   const reports = await interleaved(sides, scenarios, Number(opts.rounds));
   summarize(reports);
 } finally {
@@ -91,28 +110,28 @@ try {
 }
 
 /** Every round runs every scenario on every side, back to back, reversing the order each time. */
-async function interleaved(running: RunningTarget[], list: Scenario[], rounds: number): Promise<ScenarioReport[][][]> {
-  const byRound: ScenarioReport[][][] = [];
+async function interleaved(running: RunningTarget[], list: AbScenario[], rounds: number): Promise<Compared[][][]> {
+  const byRound: Compared[][][] = [];
   let flip = false;
   for (let round = 0; round < rounds; round++) {
-    const perScenario: ScenarioReport[][] = [];
+    const perScenario: Compared[][] = [];
     for (const scenario of list) {
       const seed = [...scenario.name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7) + 7919 * round;
       const order = flip ? [...running].reverse() : running;
       flip = !flip;
-      const reports: ScenarioReport[] = [];
+      const reports = new Map<RunningTarget, Compared>();
       for (const side of order) {
         process.stderr.write(`round ${round + 1}/${rounds}: ${side.target.name} ${scenario.name}...\n`);
-        reports.push(await runScenario(side.target, scenario, seed));
+        reports.set(side, await scenario.run(side.target, seed));
       }
-      perScenario.push(running.map((side) => reports.find((r) => r.target === side.target.name)!));
+      perScenario.push(running.map((side) => reports.get(side)!));
     }
     byRound.push(perScenario);
   }
   return byRound;
 }
 
-function summarize(byRound: ScenarioReport[][][]): void {
+function summarize(byRound: Compared[][][]): void {
   const names = sides.map((s) => s.target.name);
   const rows = scenarios.flatMap((scenario, s) =>
     MEASURES.map((measure) => {

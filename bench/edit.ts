@@ -163,7 +163,7 @@ export interface EditPassReport {
   }>;
 }
 
-interface PassRun {
+export interface PassRun {
   report: EditPassReport;
   outputs: Array<string | null>;
 }
@@ -182,29 +182,40 @@ export class EditBench {
 
   /** Makes the first answers if no target has yet, then runs each variant at c1 and c8, each pass after a priming pass. */
   async runTarget(target: Target, variants: EditVariant[], log: (line: string) => void): Promise<void> {
-    if (!this.firstAnswers) {
-      log(`${target.name}: edit, first pass...`);
-      await this.prime(target, 1);
-      const first = await this.pass(target, { prediction: null, concurrency: 1, maxTokens: MAX_TOKENS });
-      log(`  ${summaryLine(first.report)}`);
-      this.passes.push({ report: { ...first.report, pass: "first" }, outputs: first.outputs });
-      this.firstPassTarget = target.name;
-      this.firstAnswers = first.outputs.map((o) => o ?? "");
-      this.predictions = this.firstAnswers.map((answer, i) => alterPrediction(answer, this.docs[i]!.id));
-    }
+    await this.prepare(target, log);
     for (const concurrency of EDIT_CONCURRENCIES) {
       for (const variant of variants) {
         log(`${target.name}: edit pass c${concurrency}${variant.prediction ? " with prediction" : ""}...`);
-        await this.prime(target, concurrency);
-        const run = await this.pass(target, {
-          prediction: variant.prediction ? this.predictions!.map((p) => p.text) : null,
-          concurrency,
-          maxTokens: MAX_TOKENS,
-        });
-        this.passes.push(run);
+        const run = await this.measure(target, concurrency, variant.prediction);
         log(`  ${summaryLine(run.report)}`);
       }
     }
+  }
+
+  /** The first pass (c1, no prediction) on `target`, whose answers, altered, are every edit pass's predictions; once per run. */
+  async prepare(target: Target, log: (line: string) => void): Promise<void> {
+    if (this.firstAnswers) return;
+    log(`${target.name}: edit, first pass...`);
+    await this.prime(target, 1);
+    const first = await this.pass(target, { prediction: null, concurrency: 1, maxTokens: MAX_TOKENS });
+    log(`  ${summaryLine(first.report)}`);
+    this.passes.push({ report: { ...first.report, pass: "first" }, outputs: first.outputs });
+    this.firstPassTarget = target.name;
+    this.firstAnswers = first.outputs.map((o) => o ?? "");
+    this.predictions = this.firstAnswers.map((answer, i) => alterPrediction(answer, this.docs[i]!.id));
+  }
+
+  /** One edit pass at `concurrency`, after a priming pass, with or without the predictions (after `prepare`). */
+  async measure(target: Target, concurrency: number, prediction: boolean): Promise<PassRun> {
+    if (!this.predictions) throw new Error("EditBench.measure before prepare");
+    await this.prime(target, concurrency);
+    const run = await this.pass(target, {
+      prediction: prediction ? this.predictions.map((p) => p.text) : null,
+      concurrency,
+      maxTokens: MAX_TOKENS,
+    });
+    this.passes.push(run);
+    return run;
   }
 
   /** The pass's prompts with max_tokens 1, unmeasured (a refusal shows again in the pass that follows). */

@@ -1,11 +1,14 @@
 import type { ScenarioReport } from "../load/scenario.js";
 
+/** What bench:ab compares of a scenario's run (a load scenario's report, or an edit pass's figures). */
+export type Compared = Pick<ScenarioReport, "outputTokensPerS" | "ttftMs" | "itlMs" | "tpotMs">;
+
 /** What bench:ab compares per scenario, and which way is better. */
 export const MEASURES = [
-  { name: "out tok/s", higherIsBetter: true, of: (r: ScenarioReport) => r.outputTokensPerS },
-  { name: "TTFT p50 ms", higherIsBetter: false, of: (r: ScenarioReport) => r.ttftMs.p50 },
-  { name: "ITL p99 ms", higherIsBetter: false, of: (r: ScenarioReport) => r.itlMs.p99 },
-  { name: "TPOT mean ms", higherIsBetter: false, of: (r: ScenarioReport) => r.tpotMs.mean },
+  { name: "out tok/s", higherIsBetter: true, of: (r: Compared) => r.outputTokensPerS },
+  { name: "TTFT p50 ms", higherIsBetter: false, of: (r: Compared) => r.ttftMs.p50 },
+  { name: "ITL p99 ms", higherIsBetter: false, of: (r: Compared) => r.itlMs.p99 },
+  { name: "TPOT mean ms", higherIsBetter: false, of: (r: Compared) => r.tpotMs.mean },
 ] as const;
 
 export interface Judged {

@@ -123,6 +123,19 @@ describe("the drafter", () => {
     assert.equal(guess.source, "lookup");
     assert.equal(textOf(guess.tokens), "d agai");
   });
+
+  test("a quote of the output's own loop goes on round the loop: the draft is as long as asked, not one period", () => {
+    const prompt = tokensOf("repeat:");
+    // The output loops with a period of 6 ("ab cd "), long enough for a 12-token match.
+    const context = [...prompt, ...tokensOf("ab cd ab cd ab cd ab cd ab")];
+    const draft = new Drafter(context, prompt.length).proposals(20)[1]!;
+    assert.equal(draft.source, "quote");
+    assert.equal(textOf(draft.tokens), " cd ab cd ab cd ab c");
+    // A short match (lookup) stops at the context's end, as before: 3 tokens are weak evidence of a loop.
+    const short = new Drafter([...prompt, ...tokensOf("xyz xyz")], prompt.length).proposals(20)[1]!;
+    assert.equal(short.source, "lookup");
+    assert.equal(textOf(short.tokens), " xyz");
+  });
 });
 
 describe("draft lengths", () => {

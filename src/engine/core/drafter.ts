@@ -78,10 +78,24 @@ export class Drafter {
       ? { source: "prediction", tokens: this.prediction.slice(this.cursor, this.cursor + most) }
       : undefined;
     const quoted = this.lookupIndex.quote.find(this.context);
-    const found = quoted ?? this.lookupIndex.lookup.find(this.context);
-    const source = quoted !== undefined ? "quote" : "lookup";
+    if (quoted !== undefined) return [fromPrediction, { source: "quote", tokens: this.quoteFrom(quoted, most) }];
+    const found = this.lookupIndex.lookup.find(this.context);
     const tokens = found === undefined ? [] : this.context.slice(found, Math.min(found + most, this.context.length));
-    return [fromPrediction, tokens.length > 0 ? { source, tokens } : undefined];
+    return [fromPrediction, tokens.length > 0 ? { source: "lookup", tokens } : undefined];
+  }
+
+  /**
+   * What followed the quoted place, `most` tokens of it. Where the quote runs into the context's end
+   * (the output quotes itself: a loop with a period of context.length − found), it goes on with its
+   * own tokens, as an LZ77 copy overlaps its source: a loop's draft is as long as asked, not one
+   * period (SmolLM2's edit replay looped in periods of 17-56 tokens, each drafted and accepted whole
+   * a period at a time), as llama-server's ngram-mod drafts a loop token by token from its own guesses.
+   */
+  private quoteFrom(found: number, most: number): Token[] {
+    const tokens: Token[] = [];
+    const period = this.context.length - found;
+    for (let i = 0; i < most; i++) tokens.push(i < period ? this.context[found + i]! : tokens[i - period]!);
+    return tokens;
   }
 
   /** Whether the prediction still has tokens to draft. */

@@ -180,6 +180,31 @@ describe("draft lengths", () => {
     assert.ok(draft.tokens.length > 20, `${draft.tokens.length} draft tokens`);
   });
 
+  test("a nearly sure draft granted most of a tile goes on to a whole one: 64 rows cost less than 56-63 on llama.cpp's CPU kernels", () => {
+    const cost = new StepCostModel({ prior: [10, 1, 1, 3, 6] });
+    const at = (r: EngineRequest) => ({ decodeTokens: 1, promptTokens: 0, attended: r.computed + 1 });
+    const stream = (acceptance: number) => {
+      const r = request("p".repeat(1000), { prediction: tokensOf("abcdefghijklmnopqrstuvwxyz".repeat(4)) });
+      // The shard's measured acceptance is where each request's own estimate starts.
+      const shard = new ShardSpeculation("auto");
+      shard.rates.prediction = acceptance;
+      r.speculation = new RequestSpeculation(r.tokens, r.promptLength, r.spec.prediction, shard);
+      r.tokens.push(tokensOf("a")[0]!);
+      r.computed = r.tokens.length - 1;
+      return r;
+    };
+    const sure = stream(0.9999);
+    const tokenByToken = planDrafts([sure], at(sure), limits, cost);
+    assert.equal(tokenByToken.get(sure)?.tokens.length, 64, "token by token about 50 tokens: on to the tile");
+    // A draft that stops well short of the tile stays as it is.
+    const unsure = stream(0.95);
+    const short = planDrafts([unsure], at(unsure), limits, cost).get(unsure)!;
+    assert.ok(short.tokens.length < 48, `${short.tokens.length} draft tokens`);
+    // The pace still holds: where the whole tile would overstep it, the draft stays where it was.
+    const paced = planDrafts([sure], at(sure), { ...limits, itlMs: () => 150 }, cost).get(sure);
+    assert.ok((paced?.tokens.length ?? 0) < 64, `${paced?.tokens.length} draft tokens within a 150 ms pace`);
+  });
+
   test("on a saturated machine (per-token cost dominant), unsure drafts do not get in", () => {
     const streams = decoding(16, "abcdefghijklmnop");
     for (const r of streams) for (let i = 0; i < 20; i++) r.speculation!.settle({ source: "prediction", tokens: tokensOf("ab") }, 0);

@@ -1,6 +1,7 @@
 // Measures the shape of src/ from the TypeScript AST: functions over 60 lines, import cycles between
 // files and between top-level folders, imports that run against the layering, endpoints declared
-// outside src/api/, handlers that read their own input, and environment reads outside src/config/;
+// outside src/api/, handlers that read their own input, environment reads outside src/config/, and
+// places that list endpoints by hand;
 // fails when one rose above scripts/shape-baseline.json.
 // Usage: node --import tsx scripts/shape-counts.ts [--list] [--record]
 import { readdirSync, readFileSync, existsSync, writeFileSync } from "node:fs";
@@ -214,6 +215,29 @@ const HTTP_PAGES = ["src/http/console.ts", "src/http/routes/health.ts", "src/htt
 /** The transport that reads a request's raw input by design: the one route adapter, the JSON parser, deployment forwarding. */
 const RAW_INPUT_READERS = ["src/http/endpoint-routes.ts", "src/http/edge-input.ts", "src/http/deployment-forwarding.ts"];
 
+/**
+ * Places that list endpoints by hand: the files of src/ that name resources' declarations one by
+ * one, by importing (as values) from a resource's declaration module (api/<resource>/endpoints.ts
+ * or operation.ts) outside that resource's folder, or by reading the registry's by-resource views
+ * (createEndpoints, ENDPOINT_SPECS) and naming the resources there. The registry (api/registry.ts)
+ * is the one such place meant to be.
+ */
+function placesListingEndpoints(): string[] {
+  const declarationModule = /^src\/api\/([^/]+)\/(?:endpoints|operation)\.ts$/;
+  return files.flatMap((file) => {
+    const rel = relative(ROOT, file);
+    const text = readFileSync(file, "utf8");
+    const valueImports = [...text.matchAll(/^import\s+(?!type\b)[^;]*?\bfrom\s*["'](\.[^"']+)["']/gm)].map((m) => m[1]!);
+    const namesDeclarations = valueImports.some((specifier) => {
+      const target = relative(ROOT, resolve(dirname(file), specifier).replace(/\.js$/, ".ts"));
+      const resource = declarationModule.exec(target)?.[1];
+      return resource !== undefined && !rel.startsWith(`src/api/${resource}/`);
+    });
+    const readsByResource = rel !== "src/api/registry.ts" && /\b(?:createEndpoints|ENDPOINT_SPECS)\b/.test(text);
+    return namesDeclarations || readsByResource ? [rel] : [];
+  });
+}
+
 /** Occurrences of `pattern` in the files `include` keeps, by file. */
 function occurrences(pattern: RegExp, include: (rel: string) => boolean): Array<[string, number]> {
   return files
@@ -229,6 +253,7 @@ const declarations = occurrences(/^\s+method: "(?:get|post|patch|delete)",\n\s+p
 const ownInput = occurrences(/\brequest\.(?:body|query)\b/g, (rel) => rel.startsWith("src/http/") && !RAW_INPUT_READERS.includes(rel));
 // `process.env`, and a variable read by its name from an environment handed in (`env.SWITCHYARD_…`, `env["…"]`).
 const envReads = occurrences(/\bprocess\.env\b|\benv\??\.[A-Z][A-Z0-9_]*\b|\benv\[["'`]/g, (rel) => !rel.startsWith("src/config/"));
+const endpointLists = placesListingEndpoints();
 const fileCycles = cycles(fileGraph);
 const folderCycles = cycles(folderGraph);
 const overLimit = long.filter((fn) => !fn.exempt);
@@ -244,15 +269,18 @@ const counts: Record<string, number> = {
   "endpoints declared outside src/api/": sum(declarations.filter(([rel]) => !HTTP_PAGES.includes(rel))),
   "handlers that read their own body or query": sum(ownInput),
   "environment reads outside src/config/": sum(envReads),
+  "places that list endpoints by hand": endpointLists.length,
 };
 const pages = sum(declarations.filter(([rel]) => HTTP_PAGES.includes(rel)));
 console.log(`endpoints declared outside src/api/: ${counts["endpoints declared outside src/api/"]} (+${pages} pages that stay in http/)`);
 console.log(`handlers that read their own body or query: ${counts["handlers that read their own body or query"]}`);
 console.log(`environment reads outside src/config/: ${counts["environment reads outside src/config/"]}`);
+console.log(`places that list endpoints by hand: ${endpointLists.length} (target 1, the registry)`);
 if (list) {
   for (const [rel, count] of declarations) console.log(`  endpoints declared in ${rel}: ${count}`);
   for (const [rel, count] of ownInput) console.log(`  raw request input read in ${rel}: ${count}`);
   for (const [rel, count] of envReads) console.log(`  environment read in ${rel}: ${count}`);
+  for (const rel of endpointLists) console.log(`  endpoints listed by hand in ${rel}`);
 }
 if (list) {
   for (const fn of long) console.log(`  long ${fn.file}:${fn.line} ${fn.name} ${fn.lines} lines${fn.exempt ? " (exempt)" : ""}`);

@@ -18,21 +18,16 @@ import type { EmbeddingService } from "../serving/embedding-service.js";
 import type { TokenService } from "../serving/token-service.js";
 import { docsRoutes } from "./routes/docs.js";
 import { openApiDocument } from "./openapi.js";
-import { adapterRoutes } from "./routes/adapters.js";
-import { generationRoutes } from "./routes/generation.js";
-import { createOperations, type Operations } from "../api/registry.js";
-import { createEndpoints } from "../api/endpoints.js";
-import { registerEndpoints, registerUploadEndpoints } from "./endpoint-routes.js";
+import { servedResources, type Operations } from "../api/registry.js";
+import { mountable, registerScopes, type ScopeContext } from "./scopes.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import type { AccountFiles } from "../api/files/endpoints.js";
-import { UploadGate } from "./upload-gate.js";
 import { adminRoutes, type AdminRoutesOptions } from "./routes/admin.js";
 import type { BatchLimits } from "../batches/limits.js";
 import type { BatchService } from "../batches/service.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
-import { installTracing } from "./tracing.js";
 import type { ResponseStore } from "../api/responses/response-store.js";
 import type { BackgroundResponses } from "../api/responses/background.js";
 import type { CompletionStore } from "../api/chat/completion-store.js";
@@ -121,69 +116,27 @@ export type BaseAppDeps = Pick<
 /** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage: services are handed in. */
 export function buildApp(deps: AppDeps): FastifyInstance {
   const app = buildBaseApp(deps);
-  const operations = deps.operations ?? createOperations(deps);
-  const endpoints = createEndpoints(deps);
-  const fileUploads = deps.batches && fileUploadLimits(deps.batches.limits);
   // A deployment another server process runs is answered by that process (generation and token routes alike).
   const deployments = deps.deployments;
-  const forwardDeployments = deployments
-    ? deploymentForwarding(app, (caller, model) => deployments.locate(caller, model))
-    : () => undefined;
+  const scopes: ScopeContext = {
+    forward: deployments ? deploymentForwarding(app, (caller, model) => deployments.locate(caller, model)) : () => undefined,
+    ...(deps.tracing ? { tracing: deps.tracing } : {}),
+    streams: { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections },
+  };
+  const served = mountable(servedResources(deps));
   void app.register(async (routes) => {
     if (deps.limits) installRateLimitHeaders(routes, deps.limits);
     healthRoutes(routes, deps.registry, deps.drain);
     metricsRoutes(routes, deps.metrics);
-    registerEndpoints(routes, endpoints.usage ?? []);
-    registerEndpoints(routes, endpoints.keys ?? []);
-    registerEndpoints(routes, endpoints.deployments ?? []);
-    if (deps.adapters) adapterRoutes(routes, endpoints.adapters ?? [], deps.adapters.limits);
     void routes.register(consoleRoutes);
     void routes.register(docsRoutes, { document: openApiDocument });
-    // vLLM and llama-server serve these at the root; SDKs with a `/v1` base URL find them under it.
-    const tokens = endpoints.tokens;
-    // The token routes in a scope of their own, forwarded like generations, without the generations' tracing.
-    const tokenScope = (parent: FastifyInstance) => {
-      if (!tokens) return;
-      void parent.register(async (scope) => {
-        forwardDeployments(scope);
-        registerEndpoints(scope, tokens);
-      });
-    };
-    tokenScope(routes);
-    for (const prefix of API_PREFIXES) {
-      void routes.register(
-        async (api) => {
-          registerEndpoints(api, endpoints.models ?? []);
-          tokenScope(api);
-          if (endpoints.files && fileUploads) registerUploadEndpoints(api, endpoints.files, fileUploads.gate, fileUploads.limits);
-          registerEndpoints(api, endpoints.batches ?? []);
-          void api.register(async (generation) => {
-            forwardDeployments(generation);
-            if (deps.tracing) installTracing(generation, deps.tracing);
-            generationRoutes(generation, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
-            registerEndpoints(generation, endpoints.storedCompletions ?? []);
-            registerEndpoints(generation, endpoints.storedResponses ?? []);
-          });
-        },
-        { prefix },
-      );
-    }
+    registerScopes(routes, served.at("own path", "prefixes and root"), scopes);
+    for (const prefix of API_PREFIXES)
+      void routes.register(async (api) => registerScopes(api, served.at("prefixes", "prefixes and root"), scopes), { prefix });
   });
-  // Its own encapsulated scope, so the admin token's hook guards exactly these routes.
-  if (deps.admin) void app.register(adminRoutes, { ...deps.admin, endpoints: endpoints.admin });
+  // Its own encapsulated scope, outside the others' hooks, so the admin token's hook guards exactly these routes.
+  if (deps.admin) void app.register(adminRoutes, { ...deps.admin, endpoints: served.admin() });
   return app;
-}
-
-/**
- * The Files API's uploads: one gate for the process, under every prefix (an account's and the
- * process's caps hold across them); the parser lets a file one byte past its limit through, so the
- * service sees the limit passed and answers 413.
- */
-function fileUploadLimits(limits: BatchLimits) {
-  return {
-    gate: new UploadGate(limits),
-    limits: { fileSize: limits.maxFileBytes + 1, files: 1, fields: 8, fieldSize: 1024, parts: 10, headerPairs: 64 },
-  };
 }
 
 export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {

@@ -47,7 +47,7 @@ const uncompressed = (endpoint: EndpointSpec) =>
  */
 export function registerUploadEndpoints(
   app: FastifyInstance,
-  endpoints: Endpoint[],
+  endpoints: AnyEndpoint[],
   gate: UploadGate,
   limits: NonNullable<FastifyMultipartOptions["limits"]>,
 ): void {

@@ -1,7 +1,6 @@
 import { z } from "zod";
 import { RATE_LIMIT_HEADER_NAMES } from "../protocol/rate-limit-headers.js";
-import { OPERATION_SPECS } from "../api/registry.js";
-import { specsMounted } from "../api/endpoints.js";
+import { specsMounted } from "../api/registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { consoleOperations } from "./console.js";
 import type { Auth, Method, RouteSpec } from "./route-spec.js";
@@ -20,7 +19,7 @@ const errorSchema = z.object({
 });
 
 /** The OpenAI-compatible operations, served under every prefix in API_PREFIXES, in the document's order. */
-const API_OPERATIONS: RouteSpec[] = [...OPERATION_SPECS, ...specsMounted("prefixes and root", "prefixes")];
+const API_OPERATIONS: RouteSpec[] = specsMounted("prefixes", "prefixes and root");
 
 /** Everything served at its own path: the API's resources, the pages http/ serves itself, the admin API last. */
 const ownPath = specsMounted("own path");

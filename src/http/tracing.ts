@@ -4,23 +4,23 @@
  * the response's status once the response is over (a stream's last event, or the client gone).
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { OperationSpec } from "../api/operation.js";
 import type { TracedRequest, Tracing } from "../observability/tracing.js";
 import type { RequestTrace } from "../serving/ports.js";
 
 const traces = new WeakMap<FastifyRequest, TracedRequest>();
 
-/** The GenAI operation a route runs, by its path under an API prefix; null: not traced. */
-function operationOf(routeUrl: string | undefined): string | null {
-  if (!routeUrl) return null;
-  if (routeUrl.endsWith("/chat/completions") || routeUrl.endsWith("/responses")) return "chat";
-  if (routeUrl.endsWith("/completions")) return "text_completion";
-  return routeUrl.endsWith("/embeddings") ? "embeddings" : null;
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** The GenAI operation the route's span names (its declaration's `traceOperation`); absent: not traced. */
+    traceOperation?: OperationSpec["traceOperation"];
+  }
 }
 
 /** Traces the POSTs of `scope`'s generation and embedding routes. */
 export function installTracing(scope: FastifyInstance, tracing: Tracing): void {
   scope.addHook("onRequest", async (request, reply) => {
-    const operation = request.method === "POST" ? operationOf(request.routeOptions.url) : null;
+    const operation = request.routeOptions.config?.traceOperation;
     if (!operation) return;
     const traced = tracing.request(operation, request.headers);
     traces.set(request, traced);

@@ -2,19 +2,16 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { Metrics } from "../observability/metrics.js";
 import type { Tracing } from "../observability/tracing.js";
-import { installTracing } from "./tracing.js";
 import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { buildBaseApp, DEFAULT_CONNECTION_LIMITS, type BaseAppDeps } from "./app.js";
 import type { Authenticate } from "./auth.js";
 import type { Principal } from "../protocol/principal.js";
-import { generationRoutes } from "./routes/generation.js";
-import { createOperations } from "../api/registry.js";
 import { healthRoutes } from "./routes/health.js";
 import { metricsRoutes } from "./routes/metrics.js";
-import { modelEndpoints } from "../api/models/endpoints.js";
-import { registerEndpoints } from "./endpoint-routes.js";
+import { servedResources } from "../api/registry.js";
+import { mountable, registerScopes, type ScopeContext } from "./scopes.js";
 
 export interface WorkerAppDeps extends Omit<BaseAppDeps, "authenticate"> {
   chat: ChatService;
@@ -34,21 +31,19 @@ export interface WorkerAppDeps extends Omit<BaseAppDeps, "authenticate"> {
  */
 export function buildWorkerApp(deps: WorkerAppDeps): FastifyInstance {
   const app = buildBaseApp({ ...deps, authenticate: workerAuthenticate(deps.workerKey), corsOrigins: deps.corsOrigins ?? [] });
-  // Chat and legacy completions only: a worker keeps no stored responses and serves no embeddings.
-  const operations = createOperations({ chat: deps.chat });
+  // Given the chat service and the models alone, the registry serves chat, legacy completions and
+  // the models list: a worker keeps no stored responses, serves no embeddings, and forwards nothing.
+  const served = mountable(servedResources({ chat: deps.chat, registry: deps.registry }));
+  const scopes: ScopeContext = {
+    forward: () => undefined,
+    ...(deps.tracing ? { tracing: deps.tracing } : {}),
+    streams: { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections },
+  };
   void app.register(async (routes) => {
     healthRoutes(routes, deps.registry);
     metricsRoutes(routes, deps.metrics);
-    for (const prefix of API_PREFIXES) {
-      void routes.register(
-        async (api) => {
-          registerEndpoints(api, modelEndpoints(deps.registry));
-          if (deps.tracing) installTracing(api, deps.tracing);
-          generationRoutes(api, operations, { ...DEFAULT_CONNECTION_LIMITS, ...deps.connections });
-        },
-        { prefix },
-      );
-    }
+    for (const prefix of API_PREFIXES)
+      void routes.register(async (api) => registerScopes(api, served.at("prefixes", "prefixes and root"), scopes), { prefix });
   });
   return app;
 }

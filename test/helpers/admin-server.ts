@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { ServiceError } from "../../src/errors.js";
+import { adminEndpoints } from "../../src/api/admin/endpoints.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
 import { createAccountAdmin } from "../../src/accounts/account-admin.js";
 import { createUsageReports } from "../../src/billing/usage-reports.js";
@@ -29,7 +30,7 @@ export async function startAdminServer(
       .code(status)
       .send({ error: { message, type: status < 500 ? "invalid_request_error" : "server_error", param: null, code: null } });
   });
-  await app.register(adminRoutes, { admin: createAccountAdmin(db), usage: createUsageReports(db), adminToken });
+  await app.register(adminRoutes, { endpoints: adminEndpoints(createAccountAdmin(db), createUsageReports(db)), adminToken });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   return { app, url, requests };
 }

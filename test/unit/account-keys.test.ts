@@ -8,6 +8,7 @@ import { installAuth } from "../../src/http/auth.js";
 import { installErrorHandlers } from "../../src/http/errors.js";
 import { keyEndpoints } from "../../src/api/keys/endpoints.js";
 import { registerEndpoints } from "../../src/http/endpoint-routes.js";
+import { adminEndpoints } from "../../src/api/admin/endpoints.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
 import { createAccountAdmin } from "../../src/accounts/account-admin.js";
 import { createUsageReports } from "../../src/billing/usage-reports.js";
@@ -35,7 +36,7 @@ forEachDatabase("account-scoped key API (/v1/keys)", ({ db }) => {
     installErrorHandlers(app);
     installAuth(app, (token) => authenticate(db, token));
     registerEndpoints(app, keyEndpoints(createAccountKeys(db)));
-    await app.register(adminRoutes, { admin: createAccountAdmin(db), usage: createUsageReports(db), adminToken });
+    await app.register(adminRoutes, { endpoints: adminEndpoints(createAccountAdmin(db), createUsageReports(db)), adminToken });
     url = await app.listen({ host: "127.0.0.1", port: 0 });
     manager = await createKey(db, { account: "acme", name: "ops", manageKeys: true });
     plain = await createKey(db, { account: "acme", name: "app" });

@@ -13,7 +13,7 @@ import { createAccountAdmin } from "../../src/accounts/account-admin.js";
 import { authenticate } from "../../src/accounts/principals.js";
 import { adminEndpoints } from "../../src/api/admin/endpoints.js";
 import type { AdminEndpoint, EndpointAnswer, EndpointInput } from "../../src/api/endpoint.js";
-import { ENDPOINT_SPECS } from "../../src/api/endpoints.js";
+import { ENDPOINT_SPECS } from "../../src/api/registry.js";
 import { createUsageReports } from "../../src/billing/usage-reports.js";
 import { ServiceError } from "../../src/errors.js";
 import { createKeyBody, patchKeyBody } from "../../src/protocol/key-request.js";

@@ -9,7 +9,7 @@ import { describe, test } from "node:test";
 import { adapterEndpoints } from "../../src/api/adapters/endpoints.js";
 import { deploymentEndpoints } from "../../src/api/deployments/endpoints.js";
 import type { Endpoint, EndpointAnswer, EndpointInput } from "../../src/api/endpoint.js";
-import { ENDPOINT_SPECS } from "../../src/api/endpoints.js";
+import { ENDPOINT_SPECS } from "../../src/api/registry.js";
 import type { Adapter, AdapterService } from "../../src/adapters/types.js";
 import type { Deployment, DeploymentService } from "../../src/deployments/types.js";
 import { ServiceError } from "../../src/errors.js";

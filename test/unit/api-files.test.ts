@@ -90,7 +90,12 @@ describe("the Files and Batch APIs as plain functions", () => {
       admitUpload: async () => {},
     });
     files = new Map(fileEndpoints(service, store).map((e) => [e.id, e]));
-    batches = new Map(batchEndpoints(service).map((e) => [e.id, e]));
+    batches = new Map(
+      batchEndpoints(
+        service,
+        BATCH_ENDPOINTS.map((b) => b.url),
+      ).map((e) => [e.id, e]),
+    );
     const principal = async (key: { key: string }) => (await authenticate(db, key.key))!;
     mine = await principal(await createKey(db, { account: "files-a", name: "app" }));
     theirs = await principal(await createKey(db, { account: "files-b", name: "app" }));

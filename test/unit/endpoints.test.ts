@@ -13,7 +13,7 @@ import { createKey } from "../../src/accounts/key-store.js";
 import { authenticate } from "../../src/accounts/principals.js";
 import { createCompletionStore } from "../../src/api/chat/completion-store.js";
 import type { Endpoint, EndpointAnswer } from "../../src/api/endpoint.js";
-import { createEndpoints, ENDPOINT_SPECS } from "../../src/api/endpoints.js";
+import { createEndpoints, ENDPOINT_SPECS } from "../../src/api/registry.js";
 import { createUsageReports } from "../../src/billing/usage-reports.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { ServiceError } from "../../src/errors.js";

@@ -11,6 +11,7 @@ import { createUsageLedger } from "../../src/billing/ledger.js";
 import { usageCommand } from "../../src/cli/usage.js";
 import { installAuth, type Authenticate } from "../../src/http/auth.js";
 import { installErrorHandlers } from "../../src/http/errors.js";
+import { adminEndpoints } from "../../src/api/admin/endpoints.js";
 import { adminRoutes } from "../../src/http/routes/admin.js";
 import { createAccountAdmin } from "../../src/accounts/account-admin.js";
 import { createUsageReports } from "../../src/billing/usage-reports.js";
@@ -37,7 +38,7 @@ async function startUsageServer(db: Database, adminToken: string): Promise<{ app
   installErrorHandlers(app);
   installAuth(app, realAuthenticate(db));
   registerEndpoints(app, usageEndpoints(createUsageReports(db)));
-  await app.register(adminRoutes, { admin: createAccountAdmin(db), usage: createUsageReports(db), adminToken });
+  await app.register(adminRoutes, { endpoints: adminEndpoints(createAccountAdmin(db), createUsageReports(db)), adminToken });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   return { app, url };
 }

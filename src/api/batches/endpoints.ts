@@ -9,66 +9,67 @@ import { createBatchSchema, listBatchesQuery } from "../../protocol/batches-requ
 import { toListPage, unknownCursor } from "../../protocol/list-page.js";
 import { parseRequest } from "../../protocol/parse-request.js";
 import { json, type Endpoint, type EndpointInput, type EndpointSpec } from "../endpoint.js";
-import { BATCH_ENDPOINTS } from "../registry.js";
 
 const batchId = [{ name: "id", description: "The batch's id (`batch_…`)." }];
 
-/** The URLs a batch line may run, from the registry's batchable declarations: "a, b or c". */
-function batchableUrls(): string {
-  const urls = BATCH_ENDPOINTS.map((endpoint) => endpoint.url);
+/** The URLs a batch line may run (the registry's batchable declarations, handed in): "a, b or c". */
+function listed(urls: readonly string[]): string {
   return urls.length > 1 ? `${urls.slice(0, -1).join(", ")} or ${urls.at(-1)}` : (urls[0] ?? "none");
 }
 
-export const batchSpecs = {
-  create: {
-    method: "post",
-    path: "/batches",
-    id: "createBatch",
-    summary: `Run an uploaded JSONL file of requests (endpoint ${batchableUrls()}; completion_window 24h) on spare capacity at the batch price. The file is validated at once: a bad one fails the batch with \`errors\` and an error file naming each line; past the account's enqueued-token cap it fails with token_limit_exceeded`,
-    auth: "key",
-    body: createBatchSchema,
-    response: { description: "The batch object (status in_progress, or failed)." },
-    errors: [400, 401, 404, 429],
-  },
-  list: {
-    method: "get",
-    path: "/batches",
-    id: "listBatches",
-    summary: "The caller's account's batches, newest first",
-    auth: "key",
-    query: listBatchesQuery,
-    response: { description: '`{object: "list", data: [batch], first_id, last_id, has_more}`' },
-    errors: [400, 401],
-  },
-  retrieve: {
-    method: "get",
-    path: "/batches/{id}",
-    id: "retrieveBatch",
-    summary: "One batch: status, request_counts, timestamps, output_file_id and error_file_id",
-    auth: "key",
-    pathParams: batchId,
-    response: { description: "The batch object." },
-    errors: [401, 404],
-  },
-  cancel: {
-    method: "post",
-    path: "/batches/{id}/cancel",
-    id: "cancelBatch",
-    summary: "Cancel a batch: lines running finish, the rest are answered batch_cancelled (unbilled); it ends cancelled",
-    auth: "key",
-    pathParams: batchId,
-    response: { description: "The batch object, status cancelling." },
-    errors: [401, 404, 409],
-  },
-} satisfies Record<string, EndpointSpec>;
+/** The declarations; `batchable`: the URLs a line may run, which createBatch's summary names (api/registry.ts hands them in). */
+export const batchSpecs = (batchable: readonly string[]) =>
+  ({
+    create: {
+      method: "post",
+      path: "/batches",
+      id: "createBatch",
+      summary: `Run an uploaded JSONL file of requests (endpoint ${listed(batchable)}; completion_window 24h) on spare capacity at the batch price. The file is validated at once: a bad one fails the batch with \`errors\` and an error file naming each line; past the account's enqueued-token cap it fails with token_limit_exceeded`,
+      auth: "key",
+      body: createBatchSchema,
+      response: { description: "The batch object (status in_progress, or failed)." },
+      errors: [400, 401, 404, 429],
+    },
+    list: {
+      method: "get",
+      path: "/batches",
+      id: "listBatches",
+      summary: "The caller's account's batches, newest first",
+      auth: "key",
+      query: listBatchesQuery,
+      response: { description: '`{object: "list", data: [batch], first_id, last_id, has_more}`' },
+      errors: [400, 401],
+    },
+    retrieve: {
+      method: "get",
+      path: "/batches/{id}",
+      id: "retrieveBatch",
+      summary: "One batch: status, request_counts, timestamps, output_file_id and error_file_id",
+      auth: "key",
+      pathParams: batchId,
+      response: { description: "The batch object." },
+      errors: [401, 404],
+    },
+    cancel: {
+      method: "post",
+      path: "/batches/{id}/cancel",
+      id: "cancelBatch",
+      summary: "Cancel a batch: lines running finish, the rest are answered batch_cancelled (unbilled); it ends cancelled",
+      auth: "key",
+      pathParams: batchId,
+      response: { description: "The batch object, status cancelling." },
+      errors: [401, 404, 409],
+    },
+  }) satisfies Record<string, EndpointSpec>;
 
 type ById = EndpointInput<{ id: string }>;
 type CreateBody = ReturnType<typeof createBatchSchema.parse>;
 type ListQuery = ReturnType<typeof listBatchesQuery.parse>;
 
-export function batchEndpoints(batches: BatchService): Endpoint[] {
+export function batchEndpoints(batches: BatchService, batchable: readonly string[]): Endpoint[] {
+  const specs = batchSpecs(batchable);
   const create: Endpoint<EndpointInput<unknown, unknown, CreateBody>> = {
-    ...batchSpecs.create,
+    ...specs.create,
     async run(caller, { body }) {
       const batch = await batches.create(caller, {
         inputFileId: body.input_file_id,
@@ -80,7 +81,7 @@ export function batchEndpoints(batches: BatchService): Endpoint[] {
     },
   };
   const list: Endpoint<EndpointInput<unknown, ListQuery>> = {
-    ...batchSpecs.list,
+    ...specs.list,
     parseQuery: (raw) => parseRequest(listBatchesQuery, raw),
     async run(caller, { query }) {
       if (query.after !== undefined) {
@@ -93,11 +94,11 @@ export function batchEndpoints(batches: BatchService): Endpoint[] {
     },
   };
   const retrieve: Endpoint<ById> = {
-    ...batchSpecs.retrieve,
+    ...specs.retrieve,
     run: async (caller, { params }) => json(toWireBatch(await batches.get(caller, params.id))),
   };
   const cancel: Endpoint<ById> = {
-    ...batchSpecs.cancel,
+    ...specs.cancel,
     run: async (caller, { params }) => json(toWireBatch(await batches.cancel(caller, params.id))),
   };
   return [create, list, retrieve, cancel];

@@ -1,8 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { AccountAdmin } from "../../accounts/account-admin.js";
-import type { AdminEndpoint } from "../../api/endpoint.js";
-import { adminEndpoints } from "../../api/admin/endpoints.js";
+import type { AdminEndpoint, Endpoint } from "../../api/endpoint.js";
 import type { UsageReports } from "../../protocol/usage.js";
 import { RateLimited, Unauthorized } from "../../errors.js";
 import { AdminThrottle, type AdminThrottleOptions } from "../admin-throttle.js";
@@ -19,19 +18,22 @@ export interface AdminRoutesOptions {
   throttle?: AdminThrottleOptions;
 }
 
+/** What guards the admin routes: the token, and the throttle on failed attempts. */
+type AdminGuard = Pick<AdminRoutesOptions, "adminToken" | "throttle">;
+
 /**
  * Key and account administration under /admin/v1 (api/admin/endpoints.ts), registered as its own
  * encapsulated plugin, so its auth hook guards exactly these routes. `endpoints`: the ones the
- * registry made (api/endpoints.ts); absent, made here from `admin` and `usage`.
+ * registry made (api/registry.ts) from `admin` and `usage`.
  */
-export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions & { endpoints?: AdminEndpoint[] }): Promise<void> {
+export async function adminRoutes(app: FastifyInstance, opts: AdminGuard & { endpoints: Array<AdminEndpoint | Endpoint> }): Promise<void> {
   if (!opts.adminToken) throw new Error("adminRoutes needs a non-empty admin token.");
   requireAdminToken(app, opts);
-  registerEndpoints(app, opts.endpoints ?? adminEndpoints(opts.admin, opts.usage));
+  registerEndpoints(app, opts.endpoints);
 }
 
 /** Every admin route needs the admin token; an address that keeps guessing is locked out for a while. */
-function requireAdminToken(app: FastifyInstance, opts: AdminRoutesOptions): void {
+function requireAdminToken(app: FastifyInstance, opts: AdminGuard): void {
   const expectedTokenHash = sha256(opts.adminToken);
   const throttle = new AdminThrottle(opts.throttle);
   app.addHook("onRequest", async (request) => {

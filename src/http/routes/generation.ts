@@ -6,7 +6,6 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Chunk, Operation, OperationResult } from "../../api/operation.js";
-import type { Operations } from "../../api/registry.js";
 import { toErrorBody } from "../../errors.js";
 import { rateLimitHeaders } from "../../protocol/rate-limit-headers.js";
 import { COMPAT_PREFIX } from "../api-paths.js";
@@ -17,12 +16,16 @@ import { abortOnDisconnect, midStreamFailure } from "../runs.js";
 import { OutputGate, openSse, type SseWriter, type StreamLimits } from "../sse.js";
 import { traceOf } from "../tracing.js";
 
-export function generationRoutes(app: FastifyInstance, operations: Operations, limits: StreamLimits): void {
+export function generationRoutes(app: FastifyInstance, operations: Iterable<Operation>, limits: StreamLimits): void {
   // The specification's `/v1/compat` sends a streamed chat's `role` in every chunk.
   const roleInEveryChunk = app.prefix === COMPAT_PREFIX;
-  for (const operation of operations.values())
-    route(app, operation, (request, reply) =>
-      answer(operation, inputOf(operation, request).body, request, reply, { limits, roleInEveryChunk }),
+  for (const operation of operations)
+    route(
+      app,
+      operation,
+      (request, reply) => answer(operation, inputOf(operation, request).body, request, reply, { limits, roleInEveryChunk }),
+      // Read by the tracing hook (tracing.ts), where the scope is traced.
+      { config: { traceOperation: operation.traceOperation } },
     );
 }
 

@@ -79,7 +79,7 @@ export interface EndpointDeps extends Omit<OperationDeps, "chat"> {
 export type Mount = "prefixes" | "prefixes and root" | "own path";
 
 /**
- * The transport scope its routes are registered in (http/app.ts makes each): as they are; forwarded
+ * The transport scope its routes are registered in (http/scopes.ts makes each): as they are; forwarded
  * to the server process that runs the named deployment; forwarded and traced (the generations and
  * what they store); reading multipart uploads within `uploads`' bounds; behind the admin key.
  */

@@ -48,7 +48,7 @@ const MAX_BURST = 3;
  * draft has the tokens: llama.cpp's CPU kernels take a sequence's 64 rows in one tile (flash
  * attention's GGML_FA_TILE_Q), and a run of 64-65 tokens costs less than one of 56-63 and little
  * more than one of 48 (bench/verify-cost.ts, SmolLM2-135M on 2 Zen 4 cores at position 1,000: 63
- * tokens 397 ms, 64 305 ms, 48 296 ms). Only a nearly sure draft is granted this long token by token.
+ * tokens 418 ms, 64 288 ms, 48 317 ms). Only a nearly sure draft is granted this long token by token.
  */
 const TILE_ROUND_UP = 48;
 /** Draft tokens that make a run a whole tile (64 rows) past its own decode token, alone or beside other streams' decode tokens. */

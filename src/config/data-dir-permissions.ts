@@ -4,9 +4,10 @@ import { join } from "node:path";
 /**
  * The data dir holds stored conversations, key hashes and budgets: only its owner may read or
  * write it. The CLI runs with umask 077, so what this process creates is private; but PGlite
- * (Emscripten's file system) gives each file it creates mode 0666 whatever the umask, so the modes
- * are also fixed here, at start and after the database is closed. While it runs, the data dir's own
- * 0700 already keeps every other user out of everything below it.
+ * (Emscripten's file system) gives each file it creates mode 0666, and its relation caches
+ * (pg_internal.init) 0644, whatever the umask, so the modes are also fixed here, at start and after
+ * the database is closed. While it runs, the data dir's own 0700 already keeps every other user out
+ * of everything below it.
  */
 export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;

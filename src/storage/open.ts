@@ -26,10 +26,12 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 }
 
 /**
- * PGlite creates its files with mode 0666 (see data-dir-permissions.ts): private again before
- * opening, once open (it rewrites its relation caches then), and after closing.
+ * PGlite creates its files with mode 0666 and its relation caches (pg_internal.init) 0644, whatever
+ * the umask (see data-dir-permissions.ts): private again before opening, once open (it rewrites
+ * those caches then), and after closing. Every open of a data dir's PGlite goes through here, a
+ * test's read of a stopped server's ledger included.
  */
-async function openPgliteInDataDir(dir: string): Promise<Database> {
+export async function openPgliteInDataDir(dir: string): Promise<Database> {
   makePrivate(dir);
   const db = await openPglite(dir);
   makePrivate(dir);

@@ -8,6 +8,7 @@ import { after, before, describe } from "node:test";
 import pg from "pg";
 import type { Database } from "../../src/storage/database.js";
 import { migrate } from "../../src/storage/migrations.js";
+import { openPgliteInDataDir } from "../../src/storage/open.js";
 import { openPglite } from "../../src/storage/pglite.js";
 import { openPostgres } from "../../src/storage/postgres.js";
 import { keptTemplate, ROOT } from "./server.js";
@@ -189,13 +190,14 @@ function redact(url: string): string {
 
 /**
  * Reads a server's database from a test: the PostgreSQL test database when there is one, else the
- * data dir's PGlite, opened for the read only (so only while no server holds it).
+ * data dir's PGlite, opened for the read only (so only while no server holds it), as the server opens
+ * it: what PGlite rewrites on opening is made private again after the close.
  */
 export function serverDatabaseReader(dataDir: string, database: () => TestDatabase | undefined) {
   return async function withDb<T>(work: (db: Database) => Promise<T>): Promise<T> {
     const shared = database();
     if (shared) return work(shared.db);
-    const db = await openPglite(join(dataDir, "db"));
+    const db = await openPgliteInDataDir(join(dataDir, "db"));
     try {
       return await work(db);
     } finally {

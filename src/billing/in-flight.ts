@@ -135,7 +135,33 @@ interface NewRow {
   ahead: number;
 }
 
-const NEW_ROW_TYPES = ["text", "text", "text", "text", "text", "int", "int", "text", "text", "numeric"] as const;
+/** One column of the admission row: its name in the statement's `q`, its type, and its value for a row. */
+interface AdmissionColumn {
+  name: string;
+  type: string;
+  value: (row: NewRow) => unknown;
+}
+
+/** The admission row, in the order of the VALUES list. */
+const ADMISSION_COLUMNS: readonly AdmissionColumn[] = [
+  { name: "request_id", type: "text", value: ({ start }) => start.requestId },
+  { name: "account_id", type: "text", value: ({ start }) => start.accountId },
+  { name: "key_id", type: "text", value: ({ start }) => start.keyId },
+  { name: "model", type: "text", value: ({ start }) => start.model },
+  { name: "service_tier", type: "text", value: ({ start }) => start.serviceTier },
+  { name: "prompt_tokens", type: "int", value: ({ start }) => start.promptTokens },
+  { name: "ahead", type: "int", value: ({ ahead }) => ahead },
+  { name: "prices", type: "text", value: ({ start }) => JSON.stringify(start.prices) },
+  { name: "batch_id", type: "text", value: ({ start }) => start.batchId ?? null },
+  // Exact text, never a float.
+  {
+    name: "reserve_usd",
+    type: "numeric",
+    value: ({ start }) => (start.reserveUsd === undefined ? null : toText(parseNonNegative(start.reserveUsd, "reserveUsd"))),
+  },
+];
+const ADMISSION_NAMES = ADMISSION_COLUMNS.map((column) => column.name).join(", ");
+const ADMISSION_TYPES = ADMISSION_COLUMNS.map((column) => column.type);
 
 /**
  * Inserts requests' in-flight rows and, for each that asks and whose key has no budget, its
@@ -144,23 +170,12 @@ const NEW_ROW_TYPES = ["text", "text", "text", "text", "text", "int", "int", "te
  */
 async function writeRows(db: Database, rows: NewRow[], ownerId: string, reservationTtlSeconds: number): Promise<boolean[]> {
   const values = valuesList(
-    rows.map(({ start, ahead }) => [
-      start.requestId,
-      start.accountId,
-      start.keyId,
-      start.model,
-      start.serviceTier,
-      start.promptTokens,
-      ahead,
-      JSON.stringify(start.prices),
-      start.batchId ?? null,
-      start.reserveUsd === undefined ? null : toText(parseNonNegative(start.reserveUsd, "reserveUsd")),
-    ]),
-    NEW_ROW_TYPES,
+    rows.map((row) => ADMISSION_COLUMNS.map((column) => column.value(row))),
+    ADMISSION_TYPES,
     3,
   );
   const reserved = await db.query<{ request_id: string }>(
-    `WITH q (request_id, account_id, key_id, model, service_tier, prompt_tokens, ahead, prices, batch_id, reserve_usd) AS (VALUES ${values.sql}),
+    `WITH q (${ADMISSION_NAMES}) AS (VALUES ${values.sql}),
           reserved AS (${reservingUnbudgeted("q", "$2")}),
           written AS (INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
                                                  completion_tokens, cost_usd, status, duration_ms, owner_id, prices, batch_id)

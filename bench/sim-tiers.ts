@@ -116,6 +116,7 @@ function simulate(clients: number, total: number, mix: PerTier<number>, seed = 1
       logprobs: plan.sampled.map(() => null),
       failedSamplers: [],
       failedRestores: [],
+      setupMs: 0,
       decodeMs: ms,
       sampleMs: 0,
     };

@@ -88,6 +88,7 @@ export interface ScenarioReport {
   engine: {
     shards: number;
     steps: number;
+    setupS: number;
     decodeS: number;
     sampleS: number;
     roundTripS: number;
@@ -149,6 +150,7 @@ interface Counters {
   steps: number;
   batch_tokens: number;
   prompt_tokens_computed: number;
+  setup_seconds?: number;
   decode_seconds: number;
   sample_seconds: number;
   step_round_trip_seconds: number;
@@ -171,6 +173,7 @@ function engineDelta(before: Counters | null, after: Counters | null): ScenarioR
   return {
     shards: after.shards?.length ?? 1,
     steps,
+    setupS: (after.setup_seconds ?? 0) - (before.setup_seconds ?? 0),
     decodeS: after.decode_seconds - before.decode_seconds,
     sampleS: after.sample_seconds - before.sample_seconds,
     roundTripS: after.step_round_trip_seconds - before.step_round_trip_seconds,

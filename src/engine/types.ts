@@ -101,6 +101,8 @@ export interface EngineCounters {
   /** Cells of preempted requests put back from the runner's memory instead of computed again. */
   restoredCells: number;
   sampledTokens: number;
+  /** The runner's memory operations (prefix-cache copies, saves, restores) and new sampler chains, before each decode. */
+  setupMs: number;
   decodeMs: number;
   sampleMs: number;
   /** From sending a step to its runner to taking its reply: decode, sampling and the messages both ways. */

@@ -22,6 +22,7 @@ export interface WireEngineCounters {
   prompt_tokens_computed: number;
   restored_cells: number;
   sampled_tokens: number;
+  setup_seconds: number;
   decode_seconds: number;
   sample_seconds: number;
   step_round_trip_seconds: number;

@@ -30,6 +30,7 @@ export function step(s: ShardScheduler, token: number | ((request: EngineRequest
     logprobs: plan.sampled.map(() => null),
     failedSamplers: [],
     failedRestores: [],
+    setupMs: 0,
     decodeMs: 0,
     sampleMs: 0,
   };

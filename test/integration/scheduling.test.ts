@@ -183,10 +183,21 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
     assert.equal(streamedContent(events), reference, "the same text as without preemption: nothing lost, nothing repeated");
     const engine = (
       (await (await fetch(`${server.url}/health`)).json()) as {
-        models: Array<{ engine: { restored_cells: number; shards: Array<Record<string, unknown>> } }>;
+        models: Array<{
+          engine: {
+            restored_cells: number;
+            setup_seconds: number;
+            step_round_trip_seconds: number;
+            shards: Array<Record<string, unknown>>;
+          };
+        }>;
       }
     ).models[0]!.engine;
     assert.ok(engine.restored_cells > restoredBefore, "it resumed from its saved cells, not by computing them again");
+    assert.ok(
+      engine.setup_seconds >= 0 && engine.setup_seconds <= engine.step_round_trip_seconds,
+      "the runner's setup (saves, restores, sampler chains) is counted, within the steps' round trips",
+    );
     const shards = engine.shards;
     assert.ok(
       shards.length >= 1 && shards.every((s) => "step_budget_ms" in s && typeof s.step_budget_tokens === "number"),

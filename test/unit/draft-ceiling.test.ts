@@ -81,6 +81,7 @@ describe("the draft ceiling", () => {
         logprobs: tokens.map(() => null),
         failedSamplers: [],
         failedRestores: [],
+        setupMs: 0,
         decodeMs: 0,
         sampleMs: 0,
       };

@@ -51,6 +51,7 @@ function recordingRunner(shard: number, log: Ran[]): ShardRunner {
         logprobs: message.samples.map(() => null),
         failedSamplers: [],
         failedRestores: [],
+        setupMs: 0,
         decodeMs: 5,
         sampleMs: 0,
       };

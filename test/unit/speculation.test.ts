@@ -60,6 +60,7 @@ function verifyStep(s: ShardScheduler, script: readonly number[]): StepPlan {
     logprobs: tokens.map(() => null),
     failedSamplers: [],
     failedRestores: [],
+    setupMs: 0,
     decodeMs: 0,
     sampleMs: 0,
   };

@@ -433,6 +433,7 @@ describe("priority isolation", () => {
       logprobs: plan.sampled.map(() => null),
       failedSamplers: [],
       failedRestores,
+      setupMs: 0,
       decodeMs: 0,
       sampleMs: 0,
     });

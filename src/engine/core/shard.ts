@@ -50,6 +50,7 @@ export class Shard {
     promptTokensComputed: 0,
     restoredCells: 0,
     sampledTokens: 0,
+    setupMs: 0,
     decodeMs: 0,
     sampleMs: 0,
     roundTripMs: 0,
@@ -189,6 +190,7 @@ export class Shard {
     this.counters.batchTokens += plan.batchSize;
     if (plan.otherAdaptersWait) this.counters.adapterTurnSteps++;
     this.counters.sampledTokens += plan.sampled.length;
+    this.counters.setupMs += reply.setupMs;
     this.counters.decodeMs += reply.decodeMs;
     this.counters.sampleMs += reply.sampleMs;
   }

@@ -206,11 +206,12 @@ function setAdapter(next: bigint): boolean {
 
 /** A step whose decode did not happen: nothing sampled, every scheduled request fails with `error`. */
 function failedStep(failedSamplers: StepReply["failedSamplers"], failedRestores: number[], error: string): StepReply {
-  const empty = { tokens: new Int32Array(0), counts: new Uint8Array(0), logprobs: [], decodeMs: 0, sampleMs: 0 };
+  const empty = { tokens: new Int32Array(0), counts: new Uint8Array(0), logprobs: [], setupMs: 0, decodeMs: 0, sampleMs: 0 };
   return { type: "step", ...empty, failedSamplers, failedRestores, error };
 }
 
 function step(message: StepMessage): StepReply {
+  const received = performance.now();
   const failedRestores = applyOps(message.ops);
   const failedSamplers: StepReply["failedSamplers"] = [];
   for (const { id, spec, history } of message.newSamplers) {
@@ -252,6 +253,7 @@ function step(message: StepMessage): StepReply {
     logprobs,
     failedSamplers,
     failedRestores,
+    setupMs: started - received,
     decodeMs: decoded - started,
     sampleMs: performance.now() - decoded,
   };

@@ -102,6 +102,8 @@ export interface StepReply {
   logprobs: Array<SampledLogprob | null>;
   /** Sampler ids whose spec llama.cpp refused (a grammar it could not parse), with the reason. */
   failedSamplers: Array<{ id: number; reason: string }>;
+  /** The step's memory operations and new sampler chains, on the runner before its decode. */
+  setupMs: number;
   decodeMs: number;
   sampleMs: number;
   /** Keys of this step's `restore` operations that failed (their sequence is left empty). */

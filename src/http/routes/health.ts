@@ -116,6 +116,7 @@ function engineCounters(c: EngineCounters): WireEngineCounters {
     prompt_tokens_computed: c.promptTokensComputed,
     restored_cells: c.restoredCells,
     sampled_tokens: c.sampledTokens,
+    setup_seconds: Number((c.setupMs / 1000).toFixed(3)),
     decode_seconds: Number((c.decodeMs / 1000).toFixed(3)),
     sample_seconds: Number((c.sampleMs / 1000).toFixed(3)),
     step_round_trip_seconds: Number((c.roundTripMs / 1000).toFixed(3)),

@@ -31,6 +31,18 @@ const request = (promptLength: number, tier: ServiceTier, maxTokens: number) =>
     SAMPLER,
   );
 
+/**
+ * Resolves once `done()` holds, looking every 2 ms: the state is waited for, never a set time, so
+ * a loaded machine only makes it slower. Fails with `what` if it has not come in 30 s.
+ */
+async function until(done: () => boolean, what: string): Promise<void> {
+  const deadline = performance.now() + 30_000;
+  while (!done()) {
+    if (performance.now() > deadline) assert.fail(`never: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
 interface Ran {
   shard: number;
   threads: number;
@@ -78,27 +90,23 @@ test("a shard loading a priority prompt runs it on every core while a shard with
   const standards = [request(8, "default", 400), request(8, "flex", 400)];
   for (const r of standards) lower.scheduler.enqueue(r);
   lower.wake();
-  // Both shards busy: steps split the cores.
+  // Both shards busy: steps split the cores (waited for, not slept on: a loaded machine may take
+  // any time to run the first steps).
   const busy = request(8, "default", 400);
   rushing.scheduler.enqueue(busy);
   rushing.wake();
-  await new Promise((resolve) => setTimeout(resolve, 60));
-  assert.ok(
-    log.some((r) => r.shard === 0 && r.threads === 1),
-    "with both shards busy, a step has one of the two cores",
-  );
+  await until(() => log.some((r) => r.shard === 0 && r.threads === 1), "with both shards busy, a step has one of the two cores");
   const priority = request(120, "priority", 4);
   rushing.scheduler.enqueue(priority);
   rushing.wake();
-  while (priority.generatedCount === 0) await new Promise((resolve) => setTimeout(resolve, 2));
+  await until(() => priority.generatedCount > 0, "the priority request's first token");
+  assert.ok(group.priorityNearby(), "priority was about a moment ago");
   const prefill = log.find((r) => r.shard === 1 && r.tokens >= 100)!;
   assert.ok(prefill, "the priority prompt loads in one step");
   assert.equal(prefill.threads, 2, "on both cores");
   const overlapping = log.filter((r) => r.shard === 0 && r.from < prefill.to && r.to > prefill.from);
   assert.deepEqual(overlapping, [], "the other shard held while it ran");
   const before = log.filter((r) => r.shard === 0).length;
-  await new Promise((resolve) => setTimeout(resolve, 40));
-  assert.ok(log.filter((r) => r.shard === 0).length > before, "and stepped again once the prompt had loaded");
-  assert.ok(group.priorityNearby(), "priority was about a moment ago");
+  await until(() => log.filter((r) => r.shard === 0).length > before, "and stepped again once the prompt had loaded");
   await Promise.all(group.shards.map((s) => s.close()));
 });

@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { parseWireUsageReport as parseWireUsage } from "../../src/protocol/usage.js";
 import { launchChromium, screenshot, watchForProblems } from "../helpers/browser.js";
-import { createKey, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { adminKey, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 import OpenAI from "openai";
 import { chatLine, settled, upload } from "../helpers/batches.js";
 import { readFileSync } from "node:fs";
@@ -40,7 +40,7 @@ describe("web console (/console) in Chromium", () => {
     const discounted = join(catalogDir, "catalog.json");
     writeFileSync(discounted, JSON.stringify({ models: [{ ...entry, pricing: { ...entry.pricing, discount_percent: "50" } }] }));
     server = await startServer({ env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY, SWITCHYARD_CATALOG: discounted, SWITCHYARD_LOG_LEVEL: "info" } });
-    managerKey = createKey(server.dataDir, "tester", ["--name", "console", "--manage-keys", "--manage-deployments"]);
+    managerKey = await adminKey(server, "tester", { name: "console", manage_keys: true, manage_deployments: true });
     browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: "light" });
     page = await context.newPage();

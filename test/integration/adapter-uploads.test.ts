@@ -14,6 +14,7 @@ import { resolveModelsDir } from "../../src/config/paths.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
 import { api } from "../helpers/deployments.js";
 import {
+  adminKey,
   createKey,
   postChat,
   readSseTimed,
@@ -90,8 +91,8 @@ describe("LoRA adapters uploaded by an account (POST /v1/adapters)", () => {
     writeFileSync(join(dir, "big.gguf"), Buffer.alloc(13_000_000));
     owner = createKey(dataDir, "tester", ["--manage-deployments"]);
     server = await startServer({ dataDir, key: owner, env: ENV });
-    plain = createKey(dataDir, "tester");
-    rival = createKey(dataDir, "rival", ["--manage-deployments"]);
+    plain = await adminKey(server, "tester");
+    rival = await adminKey(server, "rival", { manage_deployments: true });
   });
   after(async () => {
     await server?.stop();

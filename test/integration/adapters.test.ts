@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
+import { promisify } from "node:util";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,7 +11,7 @@ import { findPulledModel } from "../../src/catalog/pull.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { ensureAdapterFile } from "../../src/catalog/adapter-file.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
-import { readSseTimed, ROOT, SMOLLM2, SMOLLM2_NO_END, startServer, type RunningServer } from "../helpers/server.js";
+import { adminKey, readSseTimed, ROOT, SMOLLM2, SMOLLM2_NO_END, startServer, type RunningServer } from "../helpers/server.js";
 
 // LoRA adapters per request on the real model: the test adapter (scripts/make-test-adapter.py) served
 // from a catalog entry with adapter_of, checked against a numpy forward pass with the adapter merged
@@ -80,18 +81,8 @@ describe("LoRA adapters per request", () => {
     // Before any adapter has run on the engine: what the base model says on its own.
     baseFirst = (await complete(SMOLLM2)).choices[0]!.text;
   });
-  /** A key of a new account, made with the CLI on the server's data dir. */
-  const createKey = (account: string) =>
-    execFileSync(
-      process.execPath,
-      [join(ROOT, "bin/switchyard.js"), "keys", "create", "--account", account, "--data-dir", server.dataDir],
-      {
-        encoding: "utf8",
-      },
-    )
-      .trim()
-      .split("\n")
-      .pop()!;
+  /** A key of a new account, made through the server's admin API. */
+  const createKey = (account: string) => adminKey(server, account);
   const modelHealth = async (id: string) =>
     (
       (await (await fetch(`${server.url}/health`)).json()) as {
@@ -127,7 +118,7 @@ describe("LoRA adapters per request", () => {
     // Accounts of their own, so that no cached prompt draws both requests to one shard (one base
     // request runs on each) and every run computes the prompt the same way.
     const greedy = { max_tokens: 64 };
-    const [first, second, third] = ["moves-a", "moves-b", "moves-c"].map(createKey) as [string, string, string];
+    const [first, second, third] = (await Promise.all(["moves-a", "moves-b", "moves-c"].map(createKey))) as [string, string, string];
     const alone = (await complete(SMOLLM2, greedy, first)).choices[0]!.text;
     const was = await engineCounters();
     let progressed!: () => void;
@@ -195,9 +186,10 @@ describe("LoRA adapters per request", () => {
       assert.equal(reply.usage.prompt_tokens, ids.length, "the test tokenizes the prompt as the server does");
       const args = [join(ROOT, "test/fixtures/lora_reference.py"), basePath, "--prompt", JSON.stringify(ids), "--tokens", `${TOKENS}`];
       const ban = ["--ban", Object.keys(SMOLLM2_NO_END).join(",")];
-      const reference = JSON.parse(
-        execFileSync(LORA_PYTHON, [...args, ...ban, "--peft", join(dir, "peft")], { encoding: "utf8" }),
-      ) as Reference;
+      // Not execFileSync: a minute or more with the event loop blocked let the server close an idle
+      // kept-alive socket that fetch then reused for the next test's request ("other side closed").
+      const { stdout } = await promisify(execFile)(LORA_PYTHON, [...args, ...ban, "--peft", join(dir, "peft")], { encoding: "utf8" });
+      const reference = JSON.parse(stdout) as Reference;
       const { tokens, top_logprobs: top } = reply.choices[0]!.logprobs;
       const expected = reference.tokens.map((id) => model.tokenText(id));
       const diverged = tokens.findIndex((token, i) => token !== expected[i]);
@@ -236,7 +228,7 @@ describe("LoRA adapters per request", () => {
   });
 
   test("the prefix cache never gives one adapter's (or the base's) KV to another", async () => {
-    const key = createKey("cache");
+    const key = await createKey("cache");
     const cached = async (name: string) => {
       const response = await fetch(`${server.url}/v1/completions`, {
         method: "POST",

@@ -4,7 +4,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { serverDatabaseReader } from "../helpers/databases.js";
-import { createKey, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
+import { adminKey, createKey, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
 
 /**
  * Issue 54: background responses as OpenAI documents them, through the official client on the real
@@ -70,7 +70,7 @@ describe("background responses through the official client", () => {
   let stranger: OpenAI;
   before(async () => {
     client = clientFor(server);
-    stranger = clientFor(server, createKey(server.dataDir, "stranger"));
+    stranger = clientFor(server, await adminKey(server, "stranger"));
   });
 
   test("create answers at once, queued; polling sees it finish with its answer and usage; a cancel then changes nothing", async () => {
@@ -151,7 +151,7 @@ describe("background responses through the official client", () => {
   });
 
   test("creates sent all at once cannot pass the cap together; a starting_after past 32 bits is a 400, not a failed query", async () => {
-    const key = createKey(server.dataDir, "burst");
+    const key = await adminKey(server, "burst");
     const burst = clientFor(server, key);
     const answers = await Promise.all(
       Array.from({ length: 8 }, () => burst.responses.create({ ...LONG, background: true }).catch((e: unknown) => e)),

@@ -6,7 +6,7 @@ import { BATCH_PRICES, chatLine, resultLines, settled, upload } from "../helpers
 import { requestCost } from "../../src/billing/cost.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
 import { MINILM } from "../helpers/embeddings.js";
-import { cli, createKey, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
+import { adminKey, cli, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
 
 const ENQUEUED_TOKEN_CAP = 3000;
 
@@ -25,7 +25,7 @@ describe("the Files and Batch APIs through the official client, on the real mode
     server = await startServer({ env, models: [SMOLLM2, MINILM] });
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
     stranger = new OpenAI({
-      apiKey: createKey(server.dataDir, "stranger", [], env),
+      apiKey: await adminKey(server, "stranger"),
       baseURL: server.baseURL,
       timeout: 180_000,
       maxRetries: 0,

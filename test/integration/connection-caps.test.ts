@@ -4,7 +4,7 @@ import { readdirSync } from "node:fs";
 import type { Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { openAiError, openSocket, readReply, type RawReply } from "../helpers/raw-http.js";
-import { createKey, postChat, readSseTimed, SMOLLM2, SMOLLM2_NO_END, startServer, waitFor, type RunningServer } from "../helpers/server.js";
+import { adminKey, postChat, readSseTimed, SMOLLM2, SMOLLM2_NO_END, startServer, waitFor, type RunningServer } from "../helpers/server.js";
 
 /**
  * Issue 30 item 3: one key opened ~19,850 kept-alive connections, each after one `GET /v1/models`,
@@ -78,8 +78,8 @@ describe("connection caps per key and per account (issue 30 item 3)", () => {
     server = await startServer({
       env: { SWITCHYARD_MAX_CONNECTIONS_PER_KEY: String(PER_KEY), SWITCHYARD_MAX_CONNECTIONS_PER_ACCOUNT: String(PER_ACCOUNT) },
     });
-    sameAccountKey = createKey(server.dataDir, "tester");
-    otherKey = createKey(server.dataDir, "other");
+    sameAccountKey = await adminKey(server, "tester");
+    otherKey = await adminKey(server, "other");
   });
   after(async () => {
     for (const socket of held) socket.destroy();
@@ -155,7 +155,7 @@ describe(
     const held: Socket[] = [];
     before(async () => {
       server = await startServer({ env: { SWITCHYARD_MAX_CONNECTIONS: String(TOTAL), SWITCHYARD_CONNECTION_RESERVE: String(RESERVE) } });
-      keys = [server.key, createKey(server.dataDir, "second"), createKey(server.dataDir, "newcomer")];
+      keys = [server.key, await adminKey(server, "second"), await adminKey(server, "newcomer")];
       // The descriptors it holds now, the total and some room: without a total cap, idle connections
       // would run the process out of descriptors, as the probe did with 20,000.
       const pid = server.process.pid!;

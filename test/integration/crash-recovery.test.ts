@@ -11,6 +11,7 @@ import { createTestDatabase, serverDatabaseReader, type TestDatabase } from "../
 import {
   CLI,
   FULL_CONTEXT,
+  adminKey,
   createKey,
   postChat,
   reapOnExit,
@@ -217,7 +218,7 @@ for (const kind of ["pglite", "postgres"] as const) {
     if (kind === "postgres") {
       test("a second process on the same PostgreSQL leaves the live process's rows alone", async () => {
         // A key without a budget, and a stream long enough to outlast the replica's start.
-        const unbudgeted = createKey(dataDir, "replica", [], env);
+        const unbudgeted = await adminKey(server!, "replica");
         const live = await streamUntil(server!, 2, 4000, unbudgeted);
         const otherDir = mkdtempSync(join(tmpdir(), "switchyard-replica-"));
         const replica = await startServer({ dataDir: otherDir, key, env });

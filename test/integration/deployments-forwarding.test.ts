@@ -4,7 +4,7 @@ import OpenAI from "openai";
 import { resultLines, settled, upload } from "../helpers/batches.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
 import { api, waitForDeployment } from "../helpers/deployments.js";
-import { createKey, postChat, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
+import { adminKey, postChat, SMOLLM2, startServer, waitFor, type RunningServer } from "../helpers/server.js";
 
 /**
  * Issue 13, section 2: gateways sharing one PostgreSQL serve any deployment. A deployment runs on
@@ -166,7 +166,7 @@ describe("a deployment called through another server sharing the database", () =
   });
 
   test("another account through B gets the 404 of a model that does not exist", async () => {
-    const other = createKey(b!.dataDir, "someone-else", [], { SWITCHYARD_DATABASE_URL: database.url });
+    const other = await adminKey(b!, "someone-else");
     const reply = await postChat(b!, { model: modelId, messages: MESSAGES, max_tokens: 4 }, { key: other });
     const body = (await reply.json()) as { error: { code: string; type: string; param: string | null } };
     const missing = await postChat(b!, { model: "someone/nothing-here", messages: MESSAGES, max_tokens: 4 }, { key: other });

@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import Big from "big.js";
 import OpenAI from "openai";
 import { api, waitForDeployment } from "../helpers/deployments.js";
-import { cli, createKey, SMOLLM2, startServer, type RunningServer, SMOLLM2_NO_END } from "../helpers/server.js";
+import { adminKey, cli, SMOLLM2, startServer, type RunningServer, SMOLLM2_NO_END } from "../helpers/server.js";
 
 /**
  * Issue 13, section 1: a dedicated deployment's whole life on the real model over real HTTP:
@@ -52,7 +52,7 @@ describe("a dedicated deployment's lifecycle, isolation and billing", () => {
       keyArgs: ["--manage-deployments"],
     });
     // With the right too, so that its 404s show isolation, not the missing right.
-    other = createKey(server.dataDir, "someone-else", ["--manage-deployments"]);
+    other = await adminKey(server, "someone-else", { manage_deployments: true });
   });
   after(async () => {
     await server?.stop();

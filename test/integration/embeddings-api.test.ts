@@ -3,7 +3,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { addMoney, compareMoney } from "../../src/billing/cost.js";
 import { MINILM } from "../helpers/embeddings.js";
-import { adminCall, createKey, postChat, SMOLLM2, type ServerAddress } from "../helpers/server.js";
+import { adminKey, adminCall, postChat, SMOLLM2, type ServerAddress } from "../helpers/server.js";
 import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 const post = (server: ServerAddress, body: unknown, key = server.key, prefix = "/v1/compat") =>
@@ -124,13 +124,13 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
   });
 
   test("keys: a model allow-list hides it, a tokens-per-minute limit counts input tokens, a budget is reserved", async () => {
-    const chatOnly = createKey(server.dataDir, server.account, ["--models", SMOLLM2]);
+    const chatOnly = await adminKey(server, server.account, { allowed_models: [SMOLLM2] });
     await expectError(await post(server, { model: MINILM, input: "x" }, chatOnly), 404, "model_not_found");
-    const smallTpm = createKey(server.dataDir, server.account, ["--tpm", "100"]);
+    const smallTpm = await adminKey(server, server.account, { tpm_limit: 100 });
     // "hello" is 3 tokens with CLS and SEP: 60 input tokens a request, so the second one is over 100.
     assert.equal((await post(server, { model: MINILM, input: Array(20).fill("hello") }, smallTpm)).status, 200);
     await expectError(await post(server, { model: MINILM, input: Array(20).fill("hello") }, smallTpm), 429, "rate_limit_exceeded");
-    const tiny = createKey(server.dataDir, server.account, ["--budget", "0.000001"]);
+    const tiny = await adminKey(server, server.account, { budget_usd: "0.000001" });
     await expectError(await post(server, { model: MINILM, input: "word ".repeat(300) }, tiny), 402, "insufficient_quota");
   });
 

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import {
+  adminKey,
   FULL_CONTEXT,
-  createKey,
   postChat,
   readSseTimed,
   startServer,
@@ -50,7 +50,7 @@ describe("the engine's step loop on the real model", () => {
   });
 
   test("n choices compute their prompt once: the siblings copy its cells", async () => {
-    const key = createKey(server.dataDir, "n-choices"); // nothing of this prompt is cached yet
+    const key = await adminKey(server, "n-choices"); // nothing of this prompt is cached yet
     const prompt = `Summarise in one line: ${"the river runs past the mill and the town. ".repeat(20)}`;
     const before = (await health(server)).engine.prompt_tokens_computed;
     const response = await postChat(server, ask(prompt, { n: 4, max_tokens: 4, seed: 7 }), { key });
@@ -68,7 +68,7 @@ describe("the engine's step loop on the real model", () => {
   });
 
   test("a priority request arriving while 16 streams run gets its first token within a few steps, and the stream it displaced resumes", async () => {
-    const key = createKey(server.dataDir, "streams");
+    const key = await adminKey(server, "streams");
     const streams = await Promise.all(
       Array.from({ length: 16 }, (_, i) => stream(server, key, `Tell story number ${i} about a lighthouse keeper.`)),
     );
@@ -106,7 +106,7 @@ describe("the engine's step loop on the real model", () => {
   });
 
   test("admission waits for a free sequence rather than overcommitting cells; all complete", async () => {
-    const key = createKey(server.dataDir, "admission");
+    const key = await adminKey(server, "admission");
     const streams = await Promise.all(Array.from({ length: 16 }, (_, i) => stream(server, key, `Describe a city, number ${i}.`)));
     await waitFor(async () => ((await health(server)).running === 16 ? true : undefined), 120_000);
     const extra = Array.from({ length: 3 }, () => postChat(server, ask("Say hi.", { max_tokens: 3 }), { key }));

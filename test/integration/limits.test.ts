@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
-import { createKey, postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { adminKey, postChat, startServer, SMOLLM2, type RunningServer } from "../helpers/server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
 
 const ask = (extra: Record<string, unknown> = {}) => ({
@@ -35,7 +35,7 @@ describe("limits and budgets, on PostgreSQL and Redis shared by two server proce
   });
 
   test("requests per minute are counted across both processes, with Retry-After", async () => {
-    const key = createKey(a.dataDir, "rpm-account", ["--rpm", "4"], { SWITCHYARD_DATABASE_URL: database.url! });
+    const key = await adminKey(a, "rpm-account", { rpm_limit: 4 });
     // All six arrive together (admission happens before any generation), so the minute cannot slide.
     const responses = await Promise.all([a, b, a, b, a, b].map((server) => postChat(asKey(server, key), ask({ max_tokens: 2 }))));
     const statuses = responses.map((r) => r.status).sort();
@@ -48,7 +48,7 @@ describe("limits and budgets, on PostgreSQL and Redis shared by two server proce
   });
 
   test("concurrent requests per account and model are capped across both processes", async () => {
-    const key = createKey(a.dataDir, "busy-account", [], { SWITCHYARD_DATABASE_URL: database.url! });
+    const key = await adminKey(a, "busy-account");
     const responses = await Promise.all(
       Array.from({ length: 10 }, (_, i) => postChat(asKey(i % 2 ? b : a, key), ask({ max_tokens: 40, stream: true }))),
     );
@@ -61,7 +61,7 @@ describe("limits and budgets, on PostgreSQL and Redis shared by two server proce
   test("a race of many requests against a small budget never overshoots it", async () => {
     // Worst case per request: ~35 prompt tokens x 0.02 + 8 completion x 0.06 per 1M = ~1.2e-6 USD.
     const budget = "0.000006";
-    const key = createKey(a.dataDir, "budget-account", ["--budget", budget], { SWITCHYARD_DATABASE_URL: database.url! });
+    const key = await adminKey(a, "budget-account", { budget_usd: budget });
     const responses = await Promise.all(Array.from({ length: 24 }, (_, i) => postChat(asKey(i % 2 ? b : a, key), ask())));
     const ok = responses.filter((r) => r.status === 200);
     const refused = responses.filter((r) => r.status === 402);

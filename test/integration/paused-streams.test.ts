@@ -3,7 +3,7 @@ import type { Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { chunkedEnd, openAiError, openSocket, readReply } from "../helpers/raw-http.js";
-import { FULL_CONTEXT, createKey, startServer, waitFor, SMOLLM2, SMOLLM2_NO_END, type RunningServer } from "../helpers/server.js";
+import { adminKey, FULL_CONTEXT, startServer, waitFor, SMOLLM2, SMOLLM2_NO_END, type RunningServer } from "../helpers/server.js";
 import { health, usageTotals } from "../helpers/requests.js";
 
 /**
@@ -89,13 +89,13 @@ describe("a paused stream gives its sequence back", () => {
         SWITCHYARD_STALL_TIMEOUT_MS: "3600000",
       },
     });
-    otherKey = createKey(server.dataDir, "another-account");
+    otherKey = await adminKey(server, "another-account");
     client = new OpenAI({ baseURL: server.baseURL, apiKey: otherKey, timeout: 300_000, maxRetries: 0 });
   });
   after(() => server?.stop());
 
   test("unread, its choices leave every sequence; another account is served while it stays paused; it ends with a timeout error, billed for what it generated", async () => {
-    const accountKey = createKey(server.dataDir, "reader-that-stops");
+    const accountKey = await adminKey(server, "reader-that-stops");
     const { drain } = await unreadStream(server, accountKey, streamBody({ n: 2, temperature: 1.5, max_tokens: 3000 }));
     const paused = await preempted(server, 2);
     assert.ok(paused.preemptions >= 2, "both choices were preempted");

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { openDatabase } from "../../src/storage/open.js";
-import { createKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { adminKey, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 const weatherTool = {
   type: "function" as const,
@@ -20,7 +20,7 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
   before(async () => {
     server = await startServer();
     client = new OpenAI({ apiKey: server.key, baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
-    stranger = new OpenAI({ apiKey: createKey(server.dataDir, "stranger"), baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
+    stranger = new OpenAI({ apiKey: await adminKey(server, "stranger"), baseURL: server.baseURL, timeout: 180_000, maxRetries: 0 });
   });
   after(async () => {
     await server?.stop();
@@ -258,7 +258,7 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
 
   test("the key's budget and rate limit apply as for chat, and a rejection leaves a ledger row", async () => {
     const poor = new OpenAI({
-      apiKey: createKey(server.dataDir, "poor", ["--budget", "0.00000001"]),
+      apiKey: await adminKey(server, "poor", { budget_usd: "0.00000001" }),
       baseURL: server.baseURL,
       timeout: 180_000,
       maxRetries: 0,
@@ -267,7 +267,7 @@ describe("the Responses API on the real SmolLM2 model, through the official clie
     assert.ok(broke instanceof OpenAI.APIError && broke.status === 402, String(broke));
     ids.push(broke.requestID!);
     const limited = new OpenAI({
-      apiKey: createKey(server.dataDir, "limited", ["--rpm", "1"]),
+      apiKey: await adminKey(server, "limited", { rpm_limit: 1 }),
       baseURL: server.baseURL,
       timeout: 180_000,
       maxRetries: 0,

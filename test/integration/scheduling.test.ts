@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import {
-  createKey,
+  adminKey,
   postChat,
   readSseTimed,
   startServer,
@@ -108,7 +108,7 @@ describe("one sequence, three tiers: admission order, flex expiry, preemption, b
   });
 
   test("a flex request that finds no capacity within its wait limit gets 429 resource_unavailable and no bill", async () => {
-    const flexUser = createKey(server.dataDir, "flex-user");
+    const flexUser = await adminKey(server, "flex-user");
     const holder = await holdSlot(server);
     const sent = performance.now();
     const response = await postChat(server, ask("Say hi.", { max_tokens: 3, service_tier: "flex" }), { key: flexUser });
@@ -232,7 +232,7 @@ describe("prefix cache and chunked prefill", () => {
   let otherAccountKey: string;
   before(async () => {
     server = await startServer({ env: { ...FULL_CONTEXT, SWITCHYARD_PARALLEL: "3" } });
-    otherAccountKey = createKey(server.dataDir, "someone-else");
+    otherAccountKey = await adminKey(server, "someone-else");
   });
   after(async () => {
     await server?.stop();
@@ -285,7 +285,7 @@ describe("prefix cache and chunked prefill", () => {
   });
 
   test("a new conversation after the same system prompt reuses it, and the cached conversation stays whole for its next turn", async () => {
-    const key = createKey(server.dataDir, "system-prompt-sharer");
+    const key = await adminKey(server, "system-prompt-sharer");
     // Longer than a copy is worth at SmolLM2's 8,192 cells a sequence (32 tokens: copyMinTokens).
     const system = { role: "system", content: "You answer questions about geography in one short sentence, never more. ".repeat(3) };
     const ask = async (messages: unknown[]) =>
@@ -335,7 +335,7 @@ describe("streams running on every other sequence", () => {
   let otherAccountKey: string;
   before(async () => {
     server = await startServer({ env: { ...FULL_CONTEXT, SWITCHYARD_PARALLEL: String(SEQUENCES) } });
-    otherAccountKey = createKey(server.dataDir, "someone-else");
+    otherAccountKey = await adminKey(server, "someone-else");
   });
   after(async () => {
     await server?.stop();

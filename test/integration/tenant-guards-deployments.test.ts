@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import Big from "big.js";
 import { api, waitForDeployment } from "../helpers/deployments.js";
-import { adminCall, createKey, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { adminKey, adminCall, postChat, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 /**
  * Issue 20, items 2 and 8, as the hostile tenant sent them: deploying needs a right of its own,
@@ -30,7 +30,7 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
   let deployer = "";
   before(async () => {
     server = await startServer({ env: ENV });
-    deployer = createKey(server.dataDir, "tester", ["--manage-deployments"]);
+    deployer = await adminKey(server, "tester", { manage_deployments: true });
   });
   after(async () => server?.stop());
 
@@ -68,7 +68,7 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
   });
 
   test("a key whose model list leaves out the base model cannot deploy it: the 404 chat gives for it", async () => {
-    const narrow = createKey(server.dataDir, "tester", ["--manage-deployments", "--models", "google/gemma-3-270m"]);
+    const narrow = await adminKey(server, "tester", { manage_deployments: true, allowed_models: ["google/gemma-3-270m"] });
     const refused = await api(server, narrow, "POST", "/v1/deployments", ATTACK);
     const chat = await postChat(server, { model: SMOLLM2, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 }, { key: narrow });
     assert.equal(refused.status, 404);
@@ -77,7 +77,7 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
   });
 
   test("a key whose budget is used up creates nothing: 402, however often it tries", async () => {
-    const broke = createKey(server.dataDir, "broke", ["--manage-deployments", "--budget", "0"]);
+    const broke = await adminKey(server, "broke", { manage_deployments: true, budget_usd: "0" });
     for (let i = 0; i < 5; i++) {
       for (const body of [ATTACK, { model: SMOLLM2, name: `quiet-${i}`, min_instances: 0 }]) {
         const refused = await api(server, broke, "POST", "/v1/deployments", body);
@@ -146,7 +146,7 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
 
   test("an instance holds its key's budget ahead; when the next segment is not covered it stops, spend within the budget, exactly billed", async () => {
     // 0.0005 covers two 2 s segments and a half: the instance runs ~4 s, then stops.
-    const thrifty = createKey(server.dataDir, "thrifty", ["--manage-deployments", "--budget", "0.0005"]);
+    const thrifty = await adminKey(server, "thrifty", { manage_deployments: true, budget_usd: "0.0005" });
     const created = await api(server, thrifty, "POST", "/v1/deployments", { model: SMOLLM2, name: "thrift", max_batch_size: 1 });
     assert.equal(created.status, 200, JSON.stringify(created.body));
     // `failed` is set when the billing stops; the instance then unloads, which a busy machine can take a moment over.
@@ -167,7 +167,7 @@ describe("tenant guards on dedicated deployments (issue 20, items 2 and 8)", () 
   });
 
   test("disabling an account stops its instances at once; nothing is billed after", async () => {
-    const victim = createKey(server.dataDir, "victim", ["--manage-deployments"]);
+    const victim = await adminKey(server, "victim", { manage_deployments: true });
     const requested = Date.now();
     const created = await api(server, victim, "POST", "/v1/deployments", { model: SMOLLM2, name: "kept", max_batch_size: 1 });
     await waitForDeployment(server, victim, created.body.id, (d) => d.status === "running");

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { expectError } from "../helpers/requests.js";
-import { createKey, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
+import { adminKey, ROOT, SMOLLM2, startServer, type RunningServer } from "../helpers/server.js";
 
 /**
  * A Python with the official `openai` package, for the test that drives the real Python client:
@@ -28,7 +28,7 @@ describe("tenant guards at the edge (issue 20: items 4, 5, 11, 13)", () => {
   before(async () => {
     // The key may manage deployments, so the deployment routes answer what their input deserves.
     server = await startServer({ env: { SWITCHYARD_ADMIN_KEY: ADMIN_KEY }, keyArgs: ["--manage-deployments"] });
-    keyManager = createKey(server.dataDir, "manager", ["--manage-keys"]);
+    keyManager = await adminKey(server, "manager", { manage_keys: true });
   });
   after(async () => {
     await server?.stop();
@@ -73,7 +73,7 @@ describe("tenant guards at the edge (issue 20: items 4, 5, 11, 13)", () => {
   test("item 4: the admin routes' DELETE and POST with an empty JSON body", async () => {
     await expectError(await emptyJson("DELETE", "/admin/v1/keys/key_does_not_exist", ADMIN_KEY), 404, { code: "not_found" });
     await expectError(await emptyJson("POST", "/admin/v1/accounts/no-such-account/disable", ADMIN_KEY), 404, { code: "not_found" });
-    createKey(server.dataDir, "switched");
+    await adminKey(server, "switched");
     for (const action of ["disable", "enable"]) {
       const response = await emptyJson("POST", `/admin/v1/accounts/switched/${action}`, ADMIN_KEY);
       assert.equal(response.status, 200, await response.clone().text());

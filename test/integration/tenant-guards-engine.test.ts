@@ -6,7 +6,7 @@ import { findPulledModel } from "../../src/catalog/pull.js";
 import { loadCatalog } from "../../src/catalog/load.js";
 import { resolveModelsDir } from "../../src/config/paths.js";
 import { chunkedEnd, openAiError, openSocket, readReply } from "../helpers/raw-http.js";
-import { FULL_CONTEXT, createKey, readSse, startServer, waitFor, SMOLLM2, type RunningServer } from "../helpers/server.js";
+import { adminKey, FULL_CONTEXT, readSse, startServer, waitFor, SMOLLM2, type RunningServer } from "../helpers/server.js";
 import { health, usageTotals } from "../helpers/requests.js";
 import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 import { smolStandardUnits } from "../helpers/usage.js";
@@ -126,7 +126,7 @@ describe("item 10: a stream nobody reads pauses its generation, then ends", () =
     server = await startServer({
       env: { ...FULL_CONTEXT, SWITCHYARD_STREAM_BUFFER_BYTES: "16384", SWITCHYARD_STREAM_PAUSE_TIMEOUT_MS: "15000" },
     });
-    otherKey = createKey(server.dataDir, "another-account");
+    otherKey = await adminKey(server, "another-account");
   });
   after(() => server?.stop());
 

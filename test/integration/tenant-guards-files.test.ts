@@ -7,7 +7,7 @@ import OpenAI, { toFile } from "openai";
 import { createTestDatabase, type TestDatabase } from "../helpers/databases.js";
 import { MINILM } from "../helpers/embeddings.js";
 import { chatLine, resultLines, settled, upload } from "../helpers/batches.js";
-import { createKey, SMOLLM2, startServer, type RunningServer, emptyDataDir } from "../helpers/server.js";
+import { adminKey, createKey, SMOLLM2, startServer, type RunningServer, emptyDataDir } from "../helpers/server.js";
 
 const MAX_FILE = 1_500_000;
 const QUOTA = 4_000_000;
@@ -71,7 +71,7 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
   });
 
   test("a file over the per-file limit is a 413, the quota a 429 naming its setting; neither leaves a file behind", async () => {
-    const key = createKey(server.dataDir, "quota-tenant", [], env());
+    const key = await adminKey(server, "quota-tenant");
     const tenant = clientFor(key);
     await assert.rejects(
       tenant.files.create({ file: await toFile(bigJsonl(MAX_FILE + 10_000), "too-big.jsonl"), purpose: "batch" }),
@@ -95,11 +95,11 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
   });
 
   test("an upload is a request under the key's rate limit, and needs budget left", async () => {
-    const paced = clientFor(createKey(server.dataDir, "upload-paced", ["--rpm", "2"], env()));
+    const paced = clientFor(await adminKey(server, "upload-paced", { rpm_limit: 2 }));
     await upload(paced, [chatLine("a", "Hi")]);
     await upload(paced, [chatLine("b", "Hi")]);
     await assert.rejects(upload(paced, [chatLine("c", "Hi")]), (error: unknown) => error instanceof OpenAI.RateLimitError);
-    const broke = clientFor(createKey(server.dataDir, "upload-broke", ["--budget", "0"], env()));
+    const broke = clientFor(await adminKey(server, "upload-broke", { budget_usd: "0" }));
     await assert.rejects(
       upload(broke, [chatLine("d", "Hi")]),
       (error: unknown) => error instanceof OpenAI.APIError && error.status === 402 && error.code === "insufficient_quota",
@@ -139,7 +139,7 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
   });
 
   test("a batch whose output would pass the quota ends its remaining lines with file_storage_limit_exceeded, unbilled", async () => {
-    const tenant = clientFor(createKey(server.dataDir, "amplifier", [], env()));
+    const tenant = clientFor(await adminKey(server, "amplifier"));
     // Each line's answer: 300 vectors of 384 floats, over 2 MB of JSON, so the second cannot fit the 4 MB quota.
     const inputs = Array.from({ length: 300 }, (_, i) => `word ${i}`);
     const line = (id: string) =>

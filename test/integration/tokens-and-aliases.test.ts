@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import OpenAI from "openai";
 import { MINILM } from "../helpers/embeddings.js";
-import { createKey, postChat, readSse, ROOT, SMOLLM2 } from "../helpers/server.js";
+import { adminKey, postChat, readSse, ROOT, SMOLLM2 } from "../helpers/server.js";
 import { sharedServer, type SharedServer } from "../helpers/shared-server.js";
 
 const PYTHON = join(ROOT, ".cache/py-openai/bin/python");
@@ -125,7 +125,7 @@ describe("/tokenize, /detokenize, model aliases and the streamed role", () => {
     const before = (await usage()).totals.requests;
     for (let i = 0; i < 3; i++) assert.equal((await post("/tokenize", { model: SMOLLM2, prompt: "hi" })).status, 200);
     assert.equal((await usage()).totals.requests, before);
-    const limited = createKey(server.dataDir, "token-rate", ["--rpm", "2"]);
+    const limited = await adminKey(server, "token-rate", { rpm_limit: 2 });
     assert.equal((await post("/tokenize", { model: SMOLLM2, prompt: "one" }, limited)).status, 200);
     const second = await post("/detokenize", { model: SMOLLM2, tokens: [1] }, limited);
     assert.equal(second.status, 200);
@@ -152,7 +152,7 @@ describe("/tokenize, /detokenize, model aliases and the streamed role", () => {
     assert.ok(groups.includes(SMOLLM2) && groups.includes(MINILM));
     assert.ok(!groups.includes(SMOL_ALIAS) && !groups.includes("all-minilm-l6-v2"));
     // A key limited to the model by its id may call it by its alias.
-    const limited = createKey(server.dataDir, "alias-limited", ["--models", SMOLLM2]);
+    const limited = await adminKey(server, "alias-limited", { allowed_models: [SMOLLM2] });
     const byAlias = await postChat(
       server,
       { model: SMOL_ALIAS, messages: [{ role: "user", content: "Hi" }], max_tokens: 2 },

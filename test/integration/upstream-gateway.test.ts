@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import {
-  createKey,
+  adminKey,
   readSseTimed,
   startServer,
   waitFor,
@@ -143,7 +143,7 @@ describe("a gateway in front of two Switchyard workers", () => {
       cached.slice(1).every((c) => c > 200),
       `later requests reuse the cached system prompt: ${cached}`,
     );
-    const other = createKey(gateway.dataDir, "someone-else", [], { SWITCHYARD_WORKER_KEY: WORKER_KEY });
+    const other = await adminKey(gateway, "someone-else");
     const theirs = await client(other).chat.completions.create({
       model: SMOLLM2,
       max_tokens: 4,
@@ -172,7 +172,7 @@ describe("a gateway in front of two Switchyard workers", () => {
   });
 
   test("flex waits at the gateway, then fails with 429 and no charge", async () => {
-    const key = createKey(gateway.dataDir, "flex-user", [], { SWITCHYARD_WORKER_KEY: WORKER_KEY });
+    const key = await adminKey(gateway, "flex-user");
     const blockers = [
       stream(ask("Count very slowly.", { max_tokens: 400, logit_bias: NO_END })),
       stream(ask("Count very slowly too.", { max_tokens: 400, logit_bias: NO_END })),
@@ -194,7 +194,7 @@ describe("a gateway in front of two Switchyard workers", () => {
   });
 
   test("a worker killed mid-stream: a clean error event, the delivered tokens billed, the next request on the other worker", async () => {
-    const key = createKey(gateway.dataDir, "victim", [], { SWITCHYARD_WORKER_KEY: WORKER_KEY });
+    const key = await adminKey(gateway, "victim");
     await until((h) => h.running === 0);
     const run = await client(key).chat.completions.create({
       ...ask("Tell me a very long story.", { max_tokens: 400, logit_bias: NO_END }),

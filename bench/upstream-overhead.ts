@@ -10,6 +10,9 @@
  * of 16 concurrent streams, alternating direct and gateway round by round; output tokens/s.
  * Prints a table; writes bench/results/upstream-overhead-<time>.json.
  *
+ * A third side, a bare Node relay (peers/bare-relay.ts: undici's kept-alive pool, nothing read), is the
+ * floor of one more Node hop on this machine: the gateway's time past it is ours.
+ *
  * `--upstream instant`: instead of llama-server, an upstream that does no work (peers/instant-upstream.ts,
  * its first token `--instant-ttft-ms` after the request): what the gateway adds, without an engine's noise.
  */
@@ -21,7 +24,7 @@ import { Command } from "commander";
 import { streamChat, type RequestResult, type Target } from "./load/client-stream.js";
 import { randomPrompts } from "./load/datasets.js";
 import { summarize } from "./load/stats.js";
-import { startInstantUpstream, startLlamaServer, startSwitchyard, type PeerOptions } from "./peers/targets.js";
+import { startBareRelay, startInstantUpstream, startLlamaServer, startSwitchyard, type PeerOptions } from "./peers/targets.js";
 
 const opts = new Command()
   .option("--model <id>", "catalog id of the model", "HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -83,13 +86,17 @@ const catalogDir = mkdtempSync(join(tmpdir(), "switchyard-upstream-bench-"));
 const catalog = join(catalogDir, "catalog.json");
 writeFileSync(catalog, JSON.stringify({ models: [gatewayEntry(llama.target.baseURL)] }));
 const gateway = await startSwitchyard({ ...peer, port: 18501 }, "gateway", { SWITCHYARD_CATALOG: catalog }, opts.root);
-const targets: Record<"direct" | "gateway", Target> = { direct: llama.target, gateway: gateway.target };
+const relay = await startBareRelay(18502, llama);
+const SIDES = ["direct", "relay", "gateway"] as const;
+type Side = (typeof SIDES)[number];
+const targets: Record<Side, Target> = { direct: llama.target, relay: relay.target, gateway: gateway.target };
 if (opts.pin) {
   // Every thread of each process (-a), the ones started later included.
   const pin = (cpus: string, pid: number | undefined) =>
     execFileSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { stdio: "ignore" });
   pin("0", llama.target.pid);
   pin("1", gateway.target.pid);
+  pin("1", relay.target.pid);
   pin(opts.clientCpu, process.pid);
 }
 
@@ -99,17 +106,18 @@ try {
   report(c1, c16);
 } finally {
   await gateway.stop();
+  await relay.stop();
   await llama.stop();
 }
 
 async function runC1(): Promise<Record<string, RequestResult[]>> {
-  const prompts = randomPrompts(C1_REQUESTS * 2 + 2, INPUT_TOKENS, 11);
+  const prompts = randomPrompts(C1_REQUESTS * SIDES.length + SIDES.length, INPUT_TOKENS, 11);
   // One warm-up each: connections open, caches and JIT warm.
-  await streamChat(targets.direct, prompts.pop()!, 8, undefined);
-  await streamChat(targets.gateway, prompts.pop()!, 8, undefined);
-  const results: Record<string, RequestResult[]> = { direct: [], gateway: [] };
+  for (const name of SIDES) await streamChat(targets[name], prompts.pop()!, 8, undefined);
+  const results: Record<string, RequestResult[]> = { direct: [], relay: [], gateway: [] };
   for (let i = 0; i < C1_REQUESTS; i++) {
-    for (const name of i % 2 === 0 ? (["direct", "gateway"] as const) : (["gateway", "direct"] as const)) {
+    // Each side first, second and last in turn.
+    for (const name of SIDES.map((_, k) => SIDES[(i + k) % SIDES.length]!)) {
       results[name]!.push(await streamChat(targets[name], prompts.pop()!, OUTPUT_TOKENS, undefined));
     }
   }
@@ -117,13 +125,10 @@ async function runC1(): Promise<Record<string, RequestResult[]>> {
 }
 
 async function runC16(): Promise<Record<string, { tokens: number; seconds: number; failed: number }>> {
-  const prompts = randomPrompts(C16_ROUNDS * 2 * 16, INPUT_TOKENS, 17);
-  const totals: Record<string, { tokens: number; seconds: number; failed: number }> = {
-    direct: { tokens: 0, seconds: 0, failed: 0 },
-    gateway: { tokens: 0, seconds: 0, failed: 0 },
-  };
-  for (let round = 0; round < C16_ROUNDS * 2; round++) {
-    const name = round % 2 === 0 ? "direct" : "gateway";
+  const prompts = randomPrompts(C16_ROUNDS * SIDES.length * 16, INPUT_TOKENS, 17);
+  const totals = Object.fromEntries(SIDES.map((name) => [name, { tokens: 0, seconds: 0, failed: 0 }]));
+  for (let round = 0; round < C16_ROUNDS * SIDES.length; round++) {
+    const name = SIDES[round % SIDES.length]!;
     const started = performance.now();
     const results = await Promise.all(
       Array.from({ length: 16 }, () => streamChat(targets[name], prompts.pop()!, OUTPUT_TOKENS, undefined)),
@@ -136,25 +141,30 @@ async function runC16(): Promise<Record<string, { tokens: number; seconds: numbe
 }
 
 function report(c1: Record<string, RequestResult[]>, c16: Record<string, { tokens: number; seconds: number; failed: number }>): void {
-  const rows = (["direct", "gateway"] as const).map((name) => {
+  const rows = SIDES.map((name) => {
     const ok = c1[name]!.filter((r) => r.ok);
     const ttft = summarize(ok.map((r) => r.ttftMs!));
     const itl = summarize(ok.flatMap((r) => r.itlMs));
     const t = c16[name]!;
     return { name, ttft, itl, c1Failed: c1[name]!.length - ok.length, c16TokensPerSecond: t.tokens / t.seconds, c16Failed: t.failed };
   });
-  const [direct, via] = rows as [(typeof rows)[number], (typeof rows)[number]];
+  const [direct, relayed, via] = rows as [(typeof rows)[number], (typeof rows)[number], (typeof rows)[number]];
+  const label = { direct: `${opts.upstream} direct`, relay: `bare Node relay → ${opts.upstream}`, gateway: `gateway → ${opts.upstream}` };
+  const added = (side: (typeof rows)[number], name: string) =>
+    `added by the ${name}: TTFT p50 ${ms(side.ttft.p50 - direct.ttft.p50)} ms, p99 ${ms(side.ttft.p99 - direct.ttft.p99)} ms; ITL p50 ${ms(side.itl.p50 - direct.itl.p50)} ms, p99 ${ms(side.itl.p99 - direct.itl.p99)} ms; ` +
+    `c16 throughput ${((side.c16TokensPerSecond / direct.c16TokensPerSecond) * 100).toFixed(1)}% of direct`;
   const ms = (v: number) => v.toFixed(2);
   const lines = [
     "| target | c1 TTFT p50 / p99 ms | c1 ITL p50 / p99 ms | c16 out tok/s | failures |",
     "|---|---|---|---|---|",
     ...rows.map(
       (r) =>
-        `| ${r.name === "direct" ? `${opts.upstream} direct` : `gateway → ${opts.upstream}`} | ${ms(r.ttft.p50)} / ${ms(r.ttft.p99)} | ${ms(r.itl.p50)} / ${ms(r.itl.p99)} | ${r.c16TokensPerSecond.toFixed(1)} | ${r.c1Failed + r.c16Failed} |`,
+        `| ${label[r.name]} | ${ms(r.ttft.p50)} / ${ms(r.ttft.p99)} | ${ms(r.itl.p50)} / ${ms(r.itl.p99)} | ${r.c16TokensPerSecond.toFixed(1)} | ${r.c1Failed + r.c16Failed} |`,
     ),
     "",
-    `added by the gateway: TTFT p50 ${ms(via.ttft.p50 - direct.ttft.p50)} ms, p99 ${ms(via.ttft.p99 - direct.ttft.p99)} ms; ITL p50 ${ms(via.itl.p50 - direct.itl.p50)} ms, p99 ${ms(via.itl.p99 - direct.itl.p99)} ms; ` +
-      `c16 throughput ${((via.c16TokensPerSecond / direct.c16TokensPerSecond) * 100).toFixed(1)}% of direct`,
+    added(relayed, "bare relay (the floor of a Node hop here)"),
+    added(via, "gateway"),
+    `the gateway past the bare relay: TTFT p50 ${ms(via.ttft.p50 - relayed.ttft.p50)} ms`,
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
   mkdirSync("bench/results", { recursive: true });

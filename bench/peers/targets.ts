@@ -228,6 +228,22 @@ export async function startInstantUpstream(port: number, ttftMs: number, itlMs: 
   };
 }
 
+/** A bare Node relay in front of `upstream` (peers/bare-relay.ts): the floor of one more Node hop. */
+export async function startBareRelay(port: number, upstream: RunningTarget): Promise<RunningTarget> {
+  const origin = new URL(upstream.target.baseURL).origin;
+  const args = ["--import", "tsx", join(ROOT, "bench/peers/bare-relay.ts"), "--port", String(port), "--upstream", origin];
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], cwd: ROOT });
+  let output = "";
+  child.stdout!.on("data", (d: Buffer) => (output += d));
+  child.stderr!.on("data", (d: Buffer) => (output += d));
+  const url = `http://127.0.0.1:${port}`;
+  await waitHealthy(child, `${url}/health`, () => output);
+  return {
+    target: { ...upstream.target, name: "bare relay", baseURL: `${url}/v1`, pid: child.pid },
+    stop: () => kill(child),
+  };
+}
+
 /**
  * A directory beside the peer's build where its llama-server finds node-llama-cpp's prebuilt
  * libllama, libggml, libggml-base and CPU variants under the names it was linked against (the

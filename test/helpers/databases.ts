@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -114,6 +114,31 @@ async function emptyPgliteCluster(): Promise<string> {
     await (await openPglite(join(making, "data"))).close();
   });
   return join(dir, "data");
+}
+
+/**
+ * A new data dir whose embedded database is created and migrated and holds nothing, for a test that
+ * opens it with `openDatabase`: a copy of one made once the way `openDatabase` makes one (initdb,
+ * then the migrations), kept per migrations and PGlite release. Making one took about 6.5 s of CPU,
+ * the copy and the open that follows about 1.7 s.
+ */
+export async function migratedDataDir(prefix: string): Promise<string> {
+  const version = createHash("sha256")
+    .update(readFileSync(join(ROOT, "src/storage/migrations.ts")))
+    .update(readFileSync(join(ROOT, "node_modules/@electric-sql/pglite/package.json")))
+    .digest("hex")
+    .slice(0, 16);
+  const template = await keptTemplate(`switchyard-test-migrated-${version}`, async (making) => {
+    const db = await openPgliteInDataDir(join(making, "data", "db"));
+    try {
+      await migrate(db);
+    } finally {
+      await db.close();
+    }
+  });
+  const dataDir = await mkdtemp(join(tmpdir(), prefix));
+  execFileSync("cp", ["-a", `${join(template, "data")}/.`, dataDir]); // -a: the owner-only modes come along
+  return dataDir;
 }
 
 async function createPgliteDatabase(): Promise<TestDatabase> {

@@ -5,9 +5,7 @@
  * (http/routes/admin.ts), tested through a server in admin-routes.test.ts.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import { after, before, describe, test } from "node:test";
 import { createAccountAdmin } from "../../src/accounts/account-admin.js";
 import { authenticate } from "../../src/accounts/principals.js";
@@ -19,6 +17,7 @@ import { ServiceError } from "../../src/errors.js";
 import { createKeyBody, patchKeyBody } from "../../src/protocol/key-request.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
+import { migratedDataDir } from "../helpers/databases.js";
 
 /** The answer's JSON, whichever way the endpoint wrote it. */
 const value = (answer: EndpointAnswer): any => {
@@ -37,7 +36,7 @@ describe("admin endpoints as plain functions", () => {
     byId(id).run(null, { params: {}, query: {}, body: undefined, ...parts });
 
   before(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "switchyard-api-admin-"));
+    dataDir = await migratedDataDir("switchyard-api-admin-");
     db = await openDatabase({ dataDir });
     endpoints = adminEndpoints(createAccountAdmin(db), createUsageReports(db));
   });

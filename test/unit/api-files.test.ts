@@ -5,9 +5,7 @@
  * lines running is the runner's business (batch-runner.test.ts, test/integration/batches*.test.ts).
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import { after, before, describe, test } from "node:test";
 import { createKey } from "../../src/accounts/key-store.js";
 import { authenticate } from "../../src/accounts/principals.js";
@@ -23,6 +21,7 @@ import type { Principal } from "../../src/protocol/principal.js";
 import type { Database } from "../../src/storage/database.js";
 import { createFileStore } from "../../src/storage/files.js";
 import { openDatabase } from "../../src/storage/open.js";
+import { migratedDataDir } from "../helpers/databases.js";
 
 const LIMITS: BatchLimits = {
   maxFileBytes: 4096,
@@ -77,7 +76,7 @@ describe("the Files and Batch APIs as plain functions", () => {
   const upload = async (caller: Principal, text: string) => jsonOf(await call(files, "createFile", caller, { body: form(text) }));
 
   before(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "switchyard-api-files-"));
+    dataDir = await migratedDataDir("switchyard-api-files-");
     db = await openDatabase({ dataDir });
     const store = createFileStore(db);
     const service = createBatchService({

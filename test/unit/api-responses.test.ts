@@ -5,9 +5,7 @@
  * written as SSE is test/integration/background-responses.test.ts's business.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import { after, before, describe, test } from "node:test";
 import { createKey } from "../../src/accounts/key-store.js";
 import { authenticate } from "../../src/accounts/principals.js";
@@ -19,6 +17,7 @@ import { ServiceError } from "../../src/errors.js";
 import type { Principal } from "../../src/protocol/principal.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
+import { migratedDataDir } from "../helpers/databases.js";
 
 const refusal = (status: number, code: string) => (error: unknown) =>
   error instanceof ServiceError && error.status === status && error.code === code;
@@ -72,7 +71,7 @@ describe("stored responses as plain functions", () => {
   const query = (id: string, raw: Record<string, unknown>) => endpoints.get(id)!.parseQuery!(raw);
 
   before(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "switchyard-api-responses-"));
+    dataDir = await migratedDataDir("switchyard-api-responses-");
     db = await openDatabase({ dataDir });
     const store = createResponseStore(db, { perAccount: 100, retentionDays: 30 });
     fake = fakeBackground(store);

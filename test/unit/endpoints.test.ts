@@ -4,9 +4,7 @@
  * side (auth, parsing, the error shape) is tested through the server in test/integration/.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import { after, before, describe, test } from "node:test";
 import { createAccountKeys } from "../../src/accounts/account-keys.js";
 import { createKey } from "../../src/accounts/key-store.js";
@@ -21,6 +19,7 @@ import type { Principal } from "../../src/protocol/principal.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
+import { migratedDataDir } from "../helpers/databases.js";
 
 /** The answer's JSON, whichever way the endpoint wrote it. */
 const answerValue = (answer: EndpointAnswer): any => {
@@ -45,7 +44,7 @@ describe("endpoints as plain functions", () => {
   let other: Principal;
 
   before(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "switchyard-endpoints-"));
+    dataDir = await migratedDataDir("switchyard-endpoints-");
     db = await openDatabase({ dataDir });
     endpoints = createEndpoints({
       registry: createModelRegistry(await loadCatalog({})),

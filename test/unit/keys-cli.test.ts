@@ -12,6 +12,7 @@ import { keysCommand } from "../../src/cli/keys.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
 import { startAdminServer } from "../helpers/admin-server.js";
+import { migratedDataDir } from "../helpers/databases.js";
 
 /** Runs `switchyard keys ...args` in-process and returns its stdout lines. */
 async function runKeys(...args: string[]): Promise<string[]> {
@@ -32,8 +33,7 @@ after(() => {
 /** A created and migrated embedded database, copied into each test's data dir: initdb and the migrations took seconds a test. */
 let template: string;
 before(async () => {
-  template = await mkdtemp(join(tmpdir(), "switchyard-cli-template-"));
-  await (await openDatabase({ dataDir: template })).close();
+  template = await migratedDataDir("switchyard-cli-template-");
 });
 after(async () => {
   await rm(template, { recursive: true, force: true });

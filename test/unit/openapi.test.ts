@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { FastifyInstance } from "fastify";
@@ -21,6 +20,7 @@ import { createChatService } from "../../src/serving/chat-service.js";
 import { createModelRegistry } from "../../src/serving/model-registry.js";
 import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
+import { migratedDataDir } from "../helpers/databases.js";
 
 /** The real app as `serve` builds it (no model loaded: routes and documents need none), with every route it registers. */
 const ADMIN_TOKEN = "admin-token-for-the-openapi-test";
@@ -34,7 +34,7 @@ describe("the OpenAPI document and the reference page", () => {
   let document: any;
 
   before(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "switchyard-openapi-"));
+    dataDir = await migratedDataDir("switchyard-openapi-");
     db = await openDatabase({ dataDir });
     limits = await openRequestLimits({});
     const registry = createModelRegistry(await loadCatalog({}));

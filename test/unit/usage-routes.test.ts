@@ -22,6 +22,7 @@ import type { Database } from "../../src/storage/database.js";
 import { openDatabase } from "../../src/storage/open.js";
 import { forEachDatabase } from "../helpers/databases.js";
 import { usage as completedUsage } from "../helpers/usage.js";
+import { migratedDataDir } from "../helpers/databases.js";
 
 /** These rows carry cached tokens and no cost, so the sums below isolate the token arithmetic. */
 const usage = (accountId: string, keyId: string, overrides: Partial<UsageRecord> = {}) =>
@@ -280,7 +281,7 @@ describe("usage CLI without a server (opens the database itself)", () => {
   let dataDir: string;
   before(async () => {
     delete process.env.SWITCHYARD_DATABASE_URL;
-    dataDir = await mkdtemp(join(tmpdir(), "switchyard-usage-cli-"));
+    dataDir = await migratedDataDir("switchyard-usage-cli-");
     const db = await openDatabase({ dataDir });
     try {
       const key = await createKey(db, { account: "solo" });

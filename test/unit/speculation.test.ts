@@ -271,7 +271,38 @@ describe("draft lengths", () => {
     assert.equal(textOf(draft.tokens), " six seven eight nine ten");
   });
 
-  test("where both sources guess the same next token, the prediction's guess is drafted", () => {
+  test("where the output loops and leaves the prediction at every turn, the quote that goes on round the loop takes over", () => {
+    const documentText = "one two three four five six seven eight nine ten eleven twelve";
+    const context = tokensOf(`doc: ${documentText}\n`);
+    const speculation = new RequestSpeculation(context, context.length, tokensOf(documentText), new ShardSpeculation("auto"));
+    // The model repeats the document's first five words for good; the prediction, resynchronised
+    // on each turn, agrees with the loop up to "six".
+    const loop = tokensOf("one two three four five ");
+    const promptLength = context.length;
+    const truth = (at: number) => loop[(at - promptLength) % loop.length]!;
+    const drafted: Array<{ source: string; accepted: number }> = [];
+    for (let step = 0; step < 40; step++) {
+      const draft = speculation.propose(context, 64);
+      let accepted = 0;
+      while (draft && accepted < draft.tokens.length && draft.tokens[accepted] === truth(context.length + accepted)) accepted++;
+      if (draft) {
+        speculation.settle(draft, accepted);
+        drafted.push({ source: draft.source, accepted });
+      }
+      for (let i = 0; i <= accepted; i++) context.push(truth(context.length));
+    }
+    const last = drafted.slice(-5);
+    assert.ok(
+      last.every((d) => d.source === "quote" && d.accepted === 64),
+      `the last drafts come from the loop's quote, accepted whole: ${JSON.stringify(last)}`,
+    );
+    assert.ok(
+      drafted.some((d) => d.source === "prediction"),
+      "the prediction was drafted while it was the better bet",
+    );
+  });
+
+  test("where both sources guess the same as far as both go, the prediction's guess is drafted", () => {
     const { context, speculation } = afterLookupWins("copy: alpha beta gamma", " alpha beta gamma", 5);
     context.push(...tokensOf(" alp"));
     const draft = speculation.propose(context, 64)!;

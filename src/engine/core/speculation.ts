@@ -37,6 +37,13 @@ export const OVERRUN_FACTOR = 2;
 /** Each step with drafts that kept to its prediction raises the draft ceiling back by this many tokens. */
 export const CEILING_GROWTH = 2;
 
+/** Two guesses that agree token for token as far as the shorter goes. */
+function agreeing(a: readonly Token[], b: readonly Token[]): boolean {
+  const length = Math.min(a.length, b.length);
+  for (let i = 0; i < length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /** A shard's measured acceptance, per draft source: the prior of each new request's estimate, and /health's figure. */
 export class ShardSpeculation {
   readonly rates: Record<DraftSource, number> = { ...PRIOR_ACCEPTANCE };
@@ -96,6 +103,8 @@ export class RequestSpeculation {
   private readonly rates: Record<DraftSource, number>;
   private readonly drafter: Drafter;
   private seen: number;
+  /** The guess not drafted last time the two sources differed, and where it would have started: scored against the output. */
+  private shadow: { draft: Draft; at: number } | undefined;
 
   constructor(
     tokens: readonly Token[],
@@ -123,14 +132,37 @@ export class RequestSpeculation {
    * guess is the better bet.
    */
   propose(tokens: readonly Token[], most: number): Draft | undefined {
+    this.scoreShadow(tokens);
     if (tokens.length > this.seen) this.drafter.advance(this.seen);
     this.seen = tokens.length;
     const [prediction, lookup] = this.drafter.proposals(most);
     if (!prediction || !lookup) return prediction ?? lookup;
-    // The same guess (an edit's prediction and the document it quotes in the prompt): the caller's
-    // prediction is drafted, so its acceptance (and its usage counts) are the ones that grow.
-    if (prediction.tokens[0] === lookup.tokens[0]) return prediction;
-    return this.expectedTokens(lookup) > this.expectedTokens(prediction) ? lookup : prediction;
+    // The same guess as far as both go (an edit's prediction and the document it quotes in the
+    // prompt): the caller's prediction is drafted, so its acceptance (and its usage counts) grow.
+    if (agreeing(prediction.tokens, lookup.tokens)) return prediction;
+    const [chosen, other] = this.expectedTokens(lookup) > this.expectedTokens(prediction) ? [lookup, prediction] : [prediction, lookup];
+    this.shadow = { draft: other, at: tokens.length };
+    return chosen;
+  }
+
+  /**
+   * The guess not drafted, scored against what the output became, as if verified: its source's
+   * acceptance learns without a token computed. A source that is never drafted would otherwise keep
+   * its prior for good: where a looping output leaves the prediction at every turn of the loop
+   * (SmolLM2's edit replay), the prediction agreed with the loop's quote up to the turn and was
+   * drafted every time, and the quote that went on round the loop never was.
+   */
+  private scoreShadow(tokens: readonly Token[]): void {
+    const shadow = this.shadow;
+    if (!shadow || tokens.length <= shadow.at) return;
+    this.shadow = undefined;
+    const { draft, at } = shadow;
+    const seen = Math.min(tokens.length - at, draft.tokens.length);
+    let matched = 0;
+    while (matched < seen && tokens[at + matched] === draft.tokens[matched]) matched++;
+    // Judged only as far as the output goes: a token it has not reached yet is no trial.
+    const trials = matched < seen ? matched + 1 : matched;
+    for (let i = 0; i < trials; i++) this.rates[draft.source] += REQUEST_RATE_STEP * ((i < matched ? 1 : 0) - this.rates[draft.source]);
   }
 
   /** Draft tokens expected to be accepted: the j-th counts only if all before it were, a^1 + … + a^n. */

@@ -90,9 +90,9 @@ try {
     if (candidate.onnx) writeFileSync(onnxPathOf(index), encodeBertOnnx(model, candidate.onnx));
     const host = await hostOf(index);
     const inputs = reference.ids.map((ids) => Int32Array.from(ids));
-    const vectors = (await host.embed(inputs, "default")).map((v) => Array.from(v));
+    const vectors = (await host.embed(inputs, "default")).vectors.map((v) => Array.from(v));
     const alone: number[][] = [];
-    for (const input of inputs) alone.push(Array.from((await host.embed([input], "default"))[0]!));
+    for (const input of inputs) alone.push(Array.from((await host.embed([input], "default")).vectors[0]!));
     await host.close();
     const aloneCosines = alone.map((v, i) => cosine(v, reference.embeddings[i]!));
     const cosines = vectors.map((v, i) => cosine(v, reference.embeddings[i]!));

@@ -1,4 +1,4 @@
-import { createEmbeddingHost, type EmbeddingHost, type EmbeddingHostOptions } from "../engine/embedding/embedding-host.js";
+import { createEmbeddingHost, type Embedded, type EmbeddingHost, type EmbeddingHostOptions } from "../engine/embedding/embedding-host.js";
 import { fromEngineError } from "./engine-errors.js";
 
 /**
@@ -6,14 +6,15 @@ import { fromEngineError } from "./engine-errors.js";
  * error this seam turns into the backends' BackendBusy (serving knows nothing of the engine).
  */
 export type EmbeddingBackend = EmbeddingHost;
+export type { Embedded };
 
 export async function createLocalEmbeddingBackend(options: EmbeddingHostOptions): Promise<EmbeddingBackend> {
   const host = await createEmbeddingHost(options);
   return {
     ...host,
-    async embed(inputs, tier, signal) {
+    async embed(inputs, tier, signal, json) {
       try {
-        return await host.embed(inputs, tier, signal);
+        return await host.embed(inputs, tier, signal, json);
       } catch (error) {
         throw fromEngineError(error);
       }

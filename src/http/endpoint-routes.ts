@@ -10,7 +10,7 @@ import type { AdminEndpoint, Endpoint, EndpointAnswer, EndpointInput, EndpointSp
 import { toErrorBody } from "../errors.js";
 import { parse } from "../protocol/parse-input.js";
 import { parseRequest } from "../protocol/parse-request.js";
-import { rateLimitHeaders } from "../protocol/rate-limit-headers.js";
+import { tellRateLimits } from "./rate-limit-headers.js";
 import { callerOf } from "./auth.js";
 import { formParts, requireMultipart, uploadScope, whileUploading } from "./form-upload.js";
 import { route } from "./route-spec.js";
@@ -106,7 +106,7 @@ function pathParams(spec: EndpointSpec, params: Record<string, string> = {}): Re
 
 async function send(request: FastifyRequest, reply: FastifyReply, answer: EndpointAnswer): Promise<FastifyReply | undefined> {
   // Set before the body is sent; the rate-limit hook (rate-limit-headers.ts) then leaves them be.
-  if (answer.rateLimits) reply.headers(rateLimitHeaders(answer.rateLimits));
+  tellRateLimits(reply, answer.rateLimits);
   if (answer.status) reply.code(answer.status);
   switch (answer.type) {
     case "json":

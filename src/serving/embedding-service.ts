@@ -1,7 +1,8 @@
-import type { EmbeddingBackend } from "../backends/embedding-backend.js";
+import type { EmbeddingBackend, Embedded } from "../backends/embedding-backend.js";
 import { requestCost } from "../billing/cost.js";
 import { servedTier, type RequestedTier } from "../billing/prices.js";
 import type { ServiceTier } from "../protocol/tiers.js";
+import type { RateLimitState } from "../protocol/rate-limit-headers.js";
 import { CapacityUnavailable, InvalidRequest } from "../errors.js";
 import { newRequestId } from "../protocol/request-ids.js";
 import type { UsageLedger } from "../billing/ports.js";
@@ -22,6 +23,8 @@ export interface EmbeddingInput {
   /** Accepted only when it is the model's native size. */
   dimensions?: number;
   serviceTier?: RequestedTier;
+  /** The answer writes the vectors as JSON numbers: the engine writes their text beside them (EmbeddingResult.json). */
+  json?: boolean;
 }
 
 export interface EmbeddingResult {
@@ -29,9 +32,13 @@ export interface EmbeddingResult {
   serviceTier: ServiceTier;
   /** Unit-length vectors, in input order. */
   vectors: Float32Array[];
+  /** Each vector's JSON array text, when the input asked for `json`. */
+  json?: string[];
   promptTokens: number;
   /** US dollars, exact decimal string. */
   cost: string;
+  /** The key's rate-limit windows as its admission left them (the answer's headers). */
+  rateLimits?: RateLimitState;
 }
 
 export interface EmbeddingService {
@@ -79,9 +86,9 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         }).finally(() => admitting.end());
         trace.annotate(admittedAttributes({ api: "embeddings", requestedModel: input.model, model: entry.id, id: requestId, tier }));
         const embedding = trace.stage("switchyard.embed");
-        const vectors = await beside(
+        const { vectors, json } = await beside(
           durable,
-          () => runEmbedding(embedder, tokens, tier, signal),
+          () => runEmbedding(embedder, tokens, tier, signal, input.json),
           async () => {},
         ).finally(() => embedding.end());
         const observer = metrics?.request(entry.id, tier);
@@ -100,7 +107,7 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         if (unreserved) await recorded;
         else recorded.catch((error: unknown) => context.logError?.("the embeddings request's ledger row could not be completed", error));
         trace.annotate(usageAttributes({ promptTokens, cachedPromptTokens: 0, completionTokens: 0, cost }));
-        return { model: input.model, serviceTier: tier, vectors, promptTokens, cost };
+        return { model: input.model, serviceTier: tier, vectors, json, promptTokens, cost, rateLimits: lease.state };
       } catch (error) {
         const status = signal.aborted ? "cancelled" : held.lease ? "failed" : "rejected";
         const errorCode = errorCodeOf(error, signal.aborted ? "cancelled" : "internal_error");
@@ -187,9 +194,10 @@ async function runEmbedding(
   tokens: Int32Array[],
   tier: ServiceTier,
   signal: AbortSignal,
-): Promise<Float32Array[]> {
+  json = false,
+): Promise<Embedded> {
   try {
-    return await embedder.embed(tokens, tier, signal);
+    return await embedder.embed(tokens, tier, signal, json);
   } catch (error) {
     throw apiErrorOf(error, { promptParam: "input" });
   }

@@ -128,7 +128,11 @@ describe("POST /v1/embeddings: OpenAI's API shape on the platform", () => {
     await expectError(await post(server, { model: MINILM, input: "x" }, chatOnly), 404, "model_not_found");
     const smallTpm = await adminKey(server, server.account, { tpm_limit: 100 });
     // "hello" is 3 tokens with CLS and SEP: 60 input tokens a request, so the second one is over 100.
-    assert.equal((await post(server, { model: MINILM, input: Array(20).fill("hello") }, smallTpm)).status, 200);
+    const first = await post(server, { model: MINILM, input: Array(20).fill("hello") }, smallTpm);
+    assert.equal(first.status, 200);
+    // The answer's rate-limit headers are the window as this request's admission left it.
+    assert.equal(first.headers.get("x-ratelimit-limit-tokens"), "100");
+    assert.equal(first.headers.get("x-ratelimit-remaining-tokens"), "40");
     await expectError(await post(server, { model: MINILM, input: Array(20).fill("hello") }, smallTpm), 429, "rate_limit_exceeded");
     const tiny = await adminKey(server, server.account, { budget_usd: "0.000001" });
     await expectError(await post(server, { model: MINILM, input: "word ".repeat(300) }, tiny), 402, "insufficient_quota");

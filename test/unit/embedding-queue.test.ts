@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { EmbedReply } from "../../src/engine/embedding/embedding-protocol.js";
+import { vectorsJson, type EmbedReply } from "../../src/engine/embedding/embedding-protocol.js";
+import { float32JsonText } from "../../src/protocol/float32-json.js";
 import { waitFor } from "../helpers/server.js";
 import { EmbeddingQueue, type QueuedInput } from "../../src/engine/embedding/embedding-queue.js";
 import { QueueFullError } from "../../src/engine/errors.js";
@@ -56,9 +57,26 @@ test("a free runner takes the most demanding tier's oldest input, then whatever 
   // Every input's vector came back to its own request, in order.
   const unit = (marker: number) => Array.from(Float32Array.from([marker, 1], (v) => v / Math.hypot(marker, 1)));
   assert.deepEqual(
-    vectors.map((v) => v.map((x) => Array.from(x))),
+    vectors.map((v) => v.vectors.map((x) => Array.from(x))),
     [[unit(1)], [unit(2)], [unit(3), unit(4)], [unit(5)]],
   );
+});
+
+test("a request that asks for JSON gets each vector's text from the runner's reply; one batched beside it that did not, none", async () => {
+  const runner = heldRunner(2);
+  const withJson = (batch: QueuedInput[]) =>
+    runner.run(batch).then((reply) => (batch.some((input) => input.json) ? { ...reply, json: vectorsJson(reply.vectors, 2) } : reply));
+  const queue = new EmbeddingQueue({ batchTokens: 10, batchSequences: 4, maxWaiting: 100, dimensions: 2, runners: [withJson] });
+  const first = queue.submit([input(1, 2)], "default", undefined, true); // runs alone
+  const plain = queue.submit([input(2, 2)], "default");
+  const asked = queue.submit([input(3, 2), input(4, 2)], "default", undefined, true);
+  runner.releaseNext();
+  await settle();
+  runner.releaseNext();
+  const [alone, without, texts] = await Promise.all([first, plain, asked]);
+  assert.deepEqual(runner.batches, [[1], [2, 3, 4]]);
+  assert.equal(without.json, undefined);
+  for (const { vectors, json } of [alone, texts]) assert.deepEqual(json, vectors.map(float32JsonText));
 });
 
 test("an aborted request's waiting inputs never run; a full queue refuses", async () => {

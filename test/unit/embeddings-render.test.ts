@@ -5,9 +5,16 @@ import type { Caller } from "../../src/serving/types.js";
 import type { EmbeddingResult, EmbeddingService } from "../../src/serving/embedding-service.js";
 
 /** The operation's JSON for these vectors, the service answering with them. */
-async function rendered(vectors: Float32Array[], encoding_format?: "float" | "base64"): Promise<any> {
+async function rendered(vectors: Float32Array[], encoding_format?: "float" | "base64", json?: string[]): Promise<any> {
   const service: EmbeddingService = {
-    embed: async (): Promise<EmbeddingResult> => ({ model: "m", serviceTier: "default", vectors, promptTokens: 7, cost: "0.000000035" }),
+    embed: async (): Promise<EmbeddingResult> => ({
+      model: "m",
+      serviceTier: "default",
+      vectors,
+      json,
+      promptTokens: 7,
+      cost: "0.000000035",
+    }),
   };
   const result = await embeddingsOperation(service).run(
     {} as Caller,
@@ -31,7 +38,7 @@ function randomVector(seed: number, length = 384): Float32Array {
 }
 
 describe("the embeddings answer", () => {
-  test("floats: each value the float32 the engine gave, in order, with the usage and its exact cost", async () => {
+  test("floats: each value reads back as the float32 the engine gave, in order, with the usage and its exact cost", async () => {
     const vectors = [randomVector(1), randomVector(2), Float32Array.from([0, -0, 1, -1, 1e-30, 3.4e38])];
     const body = await rendered(vectors);
     assert.equal(body.object, "list");
@@ -43,10 +50,21 @@ describe("the embeddings answer", () => {
         ["embedding", 2],
       ],
     );
-    // As JSON.stringify writes the floats (-0 as 0), so what a client parses is each float32's value.
-    body.data.forEach((d: any, i: number) => assert.deepEqual(d.embedding, JSON.parse(JSON.stringify(Array.from(vectors[i]!)))));
+    // At most nine significant digits (-0 as 0): what a client parses rounds to exactly each float32.
+    body.data.forEach((d: any, i: number) =>
+      assert.deepEqual(
+        d.embedding.map((v: number) => Math.fround(v)),
+        Array.from(vectors[i]!, (v) => (v === 0 ? 0 : v)),
+      ),
+    );
     assert.deepEqual(body.usage, { prompt_tokens: 7, total_tokens: 7, estimated_cost: 3.5e-8 });
     assert.equal(body.service_tier, "default");
+  });
+
+  test("floats the engine wrote beside the vectors are the answer's text as they came", async () => {
+    const vector = randomVector(4);
+    const body = await rendered([vector], "float", ["[0.25,-1]"]);
+    assert.deepEqual(body.data[0].embedding, [0.25, -1]);
   });
 
   test("a non-finite value (never in a unit vector) is written as JSON writes it, null, and the body stays JSON", async () => {

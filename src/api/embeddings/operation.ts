@@ -2,6 +2,7 @@
 import { endianness } from "node:os";
 import { embeddingsRequestSchema, type EmbeddingsRequestBody } from "../../protocol/embeddings-request.js";
 import { ExactDecimal, stringifyJson } from "../../protocol/money-json.js";
+import { float32JsonText } from "../../protocol/float32-json.js";
 import type { EmbeddingInput, EmbeddingResult, EmbeddingService } from "../../serving/embedding-service.js";
 import type { Operation, OperationSpec } from "../operation.js";
 
@@ -27,12 +28,13 @@ export function embeddingsOperation(embeddings: EmbeddingService): Operation<Emb
   return {
     ...embeddingsSpec,
     async run(caller, body, context) {
-      const result = await embeddings.embed(caller, toInput(body), context.signal, {
+      const format = body.encoding_format ?? "float";
+      const result = await embeddings.embed(caller, { ...toInput(body), json: format === "float" }, context.signal, {
         requestId: context.requestId,
         trace: context.trace,
         logError: context.logError,
       });
-      return { type: "json", body: renderEmbeddings(result, body.encoding_format ?? "float") };
+      return { type: "json", body: renderEmbeddings(result, format), rateLimits: result.rateLimits ?? {} };
     },
   };
 }
@@ -56,17 +58,12 @@ function toInput(body: EmbeddingsRequestBody): EmbeddingInput {
 
 /**
  * One vector as JSON: floats, or base64 of its float32 values, little-endian, as OpenAI sends them
- * (on a little-endian host, its own bytes). Floats are joined by the typed array itself: each is
- * written as JSON writes a number, without a plain array of 384 doubles made first and walked by
- * JSON.stringify (384 floats: 31-41 µs against 131-144, Sapphire Rapids, busy; 256 inputs a request
- * spend that 256 times on the main thread). A non-finite value, which a unit vector never holds,
- * goes through JSON.stringify, which writes it as null.
+ * (on a little-endian host, its own bytes). Floats come written by the engine's runner thread
+ * (`json`), each in at most nine significant digits, which read back to exactly the float32
+ * (protocol/float32-json.ts); a vector without its text is written the same way here.
  */
-function encode(vector: Float32Array, format: "float" | "base64"): string {
-  if (format === "float") {
-    const text = vector.join(",");
-    return NON_FINITE.test(text) ? JSON.stringify(Array.from(vector)) : `[${text}]`;
-  }
+function encode(vector: Float32Array, json: string | undefined, format: "float" | "base64"): string {
+  if (format === "float") return json ?? float32JsonText(vector);
   if (LITTLE_ENDIAN) return `"${Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64")}"`;
   const bytes = Buffer.alloc(vector.length * 4);
   vector.forEach((value, i) => bytes.writeFloatLE(value, i * 4));
@@ -74,14 +71,15 @@ function encode(vector: Float32Array, format: "float" | "base64"): string {
 }
 
 const LITTLE_ENDIAN = endianness() === "LE";
-const NON_FINITE = /[NI]/;
 
 /**
  * The vectors are written as above (the exact-decimal writer would visit each of up to 786,432
  * floats); only the usage needs its exact cost.
  */
 function renderEmbeddings(result: EmbeddingResult, format: "float" | "base64"): string {
-  const data = result.vectors.map((vector, index) => `{"object":"embedding","index":${index},"embedding":${encode(vector, format)}}`);
+  const data = result.vectors.map(
+    (vector, index) => `{"object":"embedding","index":${index},"embedding":${encode(vector, result.json?.[index], format)}}`,
+  );
   const rest = stringifyJson({
     model: result.model,
     usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens, estimated_cost: ExactDecimal.of(result.cost) },

@@ -3,11 +3,12 @@ import { availableParallelism } from "node:os";
 import { loadModel, type LoadedModel } from "../native/loaded-model.js";
 import type { ServiceTier } from "../../protocol/tiers.js";
 import type { Token } from "../types.js";
-import type { EmbedFailure, EmbedReply, EmbeddingRunnerInit, OnnxRunnerInit } from "./embedding-protocol.js";
+import type { EmbedFailure, EmbedMessage, EmbedReply, EmbeddingRunnerInit, OnnxRunnerInit } from "./embedding-protocol.js";
 import type { EmbeddingStats } from "../../protocol/health-response.js";
 import { EmbeddingQueue, type QueuedInput } from "./embedding-queue.js";
+import type { Embedded } from "./embedded.js";
 
-export type { EmbeddingStats };
+export type { EmbeddingStats, Embedded };
 
 /**
  * A sentence-embedding model in the engine: its weights loaded once, tokenized on the main thread
@@ -50,8 +51,11 @@ export interface EmbeddingHost {
   tokenText(id: number): string;
   /** Token ids a client sent: wrapped in CLS/SEP where they are not already. */
   wrapTokens(ids: readonly number[]): Int32Array;
-  /** Each input's L2-normalised embedding, in order. Rejects with QueueFullError when too many wait. */
-  embed(inputs: readonly Int32Array[], tier: ServiceTier, signal?: AbortSignal): Promise<Float32Array[]>;
+  /**
+   * Each input's L2-normalised embedding, in order, and with `json` each one's JSON text too.
+   * Rejects with QueueFullError when too many wait.
+   */
+  embed(inputs: readonly Int32Array[], tier: ServiceTier, signal?: AbortSignal, json?: boolean): Promise<Embedded>;
   stats(): EmbeddingStats;
   close(): Promise<void>;
 }
@@ -101,7 +105,7 @@ export async function createEmbeddingHost(options: EmbeddingHostOptions): Promis
     detokenize: (ids) => model.detokenize(ids as Token[]),
     tokenText: (id) => model.tokenText(id as Token),
     wrapTokens: (ids) => wrapTokens(model, ids),
-    embed: (inputs, tier, signal) => queue.submit(inputs, tier, signal),
+    embed: (inputs, tier, signal, json) => queue.submit(inputs, tier, signal, json),
     stats: () => queue.stats(),
     async close() {
       await queue.close();
@@ -148,7 +152,13 @@ function runOn(worker: Worker) {
         if (reply.type === "failed") reject(new Error(reply.message));
         else resolve(reply);
       });
-      worker.postMessage({ type: "embed", tokens, lengths: batch.map((input) => input.tokens.length) }, [tokens.buffer]);
+      const message: EmbedMessage = {
+        type: "embed",
+        tokens,
+        lengths: batch.map((input) => input.tokens.length),
+        json: batch.some((input) => input.json),
+      };
+      worker.postMessage(message, [tokens.buffer]);
     });
   };
 }

@@ -1,4 +1,5 @@
 /** Messages between the embedding host (main thread) and its runner thread. */
+import { float32JsonCapacity, writeFloat32Json } from "../../protocol/float32-json.js";
 
 export interface EmbeddingRunnerInit {
   libraryDir: string;
@@ -23,13 +24,43 @@ export interface EmbedMessage {
   type: "embed";
   tokens: Int32Array;
   lengths: number[];
+  /** Also write each vector's JSON text (some request in the batch answers with floats). */
+  json: boolean;
 }
 
 /** Each input's pooled embedding, normalised to unit length, `dimensions` floats each, in input order. */
 export interface EmbedReply {
   type: "embedded";
   vectors: Float32Array;
+  /** Each vector's JSON array text, ASCII, one after another (asked for with `json`). */
+  json?: VectorsJson;
   decodeMs: number;
+}
+
+export interface VectorsJson {
+  bytes: Uint8Array;
+  /** Where each vector's text ends in `bytes`. */
+  ends: Int32Array;
+}
+
+/**
+ * The vectors' JSON text, written on the runner thread: the answer's floats were the costliest
+ * part of an embeddings request on the main thread, which serves every request (protocol/float32-json.ts).
+ */
+export function vectorsJson(vectors: Float32Array, dimensions: number): VectorsJson {
+  const count = vectors.length / dimensions;
+  const bytes = new Uint8Array(count * float32JsonCapacity(dimensions));
+  const ends = new Int32Array(count);
+  let at = 0;
+  for (let i = 0; i < count; i++) ends[i] = at = writeFloat32Json(vectors.subarray(i * dimensions, (i + 1) * dimensions), bytes, at);
+  return { bytes, ends };
+}
+
+/** What a reply's buffers are, to transfer them rather than copy them. */
+export function transferList(reply: EmbedReply): ArrayBuffer[] {
+  const buffers = [reply.vectors.buffer as ArrayBuffer];
+  if (reply.json) buffers.push(reply.json.bytes.buffer as ArrayBuffer, reply.json.ends.buffer as ArrayBuffer);
+  return buffers;
 }
 
 export interface EmbedFailure {

@@ -2,6 +2,7 @@
 import type { EmbeddingStats } from "../../protocol/health-response.js";
 import type { ServiceTier } from "../../protocol/tiers.js";
 import type { EmbedReply } from "./embedding-protocol.js";
+import type { Embedded } from "./embedded.js";
 import { TierQueue, type Place, type Verdict } from "../tier-queue.js";
 
 export interface QueuedInput {
@@ -9,12 +10,16 @@ export interface QueuedInput {
   request: PendingRequest;
   index: number;
   tier: ServiceTier;
+  /** Its request answers with the vectors' JSON text. */
+  json: boolean;
 }
 
 interface PendingRequest {
   vectors: Float32Array[];
+  /** Each vector's JSON text, when the request asked for it. */
+  json?: string[];
   remaining: number;
-  resolve(vectors: Float32Array[]): void;
+  resolve(embedded: Embedded): void;
   reject(error: unknown): void;
   settled: boolean;
   /** Its inputs still waiting in the queue. */
@@ -71,12 +76,13 @@ export class EmbeddingQueue {
     this.waiting = new TierQueue({ maxWaiting: options.maxWaiting, unit: "inputs" });
   }
 
-  /** The inputs' unit vectors, in order; QueueFullError when they would take the queue past its cap. */
-  submit(inputs: readonly Int32Array[], tier: ServiceTier, signal?: AbortSignal): Promise<Float32Array[]> {
+  /** The inputs' unit vectors, in order (and their JSON text with `json`); QueueFullError when they would take the queue past its cap. */
+  submit(inputs: readonly Int32Array[], tier: ServiceTier, signal?: AbortSignal, json = false): Promise<Embedded> {
     if (this.closed) return Promise.reject(new Error("the embedding engine is closed"));
     return new Promise((resolve, reject) => {
       const request: PendingRequest = { vectors: new Array(inputs.length), remaining: inputs.length, resolve, reject, settled: false };
-      const queued = inputs.map((tokens, index) => ({ tokens, request, index, tier }));
+      if (json) request.json = new Array(inputs.length);
+      const queued = inputs.map((tokens, index) => ({ tokens, request, index, tier, json }));
       // A full queue throws here, and so rejects. An abort fails the request even while a batch runs its inputs.
       request.place = this.waiting.enqueue(tier, queued, { dropped: (reason) => this.fail(request, reason) });
       signal?.addEventListener("abort", () => this.fail(request, new Error("The request was aborted.")), { once: true });
@@ -170,15 +176,19 @@ export class EmbeddingQueue {
     const { dimensions } = this.options;
     this.counters.batches++;
     this.counters.decodeSeconds += reply.decodeMs / 1000;
+    const text = reply.json && Buffer.from(reply.json.bytes.buffer, reply.json.bytes.byteOffset, reply.json.bytes.byteLength);
     batch.forEach((input, k) => {
       this.counters.embeddedInputs++;
       this.counters.embeddedTokens += input.tokens.length;
       const request = input.request;
       if (request.settled) return;
       request.vectors[input.index] = reply.vectors.subarray(k * dimensions, (k + 1) * dimensions);
+      // ASCII bytes: latin1 makes a one-byte string of them, a copy with no decoding.
+      if (request.json && text)
+        request.json[input.index] = text.toString("latin1", k === 0 ? 0 : reply.json!.ends[k - 1], reply.json!.ends[k]);
       if (--request.remaining === 0) {
         request.settled = true;
-        request.resolve(request.vectors);
+        request.resolve({ vectors: request.vectors, json: request.json });
       }
     });
   }

@@ -1,7 +1,14 @@
 import { parentPort, workerData } from "node:worker_threads";
 import koffi from "koffi";
 import { openLlamaLibrary, type Handle } from "../native/llama-lib.js";
-import type { EmbedFailure, EmbedMessage, EmbedReply, EmbeddingRunnerInit } from "./embedding-protocol.js";
+import {
+  transferList,
+  vectorsJson,
+  type EmbedFailure,
+  type EmbedMessage,
+  type EmbedReply,
+  type EmbeddingRunnerInit,
+} from "./embedding-protocol.js";
 
 /**
  * The embedding runner: llama.cpp contexts (two: see FLASH_ATTENTION_MIN_TOKENS) with embeddings on
@@ -79,7 +86,8 @@ function embed(message: EmbedMessage): EmbedReply {
     vector.set(new Float32Array(koffi.view(pointer, dimensions * 4)));
     normalize(vector);
   }
-  return { type: "embedded", vectors, decodeMs: performance.now() - started };
+  const decodeMs = performance.now() - started;
+  return { type: "embedded", vectors, decodeMs, ...(message.json ? { json: vectorsJson(vectors, dimensions) } : {}) };
 }
 
 /**
@@ -101,7 +109,7 @@ function warmUp(tokens: number): void {
   const longest = Math.min(tokens, lib.llama_model_n_ctx_train(init.model as Handle));
   const inputs = Math.min(init.batchSequences, Math.floor(tokens / longest));
   const token = Math.max(0, lib.llama_vocab_bos(lib.llama_model_get_vocab(init.model as Handle)));
-  embed({ type: "embed", tokens: new Int32Array(inputs * longest).fill(token), lengths: Array<number>(inputs).fill(longest) });
+  embed({ type: "embed", tokens: new Int32Array(inputs * longest).fill(token), lengths: Array<number>(inputs).fill(longest), json: false });
 }
 parentPort!.on("message", (message: EmbedMessage | { type: "close" }) => {
   if (message.type === "close") {
@@ -112,7 +120,7 @@ parentPort!.on("message", (message: EmbedMessage | { type: "close" }) => {
   }
   try {
     const reply = embed(message);
-    parentPort!.postMessage(reply, [reply.vectors.buffer as ArrayBuffer]);
+    parentPort!.postMessage(reply, transferList(reply));
   } catch (error) {
     parentPort!.postMessage({ type: "failed", message: (error as Error).message } satisfies EmbedFailure);
   }

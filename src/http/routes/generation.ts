@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Chunk, Operation, OperationResult } from "../../api/operation.js";
 import { toErrorBody } from "../../errors.js";
-import { rateLimitHeaders } from "../../protocol/rate-limit-headers.js";
+import { tellRateLimits } from "../rate-limit-headers.js";
 import { COMPAT_PREFIX } from "../api-paths.js";
 import { callerOf } from "../auth.js";
 import { inputOf } from "../endpoint-routes.js";
@@ -46,7 +46,7 @@ async function answer(
     logError: (message, error) => request.log.error({ err: error }, message),
   });
   // Set before a stream's head is written (sse.ts copies the reply's headers), so streams carry them too.
-  reply.headers(rateLimitHeaders(result.rateLimits));
+  tellRateLimits(reply, result.rateLimits);
   if (result.type === "json") {
     // Null: the run was cancelled, its client is gone; nobody to answer.
     return result.body === null ? reply : reply.type("application/json; charset=utf-8").send(result.body);

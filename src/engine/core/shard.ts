@@ -112,7 +112,7 @@ export class Shard {
       this.heldLast = false;
       if (this.scheduler.rushing) await this.othersHeld(planning);
       let reply: StepReply;
-      if (!this.group.gate.tryEnterStep()) await this.group.gate.enterStep();
+      await this.group.gate.enterStep();
       const started = performance.now();
       try {
         reply = await this.runner.step(plan.message(this.group.threadsFor()));

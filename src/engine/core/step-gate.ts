@@ -11,16 +11,6 @@ export class StepGate {
   private changing: Promise<void> | undefined;
   private idle: (() => void) | undefined;
 
-  /**
-   * Before a step's decode, when no change holds the gate: enters at once and says so, so the step's
-   * message goes out before the microtasks the last step's events queued (the streams' writes) run.
-   */
-  tryEnterStep(): boolean {
-    if (this.changing) return false;
-    this.stepping++;
-    return true;
-  }
-
   /** Before a step's decode: waits while a change holds the gate. */
   async enterStep(): Promise<void> {
     while (this.changing) await this.changing;

@@ -140,8 +140,9 @@ describe("files and batches against a hostile tenant: bounded, streamed, limited
 
   test("a batch whose output would pass the quota ends its remaining lines with file_storage_limit_exceeded, unbilled", async () => {
     const tenant = clientFor(await adminKey(server, "amplifier"));
-    // Each line's answer: 300 vectors of 384 floats, over 2 MB of JSON, so the second cannot fit the 4 MB quota.
-    const inputs = Array.from({ length: 300 }, (_, i) => `word ${i}`);
+    // Each line's answer: 600 vectors of 384 floats, over 2 MB of JSON (each float in at most nine
+    // significant digits, about 11 bytes), so the second cannot fit the 4 MB quota.
+    const inputs = Array.from({ length: 600 }, (_, i) => `word ${i}`);
     const line = (id: string) =>
       JSON.stringify({ custom_id: id, method: "POST", url: "/v1/embeddings", body: { model: MINILM, input: inputs } });
     const input = await upload(tenant, [line("e1"), line("e2"), line("e3")]);

@@ -212,16 +212,21 @@ export async function startLlamaServer(
   return { target: { name, baseURL: `${url}/v1`, key: "none", model: options.modelId, pid: child.pid }, stop: () => kill(child) };
 }
 
-/** The instant upstream (instant-upstream.ts) in a process of its own: no engine, a fixed TTFT and ITL. */
-export async function startInstantUpstream(port: number, ttftMs: number, itlMs: number, modelId: string): Promise<RunningTarget> {
-  const script = join(ROOT, "bench/peers/instant-upstream.ts");
-  const args = ["--import", "tsx", script, "--port", String(port), "--ttft-ms", String(ttftMs), "--itl-ms", String(itlMs)];
-  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], cwd: ROOT });
+/** One of bench/peers' own TypeScript servers in a process of its own, once it answers /health on 127.0.0.1:`port`. */
+async function startScriptPeer(script: string, port: number, args: string[]): Promise<{ child: ChildProcess; url: string }> {
+  const argv = ["--import", "tsx", join(ROOT, "bench/peers", script), "--port", String(port), ...args];
+  const child = spawn(process.execPath, argv, { stdio: ["ignore", "pipe", "pipe"], cwd: ROOT });
   let output = "";
   child.stdout!.on("data", (d: Buffer) => (output += d));
   child.stderr!.on("data", (d: Buffer) => (output += d));
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(child, `${url}/health`, () => output);
+  return { child, url };
+}
+
+/** The instant upstream (instant-upstream.ts) in a process of its own: no engine, a fixed TTFT and ITL. */
+export async function startInstantUpstream(port: number, ttftMs: number, itlMs: number, modelId: string): Promise<RunningTarget> {
+  const { child, url } = await startScriptPeer("instant-upstream.ts", port, ["--ttft-ms", String(ttftMs), "--itl-ms", String(itlMs)]);
   return {
     target: { name: "instant upstream", baseURL: `${url}/v1`, key: "none", model: modelId, pid: child.pid },
     stop: () => kill(child),
@@ -230,18 +235,8 @@ export async function startInstantUpstream(port: number, ttftMs: number, itlMs: 
 
 /** A bare Node relay in front of `upstream` (peers/bare-relay.ts): the floor of one more Node hop. */
 export async function startBareRelay(port: number, upstream: RunningTarget): Promise<RunningTarget> {
-  const origin = new URL(upstream.target.baseURL).origin;
-  const args = ["--import", "tsx", join(ROOT, "bench/peers/bare-relay.ts"), "--port", String(port), "--upstream", origin];
-  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], cwd: ROOT });
-  let output = "";
-  child.stdout!.on("data", (d: Buffer) => (output += d));
-  child.stderr!.on("data", (d: Buffer) => (output += d));
-  const url = `http://127.0.0.1:${port}`;
-  await waitHealthy(child, `${url}/health`, () => output);
-  return {
-    target: { ...upstream.target, name: "bare relay", baseURL: `${url}/v1`, pid: child.pid },
-    stop: () => kill(child),
-  };
+  const { child, url } = await startScriptPeer("bare-relay.ts", port, ["--upstream", new URL(upstream.target.baseURL).origin]);
+  return { target: { ...upstream.target, name: "bare relay", baseURL: `${url}/v1`, pid: child.pid }, stop: () => kill(child) };
 }
 
 /**

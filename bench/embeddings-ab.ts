@@ -1,10 +1,11 @@
 /**
  * Two builds of Switchyard on embeddings, alternated request by request: both servers up at once,
- * each round one 256-input request (or 16 clients of 16 single inputs each) to one build then the
- * other, the order reversed every other round, and each round's head ÷ base. bench:compare's
+ * each round one 256-input request (or 16 clients of 16 single inputs each, or 32 single inputs one
+ * after another) to one build then the other, the order reversed every other round, and each
+ * round's head ÷ base (for one input: the round's p50 latency, as base ÷ head, so above 1 is faster). bench:compare's
  * batch-256 scenario sends two requests a round, too few on a shared machine.
  *
- *   node --import tsx bench/embeddings-ab.ts --base /tmp/base-checkout [--head .] [--shape 256|c16] [--rounds 12]
+ *   node --import tsx bench/embeddings-ab.ts --base /tmp/base-checkout [--head .] [--shape 256|c16|1] [--rounds 12]
  *
  * Each checkout must be built (`npm run build`). Prints the medians and the ratios' median and
  * range; writes bench/results/embeddings-ab-<time>.json.
@@ -19,7 +20,11 @@ import { cpuDescription, startSwitchyard, type RunningTarget } from "./peers/tar
 const opts = new Command()
   .requiredOption("--base <dir>", "the base checkout, built")
   .option("--head <dir>", "the head checkout, built", ".")
-  .option("--shape <shape>", "256 (one request of 256 inputs a round) or c16 (16 clients, 16 single inputs each)", "256")
+  .option(
+    "--shape <shape>",
+    "256 (one request of 256 inputs a round), c16 (16 clients, 16 single inputs each) or 1 (32 single inputs in turn)",
+    "256",
+  )
   .option("--rounds <n>", "rounds", "12")
   .option("--out <file>", "where the JSON goes", `bench/results/embeddings-ab-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
   .parse()
@@ -49,8 +54,22 @@ async function post(build: string, input: string | string[]): Promise<void> {
     throw new Error(`${build}: HTTP ${response.statusCode}`);
 }
 
-/** One round's inputs a second on one build. */
+/** Single inputs one after another: the round's p50 latency, as requests a second (1000 ÷ p50 ms). */
+async function singles(build: string, index: number): Promise<number> {
+  const latencies: number[] = [];
+  for (let k = 0; k < SINGLES; k++) {
+    const started = performance.now();
+    await post(build, sentence(index * SINGLES + k));
+    latencies.push(performance.now() - started);
+  }
+  return 1000 / median(latencies);
+}
+
+const SINGLES = 32;
+
+/** One round's inputs a second on one build (for one input: 1000 ÷ its p50 ms). */
 async function round(build: string, index: number): Promise<number> {
+  if (opts.shape === "1") return singles(build, index);
   const started = performance.now();
   if (opts.shape === "256")
     await post(
@@ -98,6 +117,8 @@ try {
     headOverBase: { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) },
     rates,
   };
+  const p50 = (rates: number[]) => (1000 / median(rates)).toFixed(2);
+  if (opts.shape === "1") console.log(`one input, p50 ms (median of the rounds' p50s): base ${p50(rates.base!)}, head ${p50(rates.head!)}`);
   console.table([
     {
       shape: opts.shape,

@@ -148,6 +148,7 @@ const ADMISSION_COLUMNS: readonly AdmissionColumn[] = [
   { name: "account_id", type: "text", value: ({ start }) => start.accountId },
   { name: "key_id", type: "text", value: ({ start }) => start.keyId },
   { name: "model", type: "text", value: ({ start }) => start.model },
+  { name: "api", type: "text", value: ({ start }) => start.api ?? "chat.completions" },
   { name: "service_tier", type: "text", value: ({ start }) => start.serviceTier },
   { name: "prompt_tokens", type: "int", value: ({ start }) => start.promptTokens },
   { name: "ahead", type: "int", value: ({ ahead }) => ahead },
@@ -177,9 +178,9 @@ async function writeRows(db: Database, rows: NewRow[], ownerId: string, reservat
   const reserved = await db.query<{ request_id: string }>(
     `WITH q (${ADMISSION_NAMES}) AS (VALUES ${values.sql}),
           reserved AS (${reservingUnbudgeted("q", "$2")}),
-          written AS (INSERT INTO usage_records (request_id, account_id, key_id, model, service_tier, prompt_tokens, cached_tokens,
+          written AS (INSERT INTO usage_records (request_id, account_id, key_id, model, api, service_tier, prompt_tokens, cached_tokens,
                                                  completion_tokens, cost_usd, status, duration_ms, owner_id, prices, batch_id)
-                      SELECT request_id, account_id, key_id, model, service_tier, prompt_tokens, 0, ahead, 0, 'in_flight', 0, $1, prices, batch_id FROM q)
+                      SELECT request_id, account_id, key_id, model, api, service_tier, prompt_tokens, 0, ahead, 0, 'in_flight', 0, $1, prices, batch_id FROM q)
      SELECT request_id FROM reserved`,
     [ownerId, reservationTtlSeconds, ...values.params],
   );

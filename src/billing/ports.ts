@@ -70,6 +70,8 @@ export interface InFlightStart {
   accountId: string;
   keyId: string;
   model: string;
+  /** The API the request came through (absent: chat completions): a crash's row still names it. */
+  api?: ApiKind;
   serviceTier: ServiceTier;
   promptTokens: number;
   /** The prices the request is billed at, kept with the row so a crash is billed the same. */

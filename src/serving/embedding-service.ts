@@ -47,7 +47,7 @@ export interface EmbeddingService {
     caller: Caller,
     input: EmbeddingInput,
     signal: AbortSignal,
-    context?: Pick<RequestContext, "requestId" | "trace"> & { logError?: (message: string, error: unknown) => void },
+    context?: Pick<RequestContext, "requestId" | "trace">,
   ): Promise<EmbeddingResult>;
 }
 
@@ -97,15 +97,10 @@ export function createEmbeddingService({ registry, ledger, limits, budgets, inFl
         const lease = held.lease!;
         held.lease = undefined; // released here, never again on an error below
         await lease.release(promptTokens);
-        const recorded = meter.record(
-          outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null, unreserved }),
-        );
-        // Unreserved, the row is the request's only bill: the answer waits for it. Otherwise it
-        // settles the reservation after the answer: the in-flight row already bills exactly this
-        // (the prompt's tokens at these prices) if the process dies first, and usage reports wait
-        // for it (UsageLedger.settled).
-        if (unreserved) await recorded;
-        else recorded.catch((error: unknown) => context.logError?.("the embeddings request's ledger row could not be completed", error));
+        // The answer waits for its row, with a budget or without: a crash before the row is written
+        // bills nothing (nothing was delivered; a budgeted request's in-flight row is closed at cost 0
+        // and its reservation released), and once it is written the request is billed exactly.
+        await meter.record(outcome(held, { status: "completed", costUsd: cost, finishReason: "stop", errorCode: null, unreserved }));
         trace.annotate(usageAttributes({ promptTokens, cachedPromptTokens: 0, completionTokens: 0, cost }));
         return { model: input.model, serviceTier: tier, vectors, json, promptTokens, cost, rateLimits: lease.state };
       } catch (error) {

@@ -32,7 +32,6 @@ export function embeddingsOperation(embeddings: EmbeddingService): Operation<Emb
       const result = await embeddings.embed(caller, { ...toInput(body), json: format === "float" }, context.signal, {
         requestId: context.requestId,
         trace: context.trace,
-        logError: context.logError,
       });
       return { type: "json", body: renderEmbeddings(result, format), rateLimits: result.rateLimits ?? {} };
     },

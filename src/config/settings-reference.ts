@@ -119,7 +119,8 @@ export const SETTINGS_REFERENCE: readonly SettingReference[] = [
   {
     variables: ["SWITCHYARD_SHARDS"],
     defaultValue: "one per thread",
-    meaning: "independent step loops (contexts) per model; the sequences are split between them. `1`: one context using every thread",
+    meaning:
+      "independent step loops (contexts) per model; the sequences are split between them. `1`: one context using every thread (on a CPU with AMX, faster for cached or `top_k`-sampled loads, slower for temperature-only sampling: *A Xeon with AMX* in the benchmark results)",
   },
   {
     variables: ["SWITCHYARD_MAX_CONTEXT"],

@@ -80,7 +80,7 @@ const APPLIES: Record<string, string[]> = {
   "switchyard-spec-off": ["random-c16", "random-c1", "cached-c16", "cached-c1", "priority-beside", "edit"],
   // Priority's inter-token target at 100 ms, where 8 lower-tier decodes fit beside it: the tier mix without lower tiers giving way.
   "switchyard-priority-itl-100": ["mixed"],
-  "switchyard-1ctx": ["random-c16", "random-c1", "disturbed-c16"],
+  "switchyard-1ctx": ["random-c16", "random-c1", "openai-c16", "cached-c16", "disturbed-c16"],
   "switchyard-f16": ["random-c16", "random-c1"],
   "switchyard-no-prefix-cache": ["multiturn"],
   // Its default --spec-type is none.

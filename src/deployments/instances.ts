@@ -35,7 +35,8 @@ export class LocalDeployment {
   private readonly intervals = new Map<Backend, { id: string; release(): void }>();
   /** Instances wanted now: min_instances, or more while the autoscaler says so (up to max). */
   private target: number;
-  pending = 0;
+  /** converge() is starting instances. */
+  private starting = false;
   status: DeploymentStatus;
   failReason: string | null = null;
   deleting = false;
@@ -60,6 +61,16 @@ export class LocalDeployment {
 
   get running(): number {
     return this.pool.size;
+  }
+
+  /**
+   * Instances wanted and not running yet, while they are being started: read from the target, so
+   * a failed start that lowers the target shows none pending the moment its status says failed
+   * (a stored count was zeroed only after the failed status's write, and a reader in between saw
+   * a failed deployment with an instance pending).
+   */
+  get pending(): number {
+    return this.starting ? Math.max(0, this.target - this.running) : 0;
   }
 
   /** New settings: the instances go to the new min (the autoscaler may add more again); a failed deployment tries again. */
@@ -125,12 +136,15 @@ export class LocalDeployment {
   }
 
   private async converge(): Promise<void> {
-    while (this.running < this.target && this.status !== "failed") {
-      this.pending = this.target - this.running;
-      await this.setStatus("deploying");
-      if (!(await this.startInstance())) break;
+    this.starting = true;
+    try {
+      while (this.running < this.target && this.status !== "failed") {
+        await this.setStatus("deploying");
+        if (!(await this.startInstance())) break;
+      }
+    } finally {
+      this.starting = false;
     }
-    this.pending = 0;
     while (this.running > this.target) await this.stopInstance();
     if (this.deleting) return;
     // A stopped deployment keeps its reason (the account was disabled) until it runs again.

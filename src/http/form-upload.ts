@@ -70,7 +70,7 @@ export async function whileUploading<T>(request: FastifyRequest, reply: FastifyR
 }
 
 /** How much of a refused upload's remaining body is read, and for how long, so that its client hears the refusal. */
-export const REFUSED_BODY_DRAIN = { bytes: 8 << 20, ms: 5_000 } as const;
+const REFUSED_BODY_DRAIN = { bytes: 8 << 20, ms: 5_000 } as const;
 
 /** Reads `body` to its end, unparsed; false if it ran past the drain bound or broke off first. */
 function drained(body: IncomingMessage): Promise<boolean> {

@@ -100,11 +100,13 @@ test("one shared server per run, a pool of leased ones, gone with a runner that 
         "--test-reporter=tap",
         ...files,
       ],
-      { cwd: ROOT, env, stdio: ["ignore", "pipe", "inherit"] },
+      // A process group of its own, so a failure can stop the runner and its files with the shell.
+      { cwd: ROOT, env, stdio: ["ignore", "pipe", "inherit"], detached: true },
     ),
   );
+  let runner = 0;
   try {
-    const runner = Number(await new Promise<string>((resolve) => parent.stdout!.once("data", (d: Buffer) => resolve(d.toString()))));
+    runner = Number(await new Promise<string>((resolve) => parent.stdout!.once("data", (d: Buffer) => resolve(d.toString()))));
     await waitFor(async () => (procState(runner) === "Z" ? true : undefined), 600_000);
     const output = readFileSync(join(dir, "out"), "utf8");
     assert.match(output, /^# pass 3$/m, output);
@@ -133,7 +135,18 @@ test("one shared server per run, a pool of leased ones, gone with a runner that 
       assert.deepEqual(left(), [], "nothing left in the temp dir"),
     );
   } finally {
-    parent.kill("SIGKILL"); // the sleep: the zombie runner goes to init, which reaps it
+    // The whole group: the sleep (the zombie runner goes to init, which reaps it) and, where the
+    // test failed before the runner ended, the runner and its files, which would go on waiting for
+    // their markers; the servers they started stop with their runner.
+    try {
+      process.kill(-parent.pid!, "SIGKILL");
+    } catch {
+      // Already gone.
+    }
     rmSync(dir, { recursive: true, force: true });
+    // What servers killed with the group could not clear (after a pass there is nothing).
+    if (runner > 0)
+      for (const name of readdirSync(tmpdir()).filter((n) => n.startsWith(`switchyard-shared-${runner}-`)))
+        rmSync(join(tmpdir(), name), { recursive: true, force: true });
   }
 });

@@ -137,7 +137,7 @@ test("one shared server per run, a pool of leased ones, gone with a runner that 
   } finally {
     // The whole group: the sleep (the zombie runner goes to init, which reaps it) and, where the
     // test failed before the runner ended, the runner and its files, which would go on waiting for
-    // their markers; the servers they started stop with their runner.
+    // their markers, and the servers they started in the group (their temp dirs are removed below).
     try {
       process.kill(-parent.pid!, "SIGKILL");
     } catch {

@@ -1,24 +1,12 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
-import { rateLimitHeaders } from "../protocol/rate-limit-headers.js";
-import type { ChatRun } from "../serving/types.js";
 import type { RequestLimits } from "../limits/ports.js";
-import type { RateLimitState } from "../protocol/rate-limit-headers.js";
+import { rateLimitHeaders, type RateLimitState } from "../protocol/rate-limit-headers.js";
 
 declare module "fastify" {
   interface FastifyReply {
     /** The answer carries the windows as its admission left them (none, for a key without per-minute limits): the hook below reads nothing. */
     rateLimitsTold: boolean;
   }
-}
-
-/**
- * OpenAI's `x-ratelimit-*` headers on every response to a key that has a per-minute limit. A
- * generation (and a 429 from the limiter) reports the windows as its admission left them; every
- * other response (a 400, a list, a 429 for a full queue) reads them without taking anything. Set
- * before a stream's head is written (sse.ts copies the reply's headers), so streams carry them too.
- */
-export function exposeRateLimits(reply: FastifyReply, run: Pick<ChatRun, "rateLimits">): void {
-  tellRateLimits(reply, run.rateLimits);
 }
 
 /** The admission's windows as the answer's headers; undefined (no admission) leaves them to the hook. */
@@ -28,6 +16,12 @@ export function tellRateLimits(reply: FastifyReply, state: RateLimitState | unde
   reply.rateLimitsTold = true;
 }
 
+/**
+ * OpenAI's `x-ratelimit-*` headers on every response to a key that has a per-minute limit. A
+ * generation (and a 429 from the limiter) reports the windows as its admission left them; every
+ * other response (a 400, a list, a 429 for a full queue) reads them without taking anything. Set
+ * before a stream's head is written (sse.ts copies the reply's headers), so streams carry them too.
+ */
 export function installRateLimitHeaders(app: FastifyInstance, limits: Pick<RequestLimits, "peek">): void {
   app.decorateReply("rateLimitsTold", false);
   const peek = limits.peek;

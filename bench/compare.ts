@@ -362,7 +362,6 @@ table(
         "host ms": perStep(e.hostS),
         "rest of wall ms": perStep(Math.max(0, e.shards * r.durationS - e.roundTripS - e.hostS)),
         "adapter turn steps": e.adapterTurnSteps,
-        "ahead steps": e.aheadSteps,
       };
     }),
 );

@@ -97,8 +97,6 @@ export interface ScenarioReport {
     promptTokensComputed: number;
     /** Steps that ran one adapter's requests while another's on the shard waited (0 where no request named an adapter). */
     adapterTurnSteps: number;
-    /** Steps planned before the reply of the one before them (the engine's core/ahead.ts). */
-    aheadSteps: number;
   } | null;
   /** backgroundBatch: the lines the batch answered while the scenario ran. */
   batchLinesDone?: number;
@@ -158,7 +156,6 @@ interface Counters {
   step_round_trip_seconds: number;
   host_seconds: number;
   adapter_turn_steps?: number;
-  ahead_steps?: number;
   shards?: unknown[];
 }
 
@@ -184,7 +181,6 @@ function engineDelta(before: Counters | null, after: Counters | null): ScenarioR
     tokensPerStep: steps > 0 ? (after.batch_tokens - before.batch_tokens) / steps : 0,
     promptTokensComputed: after.prompt_tokens_computed - before.prompt_tokens_computed,
     adapterTurnSteps: (after.adapter_turn_steps ?? 0) - (before.adapter_turn_steps ?? 0),
-    aheadSteps: (after.ahead_steps ?? 0) - (before.ahead_steps ?? 0),
   };
 }
 

@@ -111,8 +111,6 @@ export interface EngineCounters {
   hostMs: number;
   /** Steps that ran one LoRA adapter's requests (or the base's) while another's on the same shard waited their turn. */
   adapterTurnSteps: number;
-  /** Steps planned before the reply of the step before them (core/ahead.ts). */
-  aheadSteps: number;
   /** Running requests moved to another shard, to keep each adapter's requests on shards of their own. */
   movedRequests: number;
 }

@@ -28,8 +28,6 @@ export interface WireEngineCounters {
   step_round_trip_seconds: number;
   host_seconds: number;
   adapter_turn_steps: number;
-  /** Steps sent before the reply of the step before them (the same decodes again, on the tokens drawn there). */
-  ahead_steps: number;
   moved_requests: number;
 }
 

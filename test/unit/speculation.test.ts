@@ -101,23 +101,6 @@ describe("the drafter", () => {
     assert.equal(textOf(draft.tokens), " over the ", "the rest of the prediction, after the edit");
   });
 
-  test("says whether a draft is likely after the next token, before it is drawn (the engine's steps planned ahead)", () => {
-    assert.equal(new Drafter([...tokensOf("abcdef")], 3).mightDraftAfterNext(), false, "nothing seen twice, no prediction");
-    assert.equal(
-      new Drafter([...tokensOf("abcdeab")], 3).mightDraftAfterNext(),
-      false,
-      "only two tokens repeat: a match would begin with the next",
-    );
-    assert.equal(new Drafter([...tokensOf("abcdeabc")], 3).mightDraftAfterNext(), true, "'abc' came before: the output is quoting");
-    const predicting = new Drafter([...tokensOf("xyz")], 3, tokensOf("qrs"));
-    assert.equal(predicting.mightDraftAfterNext(), true, "the prediction has tokens left");
-    const context = [...tokensOf("xyz")];
-    const done = new Drafter(context, 3, tokensOf("qr"));
-    context.push(...tokensOf("qr"));
-    done.advance(3);
-    assert.equal(done.mightDraftAfterNext(), false, "the prediction is used up");
-  });
-
   test("without a prediction, looks the last tokens up in the prompt and the output", () => {
     const prompt = tokensOf("say: hello world again");
     const context = [...prompt, ...tokensOf("hel")];

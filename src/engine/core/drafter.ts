@@ -98,17 +98,6 @@ export class Drafter {
     return tokens;
   }
 
-  /**
-   * Whether a draft is likely after the context's next token, before it is known: the prediction
-   * has tokens left (followed, or lost and waiting to resynchronise on any token), or the context's
-   * last LOOKUP_NGRAM tokens occurred before (the output is quoting, and the next token likely goes
-   * on with the quote). A match that only begins with the next token is found one step later.
-   */
-  mightDraftAfterNext(): boolean {
-    const predictionLeft = this.prediction.length > 0 && this.cursor < this.prediction.length;
-    return predictionLeft || this.lookupIndex.lookup.find(this.context) !== undefined;
-  }
-
   /** Whether the prediction still has tokens to draft. */
   get followingPrediction(): boolean {
     return this.cursor >= 0 && this.cursor < this.prediction.length;

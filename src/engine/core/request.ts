@@ -77,11 +77,6 @@ export class EngineRequest {
   moveTo: ((output: RequestOutput) => boolean) | undefined;
   /** It moved once while running: it never moves again (each move computes its tokens again). */
   moved = false;
-  /**
-   * Steps planned ahead of a reply (core/ahead.ts) with a decode of it, in flight: their cells are
-   * not counted in `computed` until their reply comes.
-   */
-  ahead = 0;
   /** Its drafts and their outcomes (speculative decoding); absent while speculation is off. */
   speculation: RequestSpeculation | undefined;
 

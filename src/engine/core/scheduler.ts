@@ -11,7 +11,6 @@ import { countByTier, type ShardSchedulerOptions, type ShardStats } from "./sche
 import { budgetOptions, fillBatch, type StepBudget } from "./step-budget.js";
 import { noteProgress, StalledError, stallCheckMs, stalledRequests } from "./stall.js";
 import { StepPlan } from "./step-plan.js";
-import { aheadAllowed, planAhead } from "./ahead.js";
 import { AdapterTurns } from "./adapter-turns.js";
 import { UNCAPPED, type ModelCap } from "./sequence-cap.js";
 import type { Draft } from "./drafter.js";
@@ -203,20 +202,6 @@ export class ShardScheduler {
   }
 
   /**
-   * The step after `inFlight`, planned before its reply where it can only be the same decodes again
-   * (core/ahead.ts); undefined where anything could change it.
-   */
-  planAhead(inFlight: StepPlan): StepPlan | undefined {
-    if (this.pendingOps.length > 0 || this.pendingFrees.length > 0 || admissible(this.waiting).length > 0) return undefined;
-    if (!aheadAllowed(inFlight, this.running, this.options.cellsPerSequence)) return undefined;
-    const plan = planAhead(inFlight);
-    noteProgress(this.running, plan, this.options.stepTokens);
-    this.drafting.planned();
-    this.lastPlan = plan;
-    return plan;
-  }
-
-  /**
    * How long a shard with an empty batch may sleep before it schedules again: with requests running,
    * until it looks for stalled ones or a paused one's grace period ends (undefined: until woken).
    */
@@ -243,7 +228,6 @@ export class ShardScheduler {
     for (const { request, count } of plan.scheduled) {
       promptTokens += Math.min(count, Math.max(0, request.promptLength - request.computed));
       if (request.status === "running") request.computed += count;
-      if (plan.ahead) request.ahead--;
     }
     const failed = new Map(reply.failedSamplers.map((f) => [f.id, f.reason]));
     let at = 0;
@@ -427,8 +411,6 @@ export class ShardScheduler {
   private release(request: EngineRequest, keep: boolean, ops: MemoryOp[], frees: number[] | undefined): void {
     this.running.splice(this.running.indexOf(request), 1);
     this.sequences.give(request.sequence!, keep ? request.tokens.slice(0, request.computed) : undefined, ops, request.promptLength);
-    // A step planned ahead writes one more cell of it: gone before the sequence's next use.
-    if (request.ahead > 0) ops.push({ op: "rm", seq: request.sequence!, from: request.computed });
     request.sequence = undefined;
     this.cap.released();
     if (frees) {

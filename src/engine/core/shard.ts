@@ -30,16 +30,6 @@ export interface ShardGroupView {
   readonly gate: StepGate;
 }
 
-/** A step sent to the runner and not yet answered. */
-interface StepInFlight {
-  plan: StepPlan;
-  reply: Promise<StepReply>;
-  /** When the runner started it, as near as the main thread knows. */
-  started: number;
-  /** The main thread's time planning it. */
-  planningMs: number;
-}
-
 /** What a shard's steps did, since it started: where the engine's time goes. */
 export type StepCounters = EngineCounters;
 
@@ -66,7 +56,6 @@ export class Shard {
     roundTripMs: 0,
     hostMs: 0,
     adapterTurnSteps: 0,
-    aheadSteps: 0,
     movedRequests: 0,
   };
 
@@ -108,18 +97,26 @@ export class Shard {
   }
 
   private async loop(): Promise<void> {
-    let step: StepInFlight | undefined;
-    // Closed, it still takes the reply of a step it sent.
-    while (!this.closed || step) {
-      step ??= await this.nextStep();
-      if (!step) continue;
-      // The step after it, sent before its reply where it can only be the same decodes (core/ahead.ts).
-      const ahead = this.stepAhead(step.plan);
+    while (!this.closed) {
+      if (!this.heldLast && this.group.holdFor(this)) {
+        await this.hold();
+        this.heldLast = true;
+        continue;
+      }
+      const planning = performance.now();
+      const plan = this.scheduler.schedule(this.group.priorityNearby());
+      if (plan.isEmpty) {
+        await this.sleep();
+        continue;
+      }
+      this.heldLast = false;
+      if (this.scheduler.rushing) await this.othersHeld(planning);
       let reply: StepReply;
+      await this.group.gate.enterStep();
+      const started = performance.now();
       try {
-        reply = await step.reply;
+        reply = await this.runner.step(plan.message(this.group.threadsFor()));
       } catch (error) {
-        if (ahead) this.group.gate.leaveStep();
         this.failAll(error as Error);
         return;
       } finally {
@@ -127,57 +124,11 @@ export class Shard {
       }
       const replied = performance.now();
       // The whole round trip, sampling included: what every stream on the shard waits for.
-      if (reply.error === undefined) this.measured(step.plan.shape, replied - step.started);
-      this.postprocess(step.plan, reply);
-      this.counters.roundTripMs += replied - step.started;
-      this.counters.hostMs += step.planningMs + (performance.now() - replied);
-      // Planned ahead, it started on the runner when this one ended.
-      if (ahead) [ahead.started, ahead.planningMs] = [replied, 0];
-      step = ahead;
+      if (reply.error === undefined) this.measured(plan.shape, replied - started);
+      this.postprocess(plan, reply);
+      this.counters.roundTripMs += replied - started;
+      this.counters.hostMs += started - planning + (performance.now() - replied);
     }
-  }
-
-  /** Plans and sends the next step; undefined when the shard held or slept instead. */
-  private async nextStep(): Promise<StepInFlight | undefined> {
-    if (!this.heldLast && this.group.holdFor(this)) {
-      await this.hold();
-      this.heldLast = true;
-      return undefined;
-    }
-    const planning = performance.now();
-    const plan = this.scheduler.schedule(this.group.priorityNearby());
-    if (plan.isEmpty) {
-      await this.sleep();
-      return undefined;
-    }
-    this.heldLast = false;
-    if (this.scheduler.rushing) await this.othersHeld(planning);
-    await this.group.gate.enterStep();
-    const started = performance.now();
-    return { plan, reply: this.send(plan), started, planningMs: started - planning };
-  }
-
-  /**
-   * The step after `inFlight`, planned and sent before its reply (core/ahead.ts), while this shard is
-   * the model's only busy one. Beside other busy shards a request arriving would wait a step longer
-   * for admission, where steps are longest (cached c16: TTFT p50 1.30x, 4 quiet rounds on Zen 4).
-   */
-  private stepAhead(inFlight: StepPlan): StepInFlight | undefined {
-    if (this.closed || this.group.othersOf(this).some((other) => other.busy)) return undefined;
-    if (this.group.holdFor(this) || this.scheduler.rushing || !this.group.gate.tryEnterStep()) return undefined;
-    const plan = this.scheduler.planAhead(inFlight);
-    if (!plan) {
-      this.group.gate.leaveStep();
-      return undefined;
-    }
-    const reply = this.send(plan);
-    // A runner that fails fails this step's reply too; the loop reports the first.
-    reply.catch(() => undefined);
-    return { plan, reply, started: performance.now(), planningMs: 0 };
-  }
-
-  private send(plan: StepPlan): Promise<StepReply> {
-    return this.runner.step(plan.message(this.group.threadsFor()));
   }
 
   /** A step's measured time: the cost model learns it; a step with drafts that overran its prediction lowers the draft ceiling. */
@@ -238,7 +189,6 @@ export class Shard {
     this.counters.steps++;
     this.counters.batchTokens += plan.batchSize;
     if (plan.otherAdaptersWait) this.counters.adapterTurnSteps++;
-    if (plan.ahead) this.counters.aheadSteps++;
     this.counters.sampledTokens += plan.sampled.length;
     this.counters.setupMs += reply.setupMs;
     this.counters.decodeMs += reply.decodeMs;

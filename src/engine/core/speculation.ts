@@ -118,11 +118,6 @@ export class RequestSpeculation {
     this.seen = tokens.length;
   }
 
-  /** Whether a draft may follow the request's next token, not yet drawn (core/ahead.ts). */
-  mightDraftNext(): boolean {
-    return this.drafter.mightDraftAfterNext();
-  }
-
   /** The request moved to another shard: its drafts' outcomes count there. */
   moveTo(shard: ShardSpeculation): void {
     this.shard = shard;

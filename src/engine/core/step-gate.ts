@@ -17,13 +17,6 @@ export class StepGate {
     this.stepping++;
   }
 
-  /** For a step planned ahead (core/ahead.ts): enters only where no change waits. */
-  tryEnterStep(): boolean {
-    if (this.changing) return false;
-    this.stepping++;
-    return true;
-  }
-
   /** After the step's reply. */
   leaveStep(): void {
     this.stepping--;

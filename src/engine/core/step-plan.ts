@@ -2,7 +2,7 @@ import { addShapes, chunkShape, EMPTY_SHAPE, type StepShape } from "./cost-model
 import { draftShape } from "./draft-budget.js";
 import type { Draft } from "./drafter.js";
 import type { EngineRequest } from "./request.js";
-import { AHEAD_TOKEN, type MemoryOp, type NewSampler, type SampleOrder, type StepMessage } from "../runner/step-protocol.js";
+import type { MemoryOp, NewSampler, SampleOrder, StepMessage } from "../runner/step-protocol.js";
 
 /** One step as the scheduler planned it: the runner's message and whom each part belongs to. */
 export class StepPlan {
@@ -69,24 +69,6 @@ export class StepPlan {
       this.drafts.set(request, { source: draft!.source, tokens: guessed });
       this.shape = addShapes(this.shape, draftShape(from + count - 1, guessed.length));
     }
-  }
-
-  /** Planned before the reply of the step before it (core/ahead.ts): its tokens are the ones drawn there. */
-  ahead = false;
-
-  /** The request decodes the token it is drawing in the step in flight (not yet in `tokens`), and samples. */
-  addAhead(request: EngineRequest): void {
-    const position = request.tokens.length;
-    this.ahead = true;
-    this.tokens.push(AHEAD_TOKEN);
-    this.positions.push(position);
-    this.sequences.push(request.sequence!);
-    this.outputs.push(1);
-    this.scheduled.push({ request, count: 1 });
-    this.shape = addShapes(this.shape, chunkShape(position, 1, true));
-    const top = request.spec.logprobs ? request.spec.logprobs.top : -1;
-    this.samples.push({ sampler: request.id, index: this.tokens.length - 1, top });
-    this.sampled.push(request);
   }
 
   message(threads: number): StepMessage {

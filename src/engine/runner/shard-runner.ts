@@ -1,7 +1,7 @@
 import { Worker } from "node:worker_threads";
 import type { DropAdapterMessage, RunnerInit, StepMessage, StepReply } from "./step-protocol.js";
 
-/** The main thread's handle on a shard's worker: steps run in the order sent, at most MAX_QUEUED_STEPS in flight. */
+/** The main thread's handle on a shard's worker: one step in flight at a time. */
 export interface ShardRunner {
   step(message: StepMessage): Promise<StepReply>;
   /** The context stops applying this LoRA adapter if it does; call with no step in flight. */
@@ -9,22 +9,19 @@ export interface ShardRunner {
   close(): Promise<void>;
 }
 
-/** The step running and one planned ahead of its reply (core/ahead.ts). */
-const MAX_QUEUED_STEPS = 2;
-
 // Compiled, this file is .js beside shard-worker.js; run from source (tests, tsx), both are .ts.
 const WORKER_URL = new URL(`./shard-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
 
 export async function startShardRunner(init: RunnerInit): Promise<ShardRunner> {
   const worker = new Worker(WORKER_URL, { workerData: init, name: "switchyard-shard" });
-  /** Steps sent and not yet answered, in the order sent (the worker answers them in order). */
-  const pending: Array<{ resolve: (reply: StepReply) => void; reject: (error: Error) => void }> = [];
+  let pending: { resolve: (reply: StepReply) => void; reject: (error: Error) => void } | undefined;
   /** Adapter drops not yet answered, in the order sent (the worker answers messages in order). */
   const drops: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
   let failure: Error | undefined;
   const fail = (error: Error) => {
     failure ??= error;
-    for (const step of pending.splice(0)) step.reject(error);
+    pending?.reject(error);
+    pending = undefined;
     for (const drop of drops.splice(0)) drop.reject(error);
   };
   await new Promise<void>((resolve, reject) => {
@@ -35,15 +32,17 @@ export async function startShardRunner(init: RunnerInit): Promise<ShardRunner> {
   worker.on("exit", (code) => fail(new Error(`the engine's runner thread exited (code ${code})`)));
   worker.on("message", (reply: StepReply | { type: "closed" } | { type: "adapter-dropped" }) => {
     if (reply.type === "adapter-dropped") drops.shift()?.resolve();
-    if (reply.type === "step") pending.shift()?.resolve(reply);
+    if (reply.type !== "step") return;
+    const waiting = pending;
+    pending = undefined;
+    waiting?.resolve(reply);
   });
   return {
     step(message) {
       if (failure) return Promise.reject(failure);
-      if (pending.length >= MAX_QUEUED_STEPS)
-        return Promise.reject(new Error(`${MAX_QUEUED_STEPS} steps are already in flight on this shard`));
+      if (pending) return Promise.reject(new Error("a step is already running on this shard"));
       return new Promise<StepReply>((resolve, reject) => {
-        pending.push({ resolve, reject });
+        pending = { resolve, reject };
         worker.postMessage(message);
       });
     },

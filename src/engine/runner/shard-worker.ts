@@ -2,15 +2,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import koffi from "koffi";
 import { openLlamaLibrary, type BatchValue, type Handle, type LlamaLibrary } from "../native/llama-lib.js";
 import { createRequestSamplers } from "./request-samplers.js";
-import {
-  AHEAD_TOKEN,
-  type DropAdapterMessage,
-  type MemoryOp,
-  type RunnerInit,
-  type SampledLogprob,
-  type StepMessage,
-  type StepReply,
-} from "./step-protocol.js";
+import type { DropAdapterMessage, MemoryOp, RunnerInit, SampledLogprob, StepMessage, StepReply } from "./step-protocol.js";
 
 /**
  * A shard's runner: one llama.cpp context on this worker thread, so the main thread never waits on
@@ -25,8 +17,6 @@ const context = createContext(lib, init);
 const memory = lib.llama_get_memory(context);
 const batch = batchViews(lib.llama_batch_init(init.batchTokens, 0, 1), init.batchTokens);
 const samplers = createRequestSamplers(lib, vocab, context, vocabularySize);
-/** Each sampler's last drawn token: what a step planned ahead decodes in its place (AHEAD_TOKEN). */
-const lastDrawn = new Map<number, number>();
 /** Preempted requests' cells, saved until they are readmitted. */
 const saved = new Map<number, Buffer>();
 let threads = init.threads;
@@ -184,7 +174,6 @@ function sampleAll(message: StepMessage): Pick<StepReply, "tokens" | "counts" | 
       accepted++;
     }
     counts[i] = accepted + 1;
-    lastDrawn.set(order.sampler, tokens[tokens.length - 1]!);
     if (accepted < draft.length)
       lib.llama_memory_seq_rm(memory, message.sequences[order.index]!, message.positions[order.index]! + 1 + accepted, -1);
   });
@@ -206,12 +195,6 @@ function bySequence(sequences: Int32Array): Int32Array {
   const placed = new Int32Array(sequences.length);
   order.forEach((index, slot) => (placed[index] = slot));
   return placed;
-}
-
-/** Puts each sampler's last drawn token where a step planned ahead left its place (a failed draw: token 0, its output is dropped). */
-function fillAhead(message: StepMessage): void {
-  for (const order of message.samples)
-    if (message.tokens[order.index] === AHEAD_TOKEN) message.tokens[order.index] = Math.max(0, lastDrawn.get(order.sampler) ?? 0);
 }
 
 /** Applies `next` to the context's decodes from now on (0n: the base model alone); false if llama.cpp refuses. */
@@ -247,7 +230,6 @@ function step(message: StepMessage): StepReply {
     return failedStep(failedSamplers, failedRestores, "llama.cpp refused to set the step's LoRA adapter");
   const started = performance.now();
   if (n > 0) {
-    fillAhead(message);
     slots = bySequence(message.sequences);
     for (let i = 0; i < n; i++) {
       const slot = slots[i]!;
@@ -263,10 +245,7 @@ function step(message: StepMessage): StepReply {
   }
   const decoded = performance.now();
   const { tokens, counts, logprobs } = sampleAll(message);
-  for (const id of message.freeSamplers) {
-    samplers.free(id);
-    lastDrawn.delete(id);
-  }
+  for (const id of message.freeSamplers) samplers.free(id);
   return {
     type: "step",
     tokens,

@@ -58,9 +58,6 @@ export interface SampleOrder {
   draft?: readonly number[];
 }
 
-/** In a step's `tokens`: the token its sampler drew in the step before (see StepMessage.tokens). */
-export const AHEAD_TOKEN = -1;
-
 export interface StepMessage {
   type: "step";
   /** Threads for this step's decode (up to the runner's `threads`). */
@@ -69,10 +66,6 @@ export interface StepMessage {
   newSamplers: NewSampler[];
   /** Freed after this step's sampling. */
   freeSamplers: number[];
-  /**
-   * AHEAD_TOKEN at a sample order's `index`: the token that order's sampler drew last, in the step
-   * before this one (the step was planned before that step's reply: core/ahead.ts).
-   */
   tokens: Int32Array;
   positions: Int32Array;
   sequences: Int32Array;

@@ -122,7 +122,6 @@ function engineCounters(c: EngineCounters): WireEngineCounters {
     step_round_trip_seconds: Number((c.roundTripMs / 1000).toFixed(3)),
     host_seconds: Number((c.hostMs / 1000).toFixed(3)),
     adapter_turn_steps: c.adapterTurnSteps,
-    ahead_steps: c.aheadSteps,
     moved_requests: c.movedRequests,
   };
 }

@@ -11,9 +11,9 @@
  * MiniLM's tensors, which every BERT converted here shares. The `onnx` candidates are the same weights
  * as ONNX graphs (catalog/convert/bert-onnx.ts) on ONNX Runtime, tokenized by the served GGUF.
  */
-import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import type { BertPrecision } from "../src/catalog/convert/bert-gguf.js";
 import type { BertOnnxPrecision } from "../src/catalog/convert/bert-onnx.js";
@@ -162,6 +162,7 @@ const table = rows.map((r) => ({
   "single input p50 ms": median(r.singleMs).toFixed(2),
 }));
 console.table(table);
+mkdirSync(dirname(args.out), { recursive: true });
 writeFileSync(
   `${args.out}.json`,
   JSON.stringify(

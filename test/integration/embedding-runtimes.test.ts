@@ -5,6 +5,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { FIDELITY_SENTENCES, pairwiseSimilarities, spearman } from "../helpers/embedding-sentences.js";
 import { cosine, MINILM, minilmDir, referenceEmbeddings, referencePython } from "../helpers/embeddings.js";
+import { BERT_ONNX_LAYOUT } from "../../src/catalog/convert/bert-onnx.js";
 import { startServer, type RunningServer } from "../helpers/server.js";
 
 /** The fidelity floor every served runtime holds against the numpy reference (docs/api/embeddings.md). */
@@ -74,8 +75,9 @@ for (const runtime of ["onnx", "llama"] as const) {
 
       if (runtime === "onnx")
         test("ONNX Runtime serves the fp32 graph written beside the GGUF at pull time: every input within cosine 0.99999 of the reference", () => {
-          assert.ok(existsSync(join(minilmDir(), "all-MiniLM-L6-v2.fp32.onnx")), "the ONNX graph beside the GGUF");
-          assert.ok(existsSync(join(minilmDir(), "all-MiniLM-L6-v2.fp32.onnx.json")), "its manifest");
+          const graph = join(minilmDir(), `all-MiniLM-L6-v2.${BERT_ONNX_LAYOUT}.onnx`);
+          assert.ok(existsSync(graph), "the ONNX graph beside the GGUF");
+          assert.ok(existsSync(`${graph}.json`), "its manifest");
           // The Q8_0 GGUF llama.cpp serves reaches 0.9997-0.9998 on the shortest inputs: this is the fp32 graph.
           batched.forEach((embedding, i) => assert.ok(cosine(embedding, reference.embeddings[i]!) >= 0.99999, `input ${i}`));
         });

@@ -1,8 +1,9 @@
 /**
  * A sentence-transformers BERT (mean pooling, Normalize) as an ONNX graph for ONNX Runtime's CPU
- * provider, written from the safetensors: ONNX Runtime's fused contrib operators where it has them
- * (Attention, SkipLayerNormalization, BiasGelu: the graph its own transformer optimizer makes of an
- * exported BERT), then mean pooling over the attention mask and L2 normalisation inside the graph.
+ * provider, written from the safetensors: ONNX Runtime's fused contrib operators where they are faster
+ * (Attention, BiasGelu: the graph its own transformer optimizer makes of an exported BERT, less its
+ * SkipLayerNormalization, see `skipLayerNorm`), then mean pooling over the attention mask and L2
+ * normalisation inside the graph.
  * Inputs: `input_ids` and `attention_mask`, int32 [batch, sequence]; output `sentence_embedding`,
  * float [batch, hidden], unit length.
  */
@@ -95,9 +96,19 @@ function linear(g: GraphBuilder, x: string, prefix: string, rows: number, int8: 
   return { out: g.add("DynamicQuantizeMatMul", [x, w, scale, zero, g.vector(`${prefix}.bias`)], `${prefix}.out`, { domain: MS }) };
 }
 
+/**
+ * LayerNorm(x + b + skip) as two Adds and the standard LayerNormalization, not ONNX Runtime's fused
+ * SkipLayerNormalization: on its CPU provider (1.31) the fused kernel took 6.2 ms of a 32 × 16-token
+ * run's 65 (9.7%), the three standard operators 2.0 ms, so 256 short inputs run 1.14x faster
+ * (docs/benchmarks/2026-12-06-embeddings-layer-norm.md). ONNX Runtime does not fuse them back here.
+ */
 function skipLayerNorm(g: GraphBuilder, x: string, skip: string, prefix: string, bias: string | undefined, shape: Shape): string {
-  const inputs = [x, skip, g.vector(`${prefix}.weight`), g.vector(`${prefix}.bias`), ...(bias ? [bias] : [])];
-  return g.add("SkipLayerNormalization", inputs, `${prefix}.out`, { domain: MS, attributes: { epsilon: { float: shape.epsilon } } });
+  const biased = bias ? g.add("Add", [x, bias], `${prefix}.biased`) : x;
+  const summed = g.add("Add", [biased, skip], `${prefix}.summed`);
+  const norm = [g.vector(`${prefix}.weight`), g.vector(`${prefix}.bias`)];
+  return g.add("LayerNormalization", [summed, ...norm], `${prefix}.out`, {
+    attributes: { epsilon: { float: shape.epsilon }, axis: { int: -1 } },
+  });
 }
 
 function encoderLayer(g: GraphBuilder, x: string, mask: string, layer: number, shape: Shape, int8: boolean): string {
@@ -197,6 +208,12 @@ export function bertOnnxGraph(model: SentenceTransformersModel, precision: BertO
     outputs: [{ name: output, type: OnnxType.FLOAT, shape: ["batch", shape.hidden] }],
   };
 }
+
+/**
+ * The graph's layout, named in the served file's manifest and path: a change to the graph written here
+ * bumps it, so a cached file of the old layout is written again (and a build of the old layout keeps its own).
+ */
+export const BERT_ONNX_LAYOUT = "fp32-v2";
 
 /** The model file's bytes: opset 17 (LayerNormalization) and ONNX Runtime's contrib domain. */
 export function encodeBertOnnx(model: SentenceTransformersModel, precision: BertOnnxPrecision): Buffer {

@@ -5,13 +5,13 @@
  * ONNX graph beside it the same way (ONNX Runtime runs it; the GGUF still tokenizes).
  */
 import { createHash } from "node:crypto";
-import { mkdir } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { findManifestedFile, findVerifiedFile, writeManifest } from "../manifest.js";
 import type { ModelFile } from "../types.js";
 import type { CatalogEntry } from "../types.js";
 import { conversionLayout, writeBertGguf, type BertPrecision } from "./bert-gguf.js";
-import { encodeBertOnnx } from "./bert-onnx.js";
+import { BERT_ONNX_LAYOUT, encodeBertOnnx } from "./bert-onnx.js";
 import { readSentenceTransformersZip, type SentenceTransformersModel } from "./sentence-transformers.js";
 import { writeFileAtomic } from "../temp.js";
 
@@ -19,7 +19,7 @@ const convertedSource = (entry: CatalogEntry, published: { sha256: string }) =>
   `bert-gguf-${conversionLayout(entry.precision as BertPrecision)}-of-sha256:${published.sha256}`;
 
 /** fp32: the int8 graphs measured missed the fidelity floor (docs/api/embeddings.md). */
-const onnxSource = (published: { sha256: string }) => `bert-onnx-fp32-of-sha256:${published.sha256}`;
+const onnxSource = (published: { sha256: string }) => `bert-onnx-${BERT_ONNX_LAYOUT}-of-sha256:${published.sha256}`;
 
 export async function ensureConvertedFile(entry: CatalogEntry, published: ModelFile, modelDir: string): Promise<ModelFile> {
   const source = convertedSource(entry, published);
@@ -54,8 +54,9 @@ async function ensureOnnxFile(
   if (cached) return cached.path;
   const model = await readModel();
   if (model.pooling !== "mean") return undefined;
-  const path = join(modelDir, `${name}.fp32.onnx`);
+  const path = join(modelDir, `${name}.${BERT_ONNX_LAYOUT}.onnx`);
   const bytes = encodeBertOnnx(model, "fp32");
+  await removeOtherLayouts(modelDir, name, path);
   await writeFileAtomic(path, bytes);
   await writeManifest(path, {
     source: onnxSource(published),
@@ -63,6 +64,14 @@ async function ensureOnnxFile(
     bytes: bytes.length,
   });
   return path;
+}
+
+/** An earlier layout's graph, manifest and verification mark (`<name>.<layout>.onnx[.json|.verified]`): 90 MB no build of this one reads. */
+async function removeOtherLayouts(modelDir: string, name: string, current: string): Promise<void> {
+  const stale = (await readdir(modelDir)).filter(
+    (file) => file.startsWith(`${name}.`) && /\.onnx(\.[a-z]+)?$/.test(file) && !join(modelDir, file).startsWith(current),
+  );
+  await Promise.all(stale.map((file) => rm(join(modelDir, file), { force: true })));
 }
 
 export async function findConvertedFile(

@@ -1,6 +1,7 @@
 /**
- * CPU per embedding request, by thread: one server on all-MiniLM-L6-v2, one client sending short
- * single-input requests one after another (undici.request on a kept-alive connection), and each of
+ * CPU per embedding request, by thread: one server on all-MiniLM-L6-v2, one client (or `--clients n`,
+ * each on its own kept-alive connection) sending short single-input requests one after another
+ * (undici.request), and each of
  * the server's threads' CPU time (/proc/<pid>/task/<tid>/stat, utime + stime) read before and after
  * the timed requests. The main thread is the one whose id is the process id.
  *
@@ -29,6 +30,7 @@ const opts = new Command()
     "untimed requests first (V8 tiers a function up by the bytecode it has run: a few hundred requests leave most of the path in its baseline tier)",
     "200",
   )
+  .option("--clients <n>", "concurrent clients, each sending its share of the requests in turn", "1")
   .option("--threads <n>", "engine threads", "2")
   .option("--log-level <level>", "the server's SWITCHYARD_LOG_LEVEL", "info")
   .option("--env <pairs...>", "more server environment, NAME=value")
@@ -38,6 +40,7 @@ const opts = new Command()
   .parse()
   .opts<{
     requests: string;
+    clients: string;
     warmup: string;
     threads: string;
     logLevel: string;
@@ -92,7 +95,8 @@ const server = await startSwitchyard(
   opts.root,
 );
 const pid = server.target.pid!;
-const agent = new Agent({ keepAliveTimeout: 60_000, connections: 1 });
+const CLIENTS = Math.max(1, Number(opts.clients));
+const agent = new Agent({ keepAliveTimeout: 60_000, connections: CLIENTS });
 const url = `${server.target.baseURL}/embeddings`;
 const headers = { authorization: `Bearer ${server.target.key}`, "content-type": "application/json" };
 
@@ -114,7 +118,14 @@ try {
   const perf = opts.perf ? await startPerf(opts.perf, pid) : undefined;
   const before = threadTimes(pid);
   const latencies: number[] = [];
-  for (let i = 0; i < REQUESTS; i++) latencies.push(await embed(i));
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      for (let i = next++; i < REQUESTS; i = next++) latencies.push(await embed(i));
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
   const after = threadTimes(pid);
   await perf?.stop();
   const byName = new Map<string, number>();
@@ -136,6 +147,8 @@ try {
     cpu: cpuDescription().model,
     variant: cpuVariant(pid),
     requests: REQUESTS,
+    clients: CLIENTS,
+    inputsPerS: Number((REQUESTS / seconds).toFixed(1)),
     warmup: Number(opts.warmup),
     logLevel: opts.logLevel,
     env: extraEnv,

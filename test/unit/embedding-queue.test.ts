@@ -183,3 +183,25 @@ test("a failed batch fails its requests, and their inputs still waiting leave th
   await settle();
   assert.deepEqual(batches, [[1]], "the request's other inputs never ran");
 });
+
+test("a request's inputs are batched shortest first, so a batch holds like lengths; each vector goes back to its own index", async () => {
+  const runner = heldRunner(2);
+  const queue = new EmbeddingQueue({ batchTokens: 12, batchSequences: 8, maxWaiting: 100, dimensions: 2, runners: [runner.run] });
+  const lengths = [9, 2, 8, 3, 2, 9, 3];
+  const answer = queue.submit(
+    lengths.map((length, i) => input(i + 1, length)),
+    "default",
+  );
+  for (let i = 0; i < 4; i++) {
+    await settle();
+    runner.releaseNext();
+  }
+  const { vectors } = await answer;
+  // By length: 2, 2, 3, 3 (10 tokens), then 8, then 9, then 9; ties in the order sent.
+  assert.deepEqual(runner.batches, [[2, 5, 4, 7], [3], [1], [6]]);
+  const marker = (v: Float32Array) => Math.round(v[0]! / v[1]!);
+  assert.deepEqual(
+    vectors.map(marker),
+    lengths.map((_, i) => i + 1),
+  );
+});

@@ -60,5 +60,6 @@ export function edgeOptions(settings: Settings) {
     },
     logger: { level: logLevel() ?? "info" },
     accessLog: settings.accessLog,
+    compression: settings.compression,
   };
 }

@@ -195,6 +195,12 @@ export const SETTINGS_REFERENCE: readonly SettingReference[] = [
     meaning: "comma-separated origins browsers may call the API from (`*`: any); admin routes never allow cross-origin",
   },
   {
+    variables: ["SWITCHYARD_COMPRESSION"],
+    defaultValue: "`auto`",
+    meaning:
+      "JSON answers of 32 KiB and more are compressed (br or gzip) for a client that accepts it: `auto` for every client but one on loopback (no link is faster than compressing costs), `on` for every client, `off` never",
+  },
+  {
     variables: ["SWITCHYARD_DEPLOYMENT_TICK_MS"],
     defaultValue: "5000",
     meaning: "dedicated deployments: heartbeat, autoscaling and sync period",

@@ -94,6 +94,8 @@ const settingsSchema = z.object({
   workerKey: z.string().min(16, "must be at least 16 characters").optional(),
   /** Origins browsers may call the API from; `*` allows any (keys travel in headers, not cookies). */
   corsOrigins: z.array(z.string()).min(1),
+  /** Which peers' JSON answers are compressed when they accept it: `auto` all but loopback ones (http/compression.ts). */
+  compression: z.enum(["auto", "on", "off"]),
   /** Dedicated deployments: heartbeat/autoscale period, billed segment length, idle time before an extra instance stops. */
   deployments: z.object({
     tickMs: z.coerce.number().int().min(100),
@@ -185,6 +187,7 @@ export function loadSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = proc
     adminMaxFailures: env.SWITCHYARD_ADMIN_MAX_FAILURES ?? 10,
     adminLockoutMs: Number(env.SWITCHYARD_ADMIN_LOCKOUT_S ?? 60) * 1000,
     corsOrigins: list(env.SWITCHYARD_CORS_ORIGINS ?? "*"),
+    compression: (env.SWITCHYARD_COMPRESSION ?? "auto").toLowerCase(),
     deployments: {
       tickMs: env.SWITCHYARD_DEPLOYMENT_TICK_MS ?? 5000,
       segmentMs: Number(env.SWITCHYARD_DEPLOYMENT_SEGMENT_S ?? 3600) * 1000,

@@ -1,11 +1,10 @@
-import compress from "@fastify/compress";
-import { constants as zlibConstants } from "node:zlib";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { ChatService } from "../serving/types.js";
 import type { ModelRegistry } from "../serving/model-registry.js";
 import { API_PREFIXES } from "./api-paths.js";
 import { installAuth, loggableUrl, type Authenticate } from "./auth.js";
 import { installCors } from "./cors.js";
+import { installCompression, type CompressionMode } from "./compression.js";
 import { accessLogController, type AccessLogLevel } from "../observability/access-log.js";
 import { clientErrorHandler, httpServerOptions, installConnectionGuards, type ConnectionLimits } from "./connections.js";
 import { frameworkErrors, installErrorHandlers } from "./errors.js";
@@ -71,6 +70,8 @@ export interface AppDeps {
   limits?: Pick<RequestLimits, "peek">;
   /** Origins browsers may call the API from; ["*"] (the default) allows any. */
   corsOrigins?: string[];
+  /** Which peers' JSON answers are compressed when they accept it (default `auto`: all but loopback). */
+  compression?: CompressionMode;
   /** Graceful shutdown (serve.ts drains it on SIGTERM); /health reports it. */
   drain?: Drain;
   /** Dedicated deployments (`/v1/deployments`); absent: the routes are not served. */
@@ -104,13 +105,10 @@ const requestSerializer = (request: { method: string; url: string; ip?: string }
   remoteAddress: request.ip,
 });
 
-/** JSON bodies smaller than this are not compressed (see the plugin's registration below). */
-const COMPRESS_FROM_BYTES = 32 * 1024;
-
 /** What every server shares, the worker too: body and connection limits, request ids, errors, auth, CORS, compression. */
 export type BaseAppDeps = Pick<
   AppDeps,
-  "authenticate" | "bodyLimit" | "maxJsonDepth" | "connections" | "corsOrigins" | "logger" | "accessLog" | "drain"
+  "authenticate" | "bodyLimit" | "maxJsonDepth" | "connections" | "corsOrigins" | "compression" | "logger" | "accessLog" | "drain"
 >;
 
 /** The HTTP layer: routes, auth and error rendering. It knows nothing of llama.cpp or storage: services are handed in. */
@@ -164,21 +162,6 @@ export function buildBaseApp(deps: BaseAppDeps): FastifyInstance {
   installConnectionGuards(app, connections);
   installAuth(app, deps.authenticate);
   installCors(app, deps.corsOrigins ?? ["*"]);
-  // Streams are written to the raw socket (hijacked), so only JSON bodies are ever compressed, at
-  // each codec's fastest level: on 256 embeddings (2.06 MB of JSON) brotli 1 took 26 ms against the
-  // plugin's quality 4 at 180, gzip 1 39 ms against level 6 at 124, for 6-8% more bytes; the
-  // compression threads share the cores with the decode's (README, "Embeddings"). Bodies up to 64 KB
-  // are compressed synchronously, off zlib's thread pool. Bodies under COMPRESS_FROM_BYTES go as
-  // they are: one embedding's 8.3 KB cost 0.6 ms to compress and 0.8 ms for Node's fetch to
-  // decompress, 1.4 ms of an 11 ms request, to save 5 KB.
-  void app.register(compress, {
-    encodings: ["br", "gzip"],
-    threshold: COMPRESS_FROM_BYTES,
-    syncThreshold: 64 * 1024,
-    zlibOptions: { level: zlibConstants.Z_BEST_SPEED },
-    brotliOptions: {
-      params: { [zlibConstants.BROTLI_PARAM_MODE]: zlibConstants.BROTLI_MODE_TEXT, [zlibConstants.BROTLI_PARAM_QUALITY]: 1 },
-    },
-  });
+  installCompression(app, deps.compression ?? "auto");
   return app;
 }

@@ -30,7 +30,8 @@ describe("where clients look for the API, and the headers and fields they read",
   let server: RunningServer;
   const requestIds: string[] = [];
   before(async () => {
-    server = await startServer();
+    // Compression for every peer, loopback too (its default, `auto`, leaves loopback alone: compression.test.ts).
+    server = await startServer({ env: { SWITCHYARD_COMPRESSION: "on" } });
   });
   after(async () => {
     await server?.stop();
@@ -190,7 +191,7 @@ describe("where clients look for the API, and the headers and fields they read",
     assert.equal(other.prompt_tokens_details.cached_tokens, 0, "another key does not");
   });
 
-  test("JSON bodies of 32 KiB and more are compressed when asked (gzip, br); smaller ones and streams never are", async () => {
+  test("with SWITCHYARD_COMPRESSION on, JSON bodies of 32 KiB and more are compressed when asked (gzip, br); smaller ones and streams never are", async () => {
     // Three choices of up to 64 tokens with 20 alternatives each (about 1.2 KB a token): over 32 KiB
     // of JSON even if every choice stops early.
     const body = JSON.stringify(ask("Count from one to one hundred in words.", { max_tokens: 64, n: 3, logprobs: true, top_logprobs: 20 }));

@@ -6,6 +6,7 @@ import { createBackgroundResponses, type BackgroundDeps } from "../api/responses
 import { createBackgroundStore } from "../api/responses/background-store.js";
 import { createSpendBudgets } from "../billing/budgets.js";
 import { createUsageLedger } from "../billing/ledger.js";
+import type { LedgerJournal } from "../billing/ledger-journal.js";
 import { createChatService } from "../serving/chat-service.js";
 import { createEmbeddingService } from "../serving/embedding-service.js";
 import { createTokenService } from "../serving/token-service.js";
@@ -19,9 +20,11 @@ export function servingServices(
     db: Database;
     /** This process and its drain, where background responses run; absent: `background: true` is refused. */
     background?: Pick<BackgroundDeps, "ownerId" | "runAsServer">;
+    /** Where rows that are their request's only bill go before the database (billing/ledger-journal.ts). */
+    journal?: LedgerJournal;
   },
 ) {
-  const servingDeps = { ...deps, ledger: createUsageLedger(deps.db), budgets: createSpendBudgets(deps.db) };
+  const servingDeps = { ...deps, ledger: createUsageLedger(deps.db, deps.journal), budgets: createSpendBudgets(deps.db) };
   const chat = createChatService(servingDeps);
   const embeddings = createEmbeddingService(servingDeps);
   const responses = createResponseStore(deps.db, settings.storedObjects);

@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { loadCatalog } from "../catalog/load.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir } from "../config/paths.js";
@@ -20,6 +21,7 @@ import { createModelRegistry, type ModelRegistry } from "../serving/model-regist
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
 import { reconcileDeadOwners } from "../billing/recovery.js";
+import { openLedgerJournal } from "../billing/ledger-journal.js";
 import { ownerIsGone, takeOwnership, type DeadOwnersClosed, type Owner, type Ownership } from "../processes/owners.js";
 import { createBackgroundStore } from "../api/responses/background-store.js";
 import { createDeploymentManager } from "../deployments/manager.js";
@@ -44,6 +46,9 @@ export interface ServeFlags {
   catalog?: string;
   worker?: boolean;
 }
+
+/** The ledger's write-ahead journal in the data dir (billing/ledger-journal.ts). */
+const LEDGER_JOURNAL_FILE = "ledger-journal.jsonl";
 
 /** `switchyard serve`: the server, until a signal stops it. */
 export async function serve(flags: ServeFlags): Promise<void> {
@@ -124,6 +129,20 @@ async function openLedger(settings: Settings, dataDir: string, log: (message: st
   return { db, ownership, inFlight };
 }
 
+/** The serving services on a ledger with its journal, the rows a stopped process answered for and had not yet written billed first. */
+async function journaledServices(
+  settings: Settings,
+  deps: Omit<Parameters<typeof servingServices>[1], "journal">,
+  dataDir: string,
+  log: (message: string) => void,
+) {
+  const journal = openLedgerJournal(join(dataDir, LEDGER_JOURNAL_FILE));
+  const services = servingServices(settings, { ...deps, journal });
+  const replayed = await services.ledger.replay();
+  if (replayed > 0) log(`wrote ${replayed} ledger row(s) a stopped server process had answered for (${LEDGER_JOURNAL_FILE})`);
+  return services;
+}
+
 /** Limits, the model registry, metrics, deployments, the drain and the batch runtime: what the app is built on. */
 async function startParts(
   settings: Settings,
@@ -154,7 +173,7 @@ async function startParts(
   const isGone = (tx: Parameters<typeof ownerIsGone>[0], ownerId: string) => ownerIsGone(tx, ownership.owner, ownerId);
   const drain = createDrain();
   const background = { ownerId: ownership.owner.id, runAsServer: drain.run.bind(drain) };
-  const services = servingServices(settings, { db, registry, limits, inFlight, metrics, background });
+  const services = await journaledServices(settings, { db, registry, limits, inFlight, metrics, background }, dataDir, log);
   const deployments = createDeploymentManager({
     db,
     registry,

@@ -11,8 +11,10 @@ import { createKey, emptyDataDir, startServer, waitFor, type RunningServer } fro
 
 /**
  * Embeddings through kill -9: an embedding's answer goes out whole, at the end, so it is billed
- * exactly when it was answered. Killed the moment its answer arrived, it is billed (its row was
- * written before the answer); killed while it ran, it is not (a key with a budget leaves its
+ * exactly when it was answered. Killed the moment its answer arrived, it is billed (a key with a
+ * budget wrote its row before the answer; one without, a line in the ledger's journal, which the
+ * restart writes to the table before it serves: killed within the 20 ms before that line's row is
+ * written, as here, the restart bills it); killed while it ran, it is not (a key with a budget leaves its
  * in-flight row, closed at cost 0 by the restart and its reservation released; a key without one
  * wrote no row). With a budget and without, on PGlite and PostgreSQL.
  */

@@ -1,0 +1,75 @@
+/**
+ * A write-ahead journal for the rows that are a request's only bill (`unreserved`: an embedding's,
+ * for a key without a budget). Such a row used to be written to the database before the answer
+ * went out, a statement of about 1 ms on PGlite (on a 2-core Zen 4; 0.25 ms more for the hops to
+ * its thread) that one short embedding's answer waited for. Appended here instead, a line in a
+ * file of the data dir (one write(2): it outlives a kill -9 as the database's own files do, which
+ * PGlite does not fsync either), the answer goes at once, and the rows go to the database a moment
+ * later in groups. At the next start the lines still here are written first (`replay`), before
+ * anything is served: each row's write is idempotent per request, so a line written twice bills once.
+ */
+import { closeSync, fstatSync, ftruncateSync, openSync, readFileSync, writeSync } from "node:fs";
+import type { UsageRecord } from "./ports.js";
+
+export interface LedgerJournal {
+  /** Appends the record; false when it could not be (a full disk): the caller then waits for the database. */
+  append(record: UsageRecord): boolean;
+  /** One appended record is in the database; once every one is, the journal is emptied. */
+  written(): void;
+  /** What a stopped process left: the records of its lines that parse (a line torn by a power cut does not). */
+  leftOver(): UsageRecord[];
+  close(): void;
+}
+
+export function openLedgerJournal(path: string): LedgerJournal {
+  const fd = openSync(path, "a+", 0o600);
+  /** Bytes in the file: where a failed append is cut back to. */
+  let size = fstatSync(fd).size;
+  /** Lines appended and not yet written to the database; the left-over lines count until replayed. */
+  let unwritten = 0;
+  const empty = () => {
+    ftruncateSync(fd, 0);
+    size = 0;
+  };
+  return {
+    append(record) {
+      const line = Buffer.from(`${JSON.stringify(record)}\n`);
+      try {
+        writeSync(fd, line);
+      } catch {
+        // A partial line would run into the next one: cut it off, and let the database have this row.
+        try {
+          ftruncateSync(fd, size);
+        } catch {
+          // Nothing more to do: the caller waits for the database, which bills it.
+        }
+        return false;
+      }
+      size += line.length;
+      unwritten++;
+      return true;
+    },
+    written() {
+      if (--unwritten === 0) empty();
+    },
+    leftOver() {
+      const records = readFileSync(path, "utf8")
+        .split("\n")
+        .flatMap((line) => parsed(line) ?? []);
+      unwritten += records.length;
+      if (records.length === 0 && size > 0) empty(); // only torn lines
+      return records;
+    },
+    close: () => closeSync(fd),
+  };
+}
+
+function parsed(line: string): UsageRecord | undefined {
+  if (line.trim() === "") return undefined;
+  try {
+    const record = JSON.parse(line) as UsageRecord;
+    return typeof record === "object" && record !== null && typeof record.requestId === "string" ? record : undefined;
+  } catch {
+    return undefined;
+  }
+}

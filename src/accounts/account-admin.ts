@@ -21,6 +21,8 @@ export interface AccountAdmin {
 export interface AccountAdminOptions {
   /** An account was disabled: its deployments' instances stop at once (they bill nothing after). */
   onAccountDisabled?: (accountId: string) => Promise<void>;
+  /** Awaited before keys' spend is read (createAccountKeys' `spendSettled`). */
+  spendSettled?: () => Promise<void>;
 }
 
 export function createAccountAdmin(db: Database, options: AccountAdminOptions = {}): AccountAdmin {
@@ -28,8 +30,12 @@ export function createAccountAdmin(db: Database, options: AccountAdminOptions = 
   const noAccount = (name: string) => new NotFound(`No account named '${name}'.`);
   return {
     createKey: async (account, body) => toWireCreatedKey(await createKey(db, toCreateKeyInput(account, body))),
-    listKeys: async (filter) => (await listKeys(db, filter)).map(toWireKey),
+    async listKeys(filter) {
+      await options.spendSettled?.();
+      return (await listKeys(db, filter)).map(toWireKey);
+    },
     async setKeyLimits(id, body) {
+      await options.spendSettled?.();
       const changes = { requestsPerMinute: body.rpm_limit, tokensPerMinute: body.tpm_limit, budgetUsd: budgetText(body.budget_usd) };
       const updated = await setKeyLimits(db, id, changes);
       if (!updated) throw noKey(id);

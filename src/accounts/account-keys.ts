@@ -24,10 +24,21 @@ export interface AccountKeys {
   revoke(caller: Principal, id: string): Promise<WireRevokedKey>;
 }
 
-/** `rateDefaults` are the server's per-key rate limits for keys that set none: rights are weighed with them. */
-export function createAccountKeys(db: Database, rateDefaults: RateDefaults = UNLIMITED_RATES): AccountKeys {
+/**
+ * `rateDefaults` are the server's per-key rate limits for keys that set none: rights are weighed with
+ * them. `spendSettled` is awaited before keys' spend is read: the ledger's rows of requests already
+ * answered (UsageLedger.settled), so a listing holds every answer its caller has had.
+ */
+export function createAccountKeys(
+  db: Database,
+  rateDefaults: RateDefaults = UNLIMITED_RATES,
+  spendSettled: () => Promise<void> = async () => {},
+): AccountKeys {
   return {
-    list: async (caller) => (await listKeys(db, { account: caller.accountName })).map(toWireKey),
+    async list(caller) {
+      await spendSettled();
+      return (await listKeys(db, { account: caller.accountName })).map(toWireKey);
+    },
     async create(caller, body) {
       const creator = await ownStanding(db, caller);
       const input = withinCreator(toCreateKeyInput(caller.accountName, body), creator);

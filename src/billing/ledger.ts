@@ -43,7 +43,9 @@ export function createUsageLedger(db: Database, journal?: LedgerJournal): UsageL
     );
   return {
     async record(record) {
-      if (!journal || record.unreserved !== true || !journal.append(record)) return write(record);
+      if (!journal || !journaled(record)) return write(record);
+      finalRowValues(record); // a row the table would refuse is refused here, before its answer
+      if (!journal.append(record)) return write(record);
       void writeJournaled(record);
     },
     settled: write.idle,
@@ -71,6 +73,13 @@ export function createUsageLedger(db: Database, journal?: LedgerJournal): UsageL
 export const JOURNALED_WRITE_AFTER_MS = 20;
 /** A journaled row whose write failed (the database away) is tried again this much later. */
 const JOURNALED_RETRY_MS = 1000;
+
+/**
+ * Which rows the journal takes: those that are their request's only bill (no in-flight row, no
+ * reservation), and not a batch line's, whose attempt may be unbilled by request id at once
+ * (billing/batch-attempts.ts) and which nobody waits on.
+ */
+const journaled = (record: UsageRecord) => record.unreserved === true && record.batchId == null;
 
 interface FinalRowColumn {
   type: "text" | "int" | "numeric" | "bool";

@@ -248,7 +248,7 @@ function buildServerApp(
     registry,
     usage,
     // Per-key rate limits where a key sets none (SWITCHYARD_DEFAULT_RPM/TPM): the key API weighs rights with them.
-    keys: createAccountKeys(db, limitDefaultsFromEnv(processEnvironment())),
+    keys: createAccountKeys(db, limitDefaultsFromEnv(processEnvironment()), services.ledger.settled),
     limits,
     authenticate: batches.authenticate(cachedKeyLookup((token) => lookUpKey(db, token), { ttlMs: settings.keyCacheMs })),
     ...edge,
@@ -258,7 +258,10 @@ function buildServerApp(
     adapters: { service: adapters, limits: settings.adapterLimits },
     batches: batches.api,
     admin: {
-      admin: createAccountAdmin(db, { onAccountDisabled: (accountId) => deployments.stopAccount(accountId) }),
+      admin: createAccountAdmin(db, {
+        onAccountDisabled: (accountId) => deployments.stopAccount(accountId),
+        spendSettled: services.ledger.settled,
+      }),
       usage,
       adminToken,
       throttle: { maxFailures: settings.adminMaxFailures, lockoutMs: settings.adminLockoutMs },

@@ -85,6 +85,31 @@ forEachDatabase("the ledger's write-ahead journal", ({ db }) => {
     journal.close();
   });
 
+  test("a full disk fails the append (/dev/full: ENOSPC on every write), and the row is in the table before record returns", async () => {
+    const { accountId, keyId } = await keyOf(db, "journal-full-disk");
+    const journal = openLedgerJournal("/dev/full");
+    const ledger = createUsageLedger(db, journal);
+    const row = usage(accountId, keyId, { costUsd: "0.000004", unreserved: true });
+    await ledger.record(row);
+    assert.equal((await rowsOf(db, [row.requestId])).length, 1);
+    assert.equal(await spentOf(db, keyId), "0.000004");
+    journal.close();
+  });
+
+  test("a batch line's row and a row the table would refuse never reach the journal", async () => {
+    const { accountId, keyId } = await keyOf(db, "journal-batch-line");
+    const path = journalPath();
+    const journal = openLedgerJournal(path);
+    const ledger = createUsageLedger(db, journal);
+    // A batch line's attempt may be unbilled by its request id at once: its row is in the table when record returns.
+    const line = usage(accountId, keyId, { unreserved: true, batchId: "batch_journal" });
+    await ledger.record(line);
+    assert.equal((await rowsOf(db, [line.requestId])).length, 1);
+    await assert.rejects(ledger.record(usage(accountId, keyId, { unreserved: true, promptTokens: -1 })), RangeError);
+    assert.equal(readFileSync(path, "utf8"), "");
+    journal.close();
+  });
+
   test("markUndelivered finds a journaled row that had not reached the table yet", async () => {
     const { accountId, keyId } = await keyOf(db, "journal-undelivered");
     const journal = openLedgerJournal(journalPath());

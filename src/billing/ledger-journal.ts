@@ -12,7 +12,7 @@ import { closeSync, fstatSync, ftruncateSync, openSync, readFileSync, writeSync 
 import type { UsageRecord } from "./ports.js";
 
 export interface LedgerJournal {
-  /** Appends the record; false when it could not be (a full disk): the caller then waits for the database. */
+  /** Appends the record; false when it could not be (a full disk, or a full journal): the caller then waits for the database. */
   append(record: UsageRecord): boolean;
   /** One appended record is in the database; once every one is, the journal is emptied. */
   written(): void;
@@ -21,7 +21,14 @@ export interface LedgerJournal {
   close(): void;
 }
 
-export function openLedgerJournal(path: string): LedgerJournal {
+/**
+ * The journal's size at most: past it an append is refused (the row is written before its answer,
+ * as without a journal) until the rows already in it are written and it is emptied. Under a steady
+ * stream of answers the journal is never empty by itself; this bounds it (1 MiB: about 2,500 rows).
+ */
+export const MAX_JOURNAL_BYTES = 1024 * 1024;
+
+export function openLedgerJournal(path: string, maxBytes = MAX_JOURNAL_BYTES): LedgerJournal {
   const fd = openSync(path, "a+", 0o600);
   /** Bytes in the file: where a failed append is cut back to. */
   let size = fstatSync(fd).size;
@@ -33,6 +40,7 @@ export function openLedgerJournal(path: string): LedgerJournal {
   };
   return {
     append(record) {
+      if (size >= maxBytes) return false;
       const line = Buffer.from(`${JSON.stringify(record)}\n`);
       try {
         writeSync(fd, line);

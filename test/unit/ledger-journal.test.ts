@@ -110,6 +110,41 @@ forEachDatabase("the ledger's write-ahead journal", ({ db }) => {
     journal.close();
   });
 
+  test("a full journal refuses more lines until the rows in it are written and it is emptied", async () => {
+    const { accountId, keyId } = await keyOf(db, "journal-bounded");
+    const path = journalPath();
+    const journal = openLedgerJournal(path, 600); // two lines of about 400 bytes
+    const ledger = createUsageLedger(db, journal);
+    const rows = [1, 2, 3].map(() => usage(accountId, keyId, { unreserved: true }));
+    await ledger.record(rows[0]!);
+    await ledger.record(rows[1]!);
+    assert.deepEqual(
+      readFileSync(path, "utf8")
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line).requestId),
+      rows.slice(0, 2).map((row) => row.requestId),
+    );
+    // Full: the third is in the table when record returns (its statement takes the two waiting rows with it).
+    await ledger.record(rows[2]!);
+    assert.equal(
+      (
+        await rowsOf(
+          db,
+          rows.map((r) => r.requestId),
+        )
+      ).length,
+      3,
+    );
+    await ledger.settled();
+    assert.equal(readFileSync(path, "utf8"), "");
+    const again = usage(accountId, keyId, { unreserved: true });
+    await ledger.record(again);
+    assert.equal(JSON.parse(readFileSync(path, "utf8")).requestId, again.requestId, "emptied, it takes lines again");
+    await ledger.settled();
+    journal.close();
+  });
+
   test("markUndelivered finds a journaled row that had not reached the table yet", async () => {
     const { accountId, keyId } = await keyOf(db, "journal-undelivered");
     const journal = openLedgerJournal(journalPath());

@@ -81,3 +81,51 @@ function parsed(line: string): UsageRecord | undefined {
     return undefined;
   }
 }
+
+/**
+ * How long a journaled row waits before it is written: the rows of requests answered meanwhile
+ * share its statement, the database's fixed cost paid once for them all.
+ */
+export const JOURNALED_WRITE_AFTER_MS = 20;
+/** A journaled row whose write failed (the database away) is tried again this much later. */
+const JOURNALED_RETRY_MS = 1000;
+
+/**
+ * Which rows the journal takes: those that are their request's only bill (no in-flight row, no
+ * reservation), and not a batch line's, whose attempt may be unbilled by request id at once
+ * (billing/batch-attempts.ts) and which nobody waits on.
+ */
+const journaled = (record: UsageRecord) => record.unreserved === true && record.batchId == null;
+
+/**
+ * The ledger's `record` over its group-committed `write`: a row the journal takes is appended and
+ * written a moment later (again after a failure, until it is in: its line stays meanwhile, for the
+ * next start); any other, or any the journal refuses, is written before `record` returns. `check`
+ * throws for a row the table would refuse, before its line is appended. `replay` writes what a
+ * stopped process left, before anything is served, and says how many rows.
+ */
+export function journaledWrites(
+  write: (record: UsageRecord, options?: { afterMs?: number }) => Promise<unknown>,
+  journal: LedgerJournal | undefined,
+  check: (record: UsageRecord) => unknown,
+): { record(record: UsageRecord): Promise<void>; replay(): Promise<number> } {
+  const writeLater = (record: UsageRecord): Promise<unknown> =>
+    write(record, { afterMs: JOURNALED_WRITE_AFTER_MS }).then(
+      () => journal!.written(),
+      () => setTimeout(() => void writeLater(record), JOURNALED_RETRY_MS).unref(),
+    );
+  return {
+    async record(record) {
+      if (!journal || !journaled(record)) return void (await write(record));
+      check(record);
+      if (!journal.append(record)) return void (await write(record));
+      void writeLater(record);
+    },
+    async replay() {
+      if (!journal) return 0;
+      const left = journal.leftOver();
+      await Promise.all(left.map((record) => write(record).then(() => journal.written())));
+      return left.length;
+    },
+  };
+}

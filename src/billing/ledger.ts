@@ -10,7 +10,7 @@ import type { Database } from "../storage/database.js";
 import { parseMoney, parseNonNegative, toText } from "./decimal.js";
 import { chargingReservations } from "./budgets.js";
 import { coalesced, valuesList } from "./coalesced.js";
-import type { LedgerJournal } from "./ledger-journal.js";
+import { journaledWrites, type LedgerJournal } from "./ledger-journal.js";
 import { USAGE_GROUP_BY, USAGE_STATUSES, toSafeInteger, type UsageGroupBy, type UsageReport, type UsageTotals } from "../protocol/usage.js";
 
 export interface UsageQuery {
@@ -35,27 +35,11 @@ export interface UsageQuery {
  */
 export function createUsageLedger(db: Database, journal?: LedgerJournal): UsageLedger & { replay(): Promise<number> } {
   const write = coalesced((records: UsageRecord[]) => writeFinalRows(db, records));
-  /** A journaled row's write, and again after a failure until it is in (its line stays meanwhile, for the next start). */
-  const writeJournaled = (record: UsageRecord) =>
-    write(record, { afterMs: JOURNALED_WRITE_AFTER_MS }).then(
-      () => journal!.written(),
-      () => setTimeout(() => writeJournaled(record), JOURNALED_RETRY_MS).unref(),
-    );
+  const { record, replay } = journaledWrites(write, journal, finalRowValues);
   return {
-    async record(record) {
-      if (!journal || !journaled(record)) return write(record);
-      finalRowValues(record); // a row the table would refuse is refused here, before its answer
-      if (!journal.append(record)) return write(record);
-      void writeJournaled(record);
-    },
+    record,
     settled: write.idle,
-    /** Rows the journal holds from a stopped process, written before anything is served; how many. */
-    async replay() {
-      if (!journal) return 0;
-      const left = journal.leftOver();
-      await Promise.all(left.map((record) => write(record).then(() => journal.written())));
-      return left.length;
-    },
+    replay,
     async markUndelivered(requestId: string, errorCode: string): Promise<void> {
       await write.idle(); // a journaled row may not be in the table yet
       await db.query("UPDATE usage_records SET status = 'failed', error_code = $2 WHERE request_id = $1 AND status = 'completed'", [
@@ -65,21 +49,6 @@ export function createUsageLedger(db: Database, journal?: LedgerJournal): UsageL
     },
   };
 }
-
-/**
- * How long a journaled row (ledger-journal.ts) waits before it is written: the rows of requests
- * answered meanwhile share its statement, the database's fixed cost paid once for them all.
- */
-export const JOURNALED_WRITE_AFTER_MS = 20;
-/** A journaled row whose write failed (the database away) is tried again this much later. */
-const JOURNALED_RETRY_MS = 1000;
-
-/**
- * Which rows the journal takes: those that are their request's only bill (no in-flight row, no
- * reservation), and not a batch line's, whose attempt may be unbilled by request id at once
- * (billing/batch-attempts.ts) and which nobody waits on.
- */
-const journaled = (record: UsageRecord) => record.unreserved === true && record.batchId == null;
 
 interface FinalRowColumn {
   type: "text" | "int" | "numeric" | "bool";

@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import type { Settings } from "../config/settings.js";
 import { createCompletionStore } from "../api/chat/completion-store.js";
 import { createOperations } from "../api/registry.js";
@@ -6,7 +7,7 @@ import { createBackgroundResponses, type BackgroundDeps } from "../api/responses
 import { createBackgroundStore } from "../api/responses/background-store.js";
 import { createSpendBudgets } from "../billing/budgets.js";
 import { createUsageLedger } from "../billing/ledger.js";
-import type { LedgerJournal } from "../billing/ledger-journal.js";
+import { openLedgerJournal, type LedgerJournal } from "../billing/ledger-journal.js";
 import { createChatService } from "../serving/chat-service.js";
 import { createEmbeddingService } from "../serving/embedding-service.js";
 import { createTokenService } from "../serving/token-service.js";
@@ -65,4 +66,21 @@ export function edgeOptions(settings: Settings) {
     accessLog: settings.accessLog,
     compression: settings.compression,
   };
+}
+
+/** The ledger's write-ahead journal in the data dir (billing/ledger-journal.ts). */
+const LEDGER_JOURNAL_FILE = "ledger-journal.jsonl";
+
+/** The serving services on a ledger with its journal, the rows a stopped process answered for and had not yet written billed first. */
+export async function journaledServices(
+  settings: Settings,
+  deps: Omit<Parameters<typeof servingServices>[1], "journal">,
+  dataDir: string,
+  log: (message: string) => void,
+) {
+  const journal = openLedgerJournal(join(dataDir, LEDGER_JOURNAL_FILE));
+  const services = servingServices(settings, { ...deps, journal });
+  const replayed = await services.ledger.replay();
+  if (replayed > 0) log(`wrote ${replayed} ledger row(s) a stopped server process had answered for (${LEDGER_JOURNAL_FILE})`);
+  return services;
 }

@@ -1,4 +1,3 @@
-import { join } from "node:path";
 import { loadCatalog } from "../catalog/load.js";
 import type { CatalogEntry } from "../catalog/types.js";
 import { resolveDataDir } from "../config/paths.js";
@@ -21,7 +20,6 @@ import { createModelRegistry, type ModelRegistry } from "../serving/model-regist
 import { openDatabase } from "../storage/open.js";
 import { createInFlightLedger } from "../billing/in-flight.js";
 import { reconcileDeadOwners } from "../billing/recovery.js";
-import { openLedgerJournal } from "../billing/ledger-journal.js";
 import { ownerIsGone, takeOwnership, type DeadOwnersClosed, type Owner, type Ownership } from "../processes/owners.js";
 import { createBackgroundStore } from "../api/responses/background-store.js";
 import { createDeploymentManager } from "../deployments/manager.js";
@@ -33,7 +31,7 @@ import type { Database } from "../storage/database.js";
 import { runWorker } from "./serve-worker.js";
 import { startBatches } from "./batch-runtime.js";
 import { startAdapterUploads } from "./serve-uploads.js";
-import { edgeOptions, servingServices } from "./serve-services.js";
+import { edgeOptions, journaledServices, type servingServices } from "./serve-services.js";
 import { loadModels, selectModels } from "./serve-models.js";
 import { ensureFirstKey } from "./first-key.js";
 import { processEnvironment } from "../config/environment.js";
@@ -46,9 +44,6 @@ export interface ServeFlags {
   catalog?: string;
   worker?: boolean;
 }
-
-/** The ledger's write-ahead journal in the data dir (billing/ledger-journal.ts). */
-const LEDGER_JOURNAL_FILE = "ledger-journal.jsonl";
 
 /** `switchyard serve`: the server, until a signal stops it. */
 export async function serve(flags: ServeFlags): Promise<void> {
@@ -127,20 +122,6 @@ async function openLedger(settings: Settings, dataDir: string, log: (message: st
   const inFlight = createInFlightLedger(db, ownership.owner.id);
   await ensureFirstKey(db, dataDir);
   return { db, ownership, inFlight };
-}
-
-/** The serving services on a ledger with its journal, the rows a stopped process answered for and had not yet written billed first. */
-async function journaledServices(
-  settings: Settings,
-  deps: Omit<Parameters<typeof servingServices>[1], "journal">,
-  dataDir: string,
-  log: (message: string) => void,
-) {
-  const journal = openLedgerJournal(join(dataDir, LEDGER_JOURNAL_FILE));
-  const services = servingServices(settings, { ...deps, journal });
-  const replayed = await services.ledger.replay();
-  if (replayed > 0) log(`wrote ${replayed} ledger row(s) a stopped server process had answered for (${LEDGER_JOURNAL_FILE})`);
-  return services;
 }
 
 /** Limits, the model registry, metrics, deployments, the drain and the batch runtime: what the app is built on. */

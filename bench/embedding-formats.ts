@@ -41,6 +41,7 @@ const CANDIDATES: Array<{ name: string; precision: BertPrecision; keptF16?: RegE
   { name: "onnx int8: attn out + FFN (ONNX Runtime)", precision: "q8_0", onnx: "int8" },
   { name: "f32", precision: "f32" },
   { name: "f16", precision: "f16" },
+  { name: "bf16", precision: "bf16" },
   { name: "q8_0, every matrix", precision: "q8_0", keptF16: NEVER },
   { name: "q8_0, attn_v F16", precision: "q8_0", keptF16: /^blk\.\d+\.attn_v\.weight$/ },
   { name: "q8_0, attn_v + ffn_down F16", precision: "q8_0", keptF16: /^blk\.\d+\.(attn_v|ffn_down)\.weight$/ },

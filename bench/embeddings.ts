@@ -5,10 +5,10 @@
  *  - `batch-256`: one request with 256 short inputs, several times over (inputs/s);
  *  - `c16-single`: 16 clients, each sending single-input requests back to back (inputs/s);
  *  - `single`: one client, one short input a request (mean and p50 latency).
- * llama-server runs on the file we serve (the Q8_0 mix, README "Embeddings") and on the exact F32
- * conversion, as built here, and on node-llama-cpp's prebuilt libraries (the files our engine loads),
- * which leaves the compilers out of the comparison. Each ratio takes the peer's best format (both
- * hold the fidelity floor).
+ * llama-server runs on the file we serve (the Q8_0 mix, README "Embeddings"), on the exact F32
+ * conversion and on BF16, as built here, and on node-llama-cpp's prebuilt libraries (the files our engine loads),
+ * which leaves the compilers out of the comparison. Each ratio takes the peer's best format (all
+ * three hold the fidelity floor).
  */
 import { execFileSync } from "node:child_process";
 import { loadCatalog } from "../src/catalog/load.js";
@@ -131,10 +131,14 @@ async function interleaved(running: RunningTarget[], scale: (n: number) => numbe
   return results;
 }
 
-/** The exact F32 conversion of the same published zip: the catalog entry pulled again as `precision: "f32"` (written once beside the served file). */
-async function exactF32(): Promise<string> {
+/**
+ * Another conversion of the same published zip: the catalog entry pulled again in `precision` (written
+ * once beside the served file): the exact F32, and BF16 (llama.cpp's fastest format where the CPU has
+ * AVX-512 BF16: on Zen 4 1.29x its Q8_0 on 256 inputs, docs/benchmarks/2026-12-06-embeddings-layer-norm.md).
+ */
+async function conversion(precision: "f32" | "bf16"): Promise<string> {
   const entry = (await loadCatalog()).find((e) => e.id === EMBEDDING_MODEL)!;
-  return (await pullModel({ ...entry, precision: "f32" }, { modelsDir: resolveModelsDir() })).path;
+  return (await pullModel({ ...entry, precision }, { modelsDir: resolveModelsDir() })).path;
 }
 
 /** Runs the three scenarios on the targets that `targets` names, interleaved (see `interleaved`); a peer that is not built is skipped. */
@@ -166,7 +170,8 @@ export async function compareEmbeddings(options: {
     contextPerSequence: 512,
     port: options.port,
   };
-  const f32 = await exactF32();
+  const f32 = await conversion("f32");
+  const bf16 = await conversion("bf16");
   const scale = (n: number) => (options.quick ? Math.max(2, Math.ceil(n / 4)) : n);
   // All of them run at once (see `interleaved`), each on a port of its own.
   const on = (index: number) => ({ ...peer, port: peer.port + index });
@@ -176,6 +181,7 @@ export async function compareEmbeddings(options: {
     ["switchyard-baseline", async (i) => (options.baseline ? startSwitchyard(on(i), "switchyard-baseline", {}, options.baseline) : null)],
     ["llama-server", (i) => startLlamaServer(on(i), "llama-server", embeddings)],
     ["llama-server-f32", (i) => startLlamaServer({ ...on(i), modelPath: f32 }, "llama-server-f32", embeddings)],
+    ["llama-server-bf16", (i) => startLlamaServer({ ...on(i), modelPath: bf16 }, "llama-server-bf16", embeddings)],
     ["llama-server-our-binaries", (i) => startLlamaServer(on(i), "llama-server-our-binaries", embeddings, { ourBinaries: true })],
     [
       "llama-server-our-binaries-f32",
@@ -187,7 +193,9 @@ export async function compareEmbeddings(options: {
   const running: RunningTarget[] = [];
   let results: EmbeddingScenarioResult[];
   try {
-    for (const [index, [name, start]] of starters.filter(([name]) => options.targets.includes(name.replace(/-f32$/, ""))).entries()) {
+    for (const [index, [name, start]] of starters
+      .filter(([name]) => options.targets.includes(name.replace(/-(f32|bf16)$/, "")))
+      .entries()) {
       const started = await start(index);
       if (!started) {
         skipped.push(`${name} (embeddings): not built (see bench/peers/)`);
@@ -201,9 +209,9 @@ export async function compareEmbeddings(options: {
   } finally {
     await Promise.all(running.map((r) => r.stop()));
   }
-  // A peer's figure is the better of its two formats: the most inputs/s, the least latency.
+  // A peer's figure is the best of its formats: the most inputs/s, the least latency.
   const of = (target: string, s: string) => {
-    const rows = results.filter((r) => (r.target === target || r.target === `${target}-f32`) && r.scenario === s);
+    const rows = results.filter((r) => [target, `${target}-f32`, `${target}-bf16`].includes(r.target) && r.scenario === s);
     return s === "single"
       ? rows.sort((a, b) => a.latencyMs.mean - b.latencyMs.mean)[0]
       : rows.sort((a, b) => b.inputsPerS - a.inputsPerS)[0];

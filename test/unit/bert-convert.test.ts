@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -143,6 +143,57 @@ test("q8_0 writes the layers' matrices as Q8_0, attn_v and ffn_up as F16, token 
       "blk.0.layer_output_norm.weight": GgmlType.F32,
       "blk.1.attn_output.weight": GgmlType.F16,
     });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("bf16 writes every layer matrix and the token embeddings as BF16 (a float32's upper half, rounded to nearest even), biases and norms as F32", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "bert-bf16-"));
+  try {
+    // 1 + 2^-8 is halfway between two bf16 values (1 and 1 + 2^-7): even rounds down; 1 + 3·2^-8 rounds up.
+    const values = Float32Array.from({ length: 64 * 64 }, (_, i) => [1 + 2 ** -8, 1 + 3 * 2 ** -8, -2.5, Math.PI][i % 4]!);
+    const tensor = (shape: number[]) => ({
+      dtype: "F32",
+      shape,
+      data: Buffer.from(
+        values.slice(
+          0,
+          shape.reduce((a, b) => a * b),
+        ).buffer,
+      ),
+    });
+    const tensors = new Map([
+      ["embeddings.word_embeddings.weight", tensor([4, 64])],
+      ["encoder.layer.0.attention.self.query.weight", tensor([64, 64])],
+      ["encoder.layer.0.attention.self.query.bias", tensor([64])],
+    ]);
+    const config = {
+      model_type: "bert",
+      num_hidden_layers: 1,
+      max_position_embeddings: 8,
+      hidden_size: 64,
+      intermediate_size: 96,
+      num_attention_heads: 2,
+      layer_norm_eps: 1e-12,
+    };
+    const tokenizer = {
+      added_tokens: [{ id: 0, content: "[CLS]", special: true }],
+      model: { type: "WordPiece", vocab: { "[CLS]": 0, a: 1, b: 2, c: 3 } },
+    };
+    const path = join(dir, "tiny.gguf");
+    await writeBertGguf({ config, tokenizer, pooling: "mean", normalize: true, tensors }, path, "tiny", "bf16");
+    const layout = await readGgufLayout(path);
+    const types = Object.fromEntries(layout.tensors.map((t) => [t.name, t.type]));
+    assert.deepEqual(types, {
+      "token_embd.weight": GgmlType.BF16,
+      "blk.0.attn_q.weight": GgmlType.BF16,
+      "blk.0.attn_q.bias": GgmlType.F32,
+    });
+    const query = layout.tensors.find((t) => t.name === "blk.0.attn_q.weight")!;
+    const bytes = readFileSync(path).subarray(layout.dataStart + query.offset, layout.dataStart + query.offset + 8);
+    const back = Array.from({ length: 4 }, (_, i) => new Float32Array(Uint32Array.of(bytes.readUInt16LE(i * 2) << 16).buffer)[0]);
+    assert.deepEqual(back, [1, 1 + 2 ** -6, -2.5, 3.140625]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

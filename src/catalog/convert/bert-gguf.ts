@@ -12,11 +12,11 @@ import type { SafeTensor } from "./safetensors.js";
 import type { SentenceTransformersModel, TokenizerJson } from "./sentence-transformers.js";
 
 /** The precisions a converted BERT is written in (the catalog's schema accepts these). */
-export const BERT_PRECISIONS = ["f32", "f16", "q8_0"] as const;
+export const BERT_PRECISIONS = ["f32", "f16", "bf16", "q8_0"] as const;
 export type BertPrecision = (typeof BERT_PRECISIONS)[number];
 
 /** llama.cpp's `general.file_type` (`LLAMA_FTYPE_*`): the type of the model's large matrices. */
-const FILE_TYPE: Record<BertPrecision, number> = { f32: 0, f16: 1, q8_0: 7 };
+const FILE_TYPE: Record<BertPrecision, number> = { f32: 0, f16: 1, bf16: 32, q8_0: 7 };
 
 /** llama.cpp's `LLAMA_POOLING_TYPE_*`. */
 const POOLING_TYPE = { mean: 1, cls: 2, last: 3 } as const;
@@ -83,6 +83,7 @@ function storedType(name: string, shape: number[], precision: BertPrecision, kep
   if (name.startsWith("position_embd.") || name.startsWith("token_types.")) return GgmlType.F32;
   if (precision === "q8_0" && name.startsWith("token_embd.")) return GgmlType.F32;
   // Q8_0 blocks never straddle rows: a row whose length is not a multiple of a block stays F16.
+  if (precision === "bf16") return GgmlType.BF16;
   const rowLength = shape.at(-1)!;
   return precision === "f16" || keptF16.test(name) || rowLength % Q8_0_BLOCK_VALUES !== 0 ? GgmlType.F16 : GgmlType.Q8_0;
 }
@@ -96,13 +97,25 @@ function toF16(data: Buffer): Buffer {
   return Buffer.from(out.buffer);
 }
 
+/** bfloat16: a float32's upper half, rounded to nearest even (what ggml and PyTorch do; no NaN in weights). */
+function toBF16(data: Buffer): Buffer {
+  const bits = new Uint32Array(floats(data).buffer);
+  const out = new Uint16Array(bits.length);
+  for (let i = 0; i < bits.length; i++) out[i] = (bits[i]! + 0x7fff + ((bits[i]! >>> 16) & 1)) >>> 16;
+  return Buffer.from(out.buffer);
+}
+
 function convertTensor(hfName: string, tensor: SafeTensor, precision: BertPrecision, keptF16: RegExp): GgufTensor | null {
   const name = ggufTensorName(hfName);
   if (!name) return null;
   if (tensor.dtype !== "F32") throw new Error(`tensor ${hfName} is ${tensor.dtype}; only F32 sources are converted`);
   const type = storedType(name, tensor.shape, precision, keptF16);
-  const data =
-    type === GgmlType.F16 ? toF16(tensor.data) : type === GgmlType.Q8_0 ? quantizeQ8_0(floats(tensor.data)) : Buffer.from(tensor.data);
+  const convert: Record<number, (data: Buffer) => Buffer> = {
+    [GgmlType.F16]: toF16,
+    [GgmlType.BF16]: toBF16,
+    [GgmlType.Q8_0]: (data) => quantizeQ8_0(floats(data)),
+  };
+  const data = convert[type]?.(tensor.data) ?? Buffer.from(tensor.data);
   return { name, dims: [...tensor.shape].reverse(), type, data };
 }
 

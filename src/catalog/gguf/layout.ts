@@ -5,7 +5,7 @@
 import { open } from "node:fs/promises";
 
 /** ggml tensor types this code reads or writes (ggml.h numbering). */
-export const GgmlType = { F32: 0, F16: 1, Q4_1: 3, Q8_0: 8 } as const;
+export const GgmlType = { F32: 0, F16: 1, Q4_1: 3, Q8_0: 8, BF16: 30 } as const;
 
 /** llama.cpp's `general.file_type` for a model whose large tensors are F16. */
 export const FILE_TYPE_MOSTLY_F16 = 1;

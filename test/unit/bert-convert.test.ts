@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { bertVocabulary, ggufTensorName, writeBertGguf } from "../../src/catalog/convert/bert-gguf.js";
+import { bertVocabulary, ggufTensorName, writeBertGguf, type BertPrecision } from "../../src/catalog/convert/bert-gguf.js";
 import { readSafetensors } from "../../src/catalog/convert/safetensors.js";
 import { floatToHalfBits, halfBitsToFloat } from "../../src/catalog/gguf/half.js";
 import { GgmlType, readGgufLayout } from "../../src/catalog/gguf/layout.js";
@@ -98,6 +98,31 @@ test("Q8_0 blocks are ggml's: an f16 scale of max|x|/127, then round(x/scale) wi
   assert.throws(() => quantizeQ8_0(new Float32Array(48)), /multiple of 32/);
 });
 
+/** A tiny BERT (hidden 64, four WordPiece tokens) of `tensors` written as a GGUF in `precision`, and its layout. */
+async function writeTinyBert(
+  dir: string,
+  tensors: Map<string, { dtype: string; shape: number[]; data: Buffer }>,
+  layers: number,
+  precision: BertPrecision,
+) {
+  const config = {
+    model_type: "bert",
+    num_hidden_layers: layers,
+    max_position_embeddings: 8,
+    hidden_size: 64,
+    intermediate_size: 96,
+    num_attention_heads: 2,
+    layer_norm_eps: 1e-12,
+  };
+  const tokenizer = {
+    added_tokens: [{ id: 0, content: "[CLS]", special: true }],
+    model: { type: "WordPiece", vocab: { "[CLS]": 0, a: 1, b: 2, c: 3 } },
+  };
+  const path = join(dir, "tiny.gguf");
+  await writeBertGguf({ config, tokenizer, pooling: "mean", normalize: true, tensors }, path, "tiny", precision);
+  return { path, layout: await readGgufLayout(path) };
+}
+
 test("q8_0 writes the layers' matrices as Q8_0, attn_v and ffn_up as F16, token embeddings, biases and norms as F32, and a row that no block divides as F16", async () => {
   const dir = mkdtempSync(join(tmpdir(), "bert-q8-"));
   try {
@@ -116,22 +141,7 @@ test("q8_0 writes the layers' matrices as Q8_0, attn_v and ffn_up as F16, token 
       ["encoder.layer.0.output.LayerNorm.weight", tensor([64])],
       ["encoder.layer.1.attention.output.dense.weight", tensor([40, 40])],
     ]);
-    const config = {
-      model_type: "bert",
-      num_hidden_layers: 2,
-      max_position_embeddings: 8,
-      hidden_size: 64,
-      intermediate_size: 96,
-      num_attention_heads: 2,
-      layer_norm_eps: 1e-12,
-    };
-    const tokenizer = {
-      added_tokens: [{ id: 0, content: "[CLS]", special: true }],
-      model: { type: "WordPiece", vocab: { "[CLS]": 0, a: 1, b: 2, c: 3 } },
-    };
-    const path = join(dir, "tiny.gguf");
-    await writeBertGguf({ config, tokenizer, pooling: "mean", normalize: true, tensors }, path, "tiny", "q8_0");
-    const layout = await readGgufLayout(path);
+    const { layout } = await writeTinyBert(dir, tensors, 2, "q8_0");
     const types = Object.fromEntries(layout.tensors.map((t) => [t.name, t.type]));
     assert.deepEqual(types, {
       "token_embd.weight": GgmlType.F32,
@@ -168,22 +178,7 @@ test("bf16 writes every layer matrix and the token embeddings as BF16 (a float32
       ["encoder.layer.0.attention.self.query.weight", tensor([64, 64])],
       ["encoder.layer.0.attention.self.query.bias", tensor([64])],
     ]);
-    const config = {
-      model_type: "bert",
-      num_hidden_layers: 1,
-      max_position_embeddings: 8,
-      hidden_size: 64,
-      intermediate_size: 96,
-      num_attention_heads: 2,
-      layer_norm_eps: 1e-12,
-    };
-    const tokenizer = {
-      added_tokens: [{ id: 0, content: "[CLS]", special: true }],
-      model: { type: "WordPiece", vocab: { "[CLS]": 0, a: 1, b: 2, c: 3 } },
-    };
-    const path = join(dir, "tiny.gguf");
-    await writeBertGguf({ config, tokenizer, pooling: "mean", normalize: true, tensors }, path, "tiny", "bf16");
-    const layout = await readGgufLayout(path);
+    const { path, layout } = await writeTinyBert(dir, tensors, 1, "bf16");
     const types = Object.fromEntries(layout.tensors.map((t) => [t.name, t.type]));
     assert.deepEqual(types, {
       "token_embd.weight": GgmlType.BF16,
